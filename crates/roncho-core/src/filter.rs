@@ -1,0 +1,509 @@
+//! Honcho's filter grammar, parsed into a typed tree that storage adapters
+//! render into SQL.
+//!
+//! Grammar (honcho-v3 §2.3): an object whose keys are ANDed; `AND`/`OR`/`NOT`
+//! take lists (`NOT` negates each item with "is not true" semantics, so rows
+//! with NULLs match); a key maps to a scalar (equality), `null` (is null), a
+//! list (sugar for `in`), `"*"` (no condition) or an object of operators
+//! `gte, lte, gt, lt, ne, in, contains, icontains`. `metadata` takes an object
+//! whose nested keys form a JSON path.
+
+use serde_json::{Map, Value};
+
+use crate::{Error, Result};
+
+/// Deepest nesting of AND/OR/NOT.
+pub const MAX_FILTER_DEPTH: usize = 5;
+
+/// The type of a filterable column; decides how values are coerced.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FieldType {
+    Text,
+    Integer,
+    Boolean,
+    Timestamp,
+}
+
+/// A filterable key of a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Field {
+    /// The key as clients write it (`peer_id`).
+    pub key: &'static str,
+    pub field_type: FieldType,
+}
+
+/// The keys a resource can be filtered on.
+#[derive(Debug, Clone, Copy)]
+pub struct Schema {
+    pub resource: &'static str,
+    pub fields: &'static [Field],
+    /// Whether `metadata` is filterable.
+    pub metadata: bool,
+}
+
+const fn field(key: &'static str, field_type: FieldType) -> Field {
+    Field { key, field_type }
+}
+
+/// Keys of workspaces.
+pub const WORKSPACE: Schema = Schema {
+    resource: "workspace",
+    fields: &[field("id", FieldType::Text), field("created_at", FieldType::Timestamp)],
+    metadata: true,
+};
+
+/// Keys of peers.
+pub const PEER: Schema = Schema {
+    resource: "peer",
+    fields: &[
+        field("id", FieldType::Text),
+        field("workspace_id", FieldType::Text),
+        field("created_at", FieldType::Timestamp),
+    ],
+    metadata: true,
+};
+
+/// Keys of sessions.
+pub const SESSION: Schema = Schema {
+    resource: "session",
+    fields: &[
+        field("id", FieldType::Text),
+        field("workspace_id", FieldType::Text),
+        field("is_active", FieldType::Boolean),
+        field("created_at", FieldType::Timestamp),
+    ],
+    metadata: true,
+};
+
+/// Keys of messages.
+pub const MESSAGE: Schema = Schema {
+    resource: "message",
+    fields: &[
+        field("id", FieldType::Text),
+        field("workspace_id", FieldType::Text),
+        field("session_id", FieldType::Text),
+        field("peer_id", FieldType::Text),
+        field("token_count", FieldType::Integer),
+        field("created_at", FieldType::Timestamp),
+    ],
+    metadata: true,
+};
+
+/// A typed scalar compared against a column or a JSON value.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Scalar {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+    Boolean(bool),
+    /// Microseconds since the epoch.
+    Timestamp(i64),
+}
+
+/// A comparison on a column or a metadata path.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Comparison {
+    Eq(Scalar),
+    Ne(Scalar),
+    Gt(Scalar),
+    Gte(Scalar),
+    Lt(Scalar),
+    Lte(Scalar),
+    In(Vec<Scalar>),
+    /// Substring, case-sensitive; on a JSON array: contains the element.
+    Contains(Scalar),
+    /// Substring, case-insensitive.
+    IContains(String),
+    IsNull,
+    IsNotNull,
+    /// JSON only: the array at the path holds every given element.
+    ContainsAll(Vec<Scalar>),
+}
+
+/// What a condition looks at.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Target {
+    Column(Field),
+    /// A path of object keys inside `metadata`.
+    Metadata(Vec<String>),
+}
+
+/// A parsed filter tree.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Filter {
+    /// Matches every row (an empty filter, or only wildcards).
+    All,
+    /// Matches no row (`in: []`).
+    Nothing,
+    And(Vec<Filter>),
+    Or(Vec<Filter>),
+    /// Each item "is not true", ANDed.
+    Not(Vec<Filter>),
+    Condition { target: Target, comparison: Comparison },
+}
+
+/// Parses client `filters` for a resource; `None` or `{}` matches everything.
+pub fn parse(schema: &Schema, filters: Option<&Map<String, Value>>) -> Result<Filter> {
+    match filters {
+        None => Ok(Filter::All),
+        Some(object) => parse_object(schema, object, 0).map(simplify),
+    }
+}
+
+fn parse_object(schema: &Schema, object: &Map<String, Value>, depth: usize) -> Result<Filter> {
+    if depth > MAX_FILTER_DEPTH {
+        return Err(Error::invalid("filters", format!("nest at most {MAX_FILTER_DEPTH} levels of AND/OR/NOT")));
+    }
+    let mut conditions = Vec::with_capacity(object.len());
+    for (key, value) in object {
+        let condition = match key.as_str() {
+            "AND" => Filter::And(parse_list(schema, key, value, depth)?),
+            "OR" => Filter::Or(parse_list(schema, key, value, depth)?),
+            "NOT" => Filter::Not(parse_list(schema, key, value, depth)?),
+            "metadata" if schema.metadata => parse_metadata(value)?,
+            _ => {
+                let field = schema.fields.iter().find(|field| field.key == key).ok_or_else(|| {
+                    Error::invalid(
+                        format!("filters.{key}"),
+                        format!("column `{key}` is not allowed for {}; allowed: {}", schema.resource, allowed_keys(schema)),
+                    )
+                })?;
+                parse_column(*field, value)?
+            }
+        };
+        conditions.push(condition);
+    }
+    Ok(Filter::And(conditions))
+}
+
+fn allowed_keys(schema: &Schema) -> String {
+    let mut keys: Vec<&str> = schema.fields.iter().map(|field| field.key).collect();
+    if schema.metadata {
+        keys.push("metadata");
+    }
+    keys.join(", ")
+}
+
+fn parse_list(schema: &Schema, key: &str, value: &Value, depth: usize) -> Result<Vec<Filter>> {
+    let Value::Array(items) = value else {
+        return Err(Error::invalid(format!("filters.{key}"), "must be a list of filter objects"));
+    };
+    items
+        .iter()
+        .map(|item| match item {
+            Value::Object(object) => parse_object(schema, object, depth + 1),
+            _ => Err(Error::invalid(format!("filters.{key}"), "must be a list of filter objects")),
+        })
+        .collect()
+}
+
+const OPERATORS: &[&str] = &["gte", "lte", "gt", "lt", "ne", "in", "contains", "icontains"];
+
+fn is_operator_object(object: &Map<String, Value>) -> bool {
+    !object.is_empty() && object.keys().all(|key| OPERATORS.contains(&key.as_str()))
+}
+
+fn is_wildcard(value: &Value) -> bool {
+    value.as_str() == Some("*")
+}
+
+fn parse_column(field: Field, value: &Value) -> Result<Filter> {
+    let key = field.key;
+    let condition = |comparison| Ok(Filter::Condition { target: Target::Column(field), comparison });
+    match value {
+        v if is_wildcard(v) => Ok(Filter::All),
+        Value::Null => condition(Comparison::IsNull),
+        Value::Array(items) => parse_in(items, |item| coerce(field, item)).map(|maybe| match maybe {
+            Some(comparison) => Filter::Condition { target: Target::Column(field), comparison },
+            None => Filter::All,
+        }),
+        Value::Object(object) => {
+            if !is_operator_object(object) {
+                return Err(Error::invalid(format!("filters.{key}"), format!("unknown operator; use one of {}", OPERATORS.join(", "))));
+            }
+            let mut conditions = Vec::new();
+            for (operator, operand) in object {
+                if is_wildcard(operand) {
+                    continue;
+                }
+                let comparison = match (operator.as_str(), operand) {
+                    ("ne", Value::Null) => Comparison::IsNotNull,
+                    (_, Value::Null) => {
+                        return Err(Error::invalid(format!("filters.{key}.{operator}"), "null is only allowed with ne"));
+                    }
+                    ("in", Value::Array(items)) => match parse_in(items, |item| coerce(field, item))? {
+                        Some(comparison) => comparison,
+                        None => continue,
+                    },
+                    ("in", _) => return Err(Error::invalid(format!("filters.{key}.in"), "must be a list")),
+                    ("contains" | "icontains", _) if field.field_type != FieldType::Text => {
+                        return Err(Error::invalid(format!("filters.{key}.{operator}"), "only applies to text columns"));
+                    }
+                    ("contains", Value::String(s)) => Comparison::Contains(Scalar::Text(s.clone())),
+                    ("icontains", Value::String(s)) => Comparison::IContains(s.clone()),
+                    ("contains" | "icontains", _) => {
+                        return Err(Error::invalid(format!("filters.{key}.{operator}"), "must be a string"));
+                    }
+                    (op, operand) => ordered(op, coerce(field, operand)?),
+                };
+                conditions.push(Filter::Condition { target: Target::Column(field), comparison });
+            }
+            Ok(Filter::And(conditions))
+        }
+        scalar => condition(Comparison::Eq(coerce(field, scalar)?)),
+    }
+}
+
+fn ordered(operator: &str, scalar: Scalar) -> Comparison {
+    match operator {
+        "gte" => Comparison::Gte(scalar),
+        "lte" => Comparison::Lte(scalar),
+        "gt" => Comparison::Gt(scalar),
+        "lt" => Comparison::Lt(scalar),
+        _ => Comparison::Ne(scalar),
+    }
+}
+
+/// Returns `In`, or `None` when the list holds a wildcard (no condition).
+fn parse_in(items: &[Value], coerce_item: impl Fn(&Value) -> Result<Scalar>) -> Result<Option<Comparison>> {
+    if items.iter().any(is_wildcard) {
+        return Ok(None);
+    }
+    Ok(Some(Comparison::In(items.iter().map(coerce_item).collect::<Result<_>>()?)))
+}
+
+fn coerce(field: Field, value: &Value) -> Result<Scalar> {
+    let name = format!("filters.{}", field.key);
+    match (field.field_type, value) {
+        (FieldType::Text, Value::String(s)) => Ok(Scalar::Text(s.clone())),
+        (FieldType::Text, _) => Err(Error::invalid(name, "expects a string")),
+        (FieldType::Boolean, Value::Bool(b)) => Ok(Scalar::Boolean(*b)),
+        (FieldType::Boolean, _) => Err(Error::invalid(name, "expects a boolean")),
+        (FieldType::Integer, Value::Number(n)) => {
+            n.as_i64().map(Scalar::Integer).ok_or_else(|| Error::invalid(name, "expects an integer"))
+        }
+        (FieldType::Integer, _) => Err(Error::invalid(name, "expects an integer")),
+        (FieldType::Timestamp, Value::String(s)) => parse_timestamp(s).map(Scalar::Timestamp).ok_or_else(|| {
+            Error::invalid(name, format!("`{s}` is not an ISO 8601 date or datetime"))
+        }),
+        (FieldType::Timestamp, _) => Err(Error::invalid(name, "expects an ISO 8601 string")),
+    }
+}
+
+/// Parses ISO 8601 (RFC 3339, a naive datetime taken as UTC, or a date) into
+/// microseconds since the epoch.
+pub fn parse_timestamp(text: &str) -> Option<i64> {
+    use time::format_description::well_known::Rfc3339;
+    use time::macros::format_description;
+    let micros = |t: time::OffsetDateTime| i64::try_from(t.unix_timestamp_nanos() / 1_000).ok();
+    let normalized = text.trim().replace(' ', "T");
+    if let Ok(parsed) = time::OffsetDateTime::parse(&normalized, &Rfc3339) {
+        return micros(parsed);
+    }
+    let naive_formats = [
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second].[subsecond]"),
+        format_description!("[year]-[month]-[day]T[hour]:[minute]:[second]"),
+        format_description!("[year]-[month]-[day]T[hour]:[minute]"),
+    ];
+    for format in naive_formats {
+        if let Ok(parsed) = time::PrimitiveDateTime::parse(&normalized, format) {
+            return micros(parsed.assume_utc());
+        }
+    }
+    let date = time::Date::parse(&normalized, format_description!("[year]-[month]-[day]")).ok()?;
+    micros(date.midnight().assume_utc())
+}
+
+fn parse_metadata(value: &Value) -> Result<Filter> {
+    let Value::Object(object) = value else {
+        return Err(Error::invalid("filters.metadata", "must be an object"));
+    };
+    let mut conditions = Vec::new();
+    collect_metadata(&mut Vec::new(), object, &mut conditions)?;
+    Ok(Filter::And(conditions))
+}
+
+fn collect_metadata(path: &mut Vec<String>, object: &Map<String, Value>, out: &mut Vec<Filter>) -> Result<()> {
+    for (key, value) in object {
+        if key.contains(['"', '\\']) || key.is_empty() {
+            return Err(Error::invalid("filters.metadata", format!("key `{key}` must be non-empty without quotes or backslashes")));
+        }
+        path.push(key.clone());
+        let field_name = format!("filters.metadata.{}", path.join("."));
+        let condition = |comparison| Filter::Condition { target: Target::Metadata(path.clone()), comparison };
+        match value {
+            v if is_wildcard(v) => {}
+            Value::Null => out.push(condition(Comparison::IsNull)),
+            Value::Array(items) => {
+                let elements = items.iter().map(|item| json_scalar(&field_name, item)).collect::<Result<_>>()?;
+                out.push(condition(Comparison::ContainsAll(elements)));
+            }
+            Value::Object(inner) if is_operator_object(inner) => {
+                for (operator, operand) in inner {
+                    if is_wildcard(operand) {
+                        continue;
+                    }
+                    let comparison = match (operator.as_str(), operand) {
+                        ("ne", Value::Null) => Comparison::IsNotNull,
+                        (_, Value::Null) => {
+                            return Err(Error::invalid(format!("{field_name}.{operator}"), "null is only allowed with ne"));
+                        }
+                        ("in", Value::Array(items)) => match parse_in(items, |item| json_scalar(&field_name, item))? {
+                            Some(comparison) => comparison,
+                            None => continue,
+                        },
+                        ("in", _) => return Err(Error::invalid(format!("{field_name}.in"), "must be a list")),
+                        ("icontains", Value::String(s)) => Comparison::IContains(s.clone()),
+                        ("icontains", _) => return Err(Error::invalid(format!("{field_name}.icontains"), "must be a string")),
+                        ("contains", operand) => Comparison::Contains(json_scalar(&field_name, operand)?),
+                        (op, operand) => ordered(op, json_scalar(&field_name, operand)?),
+                    };
+                    out.push(condition(comparison));
+                }
+            }
+            Value::Object(inner) => collect_metadata(path, inner, out)?,
+            scalar => out.push(condition(Comparison::Eq(json_scalar(&field_name, scalar)?))),
+        }
+        path.pop();
+    }
+    Ok(())
+}
+
+fn json_scalar(field_name: &str, value: &Value) -> Result<Scalar> {
+    match value {
+        Value::String(s) => Ok(Scalar::Text(s.clone())),
+        Value::Bool(b) => Ok(Scalar::Boolean(*b)),
+        Value::Number(n) => Ok(n.as_i64().map(Scalar::Integer).unwrap_or_else(|| Scalar::Float(n.as_f64().unwrap_or_default()))),
+        _ => Err(Error::invalid(field_name, "expects a string, number or boolean")),
+    }
+}
+
+/// Flattens trivially true/false branches so renderers see a small tree.
+fn simplify(filter: Filter) -> Filter {
+    match filter {
+        Filter::And(items) => {
+            let mut kept = Vec::new();
+            for item in items.into_iter().map(simplify) {
+                match item {
+                    Filter::All => {}
+                    Filter::Nothing => return Filter::Nothing,
+                    other => kept.push(other),
+                }
+            }
+            match kept.len() {
+                0 => Filter::All,
+                1 => kept.pop().unwrap_or(Filter::All),
+                _ => Filter::And(kept),
+            }
+        }
+        Filter::Or(items) => {
+            let mut kept = Vec::new();
+            for item in items.into_iter().map(simplify) {
+                match item {
+                    Filter::All => return Filter::All,
+                    Filter::Nothing => {}
+                    other => kept.push(other),
+                }
+            }
+            match kept.len() {
+                0 => Filter::Nothing,
+                1 => kept.pop().unwrap_or(Filter::Nothing),
+                _ => Filter::Or(kept),
+            }
+        }
+        Filter::Not(items) => {
+            let mut kept = Vec::new();
+            for item in items.into_iter().map(simplify) {
+                match item {
+                    Filter::All => return Filter::Nothing,
+                    Filter::Nothing => {}
+                    other => kept.push(other),
+                }
+            }
+            if kept.is_empty() { Filter::All } else { Filter::Not(kept) }
+        }
+        Filter::Condition { comparison: Comparison::In(items), .. } if items.is_empty() => Filter::Nothing,
+        other => other,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parse_json(schema: &Schema, value: Value) -> Result<Filter> {
+        parse(schema, value.as_object())
+    }
+
+    #[test]
+    fn empty_and_wildcards_match_everything() {
+        assert_eq!(parse_json(&MESSAGE, json!({})).unwrap(), Filter::All);
+        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": "*"})).unwrap(), Filter::All);
+        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": {"in": ["a", "*"]}})).unwrap(), Filter::All);
+    }
+
+    #[test]
+    fn empty_in_matches_nothing() {
+        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": {"in": []}})).unwrap(), Filter::Nothing);
+        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": []})).unwrap(), Filter::Nothing);
+    }
+
+    #[test]
+    fn unknown_keys_are_rejected_with_the_key_named() {
+        let error = parse_json(&PEER, json!({"token_count": 3})).unwrap_err();
+        assert!(matches!(&error, Error::InvalidArgument { field, .. } if field == "filters.token_count"), "{error}");
+    }
+
+    #[test]
+    fn values_are_coerced_to_the_column_type() {
+        assert!(parse_json(&MESSAGE, json!({"token_count": "3"})).is_err());
+        assert!(parse_json(&SESSION, json!({"is_active": 1})).is_err());
+        assert!(parse_json(&MESSAGE, json!({"created_at": {"gte": "not a date"}})).is_err());
+        assert!(parse_json(&MESSAGE, json!({"token_count": {"contains": "x"}})).is_err());
+        assert!(parse_json(&MESSAGE, json!({"peer_id": {"gt": null}})).is_err());
+        let parsed = parse_json(&MESSAGE, json!({"created_at": {"gte": "2024-01-02"}})).unwrap();
+        let Filter::Condition { comparison: Comparison::Gte(Scalar::Timestamp(micros)), .. } = parsed else {
+            panic!("unexpected {parsed:?}")
+        };
+        assert_eq!(micros, 1_704_153_600_000_000);
+    }
+
+    #[test]
+    fn timestamps_accept_rfc3339_naive_and_dates() {
+        assert_eq!(parse_timestamp("2024-01-02T00:00:00Z"), Some(1_704_153_600_000_000));
+        assert_eq!(parse_timestamp("2024-01-02T01:00:00+01:00"), Some(1_704_153_600_000_000));
+        assert_eq!(parse_timestamp("2024-01-02 00:00:00"), Some(1_704_153_600_000_000));
+        assert_eq!(parse_timestamp("2024-01-02T00:00:00.5"), Some(1_704_153_600_500_000));
+        assert_eq!(parse_timestamp("yesterday"), None);
+    }
+
+    #[test]
+    fn metadata_paths_and_operators() {
+        let parsed = parse_json(&MESSAGE, json!({"metadata": {"a": {"b": {"gte": 2}}, "tags": ["x"], "k": "v"}})).unwrap();
+        let Filter::And(items) = parsed else { panic!("expected AND") };
+        assert_eq!(items.len(), 3);
+        assert!(items.contains(&Filter::Condition {
+            target: Target::Metadata(vec!["a".into(), "b".into()]),
+            comparison: Comparison::Gte(Scalar::Integer(2)),
+        }));
+        assert!(items.contains(&Filter::Condition {
+            target: Target::Metadata(vec!["tags".into()]),
+            comparison: Comparison::ContainsAll(vec![Scalar::Text("x".into())]),
+        }));
+    }
+
+    #[test]
+    fn logical_operators_need_lists_and_bounded_depth() {
+        assert!(parse_json(&MESSAGE, json!({"AND": {"peer_id": "a"}})).is_err());
+        let mut deep = json!({"peer_id": "a"});
+        for _ in 0..7 {
+            deep = json!({"AND": [deep]});
+        }
+        assert!(parse_json(&MESSAGE, deep).is_err());
+        let parsed = parse_json(&MESSAGE, json!({"OR": [{"peer_id": "a"}, {"peer_id": "*"}]})).unwrap();
+        assert_eq!(parsed, Filter::All);
+        let parsed = parse_json(&MESSAGE, json!({"NOT": [{"peer_id": "a"}]})).unwrap();
+        assert!(matches!(parsed, Filter::Not(items) if items.len() == 1));
+    }
+}

@@ -1,0 +1,25 @@
+//! roncho's domain: resource types, input validation, the filter grammar,
+//! the `Store` port, and the one mapping from domain errors to gRPC statuses.
+//!
+//! # Layout
+//! - [`error`]: the domain error and its `tonic::Status` mapping.
+//! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
+//! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
+//! - [`json`]: `google.protobuf.Struct` ⇄ JSON.
+//! - [`filter`]: parsing of Honcho's filter grammar into a typed tree.
+//! - [`tokens`]: o200k_base token counting.
+//! - [`files`]: file upload decoding and chunking into messages.
+//! - [`store`]: the relational `Store` port both backends implement.
+//! - [`convert`]: domain ⇄ `roncho.v1` messages.
+
+pub mod convert;
+pub mod error;
+pub mod files;
+pub mod filter;
+pub mod json;
+pub mod model;
+pub mod store;
+pub mod tokens;
+pub mod validate;
+
+pub use error::{Error, Result};

@@ -1,0 +1,172 @@
+//! Resource types of the domain, independent of transport and storage.
+//!
+//! Timestamps are microseconds since the Unix epoch, UTC.
+
+use serde_json::{Map, Value};
+
+use crate::validate::{DEFAULT_PAGE_SIZE, MAX_PAGE_SIZE};
+use crate::{Error, Result};
+
+/// A JSON object: metadata or configuration.
+pub type JsonObject = Map<String, Value>;
+
+/// Returns the current time in microseconds since the Unix epoch.
+pub fn now_micros() -> i64 {
+    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Returns a new 21-character public id (message, webhook, cloned session).
+pub fn new_public_id() -> String {
+    nanoid::nanoid!()
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workspace {
+    pub id: String,
+    pub metadata: JsonObject,
+    pub configuration: JsonObject,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Peer {
+    pub id: String,
+    pub workspace_id: String,
+    pub metadata: JsonObject,
+    pub configuration: JsonObject,
+    pub created_at: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    pub id: String,
+    pub workspace_id: String,
+    pub is_active: bool,
+    pub metadata: JsonObject,
+    pub configuration: JsonObject,
+    pub created_at: i64,
+}
+
+/// Per-session observation settings of one member; `None` inherits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionPeerConfig {
+    pub observe_me: Option<bool>,
+    pub observe_others: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Message {
+    pub id: String,
+    pub workspace_id: String,
+    pub session_id: String,
+    pub peer_id: String,
+    pub content: String,
+    pub metadata: JsonObject,
+    pub created_at: i64,
+    pub token_count: i64,
+    pub seq_in_session: i64,
+}
+
+/// A validated message waiting to be appended to a session.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewMessage {
+    pub peer_id: String,
+    pub content: String,
+    pub metadata: JsonObject,
+    pub configuration: JsonObject,
+    /// `None` stamps the time of ingestion.
+    pub created_at: Option<i64>,
+    pub token_count: i64,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct WebhookEndpoint {
+    pub id: String,
+    pub workspace_id: String,
+    pub url: String,
+    pub created_at: i64,
+}
+
+/// A validated page request: `page` ≥ 1, `size` in 1..=100.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PageRequest {
+    pub page: i64,
+    pub size: i64,
+    pub reverse: bool,
+}
+
+impl Default for PageRequest {
+    fn default() -> Self {
+        Self { page: 1, size: i64::from(DEFAULT_PAGE_SIZE), reverse: false }
+    }
+}
+
+impl PageRequest {
+    /// Returns the page request for wire values where 0 means "default".
+    pub fn from_wire(page: i32, size: i32, reverse: bool) -> Result<Self> {
+        if page < 0 {
+            return Err(Error::invalid("page", "must be at least 1"));
+        }
+        if !(0..=MAX_PAGE_SIZE).contains(&size) {
+            return Err(Error::invalid("size", format!("must be between 1 and {MAX_PAGE_SIZE}")));
+        }
+        Ok(Self {
+            page: if page == 0 { 1 } else { i64::from(page) },
+            size: if size == 0 { i64::from(DEFAULT_PAGE_SIZE) } else { i64::from(size) },
+            reverse,
+        })
+    }
+
+    /// Returns the number of rows to skip.
+    pub fn offset(&self) -> i64 {
+        (self.page - 1).saturating_mul(self.size)
+    }
+}
+
+/// One page of a list: `items, total, page, size, pages`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Page<T> {
+    pub items: Vec<T>,
+    pub total: i64,
+    pub page: i64,
+    pub size: i64,
+    pub pages: i64,
+}
+
+impl<T> Page<T> {
+    /// Returns a page of `items` out of `total` rows.
+    pub fn new(items: Vec<T>, total: i64, request: PageRequest) -> Self {
+        let pages = if total == 0 { 0 } else { (total + request.size - 1) / request.size };
+        Self { items, total, page: request.page, size: request.size, pages }
+    }
+}
+
+/// Returns `base` with the top-level keys of `update` written over it.
+pub fn shallow_merge(mut base: JsonObject, update: JsonObject) -> JsonObject {
+    for (key, value) in update {
+        base.insert(key, value);
+    }
+    base
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn page_counts_round_up() {
+        let request = PageRequest::from_wire(2, 10, false).unwrap();
+        let page = Page::new(vec![1, 2, 3], 23, request);
+        assert_eq!((page.page, page.size, page.pages, page.total), (2, 10, 3, 23));
+        assert_eq!(request.offset(), 10);
+        assert_eq!(Page::<u8>::new(vec![], 0, request).pages, 0);
+    }
+
+    #[test]
+    fn page_size_above_100_is_rejected() {
+        assert!(PageRequest::from_wire(1, 101, false).is_err());
+        assert!(PageRequest::from_wire(-1, 10, false).is_err());
+        assert_eq!(PageRequest::from_wire(0, 0, true).unwrap(), PageRequest { page: 1, size: 50, reverse: true });
+    }
+}

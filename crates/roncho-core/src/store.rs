@@ -1,0 +1,131 @@
+//! The relational `Store` port: every durable read and write of workspaces,
+//! peers, sessions, messages and webhooks, with Honcho v3 semantics.
+//!
+//! Inputs are already validated (see [`crate::validate`]); implementations
+//! enforce the semantics that need the data: existence, uniqueness, ordering,
+//! atomicity and workspace isolation. Every operation is scoped by workspace.
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::filter::Filter;
+use crate::model::{
+    JsonObject, Message, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+};
+
+/// Peers to add to a session with their configs, in request order.
+pub type SessionPeers = Vec<(String, SessionPeerConfig)>;
+
+/// What a store reports about itself for `roncho status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Where the data lives, secrets redacted.
+    pub location: String,
+    /// The newest applied migration.
+    pub schema_version: Option<i64>,
+}
+
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// Returns the backend, location and schema version.
+    async fn info(&self) -> Result<StoreInfo>;
+
+    /// Returns the workspace, creating it with `metadata` and `configuration` when absent.
+    async fn get_or_create_workspace(
+        &self,
+        id: &str,
+        metadata: JsonObject,
+        configuration: JsonObject,
+    ) -> Result<(Workspace, bool)>;
+    /// Replaces metadata and merges configuration when given; creates when absent.
+    async fn update_workspace(
+        &self,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+    ) -> Result<Workspace>;
+    /// Deletes a workspace and all it holds; refused while a session is active.
+    async fn delete_workspace(&self, id: &str) -> Result<()>;
+    async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>>;
+
+    /// Returns the peer, creating it (and the workspace) when absent; given
+    /// metadata and configuration replace those of an existing peer.
+    async fn get_or_create_peer(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+    ) -> Result<(Peer, bool)>;
+    /// Deletes a peer, its messages and memberships.
+    async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<()>;
+    async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>>;
+
+    /// Returns the session, creating it when absent; on an existing session
+    /// replaces metadata, merges configuration, and ensures `peers`.
+    async fn get_or_create_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+        peers: SessionPeers,
+    ) -> Result<(Session, bool)>;
+    /// Deletes a session with its messages and memberships.
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// Copies a session with messages up to the inclusive cutoff into a new session.
+    async fn clone_session(&self, workspace_id: &str, id: &str, cutoff_message_id: Option<&str>) -> Result<Session>;
+    /// Adds (or re-activates) members with their configs.
+    async fn add_session_peers(&self, workspace_id: &str, session_id: &str, peers: SessionPeers) -> Result<Session>;
+    /// Makes `peers` the exact set of active members.
+    async fn set_session_peers(&self, workspace_id: &str, session_id: &str, peers: SessionPeers) -> Result<Session>;
+    /// Marks members as having left.
+    async fn remove_session_peers(&self, workspace_id: &str, session_id: &str, peer_ids: &[String]) -> Result<Session>;
+    /// Sets one member's config; `None` fields keep their value.
+    async fn set_session_peer_config(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        peer_id: &str,
+        config: SessionPeerConfig,
+    ) -> Result<()>;
+    /// Returns one active member's config.
+    async fn get_session_peer_config(&self, workspace_id: &str, session_id: &str, peer_id: &str)
+    -> Result<SessionPeerConfig>;
+    async fn list_sessions(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>>;
+    /// Sessions the peer is or was a member of.
+    async fn list_peer_sessions(
+        &self,
+        workspace_id: &str,
+        peer_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Session>>;
+    /// Active members of a session, in joining order.
+    async fn list_session_peers(&self, workspace_id: &str, session_id: &str, page: PageRequest) -> Result<Page<Peer>>;
+
+    /// Appends messages atomically, creating the session, the peers and their
+    /// memberships as needed; all or nothing.
+    async fn create_messages(&self, workspace_id: &str, session_id: &str, messages: Vec<NewMessage>)
+    -> Result<Vec<Message>>;
+    async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message>;
+    /// Replaces a message's metadata.
+    async fn update_message(&self, workspace_id: &str, session_id: &str, id: &str, metadata: JsonObject)
+    -> Result<Message>;
+    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()>;
+    /// Messages of a session in order (`reverse`: newest first).
+    async fn list_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Message>>;
+
+    /// Returns the endpoint for `url`, creating it when absent (at most 10 per workspace).
+    async fn create_webhook(&self, workspace_id: &str, url: &str) -> Result<(WebhookEndpoint, bool)>;
+    async fn delete_webhook(&self, workspace_id: &str, id: &str) -> Result<()>;
+    async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>>;
+}

@@ -1,0 +1,207 @@
+//! Honcho v3 input limits, checked once at the edge of the domain.
+
+use serde_json::{Map, Value};
+
+use crate::{Error, Result};
+
+/// Longest id of a workspace, peer or session.
+pub const MAX_ID_LEN: usize = 512;
+/// Longest message content, in characters.
+pub const MAX_MESSAGE_CHARS: usize = 25_000;
+/// Most messages (or conclusions) in one batch.
+pub const MAX_BATCH: usize = 100;
+/// Most top-level metadata keys.
+pub const MAX_METADATA_KEYS: usize = 100;
+/// Deepest metadata nesting.
+pub const MAX_METADATA_DEPTH: usize = 5;
+/// Largest page size.
+pub const MAX_PAGE_SIZE: i32 = 100;
+/// Default page size.
+pub const DEFAULT_PAGE_SIZE: i32 = 50;
+/// Largest file accepted by UploadFile.
+pub const MAX_FILE_BYTES: usize = 5 * 1024 * 1024;
+/// Most webhook endpoints per workspace.
+pub const MAX_WEBHOOKS_PER_WORKSPACE: i64 = 10;
+/// Most peers observing others in one session.
+pub const MAX_SESSION_OBSERVERS: usize = 10;
+
+/// Checks a resource id against `^[a-zA-Z0-9_-]+$` and 1..512 chars.
+pub fn resource_id(field: &str, id: &str) -> Result<String> {
+    if id.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if id.len() > MAX_ID_LEN {
+        return Err(Error::invalid(field, format!("must be at most {MAX_ID_LEN} characters")));
+    }
+    if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
+        return Err(Error::invalid(field, "must match ^[a-zA-Z0-9_-]+$"));
+    }
+    Ok(id.to_owned())
+}
+
+/// Checks a reference to an existing resource: non-empty, NUL-free.
+pub fn reference_id(field: &str, id: &str) -> Result<String> {
+    if id.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    Ok(strip_nul(id))
+}
+
+/// Returns `text` without NUL bytes, which Postgres text cannot hold.
+pub fn strip_nul(text: &str) -> String {
+    if text.contains('\0') { text.replace('\0', "") } else { text.to_owned() }
+}
+
+/// Checks message content: at most 25,000 characters after NUL stripping.
+pub fn message_content(field: &str, content: &str) -> Result<String> {
+    let content = strip_nul(content);
+    let chars = content.chars().count();
+    if chars > MAX_MESSAGE_CHARS {
+        return Err(Error::invalid(field, format!("has {chars} characters, at most {MAX_MESSAGE_CHARS} are allowed")));
+    }
+    Ok(content)
+}
+
+/// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5; strips NULs.
+pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, Value>> {
+    if object.len() > MAX_METADATA_KEYS {
+        return Err(Error::invalid(field, format!("has {} keys, at most {MAX_METADATA_KEYS} are allowed", object.len())));
+    }
+    let object = Value::Object(object);
+    let depth = depth_of(&object);
+    if depth > MAX_METADATA_DEPTH {
+        return Err(Error::invalid(field, format!("nests {depth} levels deep, at most {MAX_METADATA_DEPTH} are allowed")));
+    }
+    match strip_nul_value(object) {
+        Value::Object(object) => Ok(object),
+        _ => unreachable!("an object stays an object"),
+    }
+}
+
+/// Returns how deeply objects and lists nest in `value` (a flat object is 1).
+fn depth_of(value: &Value) -> usize {
+    match value {
+        Value::Object(object) => 1 + object.values().map(depth_of).max().unwrap_or(0),
+        Value::Array(items) => 1 + items.iter().map(depth_of).max().unwrap_or(0),
+        _ => 0,
+    }
+}
+
+fn strip_nul_value(value: Value) -> Value {
+    match value {
+        Value::String(s) => Value::String(strip_nul(&s)),
+        Value::Array(items) => Value::Array(items.into_iter().map(strip_nul_value).collect()),
+        Value::Object(object) => Value::Object(object.into_iter().map(|(k, v)| (strip_nul(&k), strip_nul_value(v))).collect()),
+        other => other,
+    }
+}
+
+/// Checks the size of a batch of messages or conclusions.
+pub fn batch_len(field: &str, len: usize) -> Result<()> {
+    if len == 0 {
+        return Err(Error::invalid(field, "must hold at least one item"));
+    }
+    if len > MAX_BATCH {
+        return Err(Error::invalid(field, format!("holds {len} items, at most {MAX_BATCH} are allowed")));
+    }
+    Ok(())
+}
+
+/// Checks a webhook URL: http(s) with a host that is not a private, loopback,
+/// link-local or otherwise non-public IP literal.
+pub fn webhook_url(field: &str, url: &str) -> Result<String> {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"))
+        .ok_or_else(|| Error::invalid(field, "must be an http or https URL"))?;
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host_port = authority.rsplit('@').next().unwrap_or_default();
+    let host = if let Some(bracketed) = host_port.strip_prefix('[') {
+        bracketed.split(']').next().unwrap_or_default()
+    } else {
+        host_port.split(':').next().unwrap_or_default()
+    };
+    if host.is_empty() {
+        return Err(Error::invalid(field, "must name a host"));
+    }
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        if !is_public_ip(&ip) {
+            return Err(Error::invalid(field, "must not point at a private, loopback, link-local, multicast or unspecified address"));
+        }
+    }
+    Ok(url.to_owned())
+}
+
+fn is_public_ip(ip: &std::net::IpAddr) -> bool {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            !(v4.is_private()
+                || v4.is_loopback()
+                || v4.is_link_local()
+                || v4.is_multicast()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_documentation()
+                || v4.octets()[0] == 0
+                || v4.octets()[0] >= 240
+                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64))
+        }
+        std::net::IpAddr::V6(v6) => {
+            let first = v6.segments()[0];
+            !(v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+                || v6.to_ipv4_mapped().is_some_and(|v4| !is_public_ip(&std::net::IpAddr::V4(v4))))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_follow_the_honcho_pattern() {
+        assert!(resource_id("id", "alice_1-B").is_ok());
+        assert!(resource_id("id", "").is_err());
+        assert!(resource_id("id", "a b").is_err());
+        assert!(resource_id("id", "a.b").is_err());
+        assert!(resource_id("id", &"a".repeat(512)).is_ok());
+        assert!(resource_id("id", &"a".repeat(513)).is_err());
+    }
+
+    #[test]
+    fn content_is_limited_in_characters_not_bytes() {
+        assert!(message_content("c", &"é".repeat(MAX_MESSAGE_CHARS)).is_ok());
+        let error = message_content("messages[0].content", &"x".repeat(MAX_MESSAGE_CHARS + 1)).unwrap_err();
+        assert!(matches!(error, Error::InvalidArgument { field, .. } if field == "messages[0].content"));
+        assert_eq!(message_content("c", "a\0b").unwrap(), "ab");
+    }
+
+    #[test]
+    fn metadata_limits_keys_and_depth_and_strips_nul() {
+        let deep = json!({"a": {"b": {"c": {"d": {"e": 1}}}}});
+        assert!(metadata("m", deep.as_object().unwrap().clone()).is_ok());
+        let too_deep = json!({"a": {"b": {"c": {"d": {"e": {"f": 1}}}}}});
+        assert!(metadata("m", too_deep.as_object().unwrap().clone()).is_err());
+        let many: Map<String, Value> = (0..101).map(|i| (format!("k{i}"), json!(i))).collect();
+        assert!(metadata("m", many).is_err());
+        let nul = json!({"k\0": "v\0"});
+        assert_eq!(Value::Object(metadata("m", nul.as_object().unwrap().clone()).unwrap()), json!({"k": "v"}));
+    }
+
+    #[test]
+    fn webhook_urls_must_be_public_http() {
+        assert!(webhook_url("url", "https://example.com/hook").is_ok());
+        assert!(webhook_url("url", "http://example.com:8080").is_ok());
+        assert!(webhook_url("url", "ftp://example.com").is_err());
+        assert!(webhook_url("url", "http://127.0.0.1/x").is_err());
+        assert!(webhook_url("url", "http://10.1.2.3").is_err());
+        assert!(webhook_url("url", "http://[::1]:80/").is_err());
+        assert!(webhook_url("url", "http://169.254.1.1").is_err());
+        assert!(webhook_url("url", "http://8.8.8.8/").is_ok());
+    }
+}

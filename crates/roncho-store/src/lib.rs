@@ -1,0 +1,20 @@
+//! The relational store: one implementation of `roncho_core::store::Store`
+//! over sqlx, speaking two dialects — SQLite for the embedded mode and
+//! Postgres for the distributed mode (see docs/adr/0002).
+//!
+//! # Layout
+//! - [`open`]: connecting, pragmas, migrations.
+//! - [`sql`]: SQL building with numbered binds and filter rendering.
+//! - `rows`: decoding rows into domain types.
+//! - `store`: the `Store` implementation.
+//! - [`testing`]: fresh databases for integration tests.
+
+mod open;
+mod rows;
+pub mod sql;
+mod store;
+pub mod testing;
+
+pub use open::{StoreOptions, connect, migrate, redact_url};
+pub use sql::Dialect;
+pub use store::SqlStore;

@@ -1,0 +1,127 @@
+//! Opening a store: the database URL picks the dialect.
+
+use std::path::Path;
+use std::str::FromStr;
+use std::time::Duration;
+
+use roncho_core::{Error, Result};
+use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
+use sqlx::migrate::Migrator;
+use sqlx::{AnyPool, ConnectOptions, Executor};
+
+use crate::sql::Dialect;
+use crate::store::SqlStore;
+
+static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
+static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
+
+/// How to reach the database.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// `postgres://...`, or `sqlite://path` for the embedded file.
+    pub database_url: String,
+    /// Pool size; SQLite writes are serialised regardless.
+    pub max_connections: u32,
+    /// How long an operation waits for a pooled connection.
+    pub acquire_timeout: Duration,
+}
+
+impl StoreOptions {
+    /// Returns options for the embedded SQLite file inside `data_dir`.
+    pub fn embedded(data_dir: &Path) -> Self {
+        let file = data_dir.join("roncho.db");
+        Self::new(format!("sqlite://{}?mode=rwc", file.display()))
+    }
+
+    /// Returns options for a database URL with default pool settings.
+    pub fn new(database_url: String) -> Self {
+        Self { database_url, max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+    }
+
+    /// Returns the dialect the URL selects.
+    pub fn dialect(&self) -> Result<Dialect> {
+        let scheme = self.database_url.split(':').next().unwrap_or_default();
+        match scheme {
+            "postgres" | "postgresql" => Ok(Dialect::Postgres),
+            "sqlite" => Ok(Dialect::Sqlite),
+            _ => Err(Error::invalid("database_url", format!("unsupported scheme `{scheme}`; use postgres:// or sqlite://"))),
+        }
+    }
+}
+
+/// Returns `url` with any password replaced by `***`.
+pub fn redact_url(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
+    let Some((credentials, host)) = rest.split_once('@') else { return url.to_owned() };
+    match credentials.split_once(':') {
+        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
+        None => url.to_owned(),
+    }
+}
+
+/// Connects to the database the options name; does not migrate.
+pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
+    sqlx::any::install_default_drivers();
+    let dialect = options.dialect()?;
+    let location = redact_url(&options.database_url);
+    if dialect == Dialect::Sqlite {
+        create_parent_dir(&options.database_url)?;
+    }
+    let connect_options = AnyConnectOptions::from_str(&options.database_url)
+        .map_err(|error| Error::invalid("database_url", error.to_string()))?
+        .log_statements(tracing::log::LevelFilter::Trace)
+        .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    let pool_options = AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
+    let pool_options = match dialect {
+        // WAL lets readers run beside the one writer; NORMAL sync is durable in WAL mode
+        // against process crashes, which is what an embedded server needs.
+        Dialect::Sqlite => pool_options.after_connect(|connection, _| {
+            Box::pin(async move {
+                connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;").await?;
+                Ok(())
+            })
+        }),
+        Dialect::Postgres => pool_options,
+    };
+    let pool: AnyPool = pool_options
+        .connect_with(connect_options)
+        .await
+        .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
+    Ok(SqlStore::new(pool, dialect, location))
+}
+
+fn create_parent_dir(database_url: &str) -> Result<()> {
+    let path = database_url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let path = path.split('?').next().unwrap_or_default();
+    if path.is_empty() || path == ":memory:" {
+        return Ok(());
+    }
+    if let Some(parent) = Path::new(path).parent().filter(|parent| !parent.as_os_str().is_empty()) {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| Error::Unavailable(format!("cannot create data directory {}: {error}", parent.display())))?;
+    }
+    Ok(())
+}
+
+/// Applies the embedded migrations of the store's dialect.
+pub async fn migrate(store: &SqlStore) -> Result<()> {
+    let migrator = match store.dialect() {
+        Dialect::Postgres => &POSTGRES_MIGRATIONS,
+        Dialect::Sqlite => &SQLITE_MIGRATIONS,
+    };
+    migrator.run(store.pool()).await.map_err(|error| Error::Unavailable(format!("migration failed: {error}")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_redacted_and_dialects_chosen() {
+        assert_eq!(redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
+        assert_eq!(StoreOptions::new("postgresql://h/db".into()).dialect().unwrap(), Dialect::Postgres);
+        assert_eq!(StoreOptions::embedded(Path::new("/tmp/x")).dialect().unwrap(), Dialect::Sqlite);
+        assert!(StoreOptions::new("mysql://h/db".into()).dialect().is_err());
+    }
+}

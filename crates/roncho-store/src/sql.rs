@@ -1,0 +1,464 @@
+//! SQL text building with numbered binds, and rendering of filter trees in
+//! the two dialects.
+
+use roncho_core::filter::{Comparison, Field, FieldType, Filter, Scalar, Target};
+use roncho_core::{Error, Result};
+use sqlx::any::AnyArguments;
+use sqlx::{Any, Arguments};
+
+/// The SQL flavour a store speaks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dialect {
+    Postgres,
+    Sqlite,
+}
+
+/// A value bound to a `$N` placeholder.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Bind {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+    /// A NULL typed as an integer, so Postgres accepts it for BIGINT columns.
+    NullInteger,
+}
+
+impl From<&str> for Bind {
+    fn from(value: &str) -> Self {
+        Bind::Text(value.to_owned())
+    }
+}
+
+impl From<String> for Bind {
+    fn from(value: String) -> Self {
+        Bind::Text(value)
+    }
+}
+
+impl From<i64> for Bind {
+    fn from(value: i64) -> Self {
+        Bind::Integer(value)
+    }
+}
+
+impl From<Option<i64>> for Bind {
+    fn from(value: Option<i64>) -> Self {
+        value.map_or(Bind::NullInteger, Bind::Integer)
+    }
+}
+
+/// SQL text under construction with its binds; placeholders are `$1, $2, ...`
+/// in both dialects.
+#[derive(Debug, Default)]
+pub struct Sql {
+    pub text: String,
+    pub binds: Vec<Bind>,
+}
+
+impl Sql {
+    /// Returns a builder starting with `text`.
+    pub fn new(text: &str) -> Self {
+        Self { text: text.to_owned(), binds: Vec::new() }
+    }
+
+    /// Appends SQL text.
+    pub fn push(&mut self, text: &str) -> &mut Self {
+        self.text.push_str(text);
+        self
+    }
+
+    /// Appends a placeholder bound to `value`.
+    pub fn bind(&mut self, value: impl Into<Bind>) -> &mut Self {
+        self.binds.push(value.into());
+        let placeholder = format!("${}", self.binds.len());
+        self.text.push_str(&placeholder);
+        self
+    }
+
+    /// Returns the sqlx arguments of the binds.
+    pub fn arguments(&self) -> Result<AnyArguments> {
+        let mut arguments = AnyArguments::default();
+        for bind in &self.binds {
+            let added = match bind {
+                Bind::Text(value) => arguments.add(value.clone()),
+                Bind::Integer(value) => arguments.add(*value),
+                Bind::Float(value) => arguments.add(*value),
+                Bind::NullInteger => arguments.add(Option::<i64>::None),
+            };
+            added.map_err(|error| Error::Internal(format!("binding a query argument: {error}")))?;
+        }
+        Ok(arguments)
+    }
+
+    /// Returns a sqlx query over this text and its binds.
+    pub fn query(&self) -> Result<sqlx::query::Query<'_, Any, AnyArguments>> {
+        // Every value is a bind; the text holds only SQL written in this crate and quoted JSON paths of validated keys.
+        Ok(sqlx::query_with(sqlx::AssertSqlSafe(self.text.clone()), self.arguments()?))
+    }
+}
+
+/// Maps a filter key of a resource to its SQL column.
+pub type ColumnOf = fn(&str) -> &'static str;
+
+/// Appends the SQL condition of `filter` to `sql`.
+pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of: ColumnOf) -> Result<()> {
+    match filter {
+        Filter::All => {
+            sql.push("1=1");
+        }
+        Filter::Nothing => {
+            sql.push("1=0");
+        }
+        Filter::And(items) | Filter::Or(items) => {
+            let joiner = if matches!(filter, Filter::And(_)) { " AND " } else { " OR " };
+            sql.push("(");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    sql.push(joiner);
+                }
+                render_filter(sql, dialect, item, column_of)?;
+            }
+            sql.push(")");
+        }
+        Filter::Not(items) => {
+            sql.push("(");
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    sql.push(" AND ");
+                }
+                sql.push("(");
+                render_filter(sql, dialect, item, column_of)?;
+                sql.push(") IS NOT TRUE");
+            }
+            sql.push(")");
+        }
+        Filter::Condition { target: Target::Column(field), comparison } => {
+            render_column(sql, dialect, column_of(field.key), *field, comparison)?;
+        }
+        Filter::Condition { target: Target::Metadata(path), comparison } => {
+            let json = JsonPath { dialect, column: column_of("metadata"), path };
+            render_json(sql, &json, comparison)?;
+        }
+    }
+    Ok(())
+}
+
+fn column_bind(field: Field, scalar: &Scalar) -> Result<Bind> {
+    let mismatch = || Error::invalid(format!("filters.{}", field.key), "has a value of the wrong type");
+    match (field.field_type, scalar) {
+        (FieldType::Text, Scalar::Text(text)) => Ok(Bind::Text(text.clone())),
+        (FieldType::Integer, Scalar::Integer(value)) | (FieldType::Timestamp, Scalar::Timestamp(value)) => {
+            Ok(Bind::Integer(*value))
+        }
+        (FieldType::Boolean, Scalar::Boolean(value)) => Ok(Bind::Integer(i64::from(*value))),
+        _ => Err(mismatch()),
+    }
+}
+
+fn render_column(sql: &mut Sql, dialect: Dialect, column: &str, field: Field, comparison: &Comparison) -> Result<()> {
+    let binary = |sql: &mut Sql, operator: &str, scalar: &Scalar| -> Result<()> {
+        sql.push(column).push(operator).bind(column_bind(field, scalar)?);
+        Ok(())
+    };
+    match comparison {
+        Comparison::Eq(scalar) => binary(sql, " = ", scalar)?,
+        Comparison::Ne(scalar) => {
+            let operator = if dialect == Dialect::Postgres { " IS DISTINCT FROM " } else { " IS NOT " };
+            binary(sql, operator, scalar)?;
+        }
+        Comparison::Gt(scalar) => binary(sql, " > ", scalar)?,
+        Comparison::Gte(scalar) => binary(sql, " >= ", scalar)?,
+        Comparison::Lt(scalar) => binary(sql, " < ", scalar)?,
+        Comparison::Lte(scalar) => binary(sql, " <= ", scalar)?,
+        Comparison::In(items) => {
+            sql.push(column).push(" IN (");
+            for (index, scalar) in items.iter().enumerate() {
+                if index > 0 {
+                    sql.push(", ");
+                }
+                sql.bind(column_bind(field, scalar)?);
+            }
+            sql.push(")");
+        }
+        Comparison::Contains(Scalar::Text(needle)) => {
+            sql.push(substring_function(dialect)).push("(").push(column).push(", ").bind(needle.as_str()).push(") > 0");
+        }
+        Comparison::IContains(needle) => {
+            sql.push(substring_function(dialect)).push("(lower(").push(column).push("), lower(");
+            sql.bind(needle.as_str()).push(")) > 0");
+        }
+        Comparison::IsNull => {
+            sql.push(column).push(" IS NULL");
+        }
+        Comparison::IsNotNull => {
+            sql.push(column).push(" IS NOT NULL");
+        }
+        Comparison::Contains(_) | Comparison::ContainsAll(_) => {
+            return Err(Error::invalid(format!("filters.{}", field.key), "contains needs a string on a text column"));
+        }
+    }
+    Ok(())
+}
+
+fn substring_function(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Postgres => "strpos",
+        Dialect::Sqlite => "instr",
+    }
+}
+
+/// A JSON value at a path inside a text column holding a JSON object.
+struct JsonPath<'a> {
+    dialect: Dialect,
+    column: &'static str,
+    path: &'a [String],
+}
+
+/// The JSON type of a value, as each dialect names it.
+#[derive(Clone, Copy)]
+enum JsonKind {
+    String,
+    Number,
+    Array,
+    True,
+    False,
+    Null,
+}
+
+impl JsonPath<'_> {
+    /// Appends the expression of the JSON value (Postgres) or the path (SQLite).
+    fn push_value(&self, sql: &mut Sql) {
+        match self.dialect {
+            Dialect::Postgres => {
+                sql.push("(").push(self.column).push("::jsonb");
+                for key in self.path {
+                    sql.push(" -> ").bind(key.as_str());
+                }
+                sql.push(")");
+            }
+            Dialect::Sqlite => {
+                let path: String = std::iter::once("$".to_owned()).chain(self.path.iter().map(|key| format!(".\"{key}\""))).collect();
+                sql.push(self.column).push(", ").bind(path);
+            }
+        }
+    }
+
+    /// Appends "the value at the path has this JSON kind".
+    fn push_is_kind(&self, sql: &mut Sql, kind: JsonKind) {
+        match self.dialect {
+            Dialect::Postgres => {
+                let name = match kind {
+                    JsonKind::String => "= 'string'",
+                    JsonKind::Number => "= 'number'",
+                    JsonKind::Array => "= 'array'",
+                    JsonKind::True | JsonKind::False => "= 'boolean'",
+                    JsonKind::Null => "= 'null'",
+                };
+                sql.push("jsonb_typeof");
+                self.push_value(sql);
+                sql.push(" ").push(name);
+                match kind {
+                    JsonKind::True => {
+                        sql.push(" AND ");
+                        self.push_text(sql);
+                        sql.push(" = 'true'");
+                    }
+                    JsonKind::False => {
+                        sql.push(" AND ");
+                        self.push_text(sql);
+                        sql.push(" = 'false'");
+                    }
+                    _ => {}
+                }
+            }
+            Dialect::Sqlite => {
+                let name = match kind {
+                    JsonKind::String => "= 'text'",
+                    JsonKind::Number => "IN ('integer', 'real')",
+                    JsonKind::Array => "= 'array'",
+                    JsonKind::True => "= 'true'",
+                    JsonKind::False => "= 'false'",
+                    JsonKind::Null => "= 'null'",
+                };
+                sql.push("json_type(");
+                self.push_value(sql);
+                sql.push(") ").push(name);
+            }
+        }
+    }
+
+    /// Appends the scalar at the path as SQL text.
+    fn push_text(&self, sql: &mut Sql) {
+        match self.dialect {
+            Dialect::Postgres => {
+                self.push_value(sql);
+                sql.push(" #>> '{}'");
+            }
+            Dialect::Sqlite => {
+                sql.push("json_extract(");
+                self.push_value(sql);
+                sql.push(")");
+            }
+        }
+    }
+
+    /// Appends the number at the path as a SQL float.
+    fn push_number(&self, sql: &mut Sql) {
+        match self.dialect {
+            Dialect::Postgres => {
+                sql.push("(");
+                self.push_text(sql);
+                sql.push(")::float8");
+            }
+            Dialect::Sqlite => self.push_text(sql),
+        }
+    }
+}
+
+fn render_json(sql: &mut Sql, json: &JsonPath<'_>, comparison: &Comparison) -> Result<()> {
+    match comparison {
+        Comparison::Eq(scalar) => json_compare(sql, json, " = ", scalar)?,
+        Comparison::Ne(scalar) => {
+            sql.push("NOT COALESCE(");
+            json_compare(sql, json, " = ", scalar)?;
+            sql.push(", FALSE)");
+        }
+        Comparison::Gt(scalar) => json_ordered(sql, json, " > ", scalar)?,
+        Comparison::Gte(scalar) => json_ordered(sql, json, " >= ", scalar)?,
+        Comparison::Lt(scalar) => json_ordered(sql, json, " < ", scalar)?,
+        Comparison::Lte(scalar) => json_ordered(sql, json, " <= ", scalar)?,
+        Comparison::In(items) => {
+            sql.push("(");
+            for (index, scalar) in items.iter().enumerate() {
+                if index > 0 {
+                    sql.push(" OR ");
+                }
+                json_compare(sql, json, " = ", scalar)?;
+            }
+            sql.push(")");
+        }
+        Comparison::Contains(scalar) => {
+            sql.push("(");
+            json_array_contains(sql, json, scalar);
+            if let Scalar::Text(needle) = scalar {
+                sql.push(" OR (");
+                json.push_is_kind(sql, JsonKind::String);
+                sql.push(" AND ").push(substring_function(json.dialect)).push("(");
+                json.push_text(sql);
+                sql.push(", ").bind(needle.as_str()).push(") > 0)");
+            }
+            sql.push(")");
+        }
+        Comparison::ContainsAll(items) => {
+            sql.push("(");
+            json.push_is_kind(sql, JsonKind::Array);
+            for scalar in items {
+                sql.push(" AND ");
+                json_array_contains(sql, json, scalar);
+            }
+            sql.push(")");
+        }
+        Comparison::IContains(needle) => {
+            sql.push("(");
+            json.push_is_kind(sql, JsonKind::String);
+            sql.push(" AND ").push(substring_function(json.dialect)).push("(lower(");
+            json.push_text(sql);
+            sql.push("), lower(").bind(needle.as_str()).push(")) > 0)");
+        }
+        Comparison::IsNull => {
+            sql.push("(");
+            json.push_is_kind(sql, JsonKind::Null);
+            sql.push(") IS NOT FALSE");
+        }
+        Comparison::IsNotNull => {
+            sql.push("(");
+            json.push_is_kind(sql, JsonKind::Null);
+            sql.push(") IS FALSE");
+        }
+    }
+    Ok(())
+}
+
+/// Appends "the value at the path equals (or compares with) the scalar",
+/// type-aware: a string never equals a number.
+fn json_compare(sql: &mut Sql, json: &JsonPath<'_>, operator: &str, scalar: &Scalar) -> Result<()> {
+    sql.push("COALESCE((");
+    match scalar {
+        Scalar::Text(text) => {
+            json.push_is_kind(sql, JsonKind::String);
+            sql.push(" AND ");
+            json.push_text(sql);
+            sql.push(operator).bind(text.as_str());
+        }
+        Scalar::Integer(_) | Scalar::Float(_) => {
+            json.push_is_kind(sql, JsonKind::Number);
+            sql.push(" AND ");
+            json.push_number(sql);
+            sql.push(operator).bind(float_bind(scalar));
+        }
+        Scalar::Boolean(value) => json.push_is_kind(sql, if *value { JsonKind::True } else { JsonKind::False }),
+        Scalar::Timestamp(_) => return Err(Error::invalid("filters.metadata", "timestamps are compared as ISO strings")),
+    }
+    sql.push("), FALSE)");
+    Ok(())
+}
+
+fn json_ordered(sql: &mut Sql, json: &JsonPath<'_>, operator: &str, scalar: &Scalar) -> Result<()> {
+    if matches!(scalar, Scalar::Boolean(_)) {
+        return Err(Error::invalid("filters.metadata", "gt/gte/lt/lte need a number or a string"));
+    }
+    json_compare(sql, json, operator, scalar)
+}
+
+fn float_bind(scalar: &Scalar) -> Bind {
+    match scalar {
+        #[expect(clippy::cast_precision_loss, reason = "JSON numbers compare as doubles, as in Postgres jsonb")]
+        Scalar::Integer(value) => Bind::Float(*value as f64),
+        Scalar::Float(value) => Bind::Float(*value),
+        _ => Bind::NullInteger,
+    }
+}
+
+/// Appends "the value at the path is an array holding the scalar".
+fn json_array_contains(sql: &mut Sql, json: &JsonPath<'_>, scalar: &Scalar) {
+    match json.dialect {
+        Dialect::Postgres => {
+            sql.push("COALESCE(");
+            json.push_value(sql);
+            sql.push(" @> jsonb_build_array(");
+            match scalar {
+                Scalar::Text(text) => {
+                    sql.bind(text.as_str()).push("::text");
+                }
+                Scalar::Boolean(value) => {
+                    sql.push(if *value { "true" } else { "false" });
+                }
+                other => {
+                    sql.bind(float_bind(other)).push("::float8");
+                }
+            }
+            sql.push(") AND jsonb_typeof");
+            json.push_value(sql);
+            sql.push(" = 'array', FALSE)");
+        }
+        Dialect::Sqlite => {
+            sql.push("(COALESCE(json_type(");
+            json.push_value(sql);
+            sql.push(") = 'array', FALSE) AND EXISTS (SELECT 1 FROM json_each(");
+            json.push_value(sql);
+            sql.push(") AS element WHERE ");
+            match scalar {
+                Scalar::Text(text) => {
+                    sql.push("element.type = 'text' AND element.value = ").bind(text.as_str());
+                }
+                Scalar::Boolean(value) => {
+                    sql.push(if *value { "element.type = 'true'" } else { "element.type = 'false'" });
+                }
+                other => {
+                    sql.push("element.type IN ('integer', 'real') AND element.value = ").bind(float_bind(other));
+                }
+            }
+            sql.push("))");
+        }
+    }
+}

@@ -1,0 +1,793 @@
+//! `Store` over sqlx `Any`: the same statements run on SQLite and Postgres;
+//! the few places where the dialects differ are in [`crate::sql`].
+
+use async_trait::async_trait;
+use roncho_core::filter::Filter;
+use roncho_core::model::{
+    JsonObject, Message, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+    new_public_id, now_micros, shallow_merge,
+};
+use roncho_core::store::{SessionPeers, Store, StoreInfo};
+use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
+use roncho_core::{Error, Result};
+use sqlx::any::AnyRow;
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+use tokio::sync::{Mutex, MutexGuard};
+
+use crate::rows;
+use crate::sql::{Bind, ColumnOf, Dialect, Sql, render_filter};
+
+/// The relational store of both modes.
+#[derive(Debug)]
+pub struct SqlStore {
+    pool: AnyPool,
+    dialect: Dialect,
+    location: String,
+    /// SQLite has one writer; queueing writers here is cheaper and fairer than
+    /// SQLite's sleeping busy handler. `None` on Postgres, which locks rows.
+    write_gate: Option<Mutex<()>>,
+}
+
+/// A write transaction, holding the SQLite write gate while it lives.
+struct WriteTx<'a> {
+    tx: Transaction<'static, Any>,
+    _gate: Option<MutexGuard<'a, ()>>,
+}
+
+impl WriteTx<'_> {
+    fn conn(&mut self) -> &mut AnyConnection {
+        &mut self.tx
+    }
+
+    async fn commit(self) -> Result<()> {
+        self.tx.commit().await.map_err(db_error)
+    }
+}
+
+/// Maps a sqlx error to the domain: lost connections are `Unavailable`.
+fn db_error(error: sqlx::Error) -> Error {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
+            Error::Unavailable(format!("database: {error}"))
+        }
+        other => Error::Internal(format!("database: {other}")),
+    }
+}
+
+fn to_json(object: &JsonObject) -> String {
+    serde_json::Value::Object(object.clone()).to_string()
+}
+
+fn flag(value: Option<bool>) -> Bind {
+    Bind::from(value.map(i64::from))
+}
+
+async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
+    sql.query()?.fetch_all(conn).await.map_err(db_error)
+}
+
+async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<AnyRow>> {
+    sql.query()?.fetch_optional(conn).await.map_err(db_error)
+}
+
+async fn execute(conn: &mut AnyConnection, sql: &Sql) -> Result<u64> {
+    Ok(sql.query()?.execute(conn).await.map_err(db_error)?.rows_affected())
+}
+
+fn workspace_column(key: &str) -> &'static str {
+    match key {
+        "id" => "name",
+        "created_at" => "created_at",
+        _ => "metadata",
+    }
+}
+
+fn peer_column(key: &str) -> &'static str {
+    match key {
+        "id" => "p.name",
+        "workspace_id" => "p.workspace_name",
+        "created_at" => "p.created_at",
+        _ => "p.metadata",
+    }
+}
+
+fn session_column(key: &str) -> &'static str {
+    match key {
+        "id" => "s.name",
+        "workspace_id" => "s.workspace_name",
+        "is_active" => "s.is_active",
+        "created_at" => "s.created_at",
+        _ => "s.metadata",
+    }
+}
+
+fn message_column(key: &str) -> &'static str {
+    match key {
+        "id" => "m.public_id",
+        "workspace_id" => "m.workspace_name",
+        "session_id" => "m.session_name",
+        "peer_id" => "m.peer_name",
+        "token_count" => "m.token_count",
+        "created_at" => "m.created_at",
+        _ => "m.metadata",
+    }
+}
+
+/// Returns "ASC" or "DESC" for a page's direction.
+fn direction(page: PageRequest) -> &'static str {
+    if page.reverse { "DESC" } else { "ASC" }
+}
+
+impl SqlStore {
+    pub(crate) fn new(pool: AnyPool, dialect: Dialect, location: String) -> Self {
+        let write_gate = (dialect == Dialect::Sqlite).then(|| Mutex::new(()));
+        Self { pool, dialect, location, write_gate }
+    }
+
+    /// Returns the dialect this store speaks.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Returns the connection pool (migrations, tests).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every pooled connection.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    async fn begin_write(&self) -> Result<WriteTx<'_>> {
+        let gate = match &self.write_gate {
+            Some(gate) => Some(gate.lock().await),
+            None => None,
+        };
+        let tx = match self.dialect {
+            // IMMEDIATE takes the write lock up front instead of failing to upgrade later.
+            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
+            Dialect::Postgres => self.pool.begin().await,
+        }
+        .map_err(db_error)?;
+        Ok(WriteTx { tx, _gate: gate })
+    }
+
+    async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
+        sql.query()?.fetch_all(&self.pool).await.map_err(db_error)
+    }
+
+    async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
+        sql.query()?.fetch_optional(&self.pool).await.map_err(db_error)
+    }
+
+    /// Runs the count and the page query of `FROM ... WHERE ...` in `from_where`.
+    async fn paged<T>(
+        &self,
+        columns: &str,
+        from_where: Sql,
+        order_by: &str,
+        page: PageRequest,
+        decode: fn(&AnyRow) -> Result<T>,
+    ) -> Result<Page<T>> {
+        let count = Sql { text: format!("SELECT COUNT(*) AS n FROM {}", from_where.text), binds: from_where.binds.clone() };
+        let total = match self.read_optional(&count).await? {
+            Some(row) => rows::count(&row)?,
+            None => 0,
+        };
+        let mut select = Sql { text: format!("SELECT {columns} FROM {} ORDER BY {order_by} LIMIT ", from_where.text), binds: from_where.binds };
+        select.bind(page.size).push(" OFFSET ").bind(page.offset());
+        let items = self.read(&select).await?.iter().map(decode).collect::<Result<Vec<_>>>()?;
+        Ok(Page::new(items, total, page))
+    }
+
+    fn push_filter(&self, sql: &mut Sql, filter: &Filter, column_of: ColumnOf) -> Result<()> {
+        sql.push(" AND ");
+        render_filter(sql, self.dialect, filter, column_of)
+    }
+}
+
+/// Creates the workspace when absent; returns whether it was created.
+async fn ensure_workspace(conn: &mut AnyConnection, id: &str, metadata: &JsonObject, configuration: &JsonObject) -> Result<bool> {
+    let mut sql = Sql::new("INSERT INTO workspaces (name, metadata, configuration, created_at) VALUES (");
+    sql.bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration)).push(", ").bind(now_micros());
+    sql.push(") ON CONFLICT (name) DO NOTHING");
+    Ok(execute(conn, &sql).await? == 1)
+}
+
+async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
+    let mut sql = Sql::new(&format!("SELECT {} FROM workspaces WHERE name = ", rows::WORKSPACE_COLUMNS));
+    sql.bind(id);
+    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("workspace", id))?;
+    rows::workspace(&row)
+}
+
+/// Creates the peer when absent; returns whether it was created.
+async fn ensure_peer(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    let mut sql = Sql::new("INSERT INTO peers (workspace_name, name, metadata, configuration, created_at) VALUES (");
+    sql.bind(workspace_id).push(", ").bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration));
+    sql.push(", ").bind(now_micros()).push(") ON CONFLICT (workspace_name, name) DO NOTHING");
+    Ok(execute(conn, &sql).await? == 1)
+}
+
+async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
+    let mut sql = Sql::new(&format!("SELECT {} FROM peers p WHERE p.workspace_name = ", rows::PEER_COLUMNS));
+    sql.bind(workspace_id).push(" AND p.name = ").bind(id);
+    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("peer", id))?;
+    rows::peer(&row)
+}
+
+async fn ensure_session(conn: &mut AnyConnection, workspace_id: &str, id: &str, metadata: &JsonObject, configuration: &JsonObject) -> Result<bool> {
+    let mut sql = Sql::new("INSERT INTO sessions (workspace_name, name, metadata, configuration, created_at) VALUES (");
+    sql.bind(workspace_id).push(", ").bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration));
+    sql.push(", ").bind(now_micros()).push(") ON CONFLICT (workspace_name, name) DO NOTHING");
+    Ok(execute(conn, &sql).await? == 1)
+}
+
+async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
+    let mut sql = Sql::new(&format!("SELECT {} FROM sessions s WHERE s.workspace_name = ", rows::SESSION_COLUMNS));
+    sql.bind(workspace_id).push(" AND s.name = ").bind(id);
+    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("session", id))?;
+    let session = rows::session(&row)?;
+    if !session.is_active {
+        return Err(Error::not_found("session", id));
+    }
+    Ok(session)
+}
+
+/// Adds or re-activates a member; `config` `None` keeps an existing member's config.
+async fn upsert_member(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    peer_id: &str,
+    config: Option<SessionPeerConfig>,
+) -> Result<()> {
+    let config_given = config.is_some();
+    let config = config.unwrap_or_default();
+    let mut sql = Sql::new(
+        "INSERT INTO session_peers (workspace_name, session_name, peer_name, observe_me, observe_others, joined_at, left_at) VALUES (",
+    );
+    sql.bind(workspace_id).push(", ").bind(session_id).push(", ").bind(peer_id).push(", ");
+    sql.bind(flag(config.observe_me)).push(", ").bind(flag(config.observe_others)).push(", ").bind(now_micros());
+    sql.push(
+        ", NULL) ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
+         joined_at = CASE WHEN session_peers.left_at IS NULL THEN session_peers.joined_at ELSE excluded.joined_at END, \
+         left_at = NULL",
+    );
+    if config_given {
+        sql.push(", observe_me = excluded.observe_me, observe_others = excluded.observe_others");
+    }
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+async fn add_members(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, peers: &SessionPeers) -> Result<()> {
+    for (peer_id, config) in peers {
+        ensure_peer(conn, workspace_id, peer_id, &JsonObject::new(), &JsonObject::new()).await?;
+        upsert_member(conn, workspace_id, session_id, peer_id, Some(*config)).await?;
+    }
+    check_observer_limit(conn, workspace_id, session_id).await
+}
+
+/// Refuses more than ten active members that observe others.
+async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<()> {
+    let mut sql = Sql::new("SELECT COUNT(*) AS n FROM session_peers WHERE workspace_name = ");
+    sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
+    sql.push(" AND left_at IS NULL AND observe_others = 1");
+    let observers = match fetch_optional(conn, &sql).await? {
+        Some(row) => rows::count(&row)?,
+        None => 0,
+    };
+    if observers > i64::try_from(MAX_SESSION_OBSERVERS).unwrap_or(i64::MAX) {
+        return Err(Error::invalid(
+            "peers",
+            format!("session `{session_id}` would have {observers} peers with observe_others, at most {MAX_SESSION_OBSERVERS} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
+/// Inserts messages with consecutive `seq_in_session` from `first_seq`, in one statement.
+async fn insert_messages(conn: &mut AnyConnection, messages: &[Message], configurations: &[String]) -> Result<()> {
+    let mut sql = Sql::new(
+        "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content, metadata, configuration, token_count, created_at) VALUES ",
+    );
+    for (index, (message, configuration)) in messages.iter().zip(configurations).enumerate() {
+        if index > 0 {
+            sql.push(", ");
+        }
+        sql.push("(").bind(message.id.as_str()).push(", ").bind(message.workspace_id.as_str()).push(", ");
+        sql.bind(message.session_id.as_str()).push(", ").bind(message.peer_id.as_str()).push(", ");
+        sql.bind(message.seq_in_session).push(", ").bind(message.content.as_str()).push(", ");
+        sql.bind(to_json(&message.metadata)).push(", ").bind(configuration.as_str()).push(", ");
+        sql.bind(message.token_count).push(", ").bind(message.created_at).push(")");
+    }
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+/// Hands out `count` new sequence numbers of a session; returns the first.
+async fn allocate_seq(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, count: i64) -> Result<i64> {
+    let mut sql = Sql::new("UPDATE sessions SET last_seq = last_seq + ");
+    sql.bind(count).push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(session_id);
+    sql.push(" RETURNING last_seq");
+    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("session", session_id))?;
+    let last: i64 = sqlx::Row::try_get(&row, "last_seq").map_err(db_error)?;
+    Ok(last - count + 1)
+}
+
+async fn load_message(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
+    let mut sql = Sql::new(&format!("SELECT {} FROM messages m WHERE m.workspace_name = ", rows::MESSAGE_COLUMNS));
+    sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id).push(" AND m.public_id = ").bind(id);
+    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("message", id))?;
+    rows::message(&row)
+}
+
+#[async_trait]
+impl Store for SqlStore {
+    async fn info(&self) -> Result<StoreInfo> {
+        let backend = match self.dialect {
+            Dialect::Postgres => "postgres",
+            Dialect::Sqlite => "sqlite",
+        };
+        let version = self
+            .read_optional(&Sql::new("SELECT MAX(version) AS n FROM _sqlx_migrations WHERE success"))
+            .await
+            .ok()
+            .flatten()
+            .and_then(|row| sqlx::Row::try_get::<Option<i64>, _>(&row, "n").ok().flatten());
+        Ok(StoreInfo { backend, location: self.location.clone(), schema_version: version })
+    }
+
+    async fn get_or_create_workspace(&self, id: &str, metadata: JsonObject, configuration: JsonObject) -> Result<(Workspace, bool)> {
+        let mut tx = self.begin_write().await?;
+        let created = ensure_workspace(tx.conn(), id, &metadata, &configuration).await?;
+        let workspace = load_workspace(tx.conn(), id).await?;
+        tx.commit().await?;
+        Ok((workspace, created))
+    }
+
+    async fn update_workspace(&self, id: &str, metadata: Option<JsonObject>, configuration: Option<JsonObject>) -> Result<Workspace> {
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), id, &JsonObject::new(), &JsonObject::new()).await?;
+        let mut workspace = load_workspace(tx.conn(), id).await?;
+        if let Some(metadata) = metadata {
+            workspace.metadata = metadata;
+        }
+        if let Some(configuration) = configuration {
+            workspace.configuration = shallow_merge(workspace.configuration, configuration);
+        }
+        let mut sql = Sql::new("UPDATE workspaces SET metadata = ");
+        sql.bind(to_json(&workspace.metadata)).push(", configuration = ").bind(to_json(&workspace.configuration));
+        sql.push(" WHERE name = ").bind(id);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(workspace)
+    }
+
+    async fn delete_workspace(&self, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        load_workspace(tx.conn(), id).await?;
+        let mut sql = Sql::new("SELECT COUNT(*) AS n FROM sessions WHERE is_active = 1 AND workspace_name = ");
+        sql.bind(id);
+        let active = match fetch_optional(tx.conn(), &sql).await? {
+            Some(row) => rows::count(&row)?,
+            None => 0,
+        };
+        if active > 0 {
+            return Err(Error::FailedPrecondition(format!(
+                "workspace `{id}` has {active} active sessions; delete them before the workspace"
+            )));
+        }
+        let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
+        sql.bind(id);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>> {
+        let mut from_where = Sql::new("workspaces WHERE 1=1");
+        self.push_filter(&mut from_where, filter, workspace_column)?;
+        let dir = direction(page);
+        self.paged(rows::WORKSPACE_COLUMNS, from_where, &format!("created_at {dir}, name {dir}"), page, rows::workspace).await
+    }
+
+    async fn get_or_create_peer(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+    ) -> Result<(Peer, bool)> {
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        let created = ensure_peer(
+            tx.conn(),
+            workspace_id,
+            id,
+            metadata.as_ref().unwrap_or(&JsonObject::new()),
+            configuration.as_ref().unwrap_or(&JsonObject::new()),
+        )
+        .await?;
+        if !created && (metadata.is_some() || configuration.is_some()) {
+            let mut sql = Sql::new("UPDATE peers SET name = name");
+            if let Some(metadata) = &metadata {
+                sql.push(", metadata = ").bind(to_json(metadata));
+            }
+            if let Some(configuration) = &configuration {
+                sql.push(", configuration = ").bind(to_json(configuration));
+            }
+            sql.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(id);
+            execute(tx.conn(), &sql).await?;
+        }
+        let peer = load_peer(tx.conn(), workspace_id, id).await?;
+        tx.commit().await?;
+        Ok((peer, created))
+    }
+
+    async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM peers WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND name = ").bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("peer", id));
+        }
+        tx.commit().await
+    }
+
+    async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>> {
+        let mut from_where = Sql::new("peers p WHERE p.workspace_name = ");
+        from_where.bind(workspace_id);
+        self.push_filter(&mut from_where, filter, peer_column)?;
+        let dir = direction(page);
+        self.paged(rows::PEER_COLUMNS, from_where, &format!("p.created_at {dir}, p.name {dir}"), page, rows::peer).await
+    }
+
+    async fn get_or_create_session(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+        peers: SessionPeers,
+    ) -> Result<(Session, bool)> {
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        let created = ensure_session(
+            tx.conn(),
+            workspace_id,
+            id,
+            metadata.as_ref().unwrap_or(&JsonObject::new()),
+            configuration.as_ref().unwrap_or(&JsonObject::new()),
+        )
+        .await?;
+        let mut session = load_session(tx.conn(), workspace_id, id).await?;
+        if !created && (metadata.is_some() || configuration.is_some()) {
+            if let Some(metadata) = metadata {
+                session.metadata = metadata;
+            }
+            if let Some(configuration) = configuration {
+                session.configuration = shallow_merge(session.configuration, configuration);
+            }
+            let mut sql = Sql::new("UPDATE sessions SET metadata = ");
+            sql.bind(to_json(&session.metadata)).push(", configuration = ").bind(to_json(&session.configuration));
+            sql.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(id);
+            execute(tx.conn(), &sql).await?;
+        }
+        add_members(tx.conn(), workspace_id, id, &peers).await?;
+        tx.commit().await?;
+        Ok((session, created))
+    }
+
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM sessions WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND name = ").bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("session", id));
+        }
+        tx.commit().await
+    }
+
+    async fn clone_session(&self, workspace_id: &str, id: &str, cutoff_message_id: Option<&str>) -> Result<Session> {
+        let mut tx = self.begin_write().await?;
+        let original = load_session(tx.conn(), workspace_id, id).await?;
+        let cutoff_seq = match cutoff_message_id {
+            Some(message_id) => Some(load_message(tx.conn(), workspace_id, id, message_id).await?.seq_in_session),
+            None => None,
+        };
+        let clone_id = new_public_id();
+        ensure_session(tx.conn(), workspace_id, &clone_id, &original.metadata, &original.configuration).await?;
+
+        let mut members = Sql::new(
+            "INSERT INTO session_peers (workspace_name, session_name, peer_name, observe_me, observe_others, joined_at, left_at) \
+             SELECT workspace_name, ",
+        );
+        members.bind(clone_id.as_str()).push(", peer_name, observe_me, observe_others, joined_at, left_at FROM session_peers WHERE workspace_name = ");
+        members.bind(workspace_id).push(" AND session_name = ").bind(id);
+        execute(tx.conn(), &members).await?;
+
+        let mut select = Sql::new(&format!(
+            "SELECT {}, m.configuration FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        select.bind(workspace_id).push(" AND m.session_name = ").bind(id);
+        if let Some(cutoff) = cutoff_seq {
+            select.push(" AND m.seq_in_session <= ").bind(cutoff);
+        }
+        select.push(" ORDER BY m.seq_in_session");
+        let source_rows = fetch_all(tx.conn(), &select).await?;
+        let mut copies = Vec::with_capacity(source_rows.len());
+        let mut configurations = Vec::with_capacity(source_rows.len());
+        for (index, row) in source_rows.iter().enumerate() {
+            let mut message = rows::message(row)?;
+            message.id = new_public_id();
+            message.session_id = clone_id.clone();
+            message.seq_in_session = i64::try_from(index).unwrap_or(i64::MAX) + 1;
+            copies.push(message);
+            configurations.push(sqlx::Row::try_get::<String, _>(row, "configuration").map_err(db_error)?);
+        }
+        for (chunk, chunk_configurations) in copies.chunks(100).zip(configurations.chunks(100)) {
+            insert_messages(tx.conn(), chunk, chunk_configurations).await?;
+        }
+        let mut last_seq = Sql::new("UPDATE sessions SET last_seq = ");
+        last_seq.bind(i64::try_from(copies.len()).unwrap_or(i64::MAX));
+        last_seq.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(clone_id.as_str());
+        execute(tx.conn(), &last_seq).await?;
+        let clone = load_session(tx.conn(), workspace_id, &clone_id).await?;
+        tx.commit().await?;
+        Ok(clone)
+    }
+
+    async fn add_session_peers(&self, workspace_id: &str, session_id: &str, peers: SessionPeers) -> Result<Session> {
+        let mut tx = self.begin_write().await?;
+        let session = load_session(tx.conn(), workspace_id, session_id).await?;
+        add_members(tx.conn(), workspace_id, session_id, &peers).await?;
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    async fn set_session_peers(&self, workspace_id: &str, session_id: &str, peers: SessionPeers) -> Result<Session> {
+        let mut tx = self.begin_write().await?;
+        let session = load_session(tx.conn(), workspace_id, session_id).await?;
+        let mut leave = Sql::new("UPDATE session_peers SET left_at = ");
+        leave.bind(now_micros()).push(" WHERE workspace_name = ").bind(workspace_id);
+        leave.push(" AND session_name = ").bind(session_id).push(" AND left_at IS NULL");
+        if !peers.is_empty() {
+            leave.push(" AND peer_name NOT IN (");
+            for (index, (peer_id, _)) in peers.iter().enumerate() {
+                if index > 0 {
+                    leave.push(", ");
+                }
+                leave.bind(peer_id.as_str());
+            }
+            leave.push(")");
+        }
+        execute(tx.conn(), &leave).await?;
+        add_members(tx.conn(), workspace_id, session_id, &peers).await?;
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    async fn remove_session_peers(&self, workspace_id: &str, session_id: &str, peer_ids: &[String]) -> Result<Session> {
+        let mut tx = self.begin_write().await?;
+        let session = load_session(tx.conn(), workspace_id, session_id).await?;
+        if !peer_ids.is_empty() {
+            let mut leave = Sql::new("UPDATE session_peers SET left_at = ");
+            leave.bind(now_micros()).push(" WHERE workspace_name = ").bind(workspace_id);
+            leave.push(" AND session_name = ").bind(session_id).push(" AND left_at IS NULL AND peer_name IN (");
+            for (index, peer_id) in peer_ids.iter().enumerate() {
+                if index > 0 {
+                    leave.push(", ");
+                }
+                leave.bind(peer_id.as_str());
+            }
+            leave.push(")");
+            execute(tx.conn(), &leave).await?;
+        }
+        tx.commit().await?;
+        Ok(session)
+    }
+
+    async fn set_session_peer_config(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        peer_id: &str,
+        config: SessionPeerConfig,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        load_session(tx.conn(), workspace_id, session_id).await?;
+        let mut sql = Sql::new("UPDATE session_peers SET observe_me = COALESCE(");
+        sql.bind(flag(config.observe_me)).push(", observe_me), observe_others = COALESCE(");
+        sql.bind(flag(config.observe_others)).push(", observe_others) WHERE workspace_name = ").bind(workspace_id);
+        sql.push(" AND session_name = ").bind(session_id).push(" AND peer_name = ").bind(peer_id).push(" AND left_at IS NULL");
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("session peer", peer_id));
+        }
+        check_observer_limit(tx.conn(), workspace_id, session_id).await?;
+        tx.commit().await
+    }
+
+    async fn get_session_peer_config(&self, workspace_id: &str, session_id: &str, peer_id: &str) -> Result<SessionPeerConfig> {
+        let mut sql = Sql::new("SELECT observe_me, observe_others FROM session_peers WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id).push(" AND peer_name = ").bind(peer_id);
+        sql.push(" AND left_at IS NULL");
+        let row = self.read_optional(&sql).await?.ok_or_else(|| Error::not_found("session peer", peer_id))?;
+        rows::session_peer_config(&row)
+    }
+
+    async fn list_sessions(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>> {
+        let mut from_where = Sql::new("sessions s WHERE s.is_active = 1 AND s.workspace_name = ");
+        from_where.bind(workspace_id);
+        self.push_filter(&mut from_where, filter, session_column)?;
+        let dir = direction(page);
+        self.paged(rows::SESSION_COLUMNS, from_where, &format!("s.created_at {dir}, s.name {dir}"), page, rows::session).await
+    }
+
+    async fn list_peer_sessions(&self, workspace_id: &str, peer_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>> {
+        {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            load_peer(&mut conn, workspace_id, peer_id).await?;
+        }
+        let mut from_where = Sql::new("sessions s WHERE s.is_active = 1 AND s.workspace_name = ");
+        from_where.bind(workspace_id);
+        from_where.push(" AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = s.workspace_name AND sp.session_name = s.name AND sp.peer_name = ");
+        from_where.bind(peer_id).push(")");
+        self.push_filter(&mut from_where, filter, session_column)?;
+        let dir = direction(page);
+        self.paged(rows::SESSION_COLUMNS, from_where, &format!("s.created_at {dir}, s.name {dir}"), page, rows::session).await
+    }
+
+    async fn list_session_peers(&self, workspace_id: &str, session_id: &str, page: PageRequest) -> Result<Page<Peer>> {
+        {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        let mut from_where = Sql::new(
+            "peers p JOIN session_peers sp ON sp.workspace_name = p.workspace_name AND sp.peer_name = p.name \
+             WHERE sp.left_at IS NULL AND p.workspace_name = ",
+        );
+        from_where.bind(workspace_id).push(" AND sp.session_name = ").bind(session_id);
+        let dir = direction(page);
+        self.paged(rows::PEER_COLUMNS, from_where, &format!("sp.joined_at {dir}, p.name {dir}"), page, rows::peer).await
+    }
+
+    async fn create_messages(&self, workspace_id: &str, session_id: &str, messages: Vec<NewMessage>) -> Result<Vec<Message>> {
+        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+        let now = now_micros();
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        ensure_session(tx.conn(), workspace_id, session_id, &JsonObject::new(), &JsonObject::new()).await?;
+        load_session(tx.conn(), workspace_id, session_id).await?;
+        let mut authors: Vec<&str> = Vec::new();
+        for message in &messages {
+            if !authors.contains(&message.peer_id.as_str()) {
+                authors.push(&message.peer_id);
+            }
+        }
+        for author in &authors {
+            ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
+            upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
+        }
+        let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
+        let mut configurations = Vec::with_capacity(messages.len());
+        let created: Vec<Message> = messages
+            .into_iter()
+            .zip(first_seq..)
+            .map(|(new, seq_in_session)| {
+                configurations.push(to_json(&new.configuration));
+                Message {
+                    id: new_public_id(),
+                    workspace_id: workspace_id.to_owned(),
+                    session_id: session_id.to_owned(),
+                    peer_id: new.peer_id,
+                    content: new.content,
+                    metadata: new.metadata,
+                    created_at: new.created_at.unwrap_or(now),
+                    token_count: new.token_count,
+                    seq_in_session,
+                }
+            })
+            .collect();
+        insert_messages(tx.conn(), &created, &configurations).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        load_message(&mut conn, workspace_id, session_id, id).await
+    }
+
+    async fn update_message(&self, workspace_id: &str, session_id: &str, id: &str, metadata: JsonObject) -> Result<Message> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("UPDATE messages SET metadata = ");
+        sql.bind(to_json(&metadata)).push(" WHERE workspace_name = ").bind(workspace_id);
+        sql.push(" AND session_name = ").bind(session_id).push(" AND public_id = ").bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("message", id));
+        }
+        let message = load_message(tx.conn(), workspace_id, session_id, id).await?;
+        tx.commit().await?;
+        Ok(message)
+    }
+
+    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM messages WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id).push(" AND public_id = ").bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("message", id));
+        }
+        tx.commit().await
+    }
+
+    async fn list_messages(&self, workspace_id: &str, session_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Message>> {
+        {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
+        from_where.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+        self.push_filter(&mut from_where, filter, message_column)?;
+        let order = format!("m.seq_in_session {}", direction(page));
+        self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message).await
+    }
+
+    async fn create_webhook(&self, workspace_id: &str, url: &str) -> Result<(WebhookEndpoint, bool)> {
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        let mut existing = Sql::new(&format!("SELECT {} FROM webhook_endpoints WHERE workspace_name = ", rows::WEBHOOK_COLUMNS));
+        existing.bind(workspace_id).push(" AND url = ").bind(url);
+        if let Some(row) = fetch_optional(tx.conn(), &existing).await? {
+            return Ok((rows::webhook(&row)?, false));
+        }
+        let mut count = Sql::new("SELECT COUNT(*) AS n FROM webhook_endpoints WHERE workspace_name = ");
+        count.bind(workspace_id);
+        let endpoints = match fetch_optional(tx.conn(), &count).await? {
+            Some(row) => rows::count(&row)?,
+            None => 0,
+        };
+        if endpoints >= MAX_WEBHOOKS_PER_WORKSPACE {
+            return Err(Error::ResourceExhausted(format!(
+                "workspace `{workspace_id}` already has {MAX_WEBHOOKS_PER_WORKSPACE} webhook endpoints"
+            )));
+        }
+        let endpoint = WebhookEndpoint {
+            id: new_public_id(),
+            workspace_id: workspace_id.to_owned(),
+            url: url.to_owned(),
+            created_at: now_micros(),
+        };
+        let mut insert = Sql::new("INSERT INTO webhook_endpoints (id, workspace_name, url, created_at) VALUES (");
+        insert.bind(endpoint.id.as_str()).push(", ").bind(workspace_id).push(", ").bind(url).push(", ").bind(endpoint.created_at).push(")");
+        execute(tx.conn(), &insert).await?;
+        tx.commit().await?;
+        Ok((endpoint, true))
+    }
+
+    async fn delete_webhook(&self, workspace_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM webhook_endpoints WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND id = ").bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("webhook", id));
+        }
+        tx.commit().await
+    }
+
+    async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>> {
+        let mut from_where = Sql::new("webhook_endpoints WHERE workspace_name = ");
+        from_where.bind(workspace_id);
+        let dir = direction(page);
+        self.paged(rows::WEBHOOK_COLUMNS, from_where, &format!("created_at {dir}, id {dir}"), page, rows::webhook).await
+    }
+}
