@@ -8,12 +8,18 @@ use crate::model::{Message, Page, Peer, Session, SessionPeerConfig, WebhookEndpo
 /// Returns the protobuf timestamp of microseconds since the epoch.
 pub fn timestamp(micros: i64) -> prost_types::Timestamp {
     let nanos = i32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or_default();
-    prost_types::Timestamp { seconds: micros.div_euclid(1_000_000), nanos }
+    prost_types::Timestamp {
+        seconds: micros.div_euclid(1_000_000),
+        nanos,
+    }
 }
 
 /// Returns microseconds since the epoch of a protobuf timestamp.
 pub fn micros(timestamp: &prost_types::Timestamp) -> i64 {
-    timestamp.seconds.saturating_mul(1_000_000).saturating_add(i64::from(timestamp.nanos / 1_000))
+    timestamp
+        .seconds
+        .saturating_mul(1_000_000)
+        .saturating_add(i64::from(timestamp.nanos / 1_000))
 }
 
 impl From<Workspace> for pb::Workspace {
@@ -81,13 +87,19 @@ impl From<WebhookEndpoint> for pb::WebhookEndpoint {
 
 impl From<SessionPeerConfig> for pb::SessionPeerConfig {
     fn from(config: SessionPeerConfig) -> Self {
-        pb::SessionPeerConfig { observe_me: config.observe_me, observe_others: config.observe_others }
+        pb::SessionPeerConfig {
+            observe_me: config.observe_me,
+            observe_others: config.observe_others,
+        }
     }
 }
 
 impl From<pb::SessionPeerConfig> for SessionPeerConfig {
     fn from(config: pb::SessionPeerConfig) -> Self {
-        SessionPeerConfig { observe_me: config.observe_me, observe_others: config.observe_others }
+        SessionPeerConfig {
+            observe_me: config.observe_me,
+            observe_others: config.observe_others,
+        }
     }
 }
 

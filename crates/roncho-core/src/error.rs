@@ -34,12 +34,18 @@ pub enum Error {
 impl Error {
     /// Returns an `InvalidArgument` error for `field`.
     pub fn invalid(field: impl Into<String>, reason: impl Into<String>) -> Self {
-        Self::InvalidArgument { field: field.into(), reason: reason.into() }
+        Self::InvalidArgument {
+            field: field.into(),
+            reason: reason.into(),
+        }
     }
 
     /// Returns a `NotFound` error for a resource kind and id.
     pub fn not_found(resource: &'static str, id: impl Into<String>) -> Self {
-        Self::NotFound { resource, id: id.into() }
+        Self::NotFound {
+            resource,
+            id: id.into(),
+        }
     }
 
     /// Returns the gRPC code of this error.

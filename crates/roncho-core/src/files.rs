@@ -21,9 +21,20 @@ pub struct FileChunk {
 /// Returns the text of a file of an accepted type, or a clear refusal.
 pub fn extract_text(content_type: &str, bytes: &[u8]) -> Result<String> {
     if bytes.len() > MAX_FILE_BYTES {
-        return Err(Error::invalid("file", format!("is {} bytes, at most {MAX_FILE_BYTES} bytes (5 MiB) are allowed", bytes.len())));
+        return Err(Error::invalid(
+            "file",
+            format!(
+                "is {} bytes, at most {MAX_FILE_BYTES} bytes (5 MiB) are allowed",
+                bytes.len()
+            ),
+        ));
     }
-    let media_type = content_type.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    let media_type = content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase();
     let text = match media_type.as_str() {
         "application/json" => {
             let value: Value = serde_json::from_slice(bytes)
@@ -53,12 +64,16 @@ fn decode_text(bytes: &[u8]) -> String {
     }
     let utf16 = |chunks: Vec<u16>| String::from_utf16(&chunks).ok();
     let decoded = match bytes {
-        [0xff, 0xfe, rest @ ..] if rest.len() % 2 == 0 => {
-            utf16(rest.chunks_exact(2).map(|pair| u16::from_le_bytes([pair[0], pair[1]])).collect())
-        }
-        [0xfe, 0xff, rest @ ..] if rest.len() % 2 == 0 => {
-            utf16(rest.chunks_exact(2).map(|pair| u16::from_be_bytes([pair[0], pair[1]])).collect())
-        }
+        [0xff, 0xfe, rest @ ..] if rest.len() % 2 == 0 => utf16(
+            rest.chunks_exact(2)
+                .map(|pair| u16::from_le_bytes([pair[0], pair[1]]))
+                .collect(),
+        ),
+        [0xfe, 0xff, rest @ ..] if rest.len() % 2 == 0 => utf16(
+            rest.chunks_exact(2)
+                .map(|pair| u16::from_be_bytes([pair[0], pair[1]]))
+                .collect(),
+        ),
         _ => None,
     };
     decoded.unwrap_or_else(|| bytes.iter().map(|&byte| char::from(byte)).collect())
@@ -82,7 +97,10 @@ fn pdf_text(bytes: &[u8]) -> Result<String> {
 /// so uploads produce the same text as in Honcho.
 fn python_json_dumps(value: &Value) -> String {
     match value {
-        Value::Array(items) => format!("[{}]", items.iter().map(python_json_dumps).collect::<Vec<_>>().join(", ")),
+        Value::Array(items) => format!(
+            "[{}]",
+            items.iter().map(python_json_dumps).collect::<Vec<_>>().join(", ")
+        ),
         Value::Object(object) => format!(
             "{{{}}}",
             object
@@ -105,7 +123,11 @@ pub fn chunk_text(text: &str, max_chars: usize) -> Vec<FileChunk> {
     let mut start = 0;
     while start < chars.len() {
         let limit = (start + max_chars).min(chars.len());
-        let end = if limit == chars.len() { limit } else { cut_point(&chars[start..limit]).map_or(limit, |cut| start + cut) };
+        let end = if limit == chars.len() {
+            limit
+        } else {
+            cut_point(&chars[start..limit]).map_or(limit, |cut| start + cut)
+        };
         ranges.push((start, end));
         start = end;
     }
@@ -151,7 +173,16 @@ mod tests {
     #[test]
     fn short_text_is_one_chunk() {
         let chunks = chunk_text("hello", 10);
-        assert_eq!(chunks, vec![FileChunk { content: "hello".into(), chunk_index: 0, total_chunks: 1, start: 0, end: 5 }]);
+        assert_eq!(
+            chunks,
+            vec![FileChunk {
+                content: "hello".into(),
+                chunk_index: 0,
+                total_chunks: 1,
+                start: 0,
+                end: 5
+            }]
+        );
     }
 
     #[test]
@@ -163,7 +194,10 @@ mod tests {
         let chunks = chunk_text("one two. three four five", 12);
         assert_eq!(chunks[0].content, "one two. ");
         let chunks = chunk_text("abcdefghij", 4);
-        assert_eq!(chunks.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(), ["abcd", "efgh", "ij"]);
+        assert_eq!(
+            chunks.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+            ["abcd", "efgh", "ij"]
+        );
         assert!(chunks.iter().all(|c| c.total_chunks == 3));
         assert_eq!((chunks[2].start, chunks[2].end), (8, 10));
     }
@@ -172,7 +206,11 @@ mod tests {
     fn chunks_never_exceed_the_limit_and_rejoin_exactly() {
         let text = "Lorem ipsum dolor sit amet, consectetur. ".repeat(2000) + &"x".repeat(30_000);
         let chunks = chunk_text(&text, MAX_MESSAGE_CHARS);
-        assert!(chunks.iter().all(|chunk| chunk.content.chars().count() <= MAX_MESSAGE_CHARS));
+        assert!(
+            chunks
+                .iter()
+                .all(|chunk| chunk.content.chars().count() <= MAX_MESSAGE_CHARS)
+        );
         assert_eq!(rejoin(&chunks), text);
     }
 
@@ -184,8 +222,14 @@ mod tests {
 
     #[test]
     fn text_decodes_utf8_utf16_and_latin1() {
-        assert_eq!(extract_text("text/plain; charset=utf-8", "héllo".as_bytes()).unwrap(), "héllo");
-        assert_eq!(extract_text("text/plain", &[0xff, 0xfe, b'h', 0, b'i', 0]).unwrap(), "hi");
+        assert_eq!(
+            extract_text("text/plain; charset=utf-8", "héllo".as_bytes()).unwrap(),
+            "héllo"
+        );
+        assert_eq!(
+            extract_text("text/plain", &[0xff, 0xfe, b'h', 0, b'i', 0]).unwrap(),
+            "hi"
+        );
         assert_eq!(extract_text("text/markdown", &[b'c', 0xe9]).unwrap(), "cé");
     }
 

@@ -139,7 +139,10 @@ pub enum Filter {
     Or(Vec<Filter>),
     /// Each item "is not true", ANDed.
     Not(Vec<Filter>),
-    Condition { target: Target, comparison: Comparison },
+    Condition {
+        target: Target,
+        comparison: Comparison,
+    },
 }
 
 /// Parses client `filters` for a resource; `None` or `{}` matches everything.
@@ -152,7 +155,10 @@ pub fn parse(schema: &Schema, filters: Option<&Map<String, Value>>) -> Result<Fi
 
 fn parse_object(schema: &Schema, object: &Map<String, Value>, depth: usize) -> Result<Filter> {
     if depth > MAX_FILTER_DEPTH {
-        return Err(Error::invalid("filters", format!("nest at most {MAX_FILTER_DEPTH} levels of AND/OR/NOT")));
+        return Err(Error::invalid(
+            "filters",
+            format!("nest at most {MAX_FILTER_DEPTH} levels of AND/OR/NOT"),
+        ));
     }
     let mut conditions = Vec::with_capacity(object.len());
     for (key, value) in object {
@@ -165,7 +171,11 @@ fn parse_object(schema: &Schema, object: &Map<String, Value>, depth: usize) -> R
                 let field = schema.fields.iter().find(|field| field.key == key).ok_or_else(|| {
                     Error::invalid(
                         format!("filters.{key}"),
-                        format!("column `{key}` is not allowed for {}; allowed: {}", schema.resource, allowed_keys(schema)),
+                        format!(
+                            "column `{key}` is not allowed for {}; allowed: {}",
+                            schema.resource,
+                            allowed_keys(schema)
+                        ),
                     )
                 })?;
                 parse_column(*field, value)?
@@ -186,13 +196,19 @@ fn allowed_keys(schema: &Schema) -> String {
 
 fn parse_list(schema: &Schema, key: &str, value: &Value, depth: usize) -> Result<Vec<Filter>> {
     let Value::Array(items) = value else {
-        return Err(Error::invalid(format!("filters.{key}"), "must be a list of filter objects"));
+        return Err(Error::invalid(
+            format!("filters.{key}"),
+            "must be a list of filter objects",
+        ));
     };
     items
         .iter()
         .map(|item| match item {
             Value::Object(object) => parse_object(schema, object, depth + 1),
-            _ => Err(Error::invalid(format!("filters.{key}"), "must be a list of filter objects")),
+            _ => Err(Error::invalid(
+                format!("filters.{key}"),
+                "must be a list of filter objects",
+            )),
         })
         .collect()
 }
@@ -209,17 +225,28 @@ fn is_wildcard(value: &Value) -> bool {
 
 fn parse_column(field: Field, value: &Value) -> Result<Filter> {
     let key = field.key;
-    let condition = |comparison| Ok(Filter::Condition { target: Target::Column(field), comparison });
+    let condition = |comparison| {
+        Ok(Filter::Condition {
+            target: Target::Column(field),
+            comparison,
+        })
+    };
     match value {
         v if is_wildcard(v) => Ok(Filter::All),
         Value::Null => condition(Comparison::IsNull),
         Value::Array(items) => parse_in(items, |item| coerce(field, item)).map(|maybe| match maybe {
-            Some(comparison) => Filter::Condition { target: Target::Column(field), comparison },
+            Some(comparison) => Filter::Condition {
+                target: Target::Column(field),
+                comparison,
+            },
             None => Filter::All,
         }),
         Value::Object(object) => {
             if !is_operator_object(object) {
-                return Err(Error::invalid(format!("filters.{key}"), format!("unknown operator; use one of {}", OPERATORS.join(", "))));
+                return Err(Error::invalid(
+                    format!("filters.{key}"),
+                    format!("unknown operator; use one of {}", OPERATORS.join(", ")),
+                ));
             }
             let mut conditions = Vec::new();
             for (operator, operand) in object {
@@ -229,7 +256,10 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
                 let comparison = match (operator.as_str(), operand) {
                     ("ne", Value::Null) => Comparison::IsNotNull,
                     (_, Value::Null) => {
-                        return Err(Error::invalid(format!("filters.{key}.{operator}"), "null is only allowed with ne"));
+                        return Err(Error::invalid(
+                            format!("filters.{key}.{operator}"),
+                            "null is only allowed with ne",
+                        ));
                     }
                     ("in", Value::Array(items)) => match parse_in(items, |item| coerce(field, item))? {
                         Some(comparison) => comparison,
@@ -237,7 +267,10 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
                     },
                     ("in", _) => return Err(Error::invalid(format!("filters.{key}.in"), "must be a list")),
                     ("contains" | "icontains", _) if field.field_type != FieldType::Text => {
-                        return Err(Error::invalid(format!("filters.{key}.{operator}"), "only applies to text columns"));
+                        return Err(Error::invalid(
+                            format!("filters.{key}.{operator}"),
+                            "only applies to text columns",
+                        ));
                     }
                     ("contains", Value::String(s)) => Comparison::Contains(Scalar::Text(s.clone())),
                     ("icontains", Value::String(s)) => Comparison::IContains(s.clone()),
@@ -246,7 +279,10 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
                     }
                     (op, operand) => ordered(op, coerce(field, operand)?),
                 };
-                conditions.push(Filter::Condition { target: Target::Column(field), comparison });
+                conditions.push(Filter::Condition {
+                    target: Target::Column(field),
+                    comparison,
+                });
             }
             Ok(Filter::And(conditions))
         }
@@ -269,7 +305,9 @@ fn parse_in(items: &[Value], coerce_item: impl Fn(&Value) -> Result<Scalar>) -> 
     if items.iter().any(is_wildcard) {
         return Ok(None);
     }
-    Ok(Some(Comparison::In(items.iter().map(coerce_item).collect::<Result<_>>()?)))
+    Ok(Some(Comparison::In(
+        items.iter().map(coerce_item).collect::<Result<_>>()?,
+    )))
 }
 
 fn coerce(field: Field, value: &Value) -> Result<Scalar> {
@@ -279,13 +317,14 @@ fn coerce(field: Field, value: &Value) -> Result<Scalar> {
         (FieldType::Text, _) => Err(Error::invalid(name, "expects a string")),
         (FieldType::Boolean, Value::Bool(b)) => Ok(Scalar::Boolean(*b)),
         (FieldType::Boolean, _) => Err(Error::invalid(name, "expects a boolean")),
-        (FieldType::Integer, Value::Number(n)) => {
-            n.as_i64().map(Scalar::Integer).ok_or_else(|| Error::invalid(name, "expects an integer"))
-        }
+        (FieldType::Integer, Value::Number(n)) => n
+            .as_i64()
+            .map(Scalar::Integer)
+            .ok_or_else(|| Error::invalid(name, "expects an integer")),
         (FieldType::Integer, _) => Err(Error::invalid(name, "expects an integer")),
-        (FieldType::Timestamp, Value::String(s)) => parse_timestamp(s).map(Scalar::Timestamp).ok_or_else(|| {
-            Error::invalid(name, format!("`{s}` is not an ISO 8601 date or datetime"))
-        }),
+        (FieldType::Timestamp, Value::String(s)) => parse_timestamp(s)
+            .map(Scalar::Timestamp)
+            .ok_or_else(|| Error::invalid(name, format!("`{s}` is not an ISO 8601 date or datetime"))),
         (FieldType::Timestamp, _) => Err(Error::invalid(name, "expects an ISO 8601 string")),
     }
 }
@@ -326,16 +365,25 @@ fn parse_metadata(value: &Value) -> Result<Filter> {
 fn collect_metadata(path: &mut Vec<String>, object: &Map<String, Value>, out: &mut Vec<Filter>) -> Result<()> {
     for (key, value) in object {
         if key.contains(['"', '\\']) || key.is_empty() {
-            return Err(Error::invalid("filters.metadata", format!("key `{key}` must be non-empty without quotes or backslashes")));
+            return Err(Error::invalid(
+                "filters.metadata",
+                format!("key `{key}` must be non-empty without quotes or backslashes"),
+            ));
         }
         path.push(key.clone());
         let field_name = format!("filters.metadata.{}", path.join("."));
-        let condition = |comparison| Filter::Condition { target: Target::Metadata(path.clone()), comparison };
+        let condition = |comparison| Filter::Condition {
+            target: Target::Metadata(path.clone()),
+            comparison,
+        };
         match value {
             v if is_wildcard(v) => {}
             Value::Null => out.push(condition(Comparison::IsNull)),
             Value::Array(items) => {
-                let elements = items.iter().map(|item| json_scalar(&field_name, item)).collect::<Result<_>>()?;
+                let elements = items
+                    .iter()
+                    .map(|item| json_scalar(&field_name, item))
+                    .collect::<Result<_>>()?;
                 out.push(condition(Comparison::ContainsAll(elements)));
             }
             Value::Object(inner) if is_operator_object(inner) => {
@@ -346,7 +394,10 @@ fn collect_metadata(path: &mut Vec<String>, object: &Map<String, Value>, out: &m
                     let comparison = match (operator.as_str(), operand) {
                         ("ne", Value::Null) => Comparison::IsNotNull,
                         (_, Value::Null) => {
-                            return Err(Error::invalid(format!("{field_name}.{operator}"), "null is only allowed with ne"));
+                            return Err(Error::invalid(
+                                format!("{field_name}.{operator}"),
+                                "null is only allowed with ne",
+                            ));
                         }
                         ("in", Value::Array(items)) => match parse_in(items, |item| json_scalar(&field_name, item))? {
                             Some(comparison) => comparison,
@@ -354,7 +405,9 @@ fn collect_metadata(path: &mut Vec<String>, object: &Map<String, Value>, out: &m
                         },
                         ("in", _) => return Err(Error::invalid(format!("{field_name}.in"), "must be a list")),
                         ("icontains", Value::String(s)) => Comparison::IContains(s.clone()),
-                        ("icontains", _) => return Err(Error::invalid(format!("{field_name}.icontains"), "must be a string")),
+                        ("icontains", _) => {
+                            return Err(Error::invalid(format!("{field_name}.icontains"), "must be a string"));
+                        }
                         ("contains", operand) => Comparison::Contains(json_scalar(&field_name, operand)?),
                         (op, operand) => ordered(op, json_scalar(&field_name, operand)?),
                     };
@@ -373,7 +426,10 @@ fn json_scalar(field_name: &str, value: &Value) -> Result<Scalar> {
     match value {
         Value::String(s) => Ok(Scalar::Text(s.clone())),
         Value::Bool(b) => Ok(Scalar::Boolean(*b)),
-        Value::Number(n) => Ok(n.as_i64().map(Scalar::Integer).unwrap_or_else(|| Scalar::Float(n.as_f64().unwrap_or_default()))),
+        Value::Number(n) => Ok(n
+            .as_i64()
+            .map(Scalar::Integer)
+            .unwrap_or_else(|| Scalar::Float(n.as_f64().unwrap_or_default()))),
         _ => Err(Error::invalid(field_name, "expects a string, number or boolean")),
     }
 }
@@ -420,9 +476,16 @@ fn simplify(filter: Filter) -> Filter {
                     other => kept.push(other),
                 }
             }
-            if kept.is_empty() { Filter::All } else { Filter::Not(kept) }
+            if kept.is_empty() {
+                Filter::All
+            } else {
+                Filter::Not(kept)
+            }
         }
-        Filter::Condition { comparison: Comparison::In(items), .. } if items.is_empty() => Filter::Nothing,
+        Filter::Condition {
+            comparison: Comparison::In(items),
+            ..
+        } if items.is_empty() => Filter::Nothing,
         other => other,
     }
 }
@@ -440,19 +503,28 @@ mod tests {
     fn empty_and_wildcards_match_everything() {
         assert_eq!(parse_json(&MESSAGE, json!({})).unwrap(), Filter::All);
         assert_eq!(parse_json(&MESSAGE, json!({"peer_id": "*"})).unwrap(), Filter::All);
-        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": {"in": ["a", "*"]}})).unwrap(), Filter::All);
+        assert_eq!(
+            parse_json(&MESSAGE, json!({"peer_id": {"in": ["a", "*"]}})).unwrap(),
+            Filter::All
+        );
     }
 
     #[test]
     fn empty_in_matches_nothing() {
-        assert_eq!(parse_json(&MESSAGE, json!({"peer_id": {"in": []}})).unwrap(), Filter::Nothing);
+        assert_eq!(
+            parse_json(&MESSAGE, json!({"peer_id": {"in": []}})).unwrap(),
+            Filter::Nothing
+        );
         assert_eq!(parse_json(&MESSAGE, json!({"peer_id": []})).unwrap(), Filter::Nothing);
     }
 
     #[test]
     fn unknown_keys_are_rejected_with_the_key_named() {
         let error = parse_json(&PEER, json!({"token_count": 3})).unwrap_err();
-        assert!(matches!(&error, Error::InvalidArgument { field, .. } if field == "filters.token_count"), "{error}");
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, .. } if field == "filters.token_count"),
+            "{error}"
+        );
     }
 
     #[test]
@@ -463,7 +535,11 @@ mod tests {
         assert!(parse_json(&MESSAGE, json!({"token_count": {"contains": "x"}})).is_err());
         assert!(parse_json(&MESSAGE, json!({"peer_id": {"gt": null}})).is_err());
         let parsed = parse_json(&MESSAGE, json!({"created_at": {"gte": "2024-01-02"}})).unwrap();
-        let Filter::Condition { comparison: Comparison::Gte(Scalar::Timestamp(micros)), .. } = parsed else {
+        let Filter::Condition {
+            comparison: Comparison::Gte(Scalar::Timestamp(micros)),
+            ..
+        } = parsed
+        else {
             panic!("unexpected {parsed:?}")
         };
         assert_eq!(micros, 1_704_153_600_000_000);
@@ -472,7 +548,10 @@ mod tests {
     #[test]
     fn timestamps_accept_rfc3339_naive_and_dates() {
         assert_eq!(parse_timestamp("2024-01-02T00:00:00Z"), Some(1_704_153_600_000_000));
-        assert_eq!(parse_timestamp("2024-01-02T01:00:00+01:00"), Some(1_704_153_600_000_000));
+        assert_eq!(
+            parse_timestamp("2024-01-02T01:00:00+01:00"),
+            Some(1_704_153_600_000_000)
+        );
         assert_eq!(parse_timestamp("2024-01-02 00:00:00"), Some(1_704_153_600_000_000));
         assert_eq!(parse_timestamp("2024-01-02T00:00:00.5"), Some(1_704_153_600_500_000));
         assert_eq!(parse_timestamp("yesterday"), None);
@@ -480,8 +559,14 @@ mod tests {
 
     #[test]
     fn metadata_paths_and_operators() {
-        let parsed = parse_json(&MESSAGE, json!({"metadata": {"a": {"b": {"gte": 2}}, "tags": ["x"], "k": "v"}})).unwrap();
-        let Filter::And(items) = parsed else { panic!("expected AND") };
+        let parsed = parse_json(
+            &MESSAGE,
+            json!({"metadata": {"a": {"b": {"gte": 2}}, "tags": ["x"], "k": "v"}}),
+        )
+        .unwrap();
+        let Filter::And(items) = parsed else {
+            panic!("expected AND")
+        };
         assert_eq!(items.len(), 3);
         assert!(items.contains(&Filter::Condition {
             target: Target::Metadata(vec!["a".into(), "b".into()]),

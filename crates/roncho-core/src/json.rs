@@ -12,7 +12,11 @@ const MAX_EXACT_INTEGER: f64 = 9_007_199_254_740_992.0;
 
 /// Returns the JSON object held by a `Struct`.
 pub fn struct_to_json(fields: &prost_types::Struct) -> Map<String, Value> {
-    fields.fields.iter().map(|(key, value)| (key.clone(), value_to_json(value))).collect()
+    fields
+        .fields
+        .iter()
+        .map(|(key, value)| (key.clone(), value_to_json(value)))
+        .collect()
 }
 
 /// Returns the JSON value held by a protobuf `Value`.
@@ -38,7 +42,10 @@ fn number_to_json(n: f64) -> Value {
 /// Returns a `Struct` holding a JSON object.
 pub fn json_to_struct(object: &Map<String, Value>) -> prost_types::Struct {
     prost_types::Struct {
-        fields: object.iter().map(|(key, value)| (key.clone(), json_to_value(value))).collect(),
+        fields: object
+            .iter()
+            .map(|(key, value)| (key.clone(), json_to_value(value)))
+            .collect(),
     }
 }
 
@@ -49,7 +56,9 @@ pub fn json_to_value(value: &Value) -> prost_types::Value {
         Value::Bool(b) => Kind::BoolValue(*b),
         Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
         Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(items) => Kind::ListValue(prost_types::ListValue { values: items.iter().map(json_to_value).collect() }),
+        Value::Array(items) => Kind::ListValue(prost_types::ListValue {
+            values: items.iter().map(json_to_value).collect(),
+        }),
         Value::Object(object) => Kind::StructValue(json_to_struct(object)),
     };
     prost_types::Value { kind: Some(kind) }

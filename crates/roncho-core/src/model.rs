@@ -12,7 +12,9 @@ pub type JsonObject = Map<String, Value>;
 
 /// Returns the current time in microseconds since the Unix epoch.
 pub fn now_micros() -> i64 {
-    let since_epoch = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    let since_epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap_or_default();
     i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX)
 }
 
@@ -98,7 +100,11 @@ pub struct PageRequest {
 
 impl Default for PageRequest {
     fn default() -> Self {
-        Self { page: 1, size: i64::from(DEFAULT_PAGE_SIZE), reverse: false }
+        Self {
+            page: 1,
+            size: i64::from(DEFAULT_PAGE_SIZE),
+            reverse: false,
+        }
     }
 }
 
@@ -113,7 +119,11 @@ impl PageRequest {
         }
         Ok(Self {
             page: if page == 0 { 1 } else { i64::from(page) },
-            size: if size == 0 { i64::from(DEFAULT_PAGE_SIZE) } else { i64::from(size) },
+            size: if size == 0 {
+                i64::from(DEFAULT_PAGE_SIZE)
+            } else {
+                i64::from(size)
+            },
             reverse,
         })
     }
@@ -137,8 +147,18 @@ pub struct Page<T> {
 impl<T> Page<T> {
     /// Returns a page of `items` out of `total` rows.
     pub fn new(items: Vec<T>, total: i64, request: PageRequest) -> Self {
-        let pages = if total == 0 { 0 } else { (total + request.size - 1) / request.size };
-        Self { items, total, page: request.page, size: request.size, pages }
+        let pages = if total == 0 {
+            0
+        } else {
+            (total + request.size - 1) / request.size
+        };
+        Self {
+            items,
+            total,
+            page: request.page,
+            size: request.size,
+            pages,
+        }
     }
 }
 
@@ -167,6 +187,13 @@ mod tests {
     fn page_size_above_100_is_rejected() {
         assert!(PageRequest::from_wire(1, 101, false).is_err());
         assert!(PageRequest::from_wire(-1, 10, false).is_err());
-        assert_eq!(PageRequest::from_wire(0, 0, true).unwrap(), PageRequest { page: 1, size: 50, reverse: true });
+        assert_eq!(
+            PageRequest::from_wire(0, 0, true).unwrap(),
+            PageRequest {
+                page: 1,
+                size: 50,
+                reverse: true
+            }
+        );
     }
 }

@@ -92,8 +92,12 @@ pub trait Store: Send + Sync + 'static {
         config: SessionPeerConfig,
     ) -> Result<()>;
     /// Returns one active member's config.
-    async fn get_session_peer_config(&self, workspace_id: &str, session_id: &str, peer_id: &str)
-    -> Result<SessionPeerConfig>;
+    async fn get_session_peer_config(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        peer_id: &str,
+    ) -> Result<SessionPeerConfig>;
     async fn list_sessions(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>>;
     /// Sessions the peer is or was a member of.
     async fn list_peer_sessions(
@@ -108,12 +112,21 @@ pub trait Store: Send + Sync + 'static {
 
     /// Appends messages atomically, creating the session, the peers and their
     /// memberships as needed; all or nothing.
-    async fn create_messages(&self, workspace_id: &str, session_id: &str, messages: Vec<NewMessage>)
-    -> Result<Vec<Message>>;
+    async fn create_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Message>>;
     async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message>;
     /// Replaces a message's metadata.
-    async fn update_message(&self, workspace_id: &str, session_id: &str, id: &str, metadata: JsonObject)
-    -> Result<Message>;
+    async fn update_message(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        id: &str,
+        metadata: JsonObject,
+    ) -> Result<Message>;
     async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()>;
     /// Messages of a session in order (`reverse`: newest first).
     async fn list_messages(

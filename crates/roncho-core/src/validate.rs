@@ -31,7 +31,10 @@ pub fn resource_id(field: &str, id: &str) -> Result<String> {
         return Err(Error::invalid(field, "must not be empty"));
     }
     if id.len() > MAX_ID_LEN {
-        return Err(Error::invalid(field, format!("must be at most {MAX_ID_LEN} characters")));
+        return Err(Error::invalid(
+            field,
+            format!("must be at most {MAX_ID_LEN} characters"),
+        ));
     }
     if !id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-') {
         return Err(Error::invalid(field, "must match ^[a-zA-Z0-9_-]+$"));
@@ -49,7 +52,11 @@ pub fn reference_id(field: &str, id: &str) -> Result<String> {
 
 /// Returns `text` without NUL bytes, which Postgres text cannot hold.
 pub fn strip_nul(text: &str) -> String {
-    if text.contains('\0') { text.replace('\0', "") } else { text.to_owned() }
+    if text.contains('\0') {
+        text.replace('\0', "")
+    } else {
+        text.to_owned()
+    }
 }
 
 /// Checks message content: at most 25,000 characters after NUL stripping.
@@ -57,7 +64,10 @@ pub fn message_content(field: &str, content: &str) -> Result<String> {
     let content = strip_nul(content);
     let chars = content.chars().count();
     if chars > MAX_MESSAGE_CHARS {
-        return Err(Error::invalid(field, format!("has {chars} characters, at most {MAX_MESSAGE_CHARS} are allowed")));
+        return Err(Error::invalid(
+            field,
+            format!("has {chars} characters, at most {MAX_MESSAGE_CHARS} are allowed"),
+        ));
     }
     Ok(content)
 }
@@ -65,12 +75,18 @@ pub fn message_content(field: &str, content: &str) -> Result<String> {
 /// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5; strips NULs.
 pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, Value>> {
     if object.len() > MAX_METADATA_KEYS {
-        return Err(Error::invalid(field, format!("has {} keys, at most {MAX_METADATA_KEYS} are allowed", object.len())));
+        return Err(Error::invalid(
+            field,
+            format!("has {} keys, at most {MAX_METADATA_KEYS} are allowed", object.len()),
+        ));
     }
     let object = Value::Object(object);
     let depth = depth_of(&object);
     if depth > MAX_METADATA_DEPTH {
-        return Err(Error::invalid(field, format!("nests {depth} levels deep, at most {MAX_METADATA_DEPTH} are allowed")));
+        return Err(Error::invalid(
+            field,
+            format!("nests {depth} levels deep, at most {MAX_METADATA_DEPTH} are allowed"),
+        ));
     }
     match strip_nul_value(object) {
         Value::Object(object) => Ok(object),
@@ -91,7 +107,12 @@ fn strip_nul_value(value: Value) -> Value {
     match value {
         Value::String(s) => Value::String(strip_nul(&s)),
         Value::Array(items) => Value::Array(items.into_iter().map(strip_nul_value).collect()),
-        Value::Object(object) => Value::Object(object.into_iter().map(|(k, v)| (strip_nul(&k), strip_nul_value(v))).collect()),
+        Value::Object(object) => Value::Object(
+            object
+                .into_iter()
+                .map(|(k, v)| (strip_nul(&k), strip_nul_value(v)))
+                .collect(),
+        ),
         other => other,
     }
 }
@@ -102,7 +123,10 @@ pub fn batch_len(field: &str, len: usize) -> Result<()> {
         return Err(Error::invalid(field, "must hold at least one item"));
     }
     if len > MAX_BATCH {
-        return Err(Error::invalid(field, format!("holds {len} items, at most {MAX_BATCH} are allowed")));
+        return Err(Error::invalid(
+            field,
+            format!("holds {len} items, at most {MAX_BATCH} are allowed"),
+        ));
     }
     Ok(())
 }
@@ -126,7 +150,10 @@ pub fn webhook_url(field: &str, url: &str) -> Result<String> {
     }
     if let Ok(ip) = host.parse::<std::net::IpAddr>() {
         if !is_public_ip(&ip) {
-            return Err(Error::invalid(field, "must not point at a private, loopback, link-local, multicast or unspecified address"));
+            return Err(Error::invalid(
+                field,
+                "must not point at a private, loopback, link-local, multicast or unspecified address",
+            ));
         }
     }
     Ok(url.to_owned())
@@ -153,7 +180,9 @@ fn is_public_ip(ip: &std::net::IpAddr) -> bool {
                 || v6.is_multicast()
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
-                || v6.to_ipv4_mapped().is_some_and(|v4| !is_public_ip(&std::net::IpAddr::V4(v4))))
+                || v6
+                    .to_ipv4_mapped()
+                    .is_some_and(|v4| !is_public_ip(&std::net::IpAddr::V4(v4))))
         }
     }
 }
@@ -190,7 +219,10 @@ mod tests {
         let many: Map<String, Value> = (0..101).map(|i| (format!("k{i}"), json!(i))).collect();
         assert!(metadata("m", many).is_err());
         let nul = json!({"k\0": "v\0"});
-        assert_eq!(Value::Object(metadata("m", nul.as_object().unwrap().clone()).unwrap()), json!({"k": "v"}));
+        assert_eq!(
+            Value::Object(metadata("m", nul.as_object().unwrap().clone()).unwrap()),
+            json!({"k": "v"})
+        );
     }
 
     #[test]

@@ -15,6 +15,6 @@ pub mod sql;
 mod store;
 pub mod testing;
 
-pub use open::{StoreOptions, connect, migrate, redact_url};
+pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
 pub use sql::Dialect;
 pub use store::SqlStore;

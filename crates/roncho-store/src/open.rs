@@ -35,7 +35,11 @@ impl StoreOptions {
 
     /// Returns options for a database URL with default pool settings.
     pub fn new(database_url: String) -> Self {
-        Self { database_url, max_connections: 16, acquire_timeout: Duration::from_secs(5) }
+        Self {
+            database_url,
+            max_connections: 16,
+            acquire_timeout: Duration::from_secs(5),
+        }
     }
 
     /// Returns the dialect the URL selects.
@@ -44,15 +48,22 @@ impl StoreOptions {
         match scheme {
             "postgres" | "postgresql" => Ok(Dialect::Postgres),
             "sqlite" => Ok(Dialect::Sqlite),
-            _ => Err(Error::invalid("database_url", format!("unsupported scheme `{scheme}`; use postgres:// or sqlite://"))),
+            _ => Err(Error::invalid(
+                "database_url",
+                format!("unsupported scheme `{scheme}`; use postgres:// or sqlite://"),
+            )),
         }
     }
 }
 
 /// Returns `url` with any password replaced by `***`.
 pub fn redact_url(url: &str) -> String {
-    let Some((scheme, rest)) = url.split_once("://") else { return url.to_owned() };
-    let Some((credentials, host)) = rest.split_once('@') else { return url.to_owned() };
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.to_owned();
+    };
+    let Some((credentials, host)) = rest.split_once('@') else {
+        return url.to_owned();
+    };
     match credentials.split_once(':') {
         Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
         None => url.to_owned(),
@@ -71,7 +82,9 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .map_err(|error| Error::invalid("database_url", error.to_string()))?
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
-    let pool_options = AnyPoolOptions::new().max_connections(options.max_connections).acquire_timeout(options.acquire_timeout);
+    let pool_options = AnyPoolOptions::new()
+        .max_connections(options.max_connections)
+        .acquire_timeout(options.acquire_timeout);
     let pool_options = match dialect {
         // WAL lets readers run beside the one writer; NORMAL sync is durable in WAL mode
         // against process crashes, which is what an embedded server needs.
@@ -91,16 +104,32 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
 }
 
 fn create_parent_dir(database_url: &str) -> Result<()> {
-    let path = database_url.trim_start_matches("sqlite://").trim_start_matches("sqlite:");
+    let path = database_url
+        .trim_start_matches("sqlite://")
+        .trim_start_matches("sqlite:");
     let path = path.split('?').next().unwrap_or_default();
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
     if let Some(parent) = Path::new(path).parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent)
-            .map_err(|error| Error::Unavailable(format!("cannot create data directory {}: {error}", parent.display())))?;
+        std::fs::create_dir_all(parent).map_err(|error| {
+            Error::Unavailable(format!("cannot create data directory {}: {error}", parent.display()))
+        })?;
     }
     Ok(())
+}
+
+/// Returns the newest migration version embedded for a dialect.
+pub fn latest_schema_version(dialect: Dialect) -> i64 {
+    let migrator = match dialect {
+        Dialect::Postgres => &POSTGRES_MIGRATIONS,
+        Dialect::Sqlite => &SQLITE_MIGRATIONS,
+    };
+    migrator
+        .iter()
+        .map(|migration| migration.version)
+        .max()
+        .unwrap_or_default()
 }
 
 /// Applies the embedded migrations of the store's dialect.
@@ -109,7 +138,10 @@ pub async fn migrate(store: &SqlStore) -> Result<()> {
         Dialect::Postgres => &POSTGRES_MIGRATIONS,
         Dialect::Sqlite => &SQLITE_MIGRATIONS,
     };
-    migrator.run(store.pool()).await.map_err(|error| Error::Unavailable(format!("migration failed: {error}")))
+    migrator
+        .run(store.pool())
+        .await
+        .map_err(|error| Error::Unavailable(format!("migration failed: {error}")))
 }
 
 #[cfg(test)]
@@ -118,10 +150,19 @@ mod tests {
 
     #[test]
     fn urls_are_redacted_and_dialects_chosen() {
-        assert_eq!(redact_url("postgres://u:secret@h:5432/db"), "postgres://u:***@h:5432/db");
+        assert_eq!(
+            redact_url("postgres://u:secret@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
         assert_eq!(redact_url("postgres://u@h/db"), "postgres://u@h/db");
-        assert_eq!(StoreOptions::new("postgresql://h/db".into()).dialect().unwrap(), Dialect::Postgres);
-        assert_eq!(StoreOptions::embedded(Path::new("/tmp/x")).dialect().unwrap(), Dialect::Sqlite);
+        assert_eq!(
+            StoreOptions::new("postgresql://h/db".into()).dialect().unwrap(),
+            Dialect::Postgres
+        );
+        assert_eq!(
+            StoreOptions::embedded(Path::new("/tmp/x")).dialect().unwrap(),
+            Dialect::Sqlite
+        );
         assert!(StoreOptions::new("mysql://h/db".into()).dialect().is_err());
     }
 }

@@ -9,15 +9,15 @@ use sqlx::any::AnyRow;
 pub const WORKSPACE_COLUMNS: &str = "name, metadata, configuration, created_at";
 pub const PEER_COLUMNS: &str = "p.workspace_name, p.name, p.metadata, p.configuration, p.created_at";
 pub const SESSION_COLUMNS: &str = "s.workspace_name, s.name, s.is_active, s.metadata, s.configuration, s.created_at";
-pub const MESSAGE_COLUMNS: &str =
-    "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, m.metadata, m.created_at, m.token_count, m.seq_in_session";
+pub const MESSAGE_COLUMNS: &str = "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, m.metadata, m.created_at, m.token_count, m.seq_in_session";
 pub const WEBHOOK_COLUMNS: &str = "id, workspace_name, url, created_at";
 
 fn get<'r, T>(row: &'r AnyRow, column: &str) -> Result<T>
 where
     T: sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
 {
-    row.try_get(column).map_err(|error| Error::Internal(format!("decoding column {column}: {error}")))
+    row.try_get(column)
+        .map_err(|error| Error::Internal(format!("decoding column {column}: {error}")))
 }
 
 fn json(row: &AnyRow, column: &str) -> Result<JsonObject> {
@@ -84,7 +84,10 @@ pub fn webhook(row: &AnyRow) -> Result<WebhookEndpoint> {
 }
 
 pub fn session_peer_config(row: &AnyRow) -> Result<SessionPeerConfig> {
-    Ok(SessionPeerConfig { observe_me: flag(row, "observe_me")?, observe_others: flag(row, "observe_others")? })
+    Ok(SessionPeerConfig {
+        observe_me: flag(row, "observe_me")?,
+        observe_others: flag(row, "observe_others")?,
+    })
 }
 
 pub fn count(row: &AnyRow) -> Result<i64> {

@@ -58,7 +58,10 @@ pub struct Sql {
 impl Sql {
     /// Returns a builder starting with `text`.
     pub fn new(text: &str) -> Self {
-        Self { text: text.to_owned(), binds: Vec::new() }
+        Self {
+            text: text.to_owned(),
+            binds: Vec::new(),
+        }
     }
 
     /// Appends SQL text.
@@ -93,7 +96,10 @@ impl Sql {
     /// Returns a sqlx query over this text and its binds.
     pub fn query(&self) -> Result<sqlx::query::Query<'_, Any, AnyArguments>> {
         // Every value is a bind; the text holds only SQL written in this crate and quoted JSON paths of validated keys.
-        Ok(sqlx::query_with(sqlx::AssertSqlSafe(self.text.clone()), self.arguments()?))
+        Ok(sqlx::query_with(
+            sqlx::AssertSqlSafe(self.text.clone()),
+            self.arguments()?,
+        ))
     }
 }
 
@@ -110,7 +116,11 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of
             sql.push("1=0");
         }
         Filter::And(items) | Filter::Or(items) => {
-            let joiner = if matches!(filter, Filter::And(_)) { " AND " } else { " OR " };
+            let joiner = if matches!(filter, Filter::And(_)) {
+                " AND "
+            } else {
+                " OR "
+            };
             sql.push("(");
             for (index, item) in items.iter().enumerate() {
                 if index > 0 {
@@ -132,11 +142,21 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of
             }
             sql.push(")");
         }
-        Filter::Condition { target: Target::Column(field), comparison } => {
+        Filter::Condition {
+            target: Target::Column(field),
+            comparison,
+        } => {
             render_column(sql, dialect, column_of(field.key), *field, comparison)?;
         }
-        Filter::Condition { target: Target::Metadata(path), comparison } => {
-            let json = JsonPath { dialect, column: column_of("metadata"), path };
+        Filter::Condition {
+            target: Target::Metadata(path),
+            comparison,
+        } => {
+            let json = JsonPath {
+                dialect,
+                column: column_of("metadata"),
+                path,
+            };
             render_json(sql, &json, comparison)?;
         }
     }
@@ -163,7 +183,11 @@ fn render_column(sql: &mut Sql, dialect: Dialect, column: &str, field: Field, co
     match comparison {
         Comparison::Eq(scalar) => binary(sql, " = ", scalar)?,
         Comparison::Ne(scalar) => {
-            let operator = if dialect == Dialect::Postgres { " IS DISTINCT FROM " } else { " IS NOT " };
+            let operator = if dialect == Dialect::Postgres {
+                " IS DISTINCT FROM "
+            } else {
+                " IS NOT "
+            };
             binary(sql, operator, scalar)?;
         }
         Comparison::Gt(scalar) => binary(sql, " > ", scalar)?,
@@ -181,10 +205,18 @@ fn render_column(sql: &mut Sql, dialect: Dialect, column: &str, field: Field, co
             sql.push(")");
         }
         Comparison::Contains(Scalar::Text(needle)) => {
-            sql.push(substring_function(dialect)).push("(").push(column).push(", ").bind(needle.as_str()).push(") > 0");
+            sql.push(substring_function(dialect))
+                .push("(")
+                .push(column)
+                .push(", ")
+                .bind(needle.as_str())
+                .push(") > 0");
         }
         Comparison::IContains(needle) => {
-            sql.push(substring_function(dialect)).push("(lower(").push(column).push("), lower(");
+            sql.push(substring_function(dialect))
+                .push("(lower(")
+                .push(column)
+                .push("), lower(");
             sql.bind(needle.as_str()).push(")) > 0");
         }
         Comparison::IsNull => {
@@ -194,7 +226,10 @@ fn render_column(sql: &mut Sql, dialect: Dialect, column: &str, field: Field, co
             sql.push(column).push(" IS NOT NULL");
         }
         Comparison::Contains(_) | Comparison::ContainsAll(_) => {
-            return Err(Error::invalid(format!("filters.{}", field.key), "contains needs a string on a text column"));
+            return Err(Error::invalid(
+                format!("filters.{}", field.key),
+                "contains needs a string on a text column",
+            ));
         }
     }
     Ok(())
@@ -237,7 +272,9 @@ impl JsonPath<'_> {
                 sql.push(")");
             }
             Dialect::Sqlite => {
-                let path: String = std::iter::once("$".to_owned()).chain(self.path.iter().map(|key| format!(".\"{key}\""))).collect();
+                let path: String = std::iter::once("$".to_owned())
+                    .chain(self.path.iter().map(|key| format!(".\"{key}\"")))
+                    .collect();
                 sql.push(self.column).push(", ").bind(path);
             }
         }
@@ -397,7 +434,12 @@ fn json_compare(sql: &mut Sql, json: &JsonPath<'_>, operator: &str, scalar: &Sca
             sql.push(operator).bind(float_bind(scalar));
         }
         Scalar::Boolean(value) => json.push_is_kind(sql, if *value { JsonKind::True } else { JsonKind::False }),
-        Scalar::Timestamp(_) => return Err(Error::invalid("filters.metadata", "timestamps are compared as ISO strings")),
+        Scalar::Timestamp(_) => {
+            return Err(Error::invalid(
+                "filters.metadata",
+                "timestamps are compared as ISO strings",
+            ));
+        }
     }
     sql.push("), FALSE)");
     Ok(())
@@ -405,14 +447,20 @@ fn json_compare(sql: &mut Sql, json: &JsonPath<'_>, operator: &str, scalar: &Sca
 
 fn json_ordered(sql: &mut Sql, json: &JsonPath<'_>, operator: &str, scalar: &Scalar) -> Result<()> {
     if matches!(scalar, Scalar::Boolean(_)) {
-        return Err(Error::invalid("filters.metadata", "gt/gte/lt/lte need a number or a string"));
+        return Err(Error::invalid(
+            "filters.metadata",
+            "gt/gte/lt/lte need a number or a string",
+        ));
     }
     json_compare(sql, json, operator, scalar)
 }
 
 fn float_bind(scalar: &Scalar) -> Bind {
     match scalar {
-        #[expect(clippy::cast_precision_loss, reason = "JSON numbers compare as doubles, as in Postgres jsonb")]
+        #[expect(
+            clippy::cast_precision_loss,
+            reason = "JSON numbers compare as doubles, as in Postgres jsonb"
+        )]
         Scalar::Integer(value) => Bind::Float(*value as f64),
         Scalar::Float(value) => Bind::Float(*value),
         _ => Bind::NullInteger,
@@ -449,13 +497,19 @@ fn json_array_contains(sql: &mut Sql, json: &JsonPath<'_>, scalar: &Scalar) {
             sql.push(") AS element WHERE ");
             match scalar {
                 Scalar::Text(text) => {
-                    sql.push("element.type = 'text' AND element.value = ").bind(text.as_str());
+                    sql.push("element.type = 'text' AND element.value = ")
+                        .bind(text.as_str());
                 }
                 Scalar::Boolean(value) => {
-                    sql.push(if *value { "element.type = 'true'" } else { "element.type = 'false'" });
+                    sql.push(if *value {
+                        "element.type = 'true'"
+                    } else {
+                        "element.type = 'false'"
+                    });
                 }
                 other => {
-                    sql.push("element.type IN ('integer', 'real') AND element.value = ").bind(float_bind(other));
+                    sql.push("element.type IN ('integer', 'real') AND element.value = ")
+                        .bind(float_bind(other));
                 }
             }
             sql.push("))");

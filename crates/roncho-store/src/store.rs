@@ -121,7 +121,12 @@ fn direction(page: PageRequest) -> &'static str {
 impl SqlStore {
     pub(crate) fn new(pool: AnyPool, dialect: Dialect, location: String) -> Self {
         let write_gate = (dialect == Dialect::Sqlite).then(|| Mutex::new(()));
-        Self { pool, dialect, location, write_gate }
+        Self {
+            pool,
+            dialect,
+            location,
+            write_gate,
+        }
     }
 
     /// Returns the dialect this store speaks.
@@ -170,14 +175,25 @@ impl SqlStore {
         page: PageRequest,
         decode: fn(&AnyRow) -> Result<T>,
     ) -> Result<Page<T>> {
-        let count = Sql { text: format!("SELECT COUNT(*) AS n FROM {}", from_where.text), binds: from_where.binds.clone() };
+        let count = Sql {
+            text: format!("SELECT COUNT(*) AS n FROM {}", from_where.text),
+            binds: from_where.binds.clone(),
+        };
         let total = match self.read_optional(&count).await? {
             Some(row) => rows::count(&row)?,
             None => 0,
         };
-        let mut select = Sql { text: format!("SELECT {columns} FROM {} ORDER BY {order_by} LIMIT ", from_where.text), binds: from_where.binds };
+        let mut select = Sql {
+            text: format!("SELECT {columns} FROM {} ORDER BY {order_by} LIMIT ", from_where.text),
+            binds: from_where.binds,
+        };
         select.bind(page.size).push(" OFFSET ").bind(page.offset());
-        let items = self.read(&select).await?.iter().map(decode).collect::<Result<Vec<_>>>()?;
+        let items = self
+            .read(&select)
+            .await?
+            .iter()
+            .map(decode)
+            .collect::<Result<Vec<_>>>()?;
         Ok(Page::new(items, total, page))
     }
 
@@ -188,17 +204,33 @@ impl SqlStore {
 }
 
 /// Creates the workspace when absent; returns whether it was created.
-async fn ensure_workspace(conn: &mut AnyConnection, id: &str, metadata: &JsonObject, configuration: &JsonObject) -> Result<bool> {
+async fn ensure_workspace(
+    conn: &mut AnyConnection,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
     let mut sql = Sql::new("INSERT INTO workspaces (name, metadata, configuration, created_at) VALUES (");
-    sql.bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration)).push(", ").bind(now_micros());
+    sql.bind(id)
+        .push(", ")
+        .bind(to_json(metadata))
+        .push(", ")
+        .bind(to_json(configuration))
+        .push(", ")
+        .bind(now_micros());
     sql.push(") ON CONFLICT (name) DO NOTHING");
     Ok(execute(conn, &sql).await? == 1)
 }
 
 async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
-    let mut sql = Sql::new(&format!("SELECT {} FROM workspaces WHERE name = ", rows::WORKSPACE_COLUMNS));
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM workspaces WHERE name = ",
+        rows::WORKSPACE_COLUMNS
+    ));
     sql.bind(id);
-    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("workspace", id))?;
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("workspace", id))?;
     rows::workspace(&row)
 }
 
@@ -211,29 +243,61 @@ async fn ensure_peer(
     configuration: &JsonObject,
 ) -> Result<bool> {
     let mut sql = Sql::new("INSERT INTO peers (workspace_name, name, metadata, configuration, created_at) VALUES (");
-    sql.bind(workspace_id).push(", ").bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration));
-    sql.push(", ").bind(now_micros()).push(") ON CONFLICT (workspace_name, name) DO NOTHING");
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(id)
+        .push(", ")
+        .bind(to_json(metadata))
+        .push(", ")
+        .bind(to_json(configuration));
+    sql.push(", ")
+        .bind(now_micros())
+        .push(") ON CONFLICT (workspace_name, name) DO NOTHING");
     Ok(execute(conn, &sql).await? == 1)
 }
 
 async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
-    let mut sql = Sql::new(&format!("SELECT {} FROM peers p WHERE p.workspace_name = ", rows::PEER_COLUMNS));
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM peers p WHERE p.workspace_name = ",
+        rows::PEER_COLUMNS
+    ));
     sql.bind(workspace_id).push(" AND p.name = ").bind(id);
-    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("peer", id))?;
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("peer", id))?;
     rows::peer(&row)
 }
 
-async fn ensure_session(conn: &mut AnyConnection, workspace_id: &str, id: &str, metadata: &JsonObject, configuration: &JsonObject) -> Result<bool> {
+async fn ensure_session(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
     let mut sql = Sql::new("INSERT INTO sessions (workspace_name, name, metadata, configuration, created_at) VALUES (");
-    sql.bind(workspace_id).push(", ").bind(id).push(", ").bind(to_json(metadata)).push(", ").bind(to_json(configuration));
-    sql.push(", ").bind(now_micros()).push(") ON CONFLICT (workspace_name, name) DO NOTHING");
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(id)
+        .push(", ")
+        .bind(to_json(metadata))
+        .push(", ")
+        .bind(to_json(configuration));
+    sql.push(", ")
+        .bind(now_micros())
+        .push(") ON CONFLICT (workspace_name, name) DO NOTHING");
     Ok(execute(conn, &sql).await? == 1)
 }
 
 async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
-    let mut sql = Sql::new(&format!("SELECT {} FROM sessions s WHERE s.workspace_name = ", rows::SESSION_COLUMNS));
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM sessions s WHERE s.workspace_name = ",
+        rows::SESSION_COLUMNS
+    ));
     sql.bind(workspace_id).push(" AND s.name = ").bind(id);
-    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("session", id))?;
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("session", id))?;
     let session = rows::session(&row)?;
     if !session.is_active {
         return Err(Error::not_found("session", id));
@@ -254,8 +318,17 @@ async fn upsert_member(
     let mut sql = Sql::new(
         "INSERT INTO session_peers (workspace_name, session_name, peer_name, observe_me, observe_others, joined_at, left_at) VALUES (",
     );
-    sql.bind(workspace_id).push(", ").bind(session_id).push(", ").bind(peer_id).push(", ");
-    sql.bind(flag(config.observe_me)).push(", ").bind(flag(config.observe_others)).push(", ").bind(now_micros());
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(session_id)
+        .push(", ")
+        .bind(peer_id)
+        .push(", ");
+    sql.bind(flag(config.observe_me))
+        .push(", ")
+        .bind(flag(config.observe_others))
+        .push(", ")
+        .bind(now_micros());
     sql.push(
         ", NULL) ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
          joined_at = CASE WHEN session_peers.left_at IS NULL THEN session_peers.joined_at ELSE excluded.joined_at END, \
@@ -268,7 +341,12 @@ async fn upsert_member(
     Ok(())
 }
 
-async fn add_members(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, peers: &SessionPeers) -> Result<()> {
+async fn add_members(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    peers: &SessionPeers,
+) -> Result<()> {
     for (peer_id, config) in peers {
         ensure_peer(conn, workspace_id, peer_id, &JsonObject::new(), &JsonObject::new()).await?;
         upsert_member(conn, workspace_id, session_id, peer_id, Some(*config)).await?;
@@ -288,7 +366,9 @@ async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, sess
     if observers > i64::try_from(MAX_SESSION_OBSERVERS).unwrap_or(i64::MAX) {
         return Err(Error::invalid(
             "peers",
-            format!("session `{session_id}` would have {observers} peers with observe_others, at most {MAX_SESSION_OBSERVERS} are allowed"),
+            format!(
+                "session `{session_id}` would have {observers} peers with observe_others, at most {MAX_SESSION_OBSERVERS} are allowed"
+            ),
         ));
     }
     Ok(())
@@ -303,11 +383,27 @@ async fn insert_messages(conn: &mut AnyConnection, messages: &[Message], configu
         if index > 0 {
             sql.push(", ");
         }
-        sql.push("(").bind(message.id.as_str()).push(", ").bind(message.workspace_id.as_str()).push(", ");
-        sql.bind(message.session_id.as_str()).push(", ").bind(message.peer_id.as_str()).push(", ");
-        sql.bind(message.seq_in_session).push(", ").bind(message.content.as_str()).push(", ");
-        sql.bind(to_json(&message.metadata)).push(", ").bind(configuration.as_str()).push(", ");
-        sql.bind(message.token_count).push(", ").bind(message.created_at).push(")");
+        sql.push("(")
+            .bind(message.id.as_str())
+            .push(", ")
+            .bind(message.workspace_id.as_str())
+            .push(", ");
+        sql.bind(message.session_id.as_str())
+            .push(", ")
+            .bind(message.peer_id.as_str())
+            .push(", ");
+        sql.bind(message.seq_in_session)
+            .push(", ")
+            .bind(message.content.as_str())
+            .push(", ");
+        sql.bind(to_json(&message.metadata))
+            .push(", ")
+            .bind(configuration.as_str())
+            .push(", ");
+        sql.bind(message.token_count)
+            .push(", ")
+            .bind(message.created_at)
+            .push(")");
     }
     execute(conn, &sql).await?;
     Ok(())
@@ -316,17 +412,32 @@ async fn insert_messages(conn: &mut AnyConnection, messages: &[Message], configu
 /// Hands out `count` new sequence numbers of a session; returns the first.
 async fn allocate_seq(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, count: i64) -> Result<i64> {
     let mut sql = Sql::new("UPDATE sessions SET last_seq = last_seq + ");
-    sql.bind(count).push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(session_id);
+    sql.bind(count)
+        .push(" WHERE workspace_name = ")
+        .bind(workspace_id)
+        .push(" AND name = ")
+        .bind(session_id);
     sql.push(" RETURNING last_seq");
-    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("session", session_id))?;
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("session", session_id))?;
     let last: i64 = sqlx::Row::try_get(&row, "last_seq").map_err(db_error)?;
     Ok(last - count + 1)
 }
 
 async fn load_message(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
-    let mut sql = Sql::new(&format!("SELECT {} FROM messages m WHERE m.workspace_name = ", rows::MESSAGE_COLUMNS));
-    sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id).push(" AND m.public_id = ").bind(id);
-    let row = fetch_optional(conn, &sql).await?.ok_or_else(|| Error::not_found("message", id))?;
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM messages m WHERE m.workspace_name = ",
+        rows::MESSAGE_COLUMNS
+    ));
+    sql.bind(workspace_id)
+        .push(" AND m.session_name = ")
+        .bind(session_id)
+        .push(" AND m.public_id = ")
+        .bind(id);
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("message", id))?;
     rows::message(&row)
 }
 
@@ -338,15 +449,26 @@ impl Store for SqlStore {
             Dialect::Sqlite => "sqlite",
         };
         let version = self
-            .read_optional(&Sql::new("SELECT MAX(version) AS n FROM _sqlx_migrations WHERE success"))
+            .read_optional(&Sql::new(
+                "SELECT MAX(version) AS n FROM _sqlx_migrations WHERE success",
+            ))
             .await
             .ok()
             .flatten()
             .and_then(|row| sqlx::Row::try_get::<Option<i64>, _>(&row, "n").ok().flatten());
-        Ok(StoreInfo { backend, location: self.location.clone(), schema_version: version })
+        Ok(StoreInfo {
+            backend,
+            location: self.location.clone(),
+            schema_version: version,
+        })
     }
 
-    async fn get_or_create_workspace(&self, id: &str, metadata: JsonObject, configuration: JsonObject) -> Result<(Workspace, bool)> {
+    async fn get_or_create_workspace(
+        &self,
+        id: &str,
+        metadata: JsonObject,
+        configuration: JsonObject,
+    ) -> Result<(Workspace, bool)> {
         let mut tx = self.begin_write().await?;
         let created = ensure_workspace(tx.conn(), id, &metadata, &configuration).await?;
         let workspace = load_workspace(tx.conn(), id).await?;
@@ -354,7 +476,12 @@ impl Store for SqlStore {
         Ok((workspace, created))
     }
 
-    async fn update_workspace(&self, id: &str, metadata: Option<JsonObject>, configuration: Option<JsonObject>) -> Result<Workspace> {
+    async fn update_workspace(
+        &self,
+        id: &str,
+        metadata: Option<JsonObject>,
+        configuration: Option<JsonObject>,
+    ) -> Result<Workspace> {
         let mut tx = self.begin_write().await?;
         ensure_workspace(tx.conn(), id, &JsonObject::new(), &JsonObject::new()).await?;
         let mut workspace = load_workspace(tx.conn(), id).await?;
@@ -365,7 +492,9 @@ impl Store for SqlStore {
             workspace.configuration = shallow_merge(workspace.configuration, configuration);
         }
         let mut sql = Sql::new("UPDATE workspaces SET metadata = ");
-        sql.bind(to_json(&workspace.metadata)).push(", configuration = ").bind(to_json(&workspace.configuration));
+        sql.bind(to_json(&workspace.metadata))
+            .push(", configuration = ")
+            .bind(to_json(&workspace.configuration));
         sql.push(" WHERE name = ").bind(id);
         execute(tx.conn(), &sql).await?;
         tx.commit().await?;
@@ -396,7 +525,14 @@ impl Store for SqlStore {
         let mut from_where = Sql::new("workspaces WHERE 1=1");
         self.push_filter(&mut from_where, filter, workspace_column)?;
         let dir = direction(page);
-        self.paged(rows::WORKSPACE_COLUMNS, from_where, &format!("created_at {dir}, name {dir}"), page, rows::workspace).await
+        self.paged(
+            rows::WORKSPACE_COLUMNS,
+            from_where,
+            &format!("created_at {dir}, name {dir}"),
+            page,
+            rows::workspace,
+        )
+        .await
     }
 
     async fn get_or_create_peer(
@@ -424,7 +560,10 @@ impl Store for SqlStore {
             if let Some(configuration) = &configuration {
                 sql.push(", configuration = ").bind(to_json(configuration));
             }
-            sql.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(id);
+            sql.push(" WHERE workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND name = ")
+                .bind(id);
             execute(tx.conn(), &sql).await?;
         }
         let peer = load_peer(tx.conn(), workspace_id, id).await?;
@@ -447,7 +586,14 @@ impl Store for SqlStore {
         from_where.bind(workspace_id);
         self.push_filter(&mut from_where, filter, peer_column)?;
         let dir = direction(page);
-        self.paged(rows::PEER_COLUMNS, from_where, &format!("p.created_at {dir}, p.name {dir}"), page, rows::peer).await
+        self.paged(
+            rows::PEER_COLUMNS,
+            from_where,
+            &format!("p.created_at {dir}, p.name {dir}"),
+            page,
+            rows::peer,
+        )
+        .await
     }
 
     async fn get_or_create_session(
@@ -477,8 +623,13 @@ impl Store for SqlStore {
                 session.configuration = shallow_merge(session.configuration, configuration);
             }
             let mut sql = Sql::new("UPDATE sessions SET metadata = ");
-            sql.bind(to_json(&session.metadata)).push(", configuration = ").bind(to_json(&session.configuration));
-            sql.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(id);
+            sql.bind(to_json(&session.metadata))
+                .push(", configuration = ")
+                .bind(to_json(&session.configuration));
+            sql.push(" WHERE workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND name = ")
+                .bind(id);
             execute(tx.conn(), &sql).await?;
         }
         add_members(tx.conn(), workspace_id, id, &peers).await?;
@@ -500,17 +651,30 @@ impl Store for SqlStore {
         let mut tx = self.begin_write().await?;
         let original = load_session(tx.conn(), workspace_id, id).await?;
         let cutoff_seq = match cutoff_message_id {
-            Some(message_id) => Some(load_message(tx.conn(), workspace_id, id, message_id).await?.seq_in_session),
+            Some(message_id) => Some(
+                load_message(tx.conn(), workspace_id, id, message_id)
+                    .await?
+                    .seq_in_session,
+            ),
             None => None,
         };
         let clone_id = new_public_id();
-        ensure_session(tx.conn(), workspace_id, &clone_id, &original.metadata, &original.configuration).await?;
+        ensure_session(
+            tx.conn(),
+            workspace_id,
+            &clone_id,
+            &original.metadata,
+            &original.configuration,
+        )
+        .await?;
 
         let mut members = Sql::new(
             "INSERT INTO session_peers (workspace_name, session_name, peer_name, observe_me, observe_others, joined_at, left_at) \
              SELECT workspace_name, ",
         );
-        members.bind(clone_id.as_str()).push(", peer_name, observe_me, observe_others, joined_at, left_at FROM session_peers WHERE workspace_name = ");
+        members.bind(clone_id.as_str()).push(
+            ", peer_name, observe_me, observe_others, joined_at, left_at FROM session_peers WHERE workspace_name = ",
+        );
         members.bind(workspace_id).push(" AND session_name = ").bind(id);
         execute(tx.conn(), &members).await?;
 
@@ -539,7 +703,11 @@ impl Store for SqlStore {
         }
         let mut last_seq = Sql::new("UPDATE sessions SET last_seq = ");
         last_seq.bind(i64::try_from(copies.len()).unwrap_or(i64::MAX));
-        last_seq.push(" WHERE workspace_name = ").bind(workspace_id).push(" AND name = ").bind(clone_id.as_str());
+        last_seq
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id)
+            .push(" AND name = ")
+            .bind(clone_id.as_str());
         execute(tx.conn(), &last_seq).await?;
         let clone = load_session(tx.conn(), workspace_id, &clone_id).await?;
         tx.commit().await?;
@@ -558,8 +726,14 @@ impl Store for SqlStore {
         let mut tx = self.begin_write().await?;
         let session = load_session(tx.conn(), workspace_id, session_id).await?;
         let mut leave = Sql::new("UPDATE session_peers SET left_at = ");
-        leave.bind(now_micros()).push(" WHERE workspace_name = ").bind(workspace_id);
-        leave.push(" AND session_name = ").bind(session_id).push(" AND left_at IS NULL");
+        leave
+            .bind(now_micros())
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id);
+        leave
+            .push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND left_at IS NULL");
         if !peers.is_empty() {
             leave.push(" AND peer_name NOT IN (");
             for (index, (peer_id, _)) in peers.iter().enumerate() {
@@ -581,8 +755,14 @@ impl Store for SqlStore {
         let session = load_session(tx.conn(), workspace_id, session_id).await?;
         if !peer_ids.is_empty() {
             let mut leave = Sql::new("UPDATE session_peers SET left_at = ");
-            leave.bind(now_micros()).push(" WHERE workspace_name = ").bind(workspace_id);
-            leave.push(" AND session_name = ").bind(session_id).push(" AND left_at IS NULL AND peer_name IN (");
+            leave
+                .bind(now_micros())
+                .push(" WHERE workspace_name = ")
+                .bind(workspace_id);
+            leave
+                .push(" AND session_name = ")
+                .bind(session_id)
+                .push(" AND left_at IS NULL AND peer_name IN (");
             for (index, peer_id) in peer_ids.iter().enumerate() {
                 if index > 0 {
                     leave.push(", ");
@@ -606,9 +786,16 @@ impl Store for SqlStore {
         let mut tx = self.begin_write().await?;
         load_session(tx.conn(), workspace_id, session_id).await?;
         let mut sql = Sql::new("UPDATE session_peers SET observe_me = COALESCE(");
-        sql.bind(flag(config.observe_me)).push(", observe_me), observe_others = COALESCE(");
-        sql.bind(flag(config.observe_others)).push(", observe_others) WHERE workspace_name = ").bind(workspace_id);
-        sql.push(" AND session_name = ").bind(session_id).push(" AND peer_name = ").bind(peer_id).push(" AND left_at IS NULL");
+        sql.bind(flag(config.observe_me))
+            .push(", observe_me), observe_others = COALESCE(");
+        sql.bind(flag(config.observe_others))
+            .push(", observe_others) WHERE workspace_name = ")
+            .bind(workspace_id);
+        sql.push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND peer_name = ")
+            .bind(peer_id)
+            .push(" AND left_at IS NULL");
         if execute(tx.conn(), &sql).await? == 0 {
             return Err(Error::not_found("session peer", peer_id));
         }
@@ -616,11 +803,23 @@ impl Store for SqlStore {
         tx.commit().await
     }
 
-    async fn get_session_peer_config(&self, workspace_id: &str, session_id: &str, peer_id: &str) -> Result<SessionPeerConfig> {
+    async fn get_session_peer_config(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        peer_id: &str,
+    ) -> Result<SessionPeerConfig> {
         let mut sql = Sql::new("SELECT observe_me, observe_others FROM session_peers WHERE workspace_name = ");
-        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id).push(" AND peer_name = ").bind(peer_id);
+        sql.bind(workspace_id)
+            .push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND peer_name = ")
+            .bind(peer_id);
         sql.push(" AND left_at IS NULL");
-        let row = self.read_optional(&sql).await?.ok_or_else(|| Error::not_found("session peer", peer_id))?;
+        let row = self
+            .read_optional(&sql)
+            .await?
+            .ok_or_else(|| Error::not_found("session peer", peer_id))?;
         rows::session_peer_config(&row)
     }
 
@@ -629,10 +828,23 @@ impl Store for SqlStore {
         from_where.bind(workspace_id);
         self.push_filter(&mut from_where, filter, session_column)?;
         let dir = direction(page);
-        self.paged(rows::SESSION_COLUMNS, from_where, &format!("s.created_at {dir}, s.name {dir}"), page, rows::session).await
+        self.paged(
+            rows::SESSION_COLUMNS,
+            from_where,
+            &format!("s.created_at {dir}, s.name {dir}"),
+            page,
+            rows::session,
+        )
+        .await
     }
 
-    async fn list_peer_sessions(&self, workspace_id: &str, peer_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>> {
+    async fn list_peer_sessions(
+        &self,
+        workspace_id: &str,
+        peer_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Session>> {
         {
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
             load_peer(&mut conn, workspace_id, peer_id).await?;
@@ -643,7 +855,14 @@ impl Store for SqlStore {
         from_where.bind(peer_id).push(")");
         self.push_filter(&mut from_where, filter, session_column)?;
         let dir = direction(page);
-        self.paged(rows::SESSION_COLUMNS, from_where, &format!("s.created_at {dir}, s.name {dir}"), page, rows::session).await
+        self.paged(
+            rows::SESSION_COLUMNS,
+            from_where,
+            &format!("s.created_at {dir}, s.name {dir}"),
+            page,
+            rows::session,
+        )
+        .await
     }
 
     async fn list_session_peers(&self, workspace_id: &str, session_id: &str, page: PageRequest) -> Result<Page<Peer>> {
@@ -655,17 +874,39 @@ impl Store for SqlStore {
             "peers p JOIN session_peers sp ON sp.workspace_name = p.workspace_name AND sp.peer_name = p.name \
              WHERE sp.left_at IS NULL AND p.workspace_name = ",
         );
-        from_where.bind(workspace_id).push(" AND sp.session_name = ").bind(session_id);
+        from_where
+            .bind(workspace_id)
+            .push(" AND sp.session_name = ")
+            .bind(session_id);
         let dir = direction(page);
-        self.paged(rows::PEER_COLUMNS, from_where, &format!("sp.joined_at {dir}, p.name {dir}"), page, rows::peer).await
+        self.paged(
+            rows::PEER_COLUMNS,
+            from_where,
+            &format!("sp.joined_at {dir}, p.name {dir}"),
+            page,
+            rows::peer,
+        )
+        .await
     }
 
-    async fn create_messages(&self, workspace_id: &str, session_id: &str, messages: Vec<NewMessage>) -> Result<Vec<Message>> {
+    async fn create_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Message>> {
         let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
         let now = now_micros();
         let mut tx = self.begin_write().await?;
         ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
-        ensure_session(tx.conn(), workspace_id, session_id, &JsonObject::new(), &JsonObject::new()).await?;
+        ensure_session(
+            tx.conn(),
+            workspace_id,
+            session_id,
+            &JsonObject::new(),
+            &JsonObject::new(),
+        )
+        .await?;
         load_session(tx.conn(), workspace_id, session_id).await?;
         let mut authors: Vec<&str> = Vec::new();
         for message in &messages {
@@ -707,11 +948,22 @@ impl Store for SqlStore {
         load_message(&mut conn, workspace_id, session_id, id).await
     }
 
-    async fn update_message(&self, workspace_id: &str, session_id: &str, id: &str, metadata: JsonObject) -> Result<Message> {
+    async fn update_message(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        id: &str,
+        metadata: JsonObject,
+    ) -> Result<Message> {
         let mut tx = self.begin_write().await?;
         let mut sql = Sql::new("UPDATE messages SET metadata = ");
-        sql.bind(to_json(&metadata)).push(" WHERE workspace_name = ").bind(workspace_id);
-        sql.push(" AND session_name = ").bind(session_id).push(" AND public_id = ").bind(id);
+        sql.bind(to_json(&metadata))
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id);
+        sql.push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND public_id = ")
+            .bind(id);
         if execute(tx.conn(), &sql).await? == 0 {
             return Err(Error::not_found("message", id));
         }
@@ -723,29 +975,46 @@ impl Store for SqlStore {
     async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
         let mut sql = Sql::new("DELETE FROM messages WHERE workspace_name = ");
-        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id).push(" AND public_id = ").bind(id);
+        sql.bind(workspace_id)
+            .push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND public_id = ")
+            .bind(id);
         if execute(tx.conn(), &sql).await? == 0 {
             return Err(Error::not_found("message", id));
         }
         tx.commit().await
     }
 
-    async fn list_messages(&self, workspace_id: &str, session_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Message>> {
+    async fn list_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Message>> {
         {
             let mut conn = self.pool.acquire().await.map_err(db_error)?;
             load_session(&mut conn, workspace_id, session_id).await?;
         }
         let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
-        from_where.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+        from_where
+            .bind(workspace_id)
+            .push(" AND m.session_name = ")
+            .bind(session_id);
         self.push_filter(&mut from_where, filter, message_column)?;
         let order = format!("m.seq_in_session {}", direction(page));
-        self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message).await
+        self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message)
+            .await
     }
 
     async fn create_webhook(&self, workspace_id: &str, url: &str) -> Result<(WebhookEndpoint, bool)> {
         let mut tx = self.begin_write().await?;
         ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
-        let mut existing = Sql::new(&format!("SELECT {} FROM webhook_endpoints WHERE workspace_name = ", rows::WEBHOOK_COLUMNS));
+        let mut existing = Sql::new(&format!(
+            "SELECT {} FROM webhook_endpoints WHERE workspace_name = ",
+            rows::WEBHOOK_COLUMNS
+        ));
         existing.bind(workspace_id).push(" AND url = ").bind(url);
         if let Some(row) = fetch_optional(tx.conn(), &existing).await? {
             return Ok((rows::webhook(&row)?, false));
@@ -768,7 +1037,15 @@ impl Store for SqlStore {
             created_at: now_micros(),
         };
         let mut insert = Sql::new("INSERT INTO webhook_endpoints (id, workspace_name, url, created_at) VALUES (");
-        insert.bind(endpoint.id.as_str()).push(", ").bind(workspace_id).push(", ").bind(url).push(", ").bind(endpoint.created_at).push(")");
+        insert
+            .bind(endpoint.id.as_str())
+            .push(", ")
+            .bind(workspace_id)
+            .push(", ")
+            .bind(url)
+            .push(", ")
+            .bind(endpoint.created_at)
+            .push(")");
         execute(tx.conn(), &insert).await?;
         tx.commit().await?;
         Ok((endpoint, true))
@@ -788,6 +1065,13 @@ impl Store for SqlStore {
         let mut from_where = Sql::new("webhook_endpoints WHERE workspace_name = ");
         from_where.bind(workspace_id);
         let dir = direction(page);
-        self.paged(rows::WEBHOOK_COLUMNS, from_where, &format!("created_at {dir}, id {dir}"), page, rows::webhook).await
+        self.paged(
+            rows::WEBHOOK_COLUMNS,
+            from_where,
+            &format!("created_at {dir}, id {dir}"),
+            page,
+            rows::webhook,
+        )
+        .await
     }
 }

@@ -43,8 +43,16 @@ pub struct FreshDatabase {
 /// Returns a unique database name for this process.
 fn unique_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.subsec_nanos()).unwrap_or_default();
-    format!("roncho_test_{}_{}_{}", std::process::id(), nanos, COUNTER.fetch_add(1, Ordering::Relaxed))
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or_default();
+    format!(
+        "roncho_test_{}_{}_{}",
+        std::process::id(),
+        nanos,
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 /// Returns `server_url` with its database path replaced by `database`.
@@ -54,7 +62,10 @@ fn with_database(server_url: &str, database: &str) -> String {
         None => (server_url, None),
     };
     let authority_end = base.find("://").map(|i| i + 3).unwrap_or(0);
-    let path_start = base[authority_end..].find('/').map(|i| authority_end + i).unwrap_or(base.len());
+    let path_start = base[authority_end..]
+        .find('/')
+        .map(|i| authority_end + i)
+        .unwrap_or(base.len());
     let mut url = format!("{}/{database}", &base[..path_start]);
     if let Some(query) = query {
         url.push('?');
@@ -74,15 +85,28 @@ impl FreshDatabase {
         let mut admin = sqlx::PgConnection::connect(&server_url)
             .await
             .unwrap_or_else(|error| panic!("{DATABASE_URL_VAR}={server_url} is unreachable: {error}"));
-        admin.execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\""))).await.expect("create test database");
+        admin
+            .execute(sqlx::AssertSqlSafe(format!("CREATE DATABASE \"{name}\"")))
+            .await
+            .expect("create test database");
         admin.close().await.ok();
-        Some(Self { url: with_database(&server_url, &name), server_url, name })
+        Some(Self {
+            url: with_database(&server_url, &name),
+            server_url,
+            name,
+        })
     }
 
     /// Drops the database, disconnecting anyone still on it.
     pub async fn drop_database(self) {
         if let Ok(mut admin) = sqlx::PgConnection::connect(&self.server_url).await {
-            admin.execute(sqlx::AssertSqlSafe(format!("DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)", self.name))).await.ok();
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "DROP DATABASE IF EXISTS \"{}\" WITH (FORCE)",
+                    self.name
+                )))
+                .await
+                .ok();
             admin.close().await.ok();
         }
     }
@@ -92,8 +116,17 @@ impl FreshDatabase {
 mod tests {
     #[test]
     fn database_is_replaced_in_urls() {
-        assert_eq!(super::with_database("postgres://u@h:5432/postgres", "x"), "postgres://u@h:5432/x");
-        assert_eq!(super::with_database("postgres://u@h:5432", "x"), "postgres://u@h:5432/x");
-        assert_eq!(super::with_database("postgres://h/db?sslmode=disable", "x"), "postgres://h/x?sslmode=disable");
+        assert_eq!(
+            super::with_database("postgres://u@h:5432/postgres", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(
+            super::with_database("postgres://u@h:5432", "x"),
+            "postgres://u@h:5432/x"
+        );
+        assert_eq!(
+            super::with_database("postgres://h/db?sslmode=disable", "x"),
+            "postgres://h/x?sslmode=disable"
+        );
     }
 }

@@ -35,13 +35,21 @@ async fn open(url: String) -> Arc<SqlStore> {
 async fn sqlite_fixture() -> Fixture {
     let dir = tempfile::tempdir().expect("tempdir");
     let store = open(StoreOptions::embedded(dir.path()).database_url).await;
-    Fixture { store, _dir: Some(dir), database: None }
+    Fixture {
+        store,
+        _dir: Some(dir),
+        database: None,
+    }
 }
 
 async fn postgres_fixture() -> Option<Fixture> {
     let database = FreshDatabase::create().await?;
     let store = open(database.url.clone()).await;
-    Some(Fixture { store, _dir: None, database: Some(database) })
+    Some(Fixture {
+        store,
+        _dir: None,
+        database: Some(database),
+    })
 }
 
 macro_rules! store_contract_suite {
@@ -96,7 +104,11 @@ fn all() -> Filter {
 }
 
 fn page(page: i64, size: i64) -> PageRequest {
-    PageRequest { page, size, reverse: false }
+    PageRequest {
+        page,
+        size,
+        reverse: false,
+    }
 }
 
 fn new_message(peer_id: &str, content: &str) -> NewMessage {
@@ -111,23 +123,37 @@ fn new_message(peer_id: &str, content: &str) -> NewMessage {
 }
 
 fn config(observe_me: Option<bool>, observe_others: Option<bool>) -> SessionPeerConfig {
-    SessionPeerConfig { observe_me, observe_others }
+    SessionPeerConfig {
+        observe_me,
+        observe_others,
+    }
 }
 
 async fn workspaces_are_get_or_create_and_update_merges_configuration(store: &dyn Store) {
     let (created, was_created) = store
-        .get_or_create_workspace("w1", object(json!({"team": "a"})), object(json!({"reasoning": {"enabled": true}})))
+        .get_or_create_workspace(
+            "w1",
+            object(json!({"team": "a"})),
+            object(json!({"reasoning": {"enabled": true}})),
+        )
         .await
         .unwrap();
     assert!(was_created);
     assert_eq!(created.metadata, object(json!({"team": "a"})));
 
-    let (again, was_created) = store.get_or_create_workspace("w1", object(json!({"team": "b"})), JsonObject::new()).await.unwrap();
+    let (again, was_created) = store
+        .get_or_create_workspace("w1", object(json!({"team": "b"})), JsonObject::new())
+        .await
+        .unwrap();
     assert!(!was_created, "an existing workspace is returned unchanged");
     assert_eq!(again, created);
 
     let updated = store
-        .update_workspace("w1", Some(object(json!({"x": 1}))), Some(object(json!({"summary": {"enabled": false}}))))
+        .update_workspace(
+            "w1",
+            Some(object(json!({"x": 1}))),
+            Some(object(json!({"summary": {"enabled": false}}))),
+        )
         .await
         .unwrap();
     assert_eq!(updated.metadata, object(json!({"x": 1})), "metadata is replaced");
@@ -139,85 +165,195 @@ async fn workspaces_are_get_or_create_and_update_merges_configuration(store: &dy
     let unchanged = store.update_workspace("w1", None, None).await.unwrap();
     assert_eq!(unchanged, updated);
 
-    let fresh = store.update_workspace("w2", Some(object(json!({"k": "v"}))), None).await.unwrap();
+    let fresh = store
+        .update_workspace("w2", Some(object(json!({"k": "v"}))), None)
+        .await
+        .unwrap();
     assert_eq!(fresh.metadata, object(json!({"k": "v"})), "update creates when absent");
 
     let listed = store.list_workspaces(&all(), page(1, 50)).await.unwrap();
-    assert_eq!(listed.items.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["w1", "w2"]);
-    let reversed = store.list_workspaces(&all(), PageRequest { reverse: true, ..page(1, 50) }).await.unwrap();
-    assert_eq!(reversed.items.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(), ["w2", "w1"]);
+    assert_eq!(
+        listed.items.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        ["w1", "w2"]
+    );
+    let reversed = store
+        .list_workspaces(
+            &all(),
+            PageRequest {
+                reverse: true,
+                ..page(1, 50)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        reversed.items.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        ["w2", "w1"]
+    );
 }
 
 async fn peers_replace_metadata_and_configuration_only_when_given(store: &dyn Store) {
-    let (peer, created) =
-        store.get_or_create_peer("w", "alice", Some(object(json!({"a": 1}))), Some(object(json!({"observe_me": false})))).await.unwrap();
+    let (peer, created) = store
+        .get_or_create_peer(
+            "w",
+            "alice",
+            Some(object(json!({"a": 1}))),
+            Some(object(json!({"observe_me": false}))),
+        )
+        .await
+        .unwrap();
     assert!(created);
     assert_eq!(peer.workspace_id, "w");
     let (same, created) = store.get_or_create_peer("w", "alice", None, None).await.unwrap();
     assert!(!created);
     assert_eq!(same, peer, "nothing given, nothing changed");
-    let (replaced, _) = store.get_or_create_peer("w", "alice", None, Some(object(json!({"x": true})))).await.unwrap();
+    let (replaced, _) = store
+        .get_or_create_peer("w", "alice", None, Some(object(json!({"x": true}))))
+        .await
+        .unwrap();
     assert_eq!(replaced.metadata, object(json!({"a": 1})));
-    assert_eq!(replaced.configuration, object(json!({"x": true})), "peer configuration is replaced, not merged");
+    assert_eq!(
+        replaced.configuration,
+        object(json!({"x": true})),
+        "peer configuration is replaced, not merged"
+    );
     let workspace = store.list_workspaces(&all(), page(1, 10)).await.unwrap();
     assert_eq!(workspace.total, 1, "creating a peer creates its workspace");
 }
 
 async fn sessions_merge_configuration_and_ensure_peers(store: &dyn Store) {
-    let peers = vec![("alice".to_owned(), config(None, Some(true))), ("bob".to_owned(), config(Some(false), None))];
+    let peers = vec![
+        ("alice".to_owned(), config(None, Some(true))),
+        ("bob".to_owned(), config(Some(false), None)),
+    ];
     let (session, created) = store
-        .get_or_create_session("w", "s", Some(object(json!({"topic": "x"}))), Some(object(json!({"a": 1}))), peers)
+        .get_or_create_session(
+            "w",
+            "s",
+            Some(object(json!({"topic": "x"}))),
+            Some(object(json!({"a": 1}))),
+            peers,
+        )
         .await
         .unwrap();
     assert!(created);
     assert!(session.is_active);
     let (session, created) = store
-        .get_or_create_session("w", "s", Some(object(json!({"topic": "y"}))), Some(object(json!({"b": 2}))), vec![("carol".into(), config(None, None))])
+        .get_or_create_session(
+            "w",
+            "s",
+            Some(object(json!({"topic": "y"}))),
+            Some(object(json!({"b": 2}))),
+            vec![("carol".into(), config(None, None))],
+        )
         .await
         .unwrap();
     assert!(!created);
     assert_eq!(session.metadata, object(json!({"topic": "y"})));
     assert_eq!(session.configuration, object(json!({"a": 1, "b": 2})));
     let members = store.list_session_peers("w", "s", page(1, 10)).await.unwrap();
-    assert_eq!(members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["alice", "bob", "carol"]);
-    assert_eq!(store.get_session_peer_config("w", "s", "alice").await.unwrap(), config(None, Some(true)));
-    assert_eq!(store.get_session_peer_config("w", "s", "bob").await.unwrap(), config(Some(false), None));
+    assert_eq!(
+        members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        ["alice", "bob", "carol"]
+    );
+    assert_eq!(
+        store.get_session_peer_config("w", "s", "alice").await.unwrap(),
+        config(None, Some(true))
+    );
+    assert_eq!(
+        store.get_session_peer_config("w", "s", "bob").await.unwrap(),
+        config(Some(false), None)
+    );
 }
 
 async fn session_membership_add_set_remove_and_config(store: &dyn Store) {
     store.get_or_create_session("w", "s", None, None, vec![]).await.unwrap();
-    store.add_session_peers("w", "s", vec![("a".into(), config(None, None)), ("b".into(), config(None, None))]).await.unwrap();
-    store.set_session_peers("w", "s", vec![("b".into(), config(Some(true), None)), ("c".into(), config(None, None))]).await.unwrap();
+    store
+        .add_session_peers(
+            "w",
+            "s",
+            vec![("a".into(), config(None, None)), ("b".into(), config(None, None))],
+        )
+        .await
+        .unwrap();
+    store
+        .set_session_peers(
+            "w",
+            "s",
+            vec![("b".into(), config(Some(true), None)), ("c".into(), config(None, None))],
+        )
+        .await
+        .unwrap();
     let members = store.list_session_peers("w", "s", page(1, 10)).await.unwrap();
     let mut ids: Vec<_> = members.items.iter().map(|p| p.id.clone()).collect();
     ids.sort();
     assert_eq!(ids, ["b", "c"], "set makes the exact member set");
-    assert_eq!(store.get_session_peer_config("w", "s", "b").await.unwrap(), config(Some(true), None));
-    assert!(matches!(store.get_session_peer_config("w", "s", "a").await, Err(Error::NotFound { .. })), "a has left");
+    assert_eq!(
+        store.get_session_peer_config("w", "s", "b").await.unwrap(),
+        config(Some(true), None)
+    );
+    assert!(
+        matches!(
+            store.get_session_peer_config("w", "s", "a").await,
+            Err(Error::NotFound { .. })
+        ),
+        "a has left"
+    );
 
     store.remove_session_peers("w", "s", &["b".into()]).await.unwrap();
     assert_eq!(store.list_session_peers("w", "s", page(1, 10)).await.unwrap().total, 1);
 
-    store.set_session_peer_config("w", "s", "c", config(None, Some(true))).await.unwrap();
-    store.set_session_peer_config("w", "s", "c", config(Some(false), None)).await.unwrap();
-    assert_eq!(store.get_session_peer_config("w", "s", "c").await.unwrap(), config(Some(false), Some(true)), "unset fields are kept");
-    assert!(matches!(store.set_session_peer_config("w", "s", "zed", config(None, None)).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.add_session_peers("w", "nope", vec![]).await, Err(Error::NotFound { .. })));
+    store
+        .set_session_peer_config("w", "s", "c", config(None, Some(true)))
+        .await
+        .unwrap();
+    store
+        .set_session_peer_config("w", "s", "c", config(Some(false), None))
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_session_peer_config("w", "s", "c").await.unwrap(),
+        config(Some(false), Some(true)),
+        "unset fields are kept"
+    );
+    assert!(matches!(
+        store.set_session_peer_config("w", "s", "zed", config(None, None)).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.add_session_peers("w", "nope", vec![]).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn observers_are_limited_to_ten_per_session(store: &dyn Store) {
     let observers: Vec<_> = (0..10).map(|i| (format!("p{i}"), config(None, Some(true)))).collect();
-    store.get_or_create_session("w", "s", None, None, observers).await.unwrap();
-    let error = store.add_session_peers("w", "s", vec![("p10".into(), config(None, Some(true)))]).await.unwrap_err();
+    store
+        .get_or_create_session("w", "s", None, None, observers)
+        .await
+        .unwrap();
+    let error = store
+        .add_session_peers("w", "s", vec![("p10".into(), config(None, Some(true)))])
+        .await
+        .unwrap_err();
     assert!(matches!(error, Error::InvalidArgument { .. }), "{error}");
-    assert_eq!(store.list_session_peers("w", "s", page(1, 50)).await.unwrap().total, 10, "the refused change wrote nothing");
+    assert_eq!(
+        store.list_session_peers("w", "s", page(1, 50)).await.unwrap().total,
+        10,
+        "the refused change wrote nothing"
+    );
 }
 
 async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {
-    let batch: Vec<_> = (1..=25).map(|i| new_message(if i % 2 == 0 { "bob" } else { "alice" }, &format!("message number {i}"))).collect();
+    let batch: Vec<_> = (1..=25)
+        .map(|i| new_message(if i % 2 == 0 { "bob" } else { "alice" }, &format!("message number {i}")))
+        .collect();
     let created = store.create_messages("w", "s", batch).await.unwrap();
     assert_eq!(created.len(), 25);
-    assert_eq!(created.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(), (1..=25).collect::<Vec<_>>());
+    assert_eq!(
+        created.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
+        (1..=25).collect::<Vec<_>>()
+    );
     assert!(created.iter().all(|m| m.id.len() == 21));
     let mut with_time = new_message("carol", "dated");
     with_time.created_at = Some(1_600_000_000_000_000);
@@ -234,61 +370,137 @@ async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {
     let last = store.list_messages("w", "s", &all(), page(3, 10)).await.unwrap();
     assert_eq!(last.items.len(), 6);
     assert_eq!(last.items[5].content, "dated");
-    let newest = store.list_messages("w", "s", &all(), PageRequest { reverse: true, ..page(1, 2) }).await.unwrap();
-    assert_eq!(newest.items.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(), [26, 25]);
+    let newest = store
+        .list_messages(
+            "w",
+            "s",
+            &all(),
+            PageRequest {
+                reverse: true,
+                ..page(1, 2)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        newest.items.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
+        [26, 25]
+    );
     let beyond = store.list_messages("w", "s", &all(), page(9, 10)).await.unwrap();
     assert!(beyond.items.is_empty());
     assert_eq!(beyond.total, 26);
 
     let fetched = store.get_message("w", "s", &created[3].id).await.unwrap();
     assert_eq!(fetched, created[3]);
-    assert!(matches!(store.list_messages("w", "missing", &all(), page(1, 10)).await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        store.list_messages("w", "missing", &all(), page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn message_update_and_delete(store: &dyn Store) {
-    let created = store.create_messages("w", "s", vec![new_message("a", "one"), new_message("a", "two")]).await.unwrap();
-    let updated = store.update_message("w", "s", &created[0].id, object(json!({"k": "v"}))).await.unwrap();
+    let created = store
+        .create_messages("w", "s", vec![new_message("a", "one"), new_message("a", "two")])
+        .await
+        .unwrap();
+    let updated = store
+        .update_message("w", "s", &created[0].id, object(json!({"k": "v"})))
+        .await
+        .unwrap();
     assert_eq!(updated.metadata, object(json!({"k": "v"})));
     assert_eq!(updated.content, "one");
     store.delete_message("w", "s", &created[1].id).await.unwrap();
-    assert!(matches!(store.get_message("w", "s", &created[1].id).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.delete_message("w", "s", &created[1].id).await, Err(Error::NotFound { .. })));
-    let next = store.create_messages("w", "s", vec![new_message("a", "three")]).await.unwrap();
+    assert!(matches!(
+        store.get_message("w", "s", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_message("w", "s", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    let next = store
+        .create_messages("w", "s", vec![new_message("a", "three")])
+        .await
+        .unwrap();
     assert_eq!(next[0].seq_in_session, 3, "sequence numbers are never reused");
-    assert!(matches!(store.update_message("w", "s", "nope", JsonObject::new()).await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        store.update_message("w", "s", "nope", JsonObject::new()).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn session_delete_removes_it_and_its_messages_at_once(store: &dyn Store) {
-    let created = store.create_messages("w", "s", vec![new_message("a", "secret")]).await.unwrap();
-    store.create_messages("w", "other", vec![new_message("a", "kept")]).await.unwrap();
+    let created = store
+        .create_messages("w", "s", vec![new_message("a", "secret")])
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "other", vec![new_message("a", "kept")])
+        .await
+        .unwrap();
     store.delete_session("w", "s").await.unwrap();
     let sessions = store.list_sessions("w", &all(), page(1, 10)).await.unwrap();
-    assert_eq!(sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["other"]);
-    assert!(matches!(store.get_message("w", "s", &created[0].id).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.delete_session("w", "s").await, Err(Error::NotFound { .. })));
-    let again = store.create_messages("w", "s", vec![new_message("a", "new")]).await.unwrap();
+    assert_eq!(
+        sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["other"]
+    );
+    assert!(matches!(
+        store.get_message("w", "s", &created[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_session("w", "s").await,
+        Err(Error::NotFound { .. })
+    ));
+    let again = store
+        .create_messages("w", "s", vec![new_message("a", "new")])
+        .await
+        .unwrap();
     assert_eq!(again[0].seq_in_session, 1, "a re-created session starts afresh");
-    assert_eq!(store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap().total, 1);
+    assert_eq!(
+        store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap().total,
+        1
+    );
 }
 
 async fn workspace_delete_is_refused_while_a_session_is_active(store: &dyn Store) {
-    store.create_messages("w", "s", vec![new_message("a", "hello")]).await.unwrap();
+    store
+        .create_messages("w", "s", vec![new_message("a", "hello")])
+        .await
+        .unwrap();
     store.create_webhook("w", "https://example.com/hook").await.unwrap();
     let error = store.delete_workspace("w").await.unwrap_err();
     assert!(matches!(error, Error::FailedPrecondition(_)), "{error}");
     store.delete_session("w", "s").await.unwrap();
     store.delete_workspace("w").await.unwrap();
     assert_eq!(store.list_workspaces(&all(), page(1, 10)).await.unwrap().total, 0);
-    assert_eq!(store.list_peers("w", &all(), page(1, 10)).await.unwrap().total, 0, "peers go with the workspace");
+    assert_eq!(
+        store.list_peers("w", &all(), page(1, 10)).await.unwrap().total,
+        0,
+        "peers go with the workspace"
+    );
     assert_eq!(store.list_webhooks("w", page(1, 10)).await.unwrap().total, 0);
     assert!(matches!(store.delete_workspace("w").await, Err(Error::NotFound { .. })));
 }
 
 async fn clone_copies_up_to_an_inclusive_cutoff(store: &dyn Store) {
     let peers = vec![("alice".to_owned(), config(None, Some(true)))];
-    store.get_or_create_session("w", "s", Some(object(json!({"m": 1}))), Some(object(json!({"c": 2}))), peers).await.unwrap();
+    store
+        .get_or_create_session(
+            "w",
+            "s",
+            Some(object(json!({"m": 1}))),
+            Some(object(json!({"c": 2}))),
+            peers,
+        )
+        .await
+        .unwrap();
     let created = store
-        .create_messages("w", "s", (1..=5).map(|i| new_message("alice", &format!("m{i}"))).collect())
+        .create_messages(
+            "w",
+            "s",
+            (1..=5).map(|i| new_message("alice", &format!("m{i}"))).collect(),
+        )
         .await
         .unwrap();
     let clone = store.clone_session("w", "s", Some(&created[2].id)).await.unwrap();
@@ -296,28 +508,79 @@ async fn clone_copies_up_to_an_inclusive_cutoff(store: &dyn Store) {
     assert_eq!(clone.metadata, object(json!({"m": 1})));
     assert_eq!(clone.configuration, object(json!({"c": 2})));
     let copied = store.list_messages("w", &clone.id, &all(), page(1, 50)).await.unwrap();
-    assert_eq!(copied.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["m1", "m2", "m3"]);
-    assert!(copied.items.iter().all(|m| created.iter().all(|original| original.id != m.id)), "copies get new ids");
-    assert_eq!(store.get_session_peer_config("w", &clone.id, "alice").await.unwrap(), config(None, Some(true)));
-    let appended = store.create_messages("w", &clone.id, vec![new_message("alice", "m4'")]).await.unwrap();
+    assert_eq!(
+        copied.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["m1", "m2", "m3"]
+    );
+    assert!(
+        copied
+            .items
+            .iter()
+            .all(|m| created.iter().all(|original| original.id != m.id)),
+        "copies get new ids"
+    );
+    assert_eq!(
+        store.get_session_peer_config("w", &clone.id, "alice").await.unwrap(),
+        config(None, Some(true))
+    );
+    let appended = store
+        .create_messages("w", &clone.id, vec![new_message("alice", "m4'")])
+        .await
+        .unwrap();
     assert_eq!(appended[0].seq_in_session, 4);
 
     let full = store.clone_session("w", "s", None).await.unwrap();
-    assert_eq!(store.list_messages("w", &full.id, &all(), page(1, 50)).await.unwrap().total, 5);
+    assert_eq!(
+        store
+            .list_messages("w", &full.id, &all(), page(1, 50))
+            .await
+            .unwrap()
+            .total,
+        5
+    );
 
-    let other = store.create_messages("w", "t", vec![new_message("alice", "elsewhere")]).await.unwrap();
-    assert!(matches!(store.clone_session("w", "s", Some(&other[0].id)).await, Err(Error::NotFound { .. })), "cutoff must be in the session");
-    assert!(matches!(store.clone_session("w", "missing", None).await, Err(Error::NotFound { .. })));
+    let other = store
+        .create_messages("w", "t", vec![new_message("alice", "elsewhere")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store.clone_session("w", "s", Some(&other[0].id)).await,
+            Err(Error::NotFound { .. })
+        ),
+        "cutoff must be in the session"
+    );
+    assert!(matches!(
+        store.clone_session("w", "missing", None).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn peer_delete_removes_its_messages_and_memberships(store: &dyn Store) {
-    store.create_messages("w", "s", vec![new_message("alice", "a1"), new_message("bob", "b1"), new_message("alice", "a2")]).await.unwrap();
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                new_message("alice", "a1"),
+                new_message("bob", "b1"),
+                new_message("alice", "a2"),
+            ],
+        )
+        .await
+        .unwrap();
     store.delete_peer("w", "alice").await.unwrap();
     let left = store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap();
-    assert_eq!(left.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["b1"]);
+    assert_eq!(
+        left.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["b1"]
+    );
     let members = store.list_session_peers("w", "s", page(1, 10)).await.unwrap();
     assert_eq!(members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["bob"]);
-    assert!(matches!(store.delete_peer("w", "alice").await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        store.delete_peer("w", "alice").await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn filters_follow_the_honcho_grammar(store: &dyn Store) {
@@ -329,7 +592,10 @@ async fn filters_follow_the_honcho_grammar(store: &dyn Store) {
         json!({}),
     ];
     for (index, metadata) in metadata.iter().enumerate() {
-        let mut message = new_message(if index < 2 { "alice" } else { "bob" }, &format!("Content {index} about Coffee"));
+        let mut message = new_message(
+            if index < 2 { "alice" } else { "bob" },
+            &format!("Content {index} about Coffee"),
+        );
         message.metadata = object(metadata.clone());
         message.created_at = Some(1_700_000_000_000_000 + i64::try_from(index).unwrap() * 86_400_000_000);
         batch.push(message);
@@ -363,11 +629,23 @@ async fn filters_follow_the_honcho_grammar(store: &dyn Store) {
         (json!({"created_at": {"lt": "2023-11-15"}}), vec![0]),
         (json!({"token_count": {"gte": 4}}), vec![0, 1, 2, 3]),
         (json!({"token_count": {"lt": 4}}), vec![]),
-        (json!({"OR": [{"peer_id": "bob"}, {"metadata": {"kind": "note"}}]}), vec![0, 2, 3]),
-        (json!({"AND": [{"peer_id": "alice"}, {"metadata": {"score": {"lt": 6}}}]}), vec![0]),
+        (
+            json!({"OR": [{"peer_id": "bob"}, {"metadata": {"kind": "note"}}]}),
+            vec![0, 2, 3],
+        ),
+        (
+            json!({"AND": [{"peer_id": "alice"}, {"metadata": {"score": {"lt": 6}}}]}),
+            vec![0],
+        ),
         (json!({"NOT": [{"metadata": {"kind": "note"}}]}), vec![1, 2, 3]),
-        (json!({"NOT": [{"peer_id": "alice"}], "metadata": {"kind": "chat"}}), vec![2]),
-        (json!({"metadata": {"kind": "*"}, "peer_id": {"in": ["*"]}}), vec![0, 1, 2, 3]),
+        (
+            json!({"NOT": [{"peer_id": "alice"}], "metadata": {"kind": "chat"}}),
+            vec![2],
+        ),
+        (
+            json!({"metadata": {"kind": "*"}, "peer_id": {"in": ["*"]}}),
+            vec![0, 1, 2, 3],
+        ),
     ];
     for (filters, expected) in cases {
         let parsed = match filter::parse(&filter::MESSAGE, filters.as_object()) {
@@ -377,39 +655,96 @@ async fn filters_follow_the_honcho_grammar(store: &dyn Store) {
                 continue;
             }
         };
-        let page = store.list_messages("w", "s", &parsed, page(1, 50)).await.unwrap_or_else(|error| panic!("{filters}: {error}"));
-        let found: Vec<usize> = page.items.iter().map(|m| usize::try_from(m.seq_in_session - 1).unwrap()).collect();
+        let page = store
+            .list_messages("w", "s", &parsed, page(1, 50))
+            .await
+            .unwrap_or_else(|error| panic!("{filters}: {error}"));
+        let found: Vec<usize> = page
+            .items
+            .iter()
+            .map(|m| usize::try_from(m.seq_in_session - 1).unwrap())
+            .collect();
         assert_eq!(found, expected, "filters {filters}");
-        assert_eq!(page.total, i64::try_from(expected.len()).unwrap(), "total for {filters}");
+        assert_eq!(
+            page.total,
+            i64::try_from(expected.len()).unwrap(),
+            "total for {filters}"
+        );
     }
 
-    store.get_or_create_peer("w", "carol", Some(object(json!({"role": "admin"}))), None).await.unwrap();
+    store
+        .get_or_create_peer("w", "carol", Some(object(json!({"role": "admin"}))), None)
+        .await
+        .unwrap();
     let admins = filter::parse(&filter::PEER, json!({"metadata": {"role": "admin"}}).as_object()).unwrap();
     let peers = store.list_peers("w", &admins, page(1, 10)).await.unwrap();
     assert_eq!(peers.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["carol"]);
-    let sessions = filter::parse(&filter::SESSION, json!({"is_active": true, "id": {"contains": "s"}}).as_object()).unwrap();
+    let sessions = filter::parse(
+        &filter::SESSION,
+        json!({"is_active": true, "id": {"contains": "s"}}).as_object(),
+    )
+    .unwrap();
     assert_eq!(store.list_sessions("w", &sessions, page(1, 10)).await.unwrap().total, 1);
 }
 
 async fn workspaces_are_isolated(store: &dyn Store) {
-    let in_a = store.create_messages("a", "s", vec![new_message("p", "only in a")]).await.unwrap();
-    store.create_messages("b", "s", vec![new_message("p", "only in b")]).await.unwrap();
+    let in_a = store
+        .create_messages("a", "s", vec![new_message("p", "only in a")])
+        .await
+        .unwrap();
+    store
+        .create_messages("b", "s", vec![new_message("p", "only in b")])
+        .await
+        .unwrap();
     let listed = store.list_messages("b", "s", &all(), page(1, 10)).await.unwrap();
-    assert_eq!(listed.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(), ["only in b"]);
-    assert!(matches!(store.get_message("b", "s", &in_a[0].id).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.update_message("b", "s", &in_a[0].id, JsonObject::new()).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.delete_message("b", "s", &in_a[0].id).await, Err(Error::NotFound { .. })));
+    assert_eq!(
+        listed.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["only in b"]
+    );
+    assert!(matches!(
+        store.get_message("b", "s", &in_a[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.update_message("b", "s", &in_a[0].id, JsonObject::new()).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_message("b", "s", &in_a[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
     assert!(
-        matches!(store.clone_session("b", "s", Some(&in_a[0].id)).await, Err(Error::NotFound { .. })),
+        matches!(
+            store.clone_session("b", "s", Some(&in_a[0].id)).await,
+            Err(Error::NotFound { .. })
+        ),
         "clone never reaches another workspace's messages"
     );
     let workspace_filter = filter::parse(&filter::MESSAGE, json!({"workspace_id": "a"}).as_object()).unwrap();
-    assert_eq!(store.list_messages("b", "s", &workspace_filter, page(1, 10)).await.unwrap().total, 0);
+    assert_eq!(
+        store
+            .list_messages("b", "s", &workspace_filter, page(1, 10))
+            .await
+            .unwrap()
+            .total,
+        0
+    );
     store.delete_session("b", "s").await.unwrap();
-    assert_eq!(store.list_messages("a", "s", &all(), page(1, 10)).await.unwrap().total, 1, "deleting b's session spares a's");
+    assert_eq!(
+        store.list_messages("a", "s", &all(), page(1, 10)).await.unwrap().total,
+        1,
+        "deleting b's session spares a's"
+    );
     store.delete_peer("b", "p").await.unwrap();
     assert_eq!(store.list_peers("a", &all(), page(1, 10)).await.unwrap().total, 1);
-    assert_eq!(store.list_peer_sessions("a", "p", &all(), page(1, 10)).await.unwrap().total, 1);
+    assert_eq!(
+        store
+            .list_peer_sessions("a", "p", &all(), page(1, 10))
+            .await
+            .unwrap()
+            .total,
+        1
+    );
 }
 
 async fn webhooks_are_get_or_create_and_limited(store: &dyn Store) {
@@ -419,26 +754,57 @@ async fn webhooks_are_get_or_create_and_limited(store: &dyn Store) {
     assert!(!created);
     assert_eq!(again, first);
     for i in 1..10 {
-        store.create_webhook("w", &format!("https://example.com/{i}")).await.unwrap();
+        store
+            .create_webhook("w", &format!("https://example.com/{i}"))
+            .await
+            .unwrap();
     }
     let error = store.create_webhook("w", "https://example.com/10").await.unwrap_err();
     assert!(matches!(error, Error::ResourceExhausted(_)), "{error}");
     let listed = store.list_webhooks("w", page(1, 100)).await.unwrap();
     assert_eq!(listed.total, 10);
     store.delete_webhook("w", &first.id).await.unwrap();
-    assert!(matches!(store.delete_webhook("w", &first.id).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.delete_webhook("other", &listed.items[1].id).await, Err(Error::NotFound { .. })));
+    assert!(matches!(
+        store.delete_webhook("w", &first.id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_webhook("other", &listed.items[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 async fn peer_sessions_and_session_peers_are_listed(store: &dyn Store) {
-    store.create_messages("w", "s1", vec![new_message("alice", "x")]).await.unwrap();
-    store.create_messages("w", "s2", vec![new_message("bob", "y")]).await.unwrap();
-    store.add_session_peers("w", "s2", vec![("alice".into(), config(None, None))]).await.unwrap();
+    store
+        .create_messages("w", "s1", vec![new_message("alice", "x")])
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "s2", vec![new_message("bob", "y")])
+        .await
+        .unwrap();
+    store
+        .add_session_peers("w", "s2", vec![("alice".into(), config(None, None))])
+        .await
+        .unwrap();
     store.remove_session_peers("w", "s2", &["alice".into()]).await.unwrap();
-    let sessions = store.list_peer_sessions("w", "alice", &all(), page(1, 10)).await.unwrap();
-    assert_eq!(sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(), ["s1", "s2"], "past memberships count");
-    assert!(matches!(store.list_peer_sessions("w", "nobody", &all(), page(1, 10)).await, Err(Error::NotFound { .. })));
-    assert!(matches!(store.list_session_peers("w", "missing", page(1, 10)).await, Err(Error::NotFound { .. })));
+    let sessions = store
+        .list_peer_sessions("w", "alice", &all(), page(1, 10))
+        .await
+        .unwrap();
+    assert_eq!(
+        sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["s1", "s2"],
+        "past memberships count"
+    );
+    assert!(matches!(
+        store.list_peer_sessions("w", "nobody", &all(), page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.list_session_peers("w", "missing", page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
 }
 
 #[tokio::test]
@@ -446,10 +812,16 @@ async fn sqlite_data_survives_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let url = StoreOptions::embedded(dir.path()).database_url;
     let store = open(url.clone()).await;
-    let created = store.create_messages("w", "s", vec![new_message("a", "durable")]).await.unwrap();
+    let created = store
+        .create_messages("w", "s", vec![new_message("a", "durable")])
+        .await
+        .unwrap();
     store.close().await;
     let reopened = open(url).await;
-    assert_eq!(reopened.get_message("w", "s", &created[0].id).await.unwrap(), created[0]);
+    assert_eq!(
+        reopened.get_message("w", "s", &created[0].id).await.unwrap(),
+        created[0]
+    );
     let info = reopened.info().await.unwrap();
     assert_eq!((info.backend, info.schema_version), ("sqlite", Some(1)));
 }

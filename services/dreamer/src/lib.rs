@@ -1,1 +1,23 @@
-//! placeholder
+//! The dreamer role: consolidation of observations into deductions, patterns
+//! and peer cards, and `roncho.v1.DreamerService`. The dreamer arrives with
+//! the dialectic and dreamer milestone; until then `ScheduleDream` answers
+//! `UNIMPLEMENTED`.
+
+use roncho_core::Error;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::dreamer_service_server::DreamerService;
+use tonic::{Request, Response, Status};
+
+/// Serves `DreamerService`.
+#[derive(Debug, Clone, Default)]
+pub struct Dreamer;
+
+#[tonic::async_trait]
+impl DreamerService for Dreamer {
+    async fn schedule_dream(
+        &self,
+        _: Request<pb::ScheduleDreamRequest>,
+    ) -> Result<Response<pb::ScheduleDreamResponse>, Status> {
+        Err(Error::Unimplemented("ScheduleDream").into())
+    }
+}

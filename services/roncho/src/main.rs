@@ -1,1 +1,189 @@
-fn main() {}
+//! `roncho serve | migrate | status`.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::{Args, Parser, Subcommand};
+use roncho::config::{Config, ConfigLayer, LogFormat};
+use tokio_util::sync::CancellationToken;
+
+/// roncho: memory and social cognition for AI agents, Honcho-compatible.
+#[derive(Debug, Parser)]
+#[command(version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Runs the server. With no flags: every role, embedded SQLite in ./roncho-data, 127.0.0.1:50051.
+    Serve(CommonFlags),
+    /// Applies the database migrations and exits.
+    Migrate(CommonFlags),
+    /// Prints what this configuration connects to and what is degraded.
+    Status {
+        #[command(flatten)]
+        flags: CommonFlags,
+        /// Prints JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+/// Flags shared by every command; each overrides its `RONCHO_*` variable.
+#[derive(Debug, Args)]
+struct CommonFlags {
+    /// TOML config file (env RONCHO_CONFIG).
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// gRPC listen address [default: 127.0.0.1:50051].
+    #[arg(long)]
+    listen: Option<SocketAddr>,
+    /// Directory of the embedded SQLite store [default: ./roncho-data].
+    #[arg(long)]
+    data_dir: Option<PathBuf>,
+    /// Postgres URL; unset means the embedded SQLite store.
+    #[arg(long)]
+    database_url: Option<String>,
+    /// Roles to run: all, or a list of ingest,recall,dialectic,deriver,dreamer,reconciler [default: all].
+    #[arg(long)]
+    roles: Option<String>,
+    /// Log filter, e.g. info or roncho=debug [default: info].
+    #[arg(long)]
+    log: Option<String>,
+}
+
+impl CommonFlags {
+    fn load(&self) -> anyhow::Result<Config> {
+        let env: HashMap<String, String> = std::env::vars()
+            .filter(|(name, _)| name.starts_with("RONCHO_"))
+            .collect();
+        let config_path = self
+            .config
+            .clone()
+            .or_else(|| env.get("RONCHO_CONFIG").map(PathBuf::from));
+        let file = match config_path {
+            Some(path) => {
+                let text = std::fs::read_to_string(&path)
+                    .with_context(|| format!("reading config file {}", path.display()))?;
+                ConfigLayer::from_toml(&text).with_context(|| format!("in {}", path.display()))?
+            }
+            None => ConfigLayer::default(),
+        };
+        let flags = ConfigLayer {
+            listen: self.listen,
+            data_dir: self.data_dir.clone(),
+            database_url: self.database_url.clone(),
+            roles: self.roles.clone(),
+            log: self.log.clone(),
+            ..ConfigLayer::default()
+        };
+        Config::resolve(file, ConfigLayer::from_env(&env)?, flags)
+    }
+}
+
+fn init_tracing(config: &Config) -> anyhow::Result<()> {
+    let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+        .with_context(|| format!("invalid log filter `{}`", config.log))?;
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match config.log_format {
+        LogFormat::Json => builder.json().init(),
+        LogFormat::Text => builder.init(),
+    }
+    Ok(())
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Serve(flags) => serve(flags.load()?).await,
+        Command::Migrate(flags) => {
+            let config = flags.load()?;
+            init_tracing(&config)?;
+            let store = roncho_store::connect(&config.store_options()).await?;
+            roncho_store::migrate(&store).await?;
+            let info = roncho_core::store::Store::info(&store).await?;
+            println!(
+                "migrated {} at {} to schema {}",
+                info.backend,
+                info.location,
+                info.schema_version.unwrap_or_default()
+            );
+            Ok(())
+        }
+        Command::Status { flags, json } => {
+            let config = flags.load()?;
+            let checks = roncho::status::checks(&config).await;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&roncho::status::to_json(&config, &checks))?
+                );
+            } else {
+                println!("{}", roncho::status::to_text(&checks));
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn serve(config: Config) -> anyhow::Result<()> {
+    init_tracing(&config)?;
+    tracing::info!(config = %config.redacted(), "starting roncho");
+    let store = roncho_store::connect(&config.store_options()).await?;
+    // sqlx takes a migration lock, so processes starting together do not race.
+    roncho_store::migrate(&store).await?;
+    let store = Arc::new(store);
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+
+    let shutdown = CancellationToken::new();
+    let signal_token = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        signal_token.cancel();
+    });
+    let server = roncho::server::run(listener, store.clone(), &config.roles, shutdown.clone());
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => result?,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(config.shutdown_grace).await;
+        } => tracing::warn!(grace = ?config.shutdown_grace, "grace period over; exiting with requests in flight"),
+    }
+    store.close().await;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Generates the Python client from proto/ and runs clients/python/scenario.py
+# against `roncho serve` in the embedded mode and on Postgres: each mode is
+# written, restarted and verified; both transcripts must be identical.
+#
+#   clients/python/run-scenario.sh path/to/roncho
+#
+# Env: RONCHO_TEST_DATABASE_URL (Postgres server, default
+# postgres://postgres@127.0.0.1:5432/postgres), RONCHO_CACHE (venv location).
+set -euo pipefail
+
+roncho_bin=$(realpath "${1:?usage: run-scenario.sh path/to/roncho}")
+repo=$(cd "$(dirname "$0")/../.." && pwd)
+cache=${RONCHO_CACHE:-$HOME/.cache/roncho}
+server_url=${RONCHO_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+venv=$cache/venv-python-client
+work=$(mktemp -d)
+server_pid=""
+
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "${database:-}" ]; then psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import grpc_tools, grpc_status" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-status==1.85.1
+fi
+
+mkdir -p "$work/gen"
+"$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work/gen" --grpc_python_out="$work/gen" "$repo"/proto/roncho/v1/*.proto
+
+free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+start_server() { # mode args...
+  local port; port=$(free_port)
+  target=127.0.0.1:$port
+  "$roncho_bin" serve --listen "$target" "$@" >>"$work/server.log" 2>&1 &
+  server_pid=$!
+}
+
+stop_server() {
+  kill -TERM "$server_pid"
+  wait "$server_pid" || { echo "roncho exited with an error on SIGTERM"; tail -20 "$work/server.log"; exit 1; }
+  server_pid=""
+}
+
+scenario() { PYTHONPATH="$work/gen" "$venv/bin/python" "$repo/clients/python/scenario.py" --target "$target" "$@"; }
+
+passed=0
+run_mode() { # name serve-args...
+  local name=$1; shift
+  echo "== $name"
+  start_server "$@"
+  scenario --phase write --out "$work/$name.json" || { tail -30 "$work/server.log"; exit 1; }
+  stop_server
+  start_server "$@"
+  scenario --phase verify --out "$work/$name.json" || { tail -30 "$work/server.log"; exit 1; }
+  stop_server
+  passed=$((passed + 2))
+}
+
+run_mode embedded --data-dir "$work/data"
+database=roncho_pyclient_$$_$RANDOM
+psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
+run_mode postgres --database-url "${server_url%/*}/$database"
+
+if ! diff -u <("$venv/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"], indent=1, sort_keys=True))' "$work/embedded.json") \
+             <("$venv/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"], indent=1, sort_keys=True))' "$work/postgres.json"); then
+  echo "embedded and postgres transcripts differ"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + 1))
+echo "python client: $passed passed, 0 failed"

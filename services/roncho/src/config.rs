@@ -1,0 +1,275 @@
+//! Configuration: typed, with defaults, layered as
+//! defaults < TOML file < `RONCHO_*` environment < command-line flags.
+//!
+//! The environment is passed in as a map so tests never touch the process
+//! environment. The effective config is logged with secrets redacted.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde::{Deserialize, Serialize};
+
+/// A role this process can run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    Ingest,
+    Recall,
+    Dialectic,
+    Deriver,
+    Dreamer,
+    Reconciler,
+}
+
+impl Role {
+    /// Every role, in start-up order.
+    pub const ALL: [Role; 6] = [
+        Role::Ingest,
+        Role::Recall,
+        Role::Dialectic,
+        Role::Deriver,
+        Role::Dreamer,
+        Role::Reconciler,
+    ];
+
+    /// Returns the role's name as written in `--roles`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Role::Ingest => "ingest",
+            Role::Recall => "recall",
+            Role::Dialectic => "dialectic",
+            Role::Deriver => "deriver",
+            Role::Dreamer => "dreamer",
+            Role::Reconciler => "reconciler",
+        }
+    }
+}
+
+/// Parses `ingest,recall` or `all` into roles, sorted and deduplicated.
+pub fn parse_roles(text: &str) -> anyhow::Result<Vec<Role>> {
+    let mut roles = Vec::new();
+    for name in text.split(',').map(str::trim).filter(|name| !name.is_empty()) {
+        if name == "all" {
+            roles.extend(Role::ALL);
+            continue;
+        }
+        let role = Role::ALL
+            .into_iter()
+            .find(|role| role.name() == name)
+            .with_context(|| {
+                format!("unknown role `{name}`; roles are all, ingest, recall, dialectic, deriver, dreamer, reconciler")
+            })?;
+        roles.push(role);
+    }
+    if roles.is_empty() {
+        bail!("no role given; use --roles all or a list such as ingest,recall");
+    }
+    roles.sort();
+    roles.dedup();
+    Ok(roles)
+}
+
+/// Log output format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Settings as one layer gives them; `None` defers to the layer below.
+#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigLayer {
+    pub listen: Option<SocketAddr>,
+    pub data_dir: Option<PathBuf>,
+    pub database_url: Option<String>,
+    pub roles: Option<String>,
+    pub log: Option<String>,
+    pub log_format: Option<LogFormat>,
+    pub shutdown_grace_secs: Option<u64>,
+    pub max_connections: Option<u32>,
+}
+
+impl ConfigLayer {
+    /// Returns `self` with every field `upper` sets written over it.
+    fn overlay(self, upper: ConfigLayer) -> ConfigLayer {
+        ConfigLayer {
+            listen: upper.listen.or(self.listen),
+            data_dir: upper.data_dir.or(self.data_dir),
+            database_url: upper.database_url.or(self.database_url),
+            roles: upper.roles.or(self.roles),
+            log: upper.log.or(self.log),
+            log_format: upper.log_format.or(self.log_format),
+            shutdown_grace_secs: upper.shutdown_grace_secs.or(self.shutdown_grace_secs),
+            max_connections: upper.max_connections.or(self.max_connections),
+        }
+    }
+
+    /// Reads the layer of `RONCHO_*` variables from `env`.
+    pub fn from_env(env: &HashMap<String, String>) -> anyhow::Result<ConfigLayer> {
+        let get = |name: &str| env.get(name).filter(|value| !value.is_empty()).cloned();
+        let parsed = |name: &str| -> anyhow::Result<Option<u64>> {
+            get(name)
+                .map(|value| {
+                    value
+                        .parse()
+                        .with_context(|| format!("{name}=`{value}` is not a number"))
+                })
+                .transpose()
+        };
+        Ok(ConfigLayer {
+            listen: get("RONCHO_LISTEN")
+                .map(|value| {
+                    value
+                        .parse()
+                        .with_context(|| format!("RONCHO_LISTEN=`{value}` is not an address"))
+                })
+                .transpose()?,
+            data_dir: get("RONCHO_DATA_DIR").map(PathBuf::from),
+            database_url: get("RONCHO_DATABASE_URL"),
+            roles: get("RONCHO_ROLES"),
+            log: get("RONCHO_LOG"),
+            log_format: match get("RONCHO_LOG_FORMAT").as_deref() {
+                None => None,
+                Some("text") => Some(LogFormat::Text),
+                Some("json") => Some(LogFormat::Json),
+                Some(other) => bail!("RONCHO_LOG_FORMAT=`{other}` must be text or json"),
+            },
+            shutdown_grace_secs: parsed("RONCHO_SHUTDOWN_GRACE_SECS")?,
+            max_connections: parsed("RONCHO_MAX_CONNECTIONS")?.map(|value| u32::try_from(value).unwrap_or(u32::MAX)),
+        })
+    }
+
+    /// Reads a TOML file layer.
+    pub fn from_toml(text: &str) -> anyhow::Result<ConfigLayer> {
+        toml::from_str(text).context("invalid config file")
+    }
+}
+
+/// The effective configuration of a process.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    /// Address of the gRPC server (every role serves health there).
+    pub listen: SocketAddr,
+    /// Directory of the embedded SQLite file, used when no database URL is set.
+    pub data_dir: PathBuf,
+    /// Postgres URL; `None` selects the embedded SQLite store.
+    pub database_url: Option<String>,
+    pub roles: Vec<Role>,
+    /// Log filter in `tracing_subscriber::EnvFilter` syntax.
+    pub log: String,
+    pub log_format: LogFormat,
+    /// How long SIGTERM waits for in-flight requests before exiting.
+    pub shutdown_grace: Duration,
+    /// Database pool size.
+    pub max_connections: u32,
+}
+
+impl Config {
+    /// Resolves layers (lowest first) into a validated config.
+    pub fn resolve(file: ConfigLayer, env: ConfigLayer, flags: ConfigLayer) -> anyhow::Result<Config> {
+        let merged = file.overlay(env).overlay(flags);
+        let config = Config {
+            listen: merged
+                .listen
+                .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
+            data_dir: merged.data_dir.unwrap_or_else(|| PathBuf::from("./roncho-data")),
+            database_url: merged.database_url,
+            roles: parse_roles(merged.roles.as_deref().unwrap_or("all"))?,
+            log: merged.log.unwrap_or_else(|| "info".to_owned()),
+            log_format: merged.log_format.unwrap_or(LogFormat::Text),
+            shutdown_grace: Duration::from_secs(merged.shutdown_grace_secs.unwrap_or(10)),
+            max_connections: merged.max_connections.unwrap_or(16).max(1),
+        };
+        if let Some(url) = &config.database_url {
+            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
+                bail!("database_url must be a postgres:// URL; leave it unset for the embedded SQLite store");
+            }
+        }
+        Ok(config)
+    }
+
+    /// Returns whether this process runs on the embedded SQLite store.
+    pub fn is_embedded(&self) -> bool {
+        self.database_url.is_none()
+    }
+
+    /// Returns the store options this config selects.
+    pub fn store_options(&self) -> roncho_store::StoreOptions {
+        let mut options = match &self.database_url {
+            Some(url) => roncho_store::StoreOptions::new(url.clone()),
+            None => roncho_store::StoreOptions::embedded(&self.data_dir),
+        };
+        options.max_connections = self.max_connections;
+        options
+    }
+
+    /// Returns the config as JSON with secrets redacted, for logs and status.
+    pub fn redacted(&self) -> serde_json::Value {
+        let mut value = serde_json::to_value(self).unwrap_or_default();
+        if let Some(url) = &self.database_url {
+            value["database_url"] = serde_json::Value::String(roncho_store::redact_url(url));
+        }
+        value
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    }
+
+    #[test]
+    fn defaults_are_the_embedded_server() {
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
+        assert_eq!(config.listen.to_string(), "127.0.0.1:50051");
+        assert_eq!(config.data_dir, PathBuf::from("./roncho-data"));
+        assert!(config.is_embedded());
+        assert_eq!(config.roles, Role::ALL.to_vec());
+    }
+
+    #[test]
+    fn flags_beat_env_beat_file() {
+        let file = ConfigLayer::from_toml("listen = \"127.0.0.1:1\"\nroles = \"ingest\"\nlog = \"debug\"").unwrap();
+        let env = ConfigLayer::from_env(&env(&[("RONCHO_LISTEN", "127.0.0.1:2"), ("RONCHO_ROLES", "recall")])).unwrap();
+        let flags = ConfigLayer {
+            listen: Some("127.0.0.1:3".parse().unwrap()),
+            ..ConfigLayer::default()
+        };
+        let config = Config::resolve(file, env, flags).unwrap();
+        assert_eq!(config.listen.port(), 3);
+        assert_eq!(config.roles, vec![Role::Recall]);
+        assert_eq!(config.log, "debug");
+    }
+
+    #[test]
+    fn bad_values_are_reported() {
+        assert!(parse_roles("ingest,bogus").is_err());
+        assert!(ConfigLayer::from_env(&env(&[("RONCHO_LISTEN", "nope")])).is_err());
+        assert!(ConfigLayer::from_toml("unknown_key = 1").is_err());
+        let layer = ConfigLayer {
+            database_url: Some("mysql://x".into()),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(ConfigLayer::default(), ConfigLayer::default(), layer).is_err());
+    }
+
+    #[test]
+    fn secrets_are_redacted() {
+        let layer = ConfigLayer {
+            database_url: Some("postgres://u:hunter2@h/db".into()),
+            ..ConfigLayer::default()
+        };
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), layer).unwrap();
+        let text = config.redacted().to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+        assert!(text.contains("postgres://u:***@h/db"));
+    }
+}

@@ -1,0 +1,10 @@
+//! The `roncho` binary: one process that runs any set of roles.
+//!
+//! # Layout
+//! - [`config`]: typed configuration, layered defaults < file < env < flags.
+//! - [`server`]: the gRPC server of the chosen roles, health and reflection.
+//! - [`status`]: `roncho status` checks.
+
+pub mod config;
+pub mod server;
+pub mod status;

@@ -1,0 +1,96 @@
+//! The gRPC server: the chosen roles' services, health and reflection on one
+//! listener, stopped by a cancellation token.
+
+use std::sync::Arc;
+
+use roncho_core::store::Store;
+use roncho_proto::v1::deriver_service_server::DeriverServiceServer;
+use roncho_proto::v1::dialectic_service_server::DialecticServiceServer;
+use roncho_proto::v1::dreamer_service_server::DreamerServiceServer;
+use roncho_proto::v1::ingest_service_server::IngestServiceServer;
+use roncho_proto::v1::recall_service_server::RecallServiceServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tokio_util::sync::CancellationToken;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+
+use crate::config::Role;
+
+/// Largest request accepted: a 5 MiB upload plus its envelope.
+const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// Serves the roles on `listener` until `shutdown` is cancelled, then lets
+/// in-flight requests finish.
+pub async fn run(
+    listener: TcpListener,
+    store: Arc<dyn Store>,
+    roles: &[Role],
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let reflection_v1 = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()?;
+    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1alpha()?;
+
+    let mut served = Vec::new();
+    let mut router = tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection_v1)
+        .add_service(reflection_v1alpha);
+    for role in roles {
+        router = match role {
+            Role::Ingest => {
+                let service = IngestServiceServer::new(roncho_ingest::Ingest::new(store.clone()))
+                    .max_decoding_message_size(MAX_REQUEST_BYTES);
+                served.push(<IngestServiceServer<roncho_ingest::Ingest> as NamedService>::NAME);
+                router.add_service(service)
+            }
+            Role::Recall => {
+                served.push(<RecallServiceServer<roncho_recall::Recall> as NamedService>::NAME);
+                router.add_service(RecallServiceServer::new(roncho_recall::Recall::new(store.clone())))
+            }
+            Role::Dialectic => {
+                served.push(<DialecticServiceServer<roncho_dialectic::Dialectic> as NamedService>::NAME);
+                router.add_service(DialecticServiceServer::new(roncho_dialectic::Dialectic))
+            }
+            Role::Deriver => {
+                served.push(<DeriverServiceServer<roncho_deriver::Deriver> as NamedService>::NAME);
+                router.add_service(DeriverServiceServer::new(roncho_deriver::Deriver))
+            }
+            Role::Dreamer => {
+                served.push(<DreamerServiceServer<roncho_dreamer::Dreamer> as NamedService>::NAME);
+                router.add_service(DreamerServiceServer::new(roncho_dreamer::Dreamer))
+            }
+            // The reconciler is a worker without a service of its own.
+            Role::Reconciler => router,
+        };
+    }
+    for name in &served {
+        health_reporter.set_service_status(*name, ServingStatus::Serving).await;
+    }
+    health_reporter.set_service_status("", ServingStatus::Serving).await;
+
+    let address = listener.local_addr()?;
+    tracing::info!(%address, roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(), "serving gRPC");
+    let drain = shutdown.clone();
+    let reporter = health_reporter.clone();
+    let stopping = async move {
+        drain.cancelled().await;
+        // Report NOT_SERVING first so load balancers stop sending new work.
+        reporter.set_service_status("", ServingStatus::NotServing).await;
+        for name in served {
+            reporter.set_service_status(name, ServingStatus::NotServing).await;
+        }
+        tracing::info!("shutting down: finishing in-flight requests");
+    };
+    router
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopping)
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,156 @@
+//! `roncho status`: what this configuration connects to, and what is degraded.
+
+use std::time::Duration;
+
+use roncho_core::store::Store;
+use serde_json::{Value, json};
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+use crate::config::Config;
+
+/// One line of the report.
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: &'static str,
+    pub ok: bool,
+    pub detail: String,
+}
+
+/// Runs every check of `config` and returns them in report order.
+pub async fn checks(config: &Config) -> Vec<Check> {
+    let mut checks = vec![store_check(config).await, server_check(config).await];
+    let embedded = if config.is_embedded() {
+        "embedded"
+    } else {
+        "distributed"
+    };
+    checks.push(Check {
+        name: "mode",
+        ok: true,
+        detail: format!(
+            "{embedded}; roles {}",
+            config
+                .roles
+                .iter()
+                .map(|role| role.name())
+                .collect::<Vec<_>>()
+                .join(",")
+        ),
+    });
+    // Capabilities that are not built yet are reported as degraded, never hidden.
+    checks.push(Check {
+        name: "vector search",
+        ok: false,
+        detail: "degraded: not available in this version".into(),
+    });
+    checks.push(Check {
+        name: "derivation",
+        ok: false,
+        detail: "degraded: deriver, dialectic and dreamer answer UNIMPLEMENTED".into(),
+    });
+    checks.push(Check {
+        name: "reconciler",
+        ok: false,
+        detail: roncho_reconciler::status().into(),
+    });
+    checks
+}
+
+async fn store_check(config: &Config) -> Check {
+    let mut options = config.store_options();
+    options.acquire_timeout = Duration::from_secs(3);
+    options.max_connections = 1;
+    let store = match roncho_store::connect(&options).await {
+        Ok(store) => store,
+        Err(error) => {
+            return Check {
+                name: "store",
+                ok: false,
+                detail: error.to_string(),
+            };
+        }
+    };
+    let check = match store.info().await {
+        Ok(info) => {
+            let latest = roncho_store::latest_schema_version(store.dialect());
+            let schema = match info.schema_version {
+                Some(version) if version >= latest => format!("schema {version} (current)"),
+                Some(version) => format!("schema {version}, {latest} available: run `roncho migrate`"),
+                None => "not migrated: run `roncho migrate`".to_owned(),
+            };
+            Check {
+                name: "store",
+                ok: info.schema_version.is_some_and(|version| version >= latest),
+                detail: format!("{} at {}; {schema}", info.backend, info.location),
+            }
+        }
+        Err(error) => Check {
+            name: "store",
+            ok: false,
+            detail: error.to_string(),
+        },
+    };
+    store.close().await;
+    check
+}
+
+async fn server_check(config: &Config) -> Check {
+    let endpoint = format!("http://{}", config.listen);
+    let probe = async {
+        let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())?
+            .connect_timeout(Duration::from_secs(2))
+            .connect()
+            .await?;
+        let response = HealthClient::new(channel)
+            .check(HealthCheckRequest { service: String::new() })
+            .await?;
+        anyhow::Ok(response.into_inner().status)
+    };
+    match tokio::time::timeout(Duration::from_secs(3), probe).await {
+        Ok(Ok(status)) if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 => Check {
+            name: "server",
+            ok: true,
+            detail: format!("{} is serving", config.listen),
+        },
+        Ok(Ok(status)) => Check {
+            name: "server",
+            ok: false,
+            detail: format!("{} reports health status {status}", config.listen),
+        },
+        Ok(Err(error)) => Check {
+            name: "server",
+            ok: false,
+            detail: format!("{} is not reachable: {error}", config.listen),
+        },
+        Err(_) => Check {
+            name: "server",
+            ok: false,
+            detail: format!("{} did not answer within 3 s", config.listen),
+        },
+    }
+}
+
+/// Returns the report as JSON.
+pub fn to_json(config: &Config, checks: &[Check]) -> Value {
+    json!({
+        "config": config.redacted(),
+        "checks": checks.iter().map(|check| json!({"name": check.name, "ok": check.ok, "detail": check.detail})).collect::<Vec<_>>(),
+    })
+}
+
+/// Returns the report as text, one check per line.
+pub fn to_text(checks: &[Check]) -> String {
+    checks
+        .iter()
+        .map(|check| {
+            format!(
+                "{:<14} {:<4} {}",
+                check.name,
+                if check.ok { "ok" } else { "!!" },
+                check.detail
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
