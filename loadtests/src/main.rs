@@ -1,1 +1,206 @@
-fn main() {}
+//! `roncho-loadtest`: a gRPC load generator for roncho.
+//!
+//! Scenario `ingest` drives `CreateMessages` in batches and then
+//! `ListMessages` pages against a running server, from `--concurrency`
+//! concurrent clients, and reports throughput and latency percentiles
+//! (HDR histograms) as text or JSON. Requests are bounded in count; the run
+//! stops by itself. Point it only at servers on this machine.
+
+use std::time::{Duration, Instant};
+
+use anyhow::Context;
+use clap::{Parser, Subcommand};
+use hdrhistogram::Histogram;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use serde_json::json;
+
+#[derive(Debug, Parser)]
+#[command(about = "gRPC load generator for roncho")]
+struct Cli {
+    /// Server address.
+    #[arg(long, default_value = "http://127.0.0.1:50051")]
+    target: String,
+    /// Prints JSON instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Label of this run in the report (e.g. embedded, postgres).
+    #[arg(long, default_value = "")]
+    label: String,
+    #[command(subcommand)]
+    scenario: Scenario,
+}
+
+#[derive(Debug, Subcommand)]
+enum Scenario {
+    /// CreateMessages in batches, then ListMessages pages.
+    Ingest {
+        /// Batches to send in total.
+        #[arg(long, default_value_t = 200)]
+        batches: usize,
+        /// Messages per batch (1..=100).
+        #[arg(long, default_value_t = 100)]
+        batch_size: usize,
+        /// Concurrent clients; each writes to its own session.
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// ListMessages requests in total.
+        #[arg(long, default_value_t = 1000)]
+        lists: usize,
+        /// Page size of ListMessages.
+        #[arg(long, default_value_t = 100)]
+        page_size: i32,
+    },
+}
+
+/// Latencies of one RPC and the wall time of the whole phase.
+struct Phase {
+    name: &'static str,
+    latencies: Histogram<u64>,
+    items_per_request: u64,
+    wall: Duration,
+}
+
+impl Phase {
+    fn report(&self) -> serde_json::Value {
+        let requests = self.latencies.len();
+        let seconds = self.wall.as_secs_f64();
+        let micros = |quantile: f64| self.latencies.value_at_quantile(quantile);
+        json!({
+            "rpc": self.name,
+            "requests": requests,
+            "requests_per_s": requests as f64 / seconds,
+            "items_per_s": (requests * self.items_per_request) as f64 / seconds,
+            "p50_ms": micros(0.50) as f64 / 1000.0,
+            "p99_ms": micros(0.99) as f64 / 1000.0,
+            "max_ms": self.latencies.max() as f64 / 1000.0,
+        })
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn elapsed_micros(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX).max(1)
+}
+
+async fn ingest(
+    target: &str,
+    batches: usize,
+    batch_size: usize,
+    concurrency: usize,
+    lists: usize,
+    page_size: i32,
+) -> anyhow::Result<Vec<Phase>> {
+    anyhow::ensure!((1..=100).contains(&batch_size), "--batch-size must be 1..=100");
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {target}"))?;
+    let workspace_id = format!("loadtest-{}", std::process::id());
+
+    let started = Instant::now();
+    let mut writers = Vec::new();
+    for client_index in 0..concurrency {
+        let mut client = IngestServiceClient::new(channel.clone());
+        let workspace_id = workspace_id.clone();
+        let my_batches = batches / concurrency + usize::from(client_index < batches % concurrency);
+        writers.push(tokio::spawn(async move {
+            let mut latencies = histogram();
+            for batch_index in 0..my_batches {
+                let messages = (0..batch_size)
+                    .map(|i| pb::MessageCreate {
+                        peer_id: if i % 2 == 0 { "user".into() } else { "assistant".into() },
+                        content: format!("batch {batch_index} message {i}: I had a flat white at the corner cafe and talked about the trip to Lisbon next spring."),
+                        ..Default::default()
+                    })
+                    .collect();
+                let request = pb::CreateMessagesRequest { workspace_id: workspace_id.clone(), session_id: format!("session-{client_index}"), messages };
+                let start = Instant::now();
+                client.create_messages(request).await.context("CreateMessages failed")?;
+                latencies.record(elapsed_micros(start))?;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut create = histogram();
+    for writer in writers {
+        create.add(writer.await??)?;
+    }
+    let create_phase = Phase {
+        name: "CreateMessages",
+        latencies: create,
+        items_per_request: batch_size as u64,
+        wall: started.elapsed(),
+    };
+
+    let started = Instant::now();
+    let mut readers = Vec::new();
+    for client_index in 0..concurrency {
+        let mut client = RecallServiceClient::new(channel.clone());
+        let workspace_id = workspace_id.clone();
+        let my_lists = lists / concurrency + usize::from(client_index < lists % concurrency);
+        readers.push(tokio::spawn(async move {
+            let mut latencies = histogram();
+            for list_index in 0..my_lists {
+                let request = pb::ListMessagesRequest {
+                    workspace_id: workspace_id.clone(),
+                    session_id: format!("session-{client_index}"),
+                    page: i32::try_from(list_index % 5).unwrap_or(0) + 1,
+                    size: page_size,
+                    ..Default::default()
+                };
+                let start = Instant::now();
+                client.list_messages(request).await.context("ListMessages failed")?;
+                latencies.record(elapsed_micros(start))?;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut list = histogram();
+    for reader in readers {
+        list.add(reader.await??)?;
+    }
+    let list_phase = Phase {
+        name: "ListMessages",
+        latencies: list,
+        items_per_request: u64::try_from(page_size).unwrap_or(0),
+        wall: started.elapsed(),
+    };
+    Ok(vec![create_phase, list_phase])
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let cli = Cli::parse();
+    let phases = match cli.scenario {
+        Scenario::Ingest {
+            batches,
+            batch_size,
+            concurrency,
+            lists,
+            page_size,
+        } => ingest(&cli.target, batches, batch_size, concurrency.max(1), lists, page_size).await?,
+    };
+    let reports: Vec<_> = phases.iter().map(Phase::report).collect();
+    if cli.json {
+        println!("{}", json!({"label": cli.label, "phases": reports}));
+    } else {
+        for report in reports {
+            println!(
+                "{:<10} {:<15} {:>6} req  {:>8.1} req/s  {:>9.0} items/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
+                cli.label,
+                report["rpc"].as_str().unwrap_or_default(),
+                report["requests"],
+                report["requests_per_s"].as_f64().unwrap_or_default(),
+                report["items_per_s"].as_f64().unwrap_or_default(),
+                report["p50_ms"].as_f64().unwrap_or_default(),
+                report["p99_ms"].as_f64().unwrap_or_default()
+            );
+        }
+    }
+    Ok(())
+}

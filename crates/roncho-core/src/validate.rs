@@ -148,13 +148,13 @@ pub fn webhook_url(field: &str, url: &str) -> Result<String> {
     if host.is_empty() {
         return Err(Error::invalid(field, "must name a host"));
     }
-    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
-        if !is_public_ip(&ip) {
-            return Err(Error::invalid(
-                field,
-                "must not point at a private, loopback, link-local, multicast or unspecified address",
-            ));
-        }
+    if let Ok(ip) = host.parse::<std::net::IpAddr>()
+        && !is_public_ip(&ip)
+    {
+        return Err(Error::invalid(
+            field,
+            "must not point at a private, loopback, link-local, multicast or unspecified address",
+        ));
     }
     Ok(url.to_owned())
 }

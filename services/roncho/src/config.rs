@@ -185,10 +185,10 @@ impl Config {
             shutdown_grace: Duration::from_secs(merged.shutdown_grace_secs.unwrap_or(10)),
             max_connections: merged.max_connections.unwrap_or(16).max(1),
         };
-        if let Some(url) = &config.database_url {
-            if !(url.starts_with("postgres://") || url.starts_with("postgresql://")) {
-                bail!("database_url must be a postgres:// URL; leave it unset for the embedded SQLite store");
-            }
+        if let Some(url) = &config.database_url
+            && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
+        {
+            bail!("database_url must be a postgres:// URL; leave it unset for the embedded SQLite store");
         }
         Ok(config)
     }

@@ -1,0 +1,159 @@
+//! The gRPC server end to end, in process: health, reflection-free calls
+//! through the generated Rust client, error details, and graceful shutdown.
+
+use std::sync::Arc;
+
+use roncho::config::Role;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use tokio_util::sync::CancellationToken;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+use tonic_types::StatusExt;
+
+struct Server {
+    channel: tonic::transport::Channel,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
+    _dir: tempfile::TempDir,
+}
+
+async fn start(roles: &[Role]) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
+        .await
+        .unwrap();
+    roncho_store::migrate(&store).await.unwrap();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let roles = roles.to_vec();
+    let token = shutdown.clone();
+    let task = tokio::spawn(async move { roncho::server::run(listener, Arc::new(store), &roles, token).await });
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    Server {
+        channel,
+        shutdown,
+        task,
+        _dir: dir,
+    }
+}
+
+fn message(peer_id: &str, content: &str) -> pb::MessageCreate {
+    pb::MessageCreate {
+        peer_id: peer_id.into(),
+        content: content.into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn writes_reads_errors_and_shutdown() {
+    let server = start(&Role::ALL).await;
+    let mut health = HealthClient::new(server.channel.clone());
+    let status = health
+        .check(HealthCheckRequest {
+            service: "roncho.v1.IngestService".into(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        status.into_inner().status,
+        tonic_health::pb::health_check_response::ServingStatus::Serving as i32
+    );
+
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    let mut recall = RecallServiceClient::new(server.channel.clone());
+    let created = ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: vec![message("alice", "hello world"), message("bob", "hi")],
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .messages;
+    assert_eq!(
+        created.iter().map(|m| m.token_count).collect::<Vec<_>>(),
+        [2, 1],
+        "o200k_base token counts"
+    );
+
+    let error = ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: vec![message("alice", "fine"), message("bad id", "x")],
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), tonic::Code::InvalidArgument);
+    let bad_request = error.get_details_bad_request().expect("BadRequest details");
+    assert_eq!(bad_request.field_violations[0].field, "messages[1].peer_id");
+
+    let listed = recall
+        .list_messages(pb::ListMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.total, 2, "the rejected batch wrote nothing");
+    assert_eq!((listed.page, listed.size, listed.pages), (1, 50, 1));
+
+    let missing = recall
+        .get_message(pb::GetMessageRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            message_id: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
+    let later = recall
+        .search_messages(pb::SearchMessagesRequest {
+            workspace_id: "w".into(),
+            ..Default::default()
+        })
+        .await;
+    assert_eq!(later.unwrap_err().code(), tonic::Code::Unimplemented);
+
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn only_the_chosen_roles_are_served() {
+    let server = start(&[Role::Recall]).await;
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    let error = ingest
+        .get_or_create_workspace(pb::GetOrCreateWorkspaceRequest {
+            id: "w".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(
+        error.code(),
+        tonic::Code::Unimplemented,
+        "ingest is not mounted on a recall-only process"
+    );
+    let mut health = HealthClient::new(server.channel.clone());
+    let unknown = health
+        .check(HealthCheckRequest {
+            service: "roncho.v1.IngestService".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(unknown.code(), tonic::Code::NotFound);
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
