@@ -11,6 +11,7 @@
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
 //! - [`convert`]: domain ⇄ `roncho.v1` messages.
+//! - [`rpc`]: reply helpers shared by the role services.
 
 pub mod convert;
 pub mod error;
@@ -18,6 +19,7 @@ pub mod files;
 pub mod filter;
 pub mod json;
 pub mod model;
+pub mod rpc;
 pub mod store;
 pub mod tokens;
 pub mod validate;

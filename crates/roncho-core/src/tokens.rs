@@ -9,6 +9,11 @@ pub fn count(text: &str) -> i64 {
     i64::try_from(encoder.encode_ordinary(text).len()).unwrap_or(i64::MAX)
 }
 
+/// Loads the encoding now, so the first request does not pay for it.
+pub fn warm_up() {
+    let _ = tiktoken_rs::o200k_base_singleton();
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -86,14 +86,19 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .max_connections(options.max_connections)
         .acquire_timeout(options.acquire_timeout);
     let pool_options = match dialect {
-        // WAL lets readers run beside the one writer; NORMAL sync is durable in WAL mode
-        // against process crashes, which is what an embedded server needs.
-        Dialect::Sqlite => pool_options.after_connect(|connection, _| {
-            Box::pin(async move {
-                connection.execute("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; PRAGMA busy_timeout = 10000;").await?;
-                Ok(())
+        Dialect::Sqlite => {
+            enable_wal(&connect_options, &location).await?;
+            // NORMAL sync is durable against process crashes in WAL mode, which is what an
+            // embedded server needs; the busy timeout covers other processes (roncho status).
+            pool_options.after_connect(|connection, _| {
+                Box::pin(async move {
+                    connection
+                        .execute("PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON;")
+                        .await?;
+                    Ok(())
+                })
             })
-        }),
+        }
         Dialect::Postgres => pool_options,
     };
     let pool: AnyPool = pool_options
@@ -101,6 +106,22 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .await
         .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
     Ok(SqlStore::new(pool, dialect, location))
+}
+
+/// Switches the SQLite file to WAL once, before the pool opens: WAL lets readers
+/// run beside the one writer, and the setting needs an exclusive lock that
+/// pooled connections would contend for.
+async fn enable_wal(connect_options: &AnyConnectOptions, location: &str) -> Result<()> {
+    use sqlx::Connection;
+    let mut connection = sqlx::AnyConnection::connect_with(connect_options)
+        .await
+        .map_err(|error| Error::Unavailable(format!("cannot open {location}: {error}")))?;
+    connection
+        .execute("PRAGMA busy_timeout = 10000; PRAGMA journal_mode = WAL;")
+        .await
+        .map_err(|error| Error::Unavailable(format!("cannot enable WAL on {location}: {error}")))?;
+    connection.close().await.ok();
+    Ok(())
 }
 
 fn create_parent_dir(database_url: &str) -> Result<()> {

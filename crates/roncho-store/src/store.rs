@@ -234,15 +234,18 @@ async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace>
     rows::workspace(&row)
 }
 
-/// Creates the peer when absent; returns whether it was created.
-async fn ensure_peer(
+/// Creates a peer or session (`table`) when absent; returns whether it was created.
+async fn ensure_named(
     conn: &mut AnyConnection,
+    table: &'static str,
     workspace_id: &str,
     id: &str,
     metadata: &JsonObject,
     configuration: &JsonObject,
 ) -> Result<bool> {
-    let mut sql = Sql::new("INSERT INTO peers (workspace_name, name, metadata, configuration, created_at) VALUES (");
+    let mut sql = Sql::new(&format!(
+        "INSERT INTO {table} (workspace_name, name, metadata, configuration, created_at) VALUES ("
+    ));
     sql.bind(workspace_id)
         .push(", ")
         .bind(id)
@@ -254,6 +257,16 @@ async fn ensure_peer(
         .bind(now_micros())
         .push(") ON CONFLICT (workspace_name, name) DO NOTHING");
     Ok(execute(conn, &sql).await? == 1)
+}
+
+async fn ensure_peer(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
 }
 
 async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
@@ -275,18 +288,7 @@ async fn ensure_session(
     metadata: &JsonObject,
     configuration: &JsonObject,
 ) -> Result<bool> {
-    let mut sql = Sql::new("INSERT INTO sessions (workspace_name, name, metadata, configuration, created_at) VALUES (");
-    sql.bind(workspace_id)
-        .push(", ")
-        .bind(id)
-        .push(", ")
-        .bind(to_json(metadata))
-        .push(", ")
-        .bind(to_json(configuration));
-    sql.push(", ")
-        .bind(now_micros())
-        .push(") ON CONFLICT (workspace_name, name) DO NOTHING");
-    Ok(execute(conn, &sql).await? == 1)
+    ensure_named(conn, "sessions", workspace_id, id, metadata, configuration).await
 }
 
 async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {

@@ -3,10 +3,10 @@
 //! the derivation milestone; until then `GetQueueStatus` answers
 //! `UNIMPLEMENTED` rather than an empty, misleading status.
 
-use roncho_core::Error;
+use roncho_core::rpc::{RpcResult, not_yet};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_server::DeriverService;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 /// Serves `DeriverService`.
 #[derive(Debug, Clone, Default)]
@@ -14,10 +14,7 @@ pub struct Deriver;
 
 #[tonic::async_trait]
 impl DeriverService for Deriver {
-    async fn get_queue_status(
-        &self,
-        _: Request<pb::GetQueueStatusRequest>,
-    ) -> Result<Response<pb::QueueStatus>, Status> {
-        Err(Error::Unimplemented("GetQueueStatus").into())
+    async fn get_queue_status(&self, _: Request<pb::GetQueueStatusRequest>) -> RpcResult<pb::QueueStatus> {
+        not_yet("GetQueueStatus")
     }
 }

@@ -3,10 +3,10 @@
 //! the dialectic and dreamer milestone; until then `ScheduleDream` answers
 //! `UNIMPLEMENTED`.
 
-use roncho_core::Error;
+use roncho_core::rpc::{RpcResult, not_yet};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::dreamer_service_server::DreamerService;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 /// Serves `DreamerService`.
 #[derive(Debug, Clone, Default)]
@@ -14,10 +14,7 @@ pub struct Dreamer;
 
 #[tonic::async_trait]
 impl DreamerService for Dreamer {
-    async fn schedule_dream(
-        &self,
-        _: Request<pb::ScheduleDreamRequest>,
-    ) -> Result<Response<pb::ScheduleDreamResponse>, Status> {
-        Err(Error::Unimplemented("ScheduleDream").into())
+    async fn schedule_dream(&self, _: Request<pb::ScheduleDreamRequest>) -> RpcResult<pb::ScheduleDreamResponse> {
+        not_yet("ScheduleDream")
     }
 }

@@ -9,12 +9,13 @@ use roncho_core::convert::micros;
 use roncho_core::files::file_chunks;
 use roncho_core::json::struct_to_json;
 use roncho_core::model::{JsonObject, NewMessage};
+use roncho_core::rpc::{RpcResult, not_yet, reply};
 use roncho_core::store::{SessionPeers, Store};
 use roncho_core::{Error, Result, tokens, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_server::IngestService;
 use serde_json::json;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 /// Serves `IngestService` over a store.
 #[derive(Clone)]
@@ -33,12 +34,6 @@ impl Ingest {
     pub fn new(store: Arc<dyn Store>) -> Self {
         Self { store }
     }
-}
-
-type RpcResult<T> = std::result::Result<Response<T>, Status>;
-
-fn reply<T>(result: Result<T>) -> RpcResult<T> {
-    result.map(Response::new).map_err(Status::from)
 }
 
 /// Returns validated metadata, `None` when the field is unset.
@@ -169,11 +164,6 @@ impl Ingest {
         let created = self.store.create_messages(&workspace_id, &session_id, messages).await?;
         Ok(created.into_iter().map(pb::Message::from).collect())
     }
-}
-
-/// Answers an RPC whose capability arrives with a later milestone.
-fn not_yet<T>(capability: &'static str) -> RpcResult<T> {
-    Err(Error::Unimplemented(capability).into())
 }
 
 #[tonic::async_trait]

@@ -10,11 +10,12 @@ use roncho_core::convert::{PageParts, page_parts};
 use roncho_core::filter::{self, Filter, Schema};
 use roncho_core::json::struct_to_json;
 use roncho_core::model::PageRequest;
+use roncho_core::rpc::{RpcResult, not_yet, reply};
 use roncho_core::store::Store;
-use roncho_core::{Error, Result, validate};
+use roncho_core::{Result, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_server::RecallService;
-use tonic::{Request, Response, Status};
+use tonic::Request;
 
 /// Serves `RecallService` over a store.
 #[derive(Clone)]
@@ -33,16 +34,6 @@ impl Recall {
     pub fn new(store: Arc<dyn Store>) -> Self {
         Self { store }
     }
-}
-
-type RpcResult<T> = std::result::Result<Response<T>, Status>;
-
-fn reply<T>(result: Result<T>) -> RpcResult<T> {
-    result.map(Response::new).map_err(Status::from)
-}
-
-fn not_yet<T>(capability: &'static str) -> RpcResult<T> {
-    Err(Error::Unimplemented(capability).into())
 }
 
 fn parse_filters(schema: &Schema, filters: Option<prost_types::Struct>) -> Result<Filter> {

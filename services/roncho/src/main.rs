@@ -141,6 +141,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
     let store = Arc::new(store);
+    tokio::task::spawn_blocking(roncho_core::tokens::warm_up).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
         .with_context(|| format!("binding {}", config.listen))?;

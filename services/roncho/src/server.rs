@@ -10,9 +10,9 @@ use roncho_proto::v1::dreamer_service_server::DreamerServiceServer;
 use roncho_proto::v1::ingest_service_server::IngestServiceServer;
 use roncho_proto::v1::recall_service_server::RecallServiceServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
+use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::config::Role;
@@ -89,8 +89,8 @@ pub async fn run(
         }
         tracing::info!("shutting down: finishing in-flight requests");
     };
-    router
-        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), stopping)
-        .await?;
+    // Small replies must not wait for delayed ACKs: turn Nagle off on every connection.
+    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+    router.serve_with_incoming_shutdown(incoming, stopping).await?;
     Ok(())
 }
