@@ -74,4 +74,4 @@ if ! diff -u <("$venv/bin/python" -c 'import json,sys; print(json.dumps(json.loa
   exit 1
 fi
 passed=$((passed + 1))
-echo "python client: $passed passed, 0 failed"
+echo "python-client: $passed passed, 0 failed"

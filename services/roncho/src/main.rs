@@ -24,7 +24,7 @@ enum Command {
     Serve(CommonFlags),
     /// Applies the database migrations and exits.
     Migrate(CommonFlags),
-    /// Prints what this configuration connects to and what is degraded.
+    /// Prints what this configuration connects to and what is degraded; exits 1 when the store or server is not ok.
     Status {
         #[command(flatten)]
         flags: CommonFlags,
@@ -128,6 +128,9 @@ async fn main() -> anyhow::Result<()> {
                 );
             } else {
                 println!("{}", roncho::status::to_text(&checks));
+            }
+            if !roncho::status::essentials_ok(&checks) {
+                std::process::exit(1);
             }
             Ok(())
         }

@@ -58,6 +58,18 @@ pub async fn checks(config: &Config) -> Vec<Check> {
 }
 
 async fn store_check(config: &Config) -> Check {
+    let embedded_file = config.data_dir.join("roncho.db");
+    if config.is_embedded() && !embedded_file.exists() {
+        // Opening would create it; status only looks.
+        return Check {
+            name: "store",
+            ok: false,
+            detail: format!(
+                "no database at {} yet: `roncho serve` or `roncho migrate` creates it",
+                embedded_file.display()
+            ),
+        };
+    }
     let mut options = config.store_options();
     options.acquire_timeout = Duration::from_secs(3);
     options.max_connections = 1;
@@ -129,6 +141,14 @@ async fn server_check(config: &Config) -> Check {
             detail: format!("{} did not answer within 3 s", config.listen),
         },
     }
+}
+
+/// Returns whether the checks that a running deployment needs (store, server) pass.
+pub fn essentials_ok(checks: &[Check]) -> bool {
+    checks
+        .iter()
+        .filter(|check| matches!(check.name, "store" | "server"))
+        .all(|check| check.ok)
 }
 
 /// Returns the report as JSON.
