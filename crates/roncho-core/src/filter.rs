@@ -89,6 +89,25 @@ pub const MESSAGE: Schema = Schema {
     metadata: true,
 };
 
+/// Keys of conclusions (Honcho's documents), including the raw column names.
+pub const CONCLUSION: Schema = Schema {
+    resource: "conclusion",
+    fields: &[
+        field("id", FieldType::Text),
+        field("workspace_id", FieldType::Text),
+        field("observer_id", FieldType::Text),
+        field("observed_id", FieldType::Text),
+        field("observer", FieldType::Text),
+        field("observed", FieldType::Text),
+        field("session_id", FieldType::Text),
+        field("session_name", FieldType::Text),
+        field("level", FieldType::Text),
+        field("times_derived", FieldType::Integer),
+        field("created_at", FieldType::Timestamp),
+    ],
+    metadata: true,
+};
+
 /// A typed scalar compared against a column or a JSON value.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Scalar {

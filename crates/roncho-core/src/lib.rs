@@ -7,6 +7,8 @@
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
 //! - [`json`]: `google.protobuf.Struct` ⇄ JSON.
 //! - [`filter`]: parsing of Honcho's filter grammar into a typed tree.
+//! - [`search`]: query text → full-text search terms.
+//! - [`representation`]: Honcho's working representation and its markdown.
 //! - [`tokens`]: o200k_base token counting.
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
@@ -19,7 +21,9 @@ pub mod files;
 pub mod filter;
 pub mod json;
 pub mod model;
+pub mod representation;
 pub mod rpc;
+pub mod search;
 pub mod store;
 pub mod tokens;
 pub mod validate;

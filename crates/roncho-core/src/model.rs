@@ -197,3 +197,64 @@ mod tests {
         );
     }
 }
+
+/// The levels of a conclusion, as Honcho names them.
+pub const LEVELS: [&str; 4] = ["explicit", "deductive", "inductive", "contradiction"];
+
+/// An observation `observer` holds about `observed` (Honcho's document).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Conclusion {
+    pub id: String,
+    pub workspace_id: String,
+    pub observer_id: String,
+    pub observed_id: String,
+    pub session_id: Option<String>,
+    /// One of [`LEVELS`].
+    pub level: String,
+    pub content: String,
+    /// Statements a deductive conclusion rests on.
+    pub premises: Vec<String>,
+    /// Ids of the messages or conclusions it came from.
+    pub source_ids: Vec<String>,
+    pub times_derived: i64,
+    /// Internal metadata: `pattern_type`, `confidence`, ...
+    pub metadata: JsonObject,
+    pub created_at: i64,
+}
+
+/// A validated conclusion waiting to be stored.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewConclusion {
+    pub observer_id: String,
+    pub observed_id: String,
+    pub session_id: Option<String>,
+    pub level: String,
+    pub content: String,
+    pub premises: Vec<String>,
+    pub source_ids: Vec<String>,
+    pub metadata: JsonObject,
+}
+
+/// Which conclusions of one collection to load for a representation.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct CollectionQuery {
+    /// Only conclusions from these sessions, and only explicit ones (an allowlist).
+    pub allowed_sessions: Option<Vec<String>>,
+    /// Newest conclusions to take.
+    pub recent: i64,
+    /// Conclusions derived most often to take.
+    pub most_derived: i64,
+}
+
+/// A full-text search over messages of one workspace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct MessageSearch {
+    /// Normalised search terms (see [`crate::search::terms`]); never empty.
+    pub terms: Vec<String>,
+    pub session_id: Option<String>,
+    /// Only messages written by this peer.
+    pub peer_id: Option<String>,
+    /// Only messages of sessions this peer is or was a member of.
+    pub peer_perspective: Option<String>,
+    pub limit: i64,
+}

@@ -10,7 +10,8 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::{
-    JsonObject, Message, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
+    Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -141,4 +142,52 @@ pub trait Store: Send + Sync + 'static {
     async fn create_webhook(&self, workspace_id: &str, url: &str) -> Result<(WebhookEndpoint, bool)>;
     async fn delete_webhook(&self, workspace_id: &str, id: &str) -> Result<()>;
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>>;
+
+    /// Returns the newest messages of a session whose tokens add up to at most
+    /// `token_budget`, oldest first.
+    async fn context_messages(&self, workspace_id: &str, session_id: &str, token_budget: i64) -> Result<Vec<Message>>;
+    /// Full-text search over a workspace's messages, best match first.
+    async fn search_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+    ) -> Result<Vec<Message>>;
+
+    /// Stores conclusions; observer, observed and session must exist.
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;
+    /// Live conclusions, newest first (`reverse`: oldest first).
+    async fn list_conclusions(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Conclusion>>;
+    /// Soft-deletes a conclusion: it disappears from every read but is kept.
+    async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// The newest and the most derived live conclusions of one collection.
+    async fn collection_conclusions(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        query: &CollectionQuery,
+    ) -> Result<Vec<Conclusion>>;
+
+    /// Returns the card `observer_id` holds about `observed_id`, `None` when
+    /// there is none; `NOT_FOUND` when the observer does not exist.
+    async fn get_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+    ) -> Result<Option<Vec<String>>>;
+    /// Sets a peer card, creating the peers when absent.
+    async fn set_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        card: Vec<String>,
+    ) -> Result<()>;
 }

@@ -5,11 +5,13 @@
 //! # Layout
 //! - [`open`]: connecting, pragmas, migrations.
 //! - [`sql`]: SQL building with numbered binds and filter rendering.
+//! - `recall`: context, search, conclusions and peer cards.
 //! - `rows`: decoding rows into domain types.
 //! - `store`: the `Store` implementation.
 //! - [`testing`]: fresh databases for integration tests.
 
 mod open;
+mod recall;
 mod rows;
 pub mod sql;
 mod store;

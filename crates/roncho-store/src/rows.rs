@@ -1,7 +1,9 @@
 //! Decoding rows into domain types. Columns are selected by the constants
 //! here so that every query of a resource reads the same shape.
 
-use roncho_core::model::{JsonObject, Message, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace};
+use roncho_core::model::{
+    Conclusion, JsonObject, Message, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+};
 use roncho_core::{Error, Result};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -92,4 +94,34 @@ pub fn session_peer_config(row: &AnyRow) -> Result<SessionPeerConfig> {
 
 pub fn count(row: &AnyRow) -> Result<i64> {
     get(row, "n")
+}
+
+pub const CONCLUSION_COLUMNS: &str = "d.public_id, d.workspace_name, d.observer, d.observed, d.session_name, d.level, \
+     d.content, d.premises, d.source_ids, d.times_derived, d.metadata, d.created_at";
+
+fn string_list(row: &AnyRow, column: &str) -> Result<Vec<String>> {
+    let text: String = get(row, column)?;
+    serde_json::from_str(&text)
+        .map_err(|error| Error::Internal(format!("column {column} holds an invalid list: {error}")))
+}
+
+pub fn conclusion(row: &AnyRow) -> Result<Conclusion> {
+    Ok(Conclusion {
+        id: get(row, "public_id")?,
+        workspace_id: get(row, "workspace_name")?,
+        observer_id: get(row, "observer")?,
+        observed_id: get(row, "observed")?,
+        session_id: get(row, "session_name")?,
+        level: get(row, "level")?,
+        content: get(row, "content")?,
+        premises: string_list(row, "premises")?,
+        source_ids: string_list(row, "source_ids")?,
+        times_derived: get(row, "times_derived")?,
+        metadata: json(row, "metadata")?,
+        created_at: get(row, "created_at")?,
+    })
+}
+
+pub fn card(row: &AnyRow) -> Result<Vec<String>> {
+    string_list(row, "card")
 }

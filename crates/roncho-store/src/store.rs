@@ -4,8 +4,8 @@
 use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::model::{
-    JsonObject, Message, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
-    new_public_id, now_micros, shallow_merge,
+    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
+    Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -29,23 +29,23 @@ pub struct SqlStore {
 }
 
 /// A write transaction, holding the SQLite write gate while it lives.
-struct WriteTx<'a> {
+pub(crate) struct WriteTx<'a> {
     tx: Transaction<'static, Any>,
     _gate: Option<MutexGuard<'a, ()>>,
 }
 
 impl WriteTx<'_> {
-    fn conn(&mut self) -> &mut AnyConnection {
+    pub(crate) fn conn(&mut self) -> &mut AnyConnection {
         &mut self.tx
     }
 
-    async fn commit(self) -> Result<()> {
+    pub(crate) async fn commit(self) -> Result<()> {
         self.tx.commit().await.map_err(db_error)
     }
 }
 
 /// Maps a sqlx error to the domain: lost connections are `Unavailable`.
-fn db_error(error: sqlx::Error) -> Error {
+pub(crate) fn db_error(error: sqlx::Error) -> Error {
     match error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
             Error::Unavailable(format!("database: {error}"))
@@ -54,7 +54,7 @@ fn db_error(error: sqlx::Error) -> Error {
     }
 }
 
-fn to_json(object: &JsonObject) -> String {
+pub(crate) fn to_json(object: &JsonObject) -> String {
     serde_json::Value::Object(object.clone()).to_string()
 }
 
@@ -70,7 +70,7 @@ async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<An
     sql.query()?.fetch_optional(conn).await.map_err(db_error)
 }
 
-async fn execute(conn: &mut AnyConnection, sql: &Sql) -> Result<u64> {
+pub(crate) async fn execute(conn: &mut AnyConnection, sql: &Sql) -> Result<u64> {
     Ok(sql.query()?.execute(conn).await.map_err(db_error)?.rows_affected())
 }
 
@@ -101,7 +101,7 @@ fn session_column(key: &str) -> &'static str {
     }
 }
 
-fn message_column(key: &str) -> &'static str {
+pub(crate) fn message_column(key: &str) -> &'static str {
     match key {
         "id" => "m.public_id",
         "workspace_id" => "m.workspace_name",
@@ -144,7 +144,7 @@ impl SqlStore {
         self.pool.close().await;
     }
 
-    async fn begin_write(&self) -> Result<WriteTx<'_>> {
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<'_>> {
         let gate = match &self.write_gate {
             Some(gate) => Some(gate.lock().await),
             None => None,
@@ -158,16 +158,16 @@ impl SqlStore {
         Ok(WriteTx { tx, _gate: gate })
     }
 
-    async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
+    pub(crate) async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
         sql.query()?.fetch_all(&self.pool).await.map_err(db_error)
     }
 
-    async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
+    pub(crate) async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
         sql.query()?.fetch_optional(&self.pool).await.map_err(db_error)
     }
 
     /// Runs the count and the page query of `FROM ... WHERE ...` in `from_where`.
-    async fn paged<T>(
+    pub(crate) async fn paged<T>(
         &self,
         columns: &str,
         from_where: Sql,
@@ -204,7 +204,7 @@ impl SqlStore {
 }
 
 /// Creates the workspace when absent; returns whether it was created.
-async fn ensure_workspace(
+pub(crate) async fn ensure_workspace(
     conn: &mut AnyConnection,
     id: &str,
     metadata: &JsonObject,
@@ -259,7 +259,7 @@ async fn ensure_named(
     Ok(execute(conn, &sql).await? == 1)
 }
 
-async fn ensure_peer(
+pub(crate) async fn ensure_peer(
     conn: &mut AnyConnection,
     workspace_id: &str,
     id: &str,
@@ -269,7 +269,7 @@ async fn ensure_peer(
     ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
 }
 
-async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
+pub(crate) async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM peers p WHERE p.workspace_name = ",
         rows::PEER_COLUMNS
@@ -291,7 +291,7 @@ async fn ensure_session(
     ensure_named(conn, "sessions", workspace_id, id, metadata, configuration).await
 }
 
-async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
+pub(crate) async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM sessions s WHERE s.workspace_name = ",
         rows::SESSION_COLUMNS
@@ -1075,5 +1075,66 @@ impl Store for SqlStore {
             rows::webhook,
         )
         .await
+    }
+
+    async fn context_messages(&self, workspace_id: &str, session_id: &str, token_budget: i64) -> Result<Vec<Message>> {
+        self.context_messages_impl(workspace_id, session_id, token_budget).await
+    }
+
+    async fn search_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+    ) -> Result<Vec<Message>> {
+        self.search_messages_impl(workspace_id, search, filter).await
+    }
+
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
+        self.create_conclusions_impl(workspace_id, conclusions).await
+    }
+
+    async fn list_conclusions(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Conclusion>> {
+        self.list_conclusions_impl(workspace_id, filter, page).await
+    }
+
+    async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()> {
+        self.delete_conclusion_impl(workspace_id, id).await
+    }
+
+    async fn collection_conclusions(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        query: &CollectionQuery,
+    ) -> Result<Vec<Conclusion>> {
+        self.collection_conclusions_impl(workspace_id, observer_id, observed_id, query)
+            .await
+    }
+
+    async fn get_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+    ) -> Result<Option<Vec<String>>> {
+        self.get_peer_card_impl(workspace_id, observer_id, observed_id).await
+    }
+
+    async fn set_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        card: Vec<String>,
+    ) -> Result<()> {
+        self.set_peer_card_impl(workspace_id, observer_id, observed_id, card)
+            .await
     }
 }

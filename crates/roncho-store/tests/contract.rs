@@ -5,7 +5,9 @@ use std::sync::Arc;
 
 use roncho_core::Error;
 use roncho_core::filter::{self, Filter};
-use roncho_core::model::{JsonObject, NewMessage, PageRequest, SessionPeerConfig};
+use roncho_core::model::{
+    CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
+};
 use roncho_core::store::Store;
 use roncho_store::testing::FreshDatabase;
 use roncho_store::{SqlStore, StoreOptions};
@@ -93,6 +95,11 @@ store_contract_suite!(
     workspaces_are_isolated,
     webhooks_are_get_or_create_and_limited,
     peer_sessions_and_session_peers_are_listed,
+    full_text_search_stems_scopes_and_never_errors,
+    context_messages_fit_the_token_budget,
+    conclusions_are_created_listed_and_soft_deleted,
+    collection_conclusions_take_recent_and_most_derived,
+    peer_cards_are_set_and_read,
 );
 
 fn object(value: Value) -> JsonObject {
@@ -823,5 +830,369 @@ async fn sqlite_data_survives_reopening_the_file() {
         created[0]
     );
     let info = reopened.info().await.unwrap();
-    assert_eq!((info.backend, info.schema_version), ("sqlite", Some(1)));
+    assert_eq!(info.backend, "sqlite");
+    assert_eq!(
+        info.schema_version,
+        Some(roncho_store::latest_schema_version(roncho_store::Dialect::Sqlite))
+    );
+}
+
+fn search(query: &str) -> MessageSearch {
+    MessageSearch {
+        terms: roncho_core::search::terms(query),
+        session_id: None,
+        peer_id: None,
+        peer_perspective: None,
+        limit: 10,
+    }
+}
+
+async fn found(store: &dyn Store, workspace_id: &str, search: &MessageSearch, filter: &Filter) -> Vec<String> {
+    store
+        .search_messages(workspace_id, search, filter)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|m| m.content)
+        .collect()
+}
+
+async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
+    store
+        .create_messages(
+            "w",
+            "s1",
+            vec![
+                new_message("alice", "Alice runs every morning by the river"),
+                new_message("bob", "I prefer swimming"),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages(
+            "w",
+            "s2",
+            vec![new_message("bob", "Bob went running in the park yesterday")],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages(
+            "other",
+            "s1",
+            vec![new_message("alice", "Running is a secret of another workspace")],
+        )
+        .await
+        .unwrap();
+
+    let mut hits = found(store, "w", &search("Who likes running?"), &all()).await;
+    hits.sort();
+    assert_eq!(
+        hits,
+        [
+            "Alice runs every morning by the river",
+            "Bob went running in the park yesterday"
+        ],
+        "stemmed, workspace-scoped"
+    );
+    let swimming = found(store, "w", &search("swim"), &all()).await;
+    assert_eq!(swimming, ["I prefer swimming"]);
+    let by_speaker = found(store, "w", &search("bob"), &all()).await;
+    assert!(by_speaker.contains(&"Bob went running in the park yesterday".to_owned()));
+
+    let in_session = MessageSearch {
+        session_id: Some("s2".into()),
+        ..search("running")
+    };
+    assert_eq!(
+        found(store, "w", &in_session, &all()).await,
+        ["Bob went running in the park yesterday"]
+    );
+    let by_peer = MessageSearch {
+        peer_id: Some("alice".into()),
+        ..search("running")
+    };
+    assert_eq!(
+        found(store, "w", &by_peer, &all()).await,
+        ["Alice runs every morning by the river"]
+    );
+    let perspective = MessageSearch {
+        peer_perspective: Some("alice".into()),
+        ..search("running swimming")
+    };
+    let mut seen_by_alice = found(store, "w", &perspective, &all()).await;
+    seen_by_alice.sort();
+    assert_eq!(
+        seen_by_alice,
+        ["Alice runs every morning by the river", "I prefer swimming"],
+        "only sessions alice is in"
+    );
+    let filtered = filter::parse(&filter::MESSAGE, json!({"peer_id": "bob"}).as_object()).unwrap();
+    assert_eq!(
+        found(store, "w", &search("running"), &filtered).await,
+        ["Bob went running in the park yesterday"]
+    );
+    let limited = MessageSearch {
+        limit: 1,
+        ..search("running")
+    };
+    assert_eq!(found(store, "w", &limited, &all()).await.len(), 1);
+
+    for hostile in [
+        r#"'); DROP TABLE messages; --"#,
+        r#""unbalanced"#,
+        "NEAR(a b) AND OR NOT *",
+        "a:b ^c {d} [e]",
+        "running*",
+    ] {
+        store
+            .search_messages("w", &search(hostile), &all())
+            .await
+            .unwrap_or_else(|error| panic!("{hostile}: {error}"));
+    }
+    assert!(found(store, "w", &search("?!"), &all()).await.is_empty());
+
+    let created = store
+        .create_messages("w", "s3", vec![new_message("carol", "ephemeral kayak trip")])
+        .await
+        .unwrap();
+    assert_eq!(found(store, "w", &search("kayak"), &all()).await.len(), 1);
+    store.delete_message("w", "s3", &created[0].id).await.unwrap();
+    assert!(
+        found(store, "w", &search("kayak"), &all()).await.is_empty(),
+        "deleted messages leave the index"
+    );
+    store
+        .create_messages("w", "s4", vec![new_message("dave", "canoe")])
+        .await
+        .unwrap();
+    store.delete_session("w", "s4").await.unwrap();
+    assert!(
+        found(store, "w", &search("canoe"), &all()).await.is_empty(),
+        "so do messages of deleted sessions"
+    );
+}
+
+async fn context_messages_fit_the_token_budget(store: &dyn Store) {
+    let batch: Vec<_> = ["one two three", "four five", "six", "seven eight nine ten"]
+        .iter()
+        .map(|c| new_message("a", c))
+        .collect();
+    store.create_messages("w", "s", batch).await.unwrap();
+    let contents =
+        |messages: Vec<roncho_core::model::Message>| messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
+    assert_eq!(
+        contents(store.context_messages("w", "s", 5).await.unwrap()),
+        ["seven eight nine ten"]
+    );
+    assert_eq!(
+        contents(store.context_messages("w", "s", 7).await.unwrap()),
+        ["four five", "six", "seven eight nine ten"]
+    );
+    assert_eq!(contents(store.context_messages("w", "s", 100).await.unwrap()).len(), 4);
+    assert!(
+        store.context_messages("w", "s", 3).await.unwrap().is_empty(),
+        "the newest message does not fit"
+    );
+    assert!(store.context_messages("w", "s", 0).await.unwrap().is_empty());
+    assert!(matches!(
+        store.context_messages("w", "missing", 10).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+fn new_conclusion(observer: &str, observed: &str, content: &str) -> NewConclusion {
+    NewConclusion {
+        observer_id: observer.into(),
+        observed_id: observed.into(),
+        session_id: None,
+        level: "explicit".into(),
+        content: content.into(),
+        premises: vec![],
+        source_ids: vec![],
+        metadata: JsonObject::new(),
+    }
+}
+
+async fn conclusions_are_created_listed_and_soft_deleted(store: &dyn Store) {
+    store
+        .create_messages("w", "s", vec![new_message("alice", "hi"), new_message("bob", "hello")])
+        .await
+        .unwrap();
+    let mut in_session = new_conclusion("alice", "bob", "Bob greets people");
+    in_session.session_id = Some("s".into());
+    let mut deduction = new_conclusion("alice", "bob", "Bob is polite");
+    deduction.level = "deductive".into();
+    deduction.premises = vec!["Bob greets people".into()];
+    let created = store
+        .create_conclusions(
+            "w",
+            vec![in_session, deduction, new_conclusion("bob", "bob", "I said hello")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.len(), 3);
+    assert_eq!(created[1].premises, ["Bob greets people"]);
+    let listed = store.list_conclusions("w", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(listed.total, 3);
+    let by_observer = filter::parse(
+        &filter::CONCLUSION,
+        json!({"observer_id": "alice", "level": "deductive"}).as_object(),
+    )
+    .unwrap();
+    let deductions = store.list_conclusions("w", &by_observer, page(1, 10)).await.unwrap();
+    assert_eq!(
+        deductions.items.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+        ["Bob is polite"]
+    );
+    let by_session = filter::parse(&filter::CONCLUSION, json!({"session_id": "s"}).as_object()).unwrap();
+    assert_eq!(
+        store
+            .list_conclusions("w", &by_session, page(1, 10))
+            .await
+            .unwrap()
+            .items[0]
+            .session_id
+            .as_deref(),
+        Some("s")
+    );
+
+    store.delete_conclusion("w", &created[0].id).await.unwrap();
+    assert_eq!(
+        store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total,
+        2,
+        "soft-deleted rows are hidden"
+    );
+    assert!(matches!(
+        store.delete_conclusion("w", &created[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_conclusion("other", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .create_conclusions("w", vec![new_conclusion("alice", "zed", "x")])
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+    let mut bad_session = new_conclusion("alice", "bob", "x");
+    bad_session.session_id = Some("nope".into());
+    assert!(matches!(
+        store.create_conclusions("w", vec![bad_session]).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn collection_conclusions_take_recent_and_most_derived(store: &dyn Store) {
+    store
+        .create_messages("w", "s", vec![new_message("alice", "hi"), new_message("bob", "hello")])
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "t", vec![new_message("bob", "elsewhere")])
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let mut conclusion = new_conclusion("alice", "bob", &format!("fact {i}"));
+        conclusion.session_id = Some(if i % 2 == 0 { "s" } else { "t" }.into());
+        store.create_conclusions("w", vec![conclusion]).await.unwrap();
+    }
+    let mut derived = new_conclusion("alice", "bob", "derived");
+    derived.level = "inductive".into();
+    derived.session_id = Some("s".into());
+    store.create_conclusions("w", vec![derived]).await.unwrap();
+    store
+        .create_conclusions("w", vec![new_conclusion("bob", "alice", "other direction")])
+        .await
+        .unwrap();
+
+    let recent = CollectionQuery {
+        recent: 3,
+        ..CollectionQuery::default()
+    };
+    let newest = store
+        .collection_conclusions("w", "alice", "bob", &recent)
+        .await
+        .unwrap();
+    assert_eq!(newest.len(), 3);
+    assert!(
+        newest
+            .iter()
+            .all(|c| c.observer_id == "alice" && c.observed_id == "bob")
+    );
+    let everything = CollectionQuery {
+        recent: 50,
+        most_derived: 50,
+        ..CollectionQuery::default()
+    };
+    assert_eq!(
+        store
+            .collection_conclusions("w", "alice", "bob", &everything)
+            .await
+            .unwrap()
+            .len(),
+        6,
+        "no duplicates"
+    );
+    let allow = CollectionQuery {
+        allowed_sessions: Some(vec!["s".into()]),
+        recent: 50,
+        most_derived: 0,
+    };
+    let mut allowed: Vec<_> = store
+        .collection_conclusions("w", "alice", "bob", &allow)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.content)
+        .collect();
+    allowed.sort();
+    assert_eq!(
+        allowed,
+        ["fact 0", "fact 2", "fact 4"],
+        "explicit conclusions of allowed sessions only"
+    );
+    let none = CollectionQuery {
+        allowed_sessions: Some(vec![]),
+        recent: 50,
+        most_derived: 50,
+    };
+    assert!(
+        store
+            .collection_conclusions("w", "alice", "bob", &none)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn peer_cards_are_set_and_read(store: &dyn Store) {
+    store
+        .set_peer_card("w", "alice", "bob", vec!["ATTRIBUTE: likes espresso".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_peer_card("w", "alice", "bob").await.unwrap(),
+        Some(vec!["ATTRIBUTE: likes espresso".to_owned()])
+    );
+    assert_eq!(store.get_peer_card("w", "alice", "alice").await.unwrap(), None);
+    store.set_peer_card("w", "alice", "bob", vec![]).await.unwrap();
+    assert_eq!(store.get_peer_card("w", "alice", "bob").await.unwrap(), Some(vec![]));
+    assert!(matches!(
+        store.get_peer_card("w", "nobody", "bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.get_peer_card("other", "alice", "bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    store.delete_peer("w", "bob").await.unwrap();
+    assert_eq!(
+        store.get_peer_card("w", "alice", "bob").await.unwrap(),
+        None,
+        "cards go with their peers"
+    );
 }

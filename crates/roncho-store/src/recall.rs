@@ -1,0 +1,332 @@
+//! The read-path queries of recall: token-budgeted context, full-text
+//! search, conclusions and peer cards. Called by the `Store` implementation.
+
+use roncho_core::filter::Filter;
+use roncho_core::model::{
+    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, Page, PageRequest, new_public_id,
+    now_micros,
+};
+use roncho_core::{Error, Result};
+
+use crate::rows;
+use crate::sql::{Dialect, Sql};
+use crate::store::{SqlStore, db_error, ensure_peer, ensure_workspace, execute, load_peer, load_session, to_json};
+
+fn conclusion_column(key: &str) -> &'static str {
+    match key {
+        "id" => "d.public_id",
+        "workspace_id" => "d.workspace_name",
+        "observer_id" | "observer" => "d.observer",
+        "observed_id" | "observed" => "d.observed",
+        "session_id" | "session_name" => "d.session_name",
+        "level" => "d.level",
+        "times_derived" => "d.times_derived",
+        "created_at" => "d.created_at",
+        _ => "d.metadata",
+    }
+}
+
+fn message_column(key: &str) -> &'static str {
+    crate::store::message_column(key)
+}
+
+fn to_json_list(items: &[String]) -> String {
+    serde_json::Value::from(items.to_vec()).to_string()
+}
+
+fn push_in_list(sql: &mut Sql, items: &[String]) {
+    sql.push("(");
+    for (index, item) in items.iter().enumerate() {
+        if index > 0 {
+            sql.push(", ");
+        }
+        sql.bind(item.as_str());
+    }
+    sql.push(")");
+}
+
+impl SqlStore {
+    pub(crate) async fn context_messages_impl(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+    ) -> Result<Vec<Message>> {
+        {
+            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        if token_budget <= 0 {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT * FROM (SELECT {}, CAST(SUM(m.token_count) OVER (ORDER BY m.seq_in_session DESC) AS BIGINT) AS running_tokens \
+             FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+        sql.push(") newest WHERE running_tokens <= ")
+            .bind(token_budget)
+            .push(" ORDER BY seq_in_session ASC");
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    pub(crate) async fn search_messages_impl(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+    ) -> Result<Vec<Message>> {
+        if search.terms.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = match self.dialect() {
+            Dialect::Sqlite => {
+                // Quoted terms are plain strings to FTS5: no operator can reach it.
+                let expression = search
+                    .terms
+                    .iter()
+                    .map(|term| format!("\"{term}\""))
+                    .collect::<Vec<_>>()
+                    .join(" OR ");
+                let mut sql = Sql::new(&format!(
+                    "SELECT {} FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ",
+                    rows::MESSAGE_COLUMNS
+                ));
+                sql.bind(expression);
+                sql
+            }
+            Dialect::Postgres => {
+                let mut sql = Sql::new(&format!(
+                    "SELECT {} FROM messages m WHERE m.search_vector @@ to_tsquery('english', ",
+                    rows::MESSAGE_COLUMNS
+                ));
+                sql.bind(search.terms.join(" | ")).push(")");
+                sql
+            }
+        };
+        sql.push(" AND m.workspace_name = ").bind(workspace_id);
+        if let Some(session_id) = &search.session_id {
+            sql.push(" AND m.session_name = ").bind(session_id.as_str());
+        }
+        if let Some(peer_id) = &search.peer_id {
+            sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+        }
+        if let Some(observer) = &search.peer_perspective {
+            sql.push(
+                " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
+                 AND sp.session_name = m.session_name AND sp.peer_name = ",
+            );
+            sql.bind(observer.as_str())
+                .push(" AND (sp.left_at IS NULL OR m.created_at <= sp.left_at))");
+        }
+        sql.push(" AND ");
+        crate::sql::render_filter(&mut sql, self.dialect(), filter, message_column)?;
+        match self.dialect() {
+            Dialect::Sqlite => sql.push(" ORDER BY bm25(messages_fts), m.id DESC LIMIT "),
+            Dialect::Postgres => {
+                sql.push(" ORDER BY ts_rank_cd(m.search_vector, to_tsquery('english', ");
+                sql.bind(search.terms.join(" | ")).push(")) DESC, m.id DESC LIMIT ")
+            }
+        };
+        sql.bind(search.limit);
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    pub(crate) async fn create_conclusions_impl(
+        &self,
+        workspace_id: &str,
+        conclusions: Vec<NewConclusion>,
+    ) -> Result<Vec<Conclusion>> {
+        let now = now_micros();
+        let mut tx = self.begin_write().await?;
+        let mut created = Vec::with_capacity(conclusions.len());
+        for new in conclusions {
+            load_peer(tx.conn(), workspace_id, &new.observer_id).await?;
+            load_peer(tx.conn(), workspace_id, &new.observed_id).await?;
+            if let Some(session_id) = &new.session_id {
+                load_session(tx.conn(), workspace_id, session_id).await?;
+            }
+            let conclusion = Conclusion {
+                id: new_public_id(),
+                workspace_id: workspace_id.to_owned(),
+                observer_id: new.observer_id,
+                observed_id: new.observed_id,
+                session_id: new.session_id,
+                level: new.level,
+                content: new.content,
+                premises: new.premises,
+                source_ids: new.source_ids,
+                times_derived: 1,
+                metadata: new.metadata,
+                created_at: now,
+            };
+            let mut sql = Sql::new(
+                "INSERT INTO documents (public_id, workspace_name, observer, observed, session_name, level, content, \
+                 premises, source_ids, times_derived, metadata, created_at) VALUES (",
+            );
+            sql.bind(conclusion.id.as_str())
+                .push(", ")
+                .bind(workspace_id)
+                .push(", ");
+            sql.bind(conclusion.observer_id.as_str())
+                .push(", ")
+                .bind(conclusion.observed_id.as_str())
+                .push(", ");
+            match &conclusion.session_id {
+                Some(session_id) => sql.bind(session_id.as_str()),
+                None => sql.push("NULL"),
+            };
+            sql.push(", ")
+                .bind(conclusion.level.as_str())
+                .push(", ")
+                .bind(conclusion.content.as_str())
+                .push(", ");
+            sql.bind(to_json_list(&conclusion.premises))
+                .push(", ")
+                .bind(to_json_list(&conclusion.source_ids));
+            sql.push(", 1, ")
+                .bind(to_json(&conclusion.metadata))
+                .push(", ")
+                .bind(now)
+                .push(")");
+            execute(tx.conn(), &sql).await?;
+            created.push(conclusion);
+        }
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    pub(crate) async fn list_conclusions_impl(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Conclusion>> {
+        let mut from_where = Sql::new("documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ");
+        from_where.bind(workspace_id).push(" AND ");
+        crate::sql::render_filter(&mut from_where, self.dialect(), filter, conclusion_column)?;
+        // Newest first by default, as in Honcho.
+        let dir = if page.reverse { "ASC" } else { "DESC" };
+        self.paged(
+            rows::CONCLUSION_COLUMNS,
+            from_where,
+            &format!("d.created_at {dir}, d.id {dir}"),
+            page,
+            rows::conclusion,
+        )
+        .await
+    }
+
+    pub(crate) async fn delete_conclusion_impl(&self, workspace_id: &str, id: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("UPDATE documents SET deleted_at = ");
+        sql.bind(now_micros())
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id);
+        sql.push(" AND public_id = ").bind(id).push(" AND deleted_at IS NULL");
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("conclusion", id));
+        }
+        tx.commit().await
+    }
+
+    pub(crate) async fn collection_conclusions_impl(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        query: &CollectionQuery,
+    ) -> Result<Vec<Conclusion>> {
+        if query.allowed_sessions.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let collection = |order: &str, limit: i64| {
+            let mut sql = Sql::new(&format!(
+                "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+                rows::CONCLUSION_COLUMNS
+            ));
+            sql.bind(workspace_id)
+                .push(" AND d.observer = ")
+                .bind(observer_id)
+                .push(" AND d.observed = ")
+                .bind(observed_id);
+            if let Some(sessions) = &query.allowed_sessions {
+                // Under an allowlist only explicit conclusions are safe: derived ones may rest on other sessions.
+                sql.push(" AND d.level = 'explicit' AND d.session_name IN ");
+                push_in_list(&mut sql, sessions);
+            }
+            sql.push(" ORDER BY ").push(order).push(" LIMIT ").bind(limit);
+            sql
+        };
+        let mut chosen: Vec<Conclusion> = Vec::new();
+        for (order, limit) in [
+            ("d.times_derived DESC, d.created_at DESC, d.id DESC", query.most_derived),
+            ("d.created_at DESC, d.id DESC", query.recent),
+        ] {
+            if limit <= 0 {
+                continue;
+            }
+            for row in self.read(&collection(order, limit)).await? {
+                let conclusion = rows::conclusion(&row)?;
+                if chosen.iter().all(|existing| existing.id != conclusion.id) {
+                    chosen.push(conclusion);
+                }
+            }
+        }
+        Ok(chosen)
+    }
+
+    pub(crate) async fn get_peer_card_impl(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+    ) -> Result<Option<Vec<String>>> {
+        {
+            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            load_peer(&mut conn, workspace_id, observer_id).await?;
+        }
+        let mut sql = Sql::new("SELECT card FROM peer_cards WHERE workspace_name = ");
+        sql.bind(workspace_id)
+            .push(" AND observer = ")
+            .bind(observer_id)
+            .push(" AND observed = ")
+            .bind(observed_id);
+        self.read_optional(&sql).await?.map(|row| rows::card(&row)).transpose()
+    }
+
+    pub(crate) async fn set_peer_card_impl(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        card: Vec<String>,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        for peer in [observer_id, observed_id] {
+            ensure_peer(tx.conn(), workspace_id, peer, &JsonObject::new(), &JsonObject::new()).await?;
+        }
+        let mut sql =
+            Sql::new("INSERT INTO peer_cards (workspace_name, observer, observed, card, updated_at) VALUES (");
+        sql.bind(workspace_id)
+            .push(", ")
+            .bind(observer_id)
+            .push(", ")
+            .bind(observed_id)
+            .push(", ");
+        sql.bind(to_json_list(&card)).push(", ").bind(now_micros());
+        sql.push(") ON CONFLICT (workspace_name, observer, observed) DO UPDATE SET card = excluded.card, updated_at = excluded.updated_at");
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn lists_serialise_as_json_arrays() {
+        assert_eq!(super::to_json_list(&["a\"b".to_owned()]), r#"["a\"b"]"#);
+    }
+}
