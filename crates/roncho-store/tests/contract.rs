@@ -983,8 +983,12 @@ async fn context_messages_fit_the_token_budget(store: &dyn Store) {
     let contents =
         |messages: Vec<roncho_core::model::Message>| messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
     assert_eq!(
-        contents(store.context_messages("w", "s", 5).await.unwrap()),
+        contents(store.context_messages("w", "s", 4).await.unwrap()),
         ["seven eight nine ten"]
+    );
+    assert_eq!(
+        contents(store.context_messages("w", "s", 5).await.unwrap()),
+        ["six", "seven eight nine ten"]
     );
     assert_eq!(
         contents(store.context_messages("w", "s", 7).await.unwrap()),
