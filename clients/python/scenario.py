@@ -27,6 +27,7 @@ from roncho.v1 import ingest_pb2, ingest_pb2_grpc, recall_pb2, recall_pb2_grpc, 
 WS = "py-scenario"
 OTHER_WS = "py-scenario-other"
 NANOID = re.compile(r"^[A-Za-z0-9_-]{21}$")
+REPRESENTATION_TIME = re.compile(r"\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\]")
 
 
 class Transcript:
@@ -45,6 +46,8 @@ class Transcript:
             return self.ids.setdefault(value, f"<id{len(self.ids)}>")
         if key == "created_at" and isinstance(value, str) and not value.startswith("2020-"):
             return "<server-time>"
+        if key in ("representation", "peer_representation") and isinstance(value, str):
+            return REPRESENTATION_TIME.sub("[<server-time>]", value)
         return value
 
     def record(self, name, message):
@@ -235,8 +238,40 @@ def write_phase(channel, transcript):
     ingest.DeleteWorkspace(ingest_pb2.DeleteWorkspaceRequest(workspace_id=OTHER_WS))
     transcript.record("workspaces.list", recall.ListWorkspaces(recall_pb2.ListWorkspacesRequest(filters=struct({"id": {"contains": "py-scenario"}}))))
 
+    # Search: full text with stemming, scoped, never an error for odd queries.
+    hits = recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="Who drinks espressos?", limit=5))
+    assert {m.content for m in hits.messages} == {"Espresso for me, always."}, hits  # the original and its clone
+    assert hits.mode == "full_text" and hits.degraded_reason
+    transcript.record("search.workspace", hits)
+    transcript.record("search.session_peer", recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, session_id="chat", peer_id="alice", query="flat white morning")))
+    odd = recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="\"'); DROP TABLE messages; -- NEAR(*)"))
+    transcript.record("search.hostile", odd)
+    expect_error(transcript, "search.empty", INVALID, lambda: recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="  ")), "query")
+
+    # Conclusions, peer cards, representation and context.
+    made = ingest.CreateConclusions(ingest_pb2.CreateConclusionsRequest(workspace_id=WS, conclusions=[
+        types_pb2.ConclusionCreate(observer_id="alice", observed_id="bob", content="Bob drinks espresso", session_id="chat"),
+        types_pb2.ConclusionCreate(observer_id="bob", observed_id="bob", content="I always order espresso"),
+    ])).conclusions
+    transcript.record("conclusions.create", made)
+    expect_error(transcript, "conclusions.unknown_peer", NOT_FOUND, lambda: ingest.CreateConclusions(ingest_pb2.CreateConclusionsRequest(workspace_id=WS, conclusions=[types_pb2.ConclusionCreate(observer_id="alice", observed_id="nobody", content="x")])))
+    transcript.record("conclusions.list", recall.ListConclusions(recall_pb2.ListConclusionsRequest(workspace_id=WS, filters=struct({"observer_id": "alice"}))))
+    ingest.DeleteConclusion(ingest_pb2.DeleteConclusionRequest(workspace_id=WS, conclusion_id=made[1].id))
+    assert recall.ListConclusions(recall_pb2.ListConclusionsRequest(workspace_id=WS)).total == 1
+    transcript.record("card.set", ingest.SetPeerCard(ingest_pb2.SetPeerCardRequest(workspace_id=WS, peer_id="alice", target="bob", peer_card=["ATTRIBUTE: drinks espresso"])))
+    transcript.record("card.get", recall.GetPeerCard(recall_pb2.GetPeerCardRequest(workspace_id=WS, peer_id="alice", target="bob")))
+    assert not recall.GetPeerCard(recall_pb2.GetPeerCardRequest(workspace_id=WS, peer_id="bob")).exists
+    rep = recall.GetRepresentation(recall_pb2.GetRepresentationRequest(workspace_id=WS, peer_id="alice", target="bob"))
+    assert rep.representation.startswith("## Explicit Observations\n\n[") and rep.representation.endswith("] Bob drinks espresso"), rep
+    transcript.record("peer.context", recall.GetPeerContext(recall_pb2.GetPeerContextRequest(workspace_id=WS, peer_id="alice", target="bob")))
+    context = recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", tokens=30, peer_target="bob", peer_perspective="alice"))
+    assert context.peer_card == ["ATTRIBUTE: drinks espresso"] and "Bob drinks espresso" in context.peer_representation
+    assert 0 < len(context.messages) < 4, "the budget keeps only the newest messages"
+    transcript.record("session.context", context)
+    expect_error(transcript, "context.perspective_without_target", INVALID, lambda: recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", peer_perspective="alice")), "peer_perspective")
+
     # Capabilities of later milestones say so instead of answering empty.
-    expect_error(transcript, "search.unimplemented", grpc.StatusCode.UNIMPLEMENTED, lambda: recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="coffee")))
+    expect_error(transcript, "query_conclusions.unimplemented", grpc.StatusCode.UNIMPLEMENTED, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee")))
 
 
 def verify_phase(channel, saved):

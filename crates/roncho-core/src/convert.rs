@@ -3,7 +3,7 @@
 use roncho_proto::v1 as pb;
 
 use crate::json::json_to_struct;
-use crate::model::{Message, Page, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace};
+use crate::model::{Conclusion, Message, Page, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace};
 
 /// Returns the protobuf timestamp of microseconds since the epoch.
 pub fn timestamp(micros: i64) -> prost_types::Timestamp {
@@ -70,6 +70,21 @@ impl From<Message> for pb::Message {
             created_at: Some(timestamp(message.created_at)),
             token_count: message.token_count,
             seq_in_session: message.seq_in_session,
+        }
+    }
+}
+
+impl From<Conclusion> for pb::Conclusion {
+    fn from(conclusion: Conclusion) -> Self {
+        pb::Conclusion {
+            id: conclusion.id,
+            content: conclusion.content,
+            observer_id: conclusion.observer_id,
+            observed_id: conclusion.observed_id,
+            session_id: conclusion.session_id,
+            level: conclusion.level,
+            created_at: Some(timestamp(conclusion.created_at)),
+            workspace_id: conclusion.workspace_id,
         }
     }
 }

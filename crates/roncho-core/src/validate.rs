@@ -25,6 +25,34 @@ pub const MAX_WEBHOOKS_PER_WORKSPACE: i64 = 10;
 /// Most peers observing others in one session.
 pub const MAX_SESSION_OBSERVERS: usize = 10;
 
+/// Longest conclusion content, in characters.
+pub const MAX_CONCLUSION_CHARS: usize = 65_535;
+/// Most o200k tokens in a conclusion (what one embedding call takes).
+pub const MAX_CONCLUSION_TOKENS: i64 = 8_192;
+
+/// Checks conclusion content: 1..65,535 characters and at most 8,192 tokens.
+pub fn conclusion_content(field: &str, content: &str) -> Result<String> {
+    let content = strip_nul(content);
+    let chars = content.chars().count();
+    if content.trim().is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if chars > MAX_CONCLUSION_CHARS {
+        return Err(Error::invalid(
+            field,
+            format!("has {chars} characters, at most {MAX_CONCLUSION_CHARS} are allowed"),
+        ));
+    }
+    let tokens = crate::tokens::count(&content);
+    if tokens > MAX_CONCLUSION_TOKENS {
+        return Err(Error::invalid(
+            field,
+            format!("has {tokens} tokens, at most {MAX_CONCLUSION_TOKENS} are allowed"),
+        ));
+    }
+    Ok(content)
+}
+
 /// Checks a resource id against `^[a-zA-Z0-9_-]+$` and 1..512 chars.
 pub fn resource_id(field: &str, id: &str) -> Result<String> {
     if id.is_empty() {

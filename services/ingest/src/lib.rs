@@ -8,8 +8,8 @@ use std::sync::Arc;
 use roncho_core::convert::micros;
 use roncho_core::files::file_chunks;
 use roncho_core::json::struct_to_json;
-use roncho_core::model::{JsonObject, NewMessage};
-use roncho_core::rpc::{RpcResult, not_yet, reply};
+use roncho_core::model::{JsonObject, NewConclusion, NewMessage};
+use roncho_core::rpc::{RpcResult, reply};
 use roncho_core::store::{SessionPeers, Store};
 use roncho_core::{Error, Result, tokens, validate};
 use roncho_proto::v1 as pb;
@@ -110,6 +110,41 @@ impl Ingest {
             .collect();
         let created = self.store.create_messages(&workspace_id, &session_id, messages).await?;
         Ok(created.into_iter().map(pb::Message::from).collect())
+    }
+
+    async fn create_conclusions(&self, request: pb::CreateConclusionsRequest) -> Result<Vec<pb::Conclusion>> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        validate::batch_len("conclusions", request.conclusions.len())?;
+        // Token counting of up to 100 long texts is CPU work: off the runtime.
+        let conclusions = tokio::task::spawn_blocking(move || {
+            request
+                .conclusions
+                .into_iter()
+                .enumerate()
+                .map(|(index, conclusion)| {
+                    let field = |name: &str| format!("conclusions[{index}].{name}");
+                    Ok(NewConclusion {
+                        observer_id: validate::reference_id(&field("observer_id"), &conclusion.observer_id)?,
+                        observed_id: validate::reference_id(&field("observed_id"), &conclusion.observed_id)?,
+                        session_id: conclusion
+                            .session_id
+                            .as_deref()
+                            .map(|id| validate::reference_id(&field("session_id"), id))
+                            .transpose()?,
+                        // Conclusions written through the API are explicit, as in Honcho.
+                        level: "explicit".to_owned(),
+                        content: validate::conclusion_content(&field("content"), &conclusion.content)?,
+                        premises: Vec::new(),
+                        source_ids: Vec::new(),
+                        metadata: JsonObject::new(),
+                    })
+                })
+                .collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
+        let created = self.store.create_conclusions(&workspace_id, conclusions).await?;
+        Ok(created.into_iter().map(pb::Conclusion::from).collect())
     }
 
     async fn upload_file(&self, request: pb::UploadFileRequest) -> Result<Vec<pb::Message>> {
@@ -481,20 +516,56 @@ impl IngestService for Ingest {
 
     async fn create_conclusions(
         &self,
-        _: Request<pb::CreateConclusionsRequest>,
+        request: Request<pb::CreateConclusionsRequest>,
     ) -> RpcResult<pb::CreateConclusionsResponse> {
-        not_yet("CreateConclusions")
+        reply(
+            self.create_conclusions(request.into_inner())
+                .await
+                .map(|conclusions| pb::CreateConclusionsResponse { conclusions }),
+        )
     }
 
     async fn delete_conclusion(
         &self,
-        _: Request<pb::DeleteConclusionRequest>,
+        request: Request<pb::DeleteConclusionRequest>,
     ) -> RpcResult<pb::DeleteConclusionResponse> {
-        not_yet("DeleteConclusion")
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
+                self.store.delete_conclusion(&workspace_id, &id).await?;
+                Ok(pb::DeleteConclusionResponse {})
+            }
+            .await,
+        )
     }
 
-    async fn set_peer_card(&self, _: Request<pb::SetPeerCardRequest>) -> RpcResult<pb::PeerCardResponse> {
-        not_yet("SetPeerCard")
+    async fn set_peer_card(&self, request: Request<pb::SetPeerCardRequest>) -> RpcResult<pb::PeerCardResponse> {
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+                let observer = validate::resource_id("peer_id", &request.peer_id)?;
+                let observed = match &request.target {
+                    Some(target) => validate::resource_id("target", target)?,
+                    None => observer.clone(),
+                };
+                let card: Vec<String> = request
+                    .peer_card
+                    .iter()
+                    .map(|entry| validate::strip_nul(entry))
+                    .collect();
+                self.store
+                    .set_peer_card(&workspace_id, &observer, &observed, card.clone())
+                    .await?;
+                Ok(pb::PeerCardResponse {
+                    peer_card: card,
+                    exists: true,
+                })
+            }
+            .await,
+        )
     }
 
     async fn create_webhook(&self, request: Request<pb::CreateWebhookRequest>) -> RpcResult<pb::CreateWebhookResponse> {

@@ -1,18 +1,24 @@
 //! The recall role: `roncho.v1.RecallService`, every read.
 //!
-//! Lists, lookups and filters work now; search, context, representations,
-//! peer cards and conclusions arrive with the recall milestone and answer
-//! `UNIMPLEMENTED` until then.
+//! Lists, lookups, filters, full-text search, session and peer context,
+//! representations, peer cards and conclusion lists work. Semantic search and
+//! `QueryConclusions` need an embedder; summaries need the summariser: those
+//! answer `UNIMPLEMENTED` or report degraded mode until they land.
+
+mod context;
 
 use std::sync::Arc;
 
 use roncho_core::convert::{PageParts, page_parts};
 use roncho_core::filter::{self, Filter, Schema};
 use roncho_core::json::struct_to_json;
-use roncho_core::model::PageRequest;
+use roncho_core::model::{MessageSearch, PageRequest};
+use serde_json::Value;
+
+use crate::context::{MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions};
 use roncho_core::rpc::{RpcResult, not_yet, reply};
 use roncho_core::store::Store;
-use roncho_core::{Result, validate};
+use roncho_core::{Error, Result, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_server::RecallService;
 use tonic::Request;
@@ -59,6 +65,198 @@ macro_rules! paged_response {
             pages,
         }
     }};
+}
+
+/// Default number of search results.
+const DEFAULT_SEARCH_LIMIT: i64 = 10;
+/// Longest search or context query, in characters.
+const MAX_QUERY_CHARS: usize = 10_000;
+/// Why search runs on full text alone in this version.
+const NO_EMBEDDER: &str = "no embedder is configured: results come from full-text search alone";
+
+fn optional_id(field: &str, id: Option<&str>) -> Result<Option<String>> {
+    id.map(|id| validate::reference_id(field, id)).transpose()
+}
+
+/// Checks an optional integer against an inclusive range.
+fn bounded(field: &str, value: Option<i32>, low: i32, high: i32) -> Result<Option<i64>> {
+    match value {
+        Some(value) if !(low..=high).contains(&value) => {
+            Err(Error::invalid(field, format!("must be between {low} and {high}")))
+        }
+        other => Ok(other.map(i64::from)),
+    }
+}
+
+fn check_distance(field: &str, value: Option<f64>) -> Result<()> {
+    match value {
+        Some(distance) if !(0.0..=1.0).contains(&distance) => Err(Error::invalid(field, "must be between 0 and 1")),
+        _ => Ok(()),
+    }
+}
+
+fn search_query(query: Option<&str>) -> Result<Option<String>> {
+    match query {
+        Some(query) if query.chars().count() > MAX_QUERY_CHARS => Err(Error::invalid(
+            "search_query",
+            format!("must be at most {MAX_QUERY_CHARS} characters"),
+        )),
+        Some(query) if !query.trim().is_empty() => Ok(Some(validate::strip_nul(query))),
+        _ => Ok(None),
+    }
+}
+
+/// Parses the recall-route filter subset: only `session_id`, as an id, a list or `{"in": [...]}`.
+fn session_allowlist(filters: Option<prost_types::Struct>) -> Result<Option<Vec<String>>> {
+    let Some(filters) = filters else { return Ok(None) };
+    let object = struct_to_json(&filters);
+    let mut allowlist = None;
+    for (key, value) in object {
+        if key != "session_id" {
+            return Err(Error::invalid(
+                format!("filters.{key}"),
+                "only session_id is allowed here",
+            ));
+        }
+        let ids = match value {
+            Value::String(id) => vec![Value::String(id)],
+            Value::Array(ids) => ids,
+            Value::Object(mut operators) if operators.len() == 1 && operators.contains_key("in") => {
+                match operators.remove("in") {
+                    Some(Value::Array(ids)) => ids,
+                    _ => return Err(Error::invalid("filters.session_id.in", "must be a list of session ids")),
+                }
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "filters.session_id",
+                    "must be an id, a list of ids or {\"in\": [...]}",
+                ));
+            }
+        };
+        if ids.len() > MAX_ALLOWLIST {
+            return Err(Error::invalid(
+                "filters.session_id",
+                format!("holds more than {MAX_ALLOWLIST} ids"),
+            ));
+        }
+        let ids = ids
+            .into_iter()
+            .map(|id| match id {
+                Value::String(id) if id != "*" => Ok(id),
+                _ => Err(Error::invalid(
+                    "filters.session_id",
+                    "must hold session ids (no wildcards)",
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        allowlist = Some(ids);
+    }
+    Ok(allowlist)
+}
+
+impl Recall {
+    async fn search_messages(&self, request: pb::SearchMessagesRequest) -> Result<pb::SearchMessagesResponse> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        if request.query.trim().is_empty() {
+            return Err(Error::invalid("query", "must not be empty"));
+        }
+        if request.query.chars().count() > MAX_QUERY_CHARS {
+            return Err(Error::invalid(
+                "query",
+                format!("must be at most {MAX_QUERY_CHARS} characters"),
+            ));
+        }
+        let limit =
+            bounded("limit", (request.limit != 0).then_some(request.limit), 1, 100)?.unwrap_or(DEFAULT_SEARCH_LIMIT);
+        let mut filters = request
+            .filters
+            .map(|fields| struct_to_json(&fields))
+            .unwrap_or_default();
+        let peer_perspective = match filters.remove("peer_perspective") {
+            None => None,
+            Some(Value::String(peer)) => Some(validate::reference_id("filters.peer_perspective", &peer)?),
+            Some(_) => return Err(Error::invalid("filters.peer_perspective", "must be a peer id")),
+        };
+        let filter = filter::parse(&filter::MESSAGE, Some(&filters))?;
+        let search = MessageSearch {
+            terms: roncho_core::search::terms(&request.query),
+            session_id: optional_id("session_id", request.session_id.as_deref())?,
+            peer_id: optional_id("peer_id", request.peer_id.as_deref())?,
+            peer_perspective,
+            limit,
+        };
+        let messages = self.store.search_messages(&workspace_id, &search, &filter).await?;
+        Ok(pb::SearchMessagesResponse {
+            messages: messages.into_iter().map(pb::Message::from).collect(),
+            mode: "full_text".to_owned(),
+            degraded_reason: NO_EMBEDDER.to_owned(),
+        })
+    }
+
+    async fn session_context(&self, request: pb::GetSessionContextRequest) -> Result<pb::SessionContext> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let token_limit = match request.tokens {
+            Some(tokens) if !(1..=MAX_CONTEXT_TOKENS).contains(&i64::from(tokens)) => {
+                return Err(Error::invalid(
+                    "tokens",
+                    format!("must be between 1 and {MAX_CONTEXT_TOKENS}"),
+                ));
+            }
+            Some(tokens) => i64::from(tokens),
+            None => MAX_CONTEXT_TOKENS,
+        };
+        check_distance("search_max_distance", request.search_max_distance)?;
+        let peer_target = optional_id("peer_target", request.peer_target.as_deref())?;
+        let peer_perspective = optional_id("peer_perspective", request.peer_perspective.as_deref())?;
+        if peer_target.is_none() && (peer_perspective.is_some() || !request.sessions.is_empty()) {
+            let field = if peer_perspective.is_some() {
+                "peer_perspective"
+            } else {
+                "sessions"
+            };
+            return Err(Error::invalid(field, "requires peer_target"));
+        }
+        if !request.sessions.is_empty() && request.limit_to_session {
+            return Err(Error::invalid("sessions", "cannot be combined with limit_to_session"));
+        }
+        if request.sessions.len() > MAX_ALLOWLIST {
+            return Err(Error::invalid(
+                "sessions",
+                format!("holds more than {MAX_ALLOWLIST} ids"),
+            ));
+        }
+        if !request.sessions.is_empty() && !request.sessions.contains(&session_id) {
+            return Err(Error::invalid("sessions", "must include this session"));
+        }
+        let target = match peer_target {
+            None => None,
+            Some(observed) => Some(RepresentationOptions {
+                observer: peer_perspective.unwrap_or_else(|| observed.clone()),
+                observed,
+                allowed_sessions: if !request.sessions.is_empty() {
+                    Some(request.sessions.clone())
+                } else if request.limit_to_session {
+                    Some(vec![session_id.clone()])
+                } else {
+                    None
+                },
+                search_query: search_query(request.search_query.as_deref())?,
+                search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                include_most_frequent: request.include_most_frequent.unwrap_or(false),
+                max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(100),
+            }),
+        };
+        let built = context::session_context(&*self.store, &workspace_id, &session_id, token_limit, target).await?;
+        Ok(pb::SessionContext {
+            id: session_id,
+            messages: built.messages.into_iter().map(pb::Message::from).collect(),
+            summary: None,
+            peer_representation: built.representation,
+            peer_card: built.peer_card.unwrap_or_default(),
+        })
+    }
 }
 
 #[tonic::async_trait]
@@ -205,12 +403,18 @@ impl RecallService for Recall {
         )
     }
 
-    async fn search_messages(&self, _: Request<pb::SearchMessagesRequest>) -> RpcResult<pb::SearchMessagesResponse> {
-        not_yet("SearchMessages")
+    async fn search_messages(
+        &self,
+        request: Request<pb::SearchMessagesRequest>,
+    ) -> RpcResult<pb::SearchMessagesResponse> {
+        reply(self.search_messages(request.into_inner()).await)
     }
 
-    async fn get_session_context(&self, _: Request<pb::GetSessionContextRequest>) -> RpcResult<pb::SessionContext> {
-        not_yet("GetSessionContext")
+    async fn get_session_context(
+        &self,
+        request: Request<pb::GetSessionContextRequest>,
+    ) -> RpcResult<pb::SessionContext> {
+        reply(self.session_context(request.into_inner()).await)
     }
 
     async fn get_session_summaries(
@@ -220,23 +424,104 @@ impl RecallService for Recall {
         not_yet("GetSessionSummaries")
     }
 
-    async fn get_peer_context(&self, _: Request<pb::GetPeerContextRequest>) -> RpcResult<pb::PeerContext> {
-        not_yet("GetPeerContext")
+    async fn get_peer_context(&self, request: Request<pb::GetPeerContextRequest>) -> RpcResult<pb::PeerContext> {
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let observer = validate::reference_id("peer_id", &request.peer_id)?;
+                let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
+                let options = RepresentationOptions {
+                    observer: observer.clone(),
+                    observed: observed.clone(),
+                    allowed_sessions: None,
+                    search_query: search_query(request.search_query.as_deref())?,
+                    search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                    include_most_frequent: request.include_most_frequent.unwrap_or(true),
+                    max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(100),
+                };
+                check_distance("search_max_distance", request.search_max_distance)?;
+                let representation = context::representation(&*self.store, &workspace_id, &options).await?;
+                let card = context::peer_card(&*self.store, &workspace_id, &observer, &observed).await?;
+                Ok(pb::PeerContext {
+                    peer_id: observer,
+                    target_id: observed,
+                    representation: Some(representation),
+                    peer_card: card.unwrap_or_default(),
+                })
+            }
+            .await,
+        )
     }
 
     async fn get_representation(
         &self,
-        _: Request<pb::GetRepresentationRequest>,
+        request: Request<pb::GetRepresentationRequest>,
     ) -> RpcResult<pb::GetRepresentationResponse> {
-        not_yet("GetRepresentation")
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let observer = validate::reference_id("peer_id", &request.peer_id)?;
+                let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
+                let mut allowed_sessions = session_allowlist(request.filters)?;
+                if let Some(session_id) = optional_id("session_id", request.session_id.as_deref())? {
+                    allowed_sessions = Some(match allowed_sessions {
+                        Some(list) => list.into_iter().filter(|id| *id == session_id).collect(),
+                        None => vec![session_id],
+                    });
+                }
+                check_distance("search_max_distance", request.search_max_distance)?;
+                let options = RepresentationOptions {
+                    observer,
+                    observed,
+                    allowed_sessions,
+                    search_query: search_query(request.search_query.as_deref())?,
+                    search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                    include_most_frequent: request.include_most_frequent.unwrap_or(false),
+                    max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(25),
+                };
+                let representation = context::representation(&*self.store, &workspace_id, &options).await?;
+                Ok(pb::GetRepresentationResponse { representation })
+            }
+            .await,
+        )
     }
 
-    async fn get_peer_card(&self, _: Request<pb::GetPeerCardRequest>) -> RpcResult<pb::PeerCardResponse> {
-        not_yet("GetPeerCard")
+    async fn get_peer_card(&self, request: Request<pb::GetPeerCardRequest>) -> RpcResult<pb::PeerCardResponse> {
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let observer = validate::reference_id("peer_id", &request.peer_id)?;
+                let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
+                let card = self.store.get_peer_card(&workspace_id, &observer, &observed).await?;
+                Ok(pb::PeerCardResponse {
+                    exists: card.is_some(),
+                    peer_card: card.unwrap_or_default(),
+                })
+            }
+            .await,
+        )
     }
 
-    async fn list_conclusions(&self, _: Request<pb::ListConclusionsRequest>) -> RpcResult<pb::ListConclusionsResponse> {
-        not_yet("ListConclusions")
+    async fn list_conclusions(
+        &self,
+        request: Request<pb::ListConclusionsRequest>,
+    ) -> RpcResult<pb::ListConclusionsResponse> {
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let filter = parse_filters(&filter::CONCLUSION, request.filters)?;
+                let page = PageRequest::from_wire(request.page, request.size, request.reverse)?;
+                Ok(paged_response!(
+                    ListConclusionsResponse,
+                    self.store.list_conclusions(&workspace_id, &filter, page).await?
+                ))
+            }
+            .await,
+        )
     }
 
     async fn query_conclusions(

@@ -118,8 +118,23 @@ async fn writes_reads_errors_and_shutdown() {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
-    let later = recall
+    let found = recall
         .search_messages(pb::SearchMessagesRequest {
+            workspace_id: "w".into(),
+            query: "Hello, world?".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        found.messages.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["hello world"]
+    );
+    assert_eq!(found.mode, "full_text");
+    assert!(!found.degraded_reason.is_empty(), "degraded search says so");
+    let later = recall
+        .query_conclusions(pb::QueryConclusionsRequest {
             workspace_id: "w".into(),
             ..Default::default()
         })

@@ -1,0 +1,115 @@
+//! Session context, peer context and representations (honcho-v3 §3.1–§3.3),
+//! built from the store's conclusions, peer cards and messages.
+
+use roncho_core::model::{CollectionQuery, Message};
+use roncho_core::representation::{self, Budget};
+use roncho_core::store::Store;
+use roncho_core::{Error, Result, tokens};
+
+/// Default and largest token budget of a session context.
+pub const MAX_CONTEXT_TOKENS: i64 = 100_000;
+/// Longest session allowlist.
+pub const MAX_ALLOWLIST: usize = 1_000;
+
+/// What a representation is built from.
+#[derive(Debug, Clone, Default)]
+pub struct RepresentationOptions {
+    pub observer: String,
+    pub observed: String,
+    /// Only explicit conclusions of these sessions; `Some(vec![])` selects nothing.
+    pub allowed_sessions: Option<Vec<String>>,
+    pub search_query: Option<String>,
+    pub search_top_k: Option<i64>,
+    pub include_most_frequent: bool,
+    pub max_conclusions: i64,
+}
+
+/// Returns the working representation as markdown (`""` when empty).
+///
+/// Semantic selection needs an embedder, which this version does not have:
+/// its share of `max_conclusions` goes to the newest conclusions.
+pub async fn representation(store: &dyn Store, workspace_id: &str, options: &RepresentationOptions) -> Result<String> {
+    let Budget {
+        most_derived, recent, ..
+    } = representation::budget(
+        options.max_conclusions,
+        options.search_query.is_some(),
+        options.search_top_k,
+        options.include_most_frequent,
+        false,
+    );
+    let query = CollectionQuery {
+        allowed_sessions: options.allowed_sessions.clone(),
+        recent,
+        most_derived,
+    };
+    let conclusions = store
+        .collection_conclusions(workspace_id, &options.observer, &options.observed, &query)
+        .await?;
+    Ok(representation::to_markdown(&conclusions))
+}
+
+/// Returns the peer card, `None` when there is none or the observer is unknown.
+pub async fn peer_card(
+    store: &dyn Store,
+    workspace_id: &str,
+    observer: &str,
+    observed: &str,
+) -> Result<Option<Vec<String>>> {
+    match store.get_peer_card(workspace_id, observer, observed).await {
+        Ok(card) => Ok(card),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Counts tokens off the async runtime.
+pub async fn count_tokens(text: String) -> Result<i64> {
+    tokio::task::spawn_blocking(move || tokens::count(&text))
+        .await
+        .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
+}
+
+/// A session context before conversion to protobuf.
+#[derive(Debug, Default)]
+pub struct SessionContext {
+    pub messages: Vec<Message>,
+    pub representation: Option<String>,
+    pub peer_card: Option<Vec<String>>,
+}
+
+/// Builds a session context: representation and card first (when a target is
+/// given), then the newest messages that fit what is left of the budget.
+/// Summaries join this once the summariser exists.
+pub async fn session_context(
+    store: &dyn Store,
+    workspace_id: &str,
+    session_id: &str,
+    token_limit: i64,
+    target: Option<RepresentationOptions>,
+) -> Result<SessionContext> {
+    let Some(options) = target else {
+        let messages = store.context_messages(workspace_id, session_id, token_limit).await?;
+        return Ok(SessionContext {
+            messages,
+            ..SessionContext::default()
+        });
+    };
+    let markdown = representation(store, workspace_id, &options).await?;
+    // Under an allowlist the card is dropped: it may rest on other sessions.
+    let card = if options.allowed_sessions.is_some() {
+        None
+    } else {
+        peer_card(store, workspace_id, &options.observer, &options.observed).await?
+    };
+    let card_text = card.as_ref().map(|entries| entries.join("\n")).unwrap_or_default();
+    let used = count_tokens(markdown.clone()).await? + count_tokens(card_text).await?;
+    let messages = store
+        .context_messages(workspace_id, session_id, token_limit - used)
+        .await?;
+    Ok(SessionContext {
+        messages,
+        representation: Some(markdown),
+        peer_card: card,
+    })
+}
