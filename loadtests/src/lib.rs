@@ -1,0 +1,9 @@
+//! Load generation and retrieval-quality evaluation for roncho.
+//!
+//! # Layout
+//! - [`locomo`]: the LoCoMo conversation format, evidence normalisation and
+//!   recall metrics.
+//! - [`synth`]: a seeded generator of synthetic conversations in that format.
+
+pub mod locomo;
+pub mod synth;
