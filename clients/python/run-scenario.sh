@@ -37,7 +37,8 @@ free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("
 start_server() { # mode args...
   local port; port=$(free_port)
   target=127.0.0.1:$port
-  "$roncho_bin" serve --listen "$target" "$@" >>"$work/server.log" 2>&1 &
+  # Full-text search only: the transcript must not depend on when vectors sync.
+  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "$target" "$@" >>"$work/server.log" 2>&1 &
   server_pid=$!
 }
 

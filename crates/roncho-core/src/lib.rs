@@ -2,6 +2,7 @@
 //! the `Store` port, and the one mapping from domain errors to gRPC statuses.
 //!
 //! # Layout
+//! - [`embed`]: the `Embedder` port.
 //! - [`error`]: the domain error and its `tonic::Status` mapping.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
@@ -12,10 +13,12 @@
 //! - [`tokens`]: o200k_base token counting.
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
+//! - [`vector`]: the `VectorStore` port.
 //! - [`convert`]: domain ⇄ `roncho.v1` messages.
 //! - [`rpc`]: reply helpers shared by the role services.
 
 pub mod convert;
+pub mod embed;
 pub mod error;
 pub mod files;
 pub mod filter;
@@ -27,5 +30,6 @@ pub mod search;
 pub mod store;
 pub mod tokens;
 pub mod validate;
+pub mod vector;
 
 pub use error::{Error, Result};

@@ -258,3 +258,48 @@ pub struct MessageSearch {
     pub peer_perspective: Option<String>,
     pub limit: i64,
 }
+
+/// What carries a vector: a message or a conclusion.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SyncKind {
+    Message,
+    Conclusion,
+}
+
+impl SyncKind {
+    /// Returns the kind's name in metrics and status.
+    pub fn name(self) -> &'static str {
+        match self {
+            SyncKind::Message => "message",
+            SyncKind::Conclusion => "conclusion",
+        }
+    }
+}
+
+/// A row whose vector is not in the vector store yet.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SyncItem {
+    pub kind: SyncKind,
+    pub id: String,
+    pub namespace: String,
+    pub text: String,
+    pub session_id: Option<String>,
+    pub peer_id: Option<String>,
+    pub level: Option<String>,
+    pub attempts: i64,
+}
+
+/// Counts of rows by sync state.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SyncCounts {
+    pub pending: i64,
+    pub synced: i64,
+    pub failed: i64,
+}
+
+/// A vector to remove because its row is gone.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tombstone {
+    pub namespace: String,
+    pub id: String,
+}

@@ -11,7 +11,7 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::model::{
     CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+    Peer, Session, SessionPeerConfig, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -190,4 +190,29 @@ pub trait Store: Send + Sync + 'static {
         observed_id: &str,
         card: Vec<String>,
     ) -> Result<()>;
+
+    /// Returns live messages of a workspace by public id that pass `filter`
+    /// (and `peer_perspective` when given), in no particular order.
+    async fn messages_by_ids(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+        filter: &Filter,
+        peer_perspective: Option<&str>,
+    ) -> Result<Vec<Message>>;
+
+    /// Returns up to `limit` rows of `kind` still waiting for a vector, oldest
+    /// first, skipping those whose backoff — `backoff_micros` × attempts² since
+    /// the last attempt — has not passed at `now`.
+    async fn unsynced(&self, kind: SyncKind, limit: i64, now: i64, backoff_micros: i64) -> Result<Vec<SyncItem>>;
+    /// Marks rows as having their vector.
+    async fn mark_synced(&self, kind: SyncKind, ids: &[String]) -> Result<()>;
+    /// Records a failed attempt; rows reaching `max_attempts` become `failed`.
+    async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()>;
+    /// Counts rows of `kind` by sync state.
+    async fn sync_counts(&self, kind: SyncKind) -> Result<SyncCounts>;
+    /// Returns up to `limit` vectors to remove because their rows were deleted.
+    async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>>;
+    /// Forgets tombstones whose vectors are removed.
+    async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()>;
 }

@@ -8,6 +8,8 @@
 //! - `recall`: context, search, conclusions and peer cards.
 //! - `rows`: decoding rows into domain types.
 //! - `store`: the `Store` implementation.
+//! - `sync`: vector sync state and tombstones.
+//! - `vectors`: the exact vector store over the same database.
 //! - [`testing`]: fresh databases for integration tests.
 
 mod open;
@@ -15,8 +17,11 @@ mod recall;
 mod rows;
 pub mod sql;
 mod store;
+mod sync;
 pub mod testing;
+mod vectors;
 
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
 pub use sql::Dialect;
 pub use store::SqlStore;
+pub use vectors::SqlVectorStore;

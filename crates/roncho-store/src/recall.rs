@@ -220,6 +220,14 @@ impl SqlStore {
 
     pub(crate) async fn delete_conclusion_impl(&self, workspace_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        crate::sync::tombstone_documents(tx.conn(), |sql| {
+            sql.push("d.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND d.public_id = ")
+                .bind(id);
+            sql.push(" AND d.deleted_at IS NULL");
+        })
+        .await?;
         let mut sql = Sql::new("UPDATE documents SET deleted_at = ");
         sql.bind(now_micros())
             .push(" WHERE workspace_name = ")

@@ -21,6 +21,9 @@ pub enum Bind {
     Float(f64),
     /// A NULL typed as an integer, so Postgres accepts it for BIGINT columns.
     NullInteger,
+    /// A NULL typed as text.
+    NullText,
+    Bytes(Vec<u8>),
 }
 
 impl From<&str> for Bind {
@@ -87,6 +90,8 @@ impl Sql {
                 Bind::Integer(value) => arguments.add(*value),
                 Bind::Float(value) => arguments.add(*value),
                 Bind::NullInteger => arguments.add(Option::<i64>::None),
+                Bind::NullText => arguments.add(Option::<String>::None),
+                Bind::Bytes(value) => arguments.add(value.clone()),
             };
             added.map_err(|error| Error::Internal(format!("binding a query argument: {error}")))?;
         }

@@ -5,7 +5,8 @@ use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::model::{
     CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
+    Peer, Session, SessionPeerConfig, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
+    new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -16,6 +17,7 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use crate::rows;
 use crate::sql::{Bind, ColumnOf, Dialect, Sql, render_filter};
+use crate::sync::{tombstone_documents, tombstone_messages};
 
 /// The relational store of both modes.
 #[derive(Debug)]
@@ -517,6 +519,14 @@ impl Store for SqlStore {
                 "workspace `{id}` has {active} active sessions; delete them before the workspace"
             )));
         }
+        tombstone_messages(tx.conn(), |sql| {
+            sql.push("m.workspace_name = ").bind(id);
+        })
+        .await?;
+        tombstone_documents(tx.conn(), |sql| {
+            sql.push("d.workspace_name = ").bind(id);
+        })
+        .await?;
         let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
         sql.bind(id);
         execute(tx.conn(), &sql).await?;
@@ -575,6 +585,21 @@ impl Store for SqlStore {
 
     async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        tombstone_messages(tx.conn(), |sql| {
+            sql.push("m.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND m.peer_name = ")
+                .bind(id);
+        })
+        .await?;
+        tombstone_documents(tx.conn(), |sql| {
+            sql.push("d.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND (d.observer = ")
+                .bind(id);
+            sql.push(" OR d.observed = ").bind(id).push(")");
+        })
+        .await?;
         let mut sql = Sql::new("DELETE FROM peers WHERE workspace_name = ");
         sql.bind(workspace_id).push(" AND name = ").bind(id);
         if execute(tx.conn(), &sql).await? == 0 {
@@ -641,6 +666,13 @@ impl Store for SqlStore {
 
     async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        tombstone_messages(tx.conn(), |sql| {
+            sql.push("m.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(id);
+        })
+        .await?;
         let mut sql = Sql::new("DELETE FROM sessions WHERE workspace_name = ");
         sql.bind(workspace_id).push(" AND name = ").bind(id);
         if execute(tx.conn(), &sql).await? == 0 {
@@ -976,6 +1008,14 @@ impl Store for SqlStore {
 
     async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
+        tombstone_messages(tx.conn(), |sql| {
+            sql.push("m.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(session_id);
+            sql.push(" AND m.public_id = ").bind(id);
+        })
+        .await?;
         let mut sql = Sql::new("DELETE FROM messages WHERE workspace_name = ");
         sql.bind(workspace_id)
             .push(" AND session_name = ")
@@ -1136,5 +1176,40 @@ impl Store for SqlStore {
     ) -> Result<()> {
         self.set_peer_card_impl(workspace_id, observer_id, observed_id, card)
             .await
+    }
+
+    async fn messages_by_ids(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+        filter: &Filter,
+        peer_perspective: Option<&str>,
+    ) -> Result<Vec<Message>> {
+        self.messages_by_ids_impl(workspace_id, ids, filter, peer_perspective)
+            .await
+    }
+
+    async fn unsynced(&self, kind: SyncKind, limit: i64, now: i64, backoff_micros: i64) -> Result<Vec<SyncItem>> {
+        self.unsynced_impl(kind, limit, now, backoff_micros).await
+    }
+
+    async fn mark_synced(&self, kind: SyncKind, ids: &[String]) -> Result<()> {
+        self.mark_synced_impl(kind, ids).await
+    }
+
+    async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()> {
+        self.mark_sync_failed_impl(kind, ids, error, max_attempts).await
+    }
+
+    async fn sync_counts(&self, kind: SyncKind) -> Result<SyncCounts> {
+        self.sync_counts_impl(kind).await
+    }
+
+    async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>> {
+        self.tombstones_impl(limit).await
+    }
+
+    async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()> {
+        self.clear_tombstones_impl(tombstones).await
     }
 }

@@ -17,10 +17,14 @@ use roncho_proto::v1::ingest_service_server::IngestService;
 use serde_json::json;
 use tonic::Request;
 
+/// Called after a write that changes what needs vectors (the reconciler's nudge).
+pub type AfterWrite = Arc<dyn Fn() + Send + Sync>;
+
 /// Serves `IngestService` over a store.
 #[derive(Clone)]
 pub struct Ingest {
     store: Arc<dyn Store>,
+    after_write: Option<AfterWrite>,
 }
 
 impl std::fmt::Debug for Ingest {
@@ -32,7 +36,23 @@ impl std::fmt::Debug for Ingest {
 impl Ingest {
     /// Returns the ingest service over `store`.
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+        Self {
+            store,
+            after_write: None,
+        }
+    }
+
+    /// Returns the service calling `after_write` after each write that adds or removes vectors.
+    pub fn with_after_write(mut self, after_write: AfterWrite) -> Self {
+        self.after_write = Some(after_write);
+        self
+    }
+
+    fn wrote<T>(&self, result: Result<T>) -> Result<T> {
+        if let (Ok(_), Some(after_write)) = (&result, &self.after_write) {
+            after_write();
+        }
+        result
     }
 }
 
@@ -108,7 +128,7 @@ impl Ingest {
                 },
             )
             .collect();
-        let created = self.store.create_messages(&workspace_id, &session_id, messages).await?;
+        let created = self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)?;
         Ok(created.into_iter().map(pb::Message::from).collect())
     }
 
@@ -143,7 +163,7 @@ impl Ingest {
         })
         .await
         .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
-        let created = self.store.create_conclusions(&workspace_id, conclusions).await?;
+        let created = self.wrote(self.store.create_conclusions(&workspace_id, conclusions).await)?;
         Ok(created.into_iter().map(pb::Conclusion::from).collect())
     }
 
@@ -196,7 +216,7 @@ impl Ingest {
                 }
             })
             .collect();
-        let created = self.store.create_messages(&workspace_id, &session_id, messages).await?;
+        let created = self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)?;
         Ok(created.into_iter().map(pb::Message::from).collect())
     }
 }
@@ -244,7 +264,7 @@ impl IngestService for Ingest {
         reply(
             async {
                 let id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                self.store.delete_workspace(&id).await?;
+                self.wrote(self.store.delete_workspace(&id).await)?;
                 Ok(pb::DeleteWorkspaceResponse {})
             }
             .await,
@@ -300,7 +320,7 @@ impl IngestService for Ingest {
             async {
                 let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
                 let id = validate::reference_id("peer_id", &request.peer_id)?;
-                self.store.delete_peer(&workspace_id, &id).await?;
+                self.wrote(self.store.delete_peer(&workspace_id, &id).await)?;
                 Ok(pb::DeletePeerResponse {})
             }
             .await,
@@ -356,7 +376,7 @@ impl IngestService for Ingest {
             async {
                 let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
                 let id = validate::reference_id("session_id", &request.session_id)?;
-                self.store.delete_session(&workspace_id, &id).await?;
+                self.wrote(self.store.delete_session(&workspace_id, &id).await)?;
                 Ok(pb::DeleteSessionResponse {})
             }
             .await,
@@ -375,9 +395,7 @@ impl IngestService for Ingest {
                     .map(|id| validate::reference_id("message_id", id))
                     .transpose()?;
                 Ok(self
-                    .store
-                    .clone_session(&workspace_id, &id, cutoff.as_deref())
-                    .await?
+                    .wrote(self.store.clone_session(&workspace_id, &id, cutoff.as_deref()).await)?
                     .into())
             }
             .await,
@@ -507,7 +525,7 @@ impl IngestService for Ingest {
                 let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
                 let session_id = validate::reference_id("session_id", &request.session_id)?;
                 let id = validate::reference_id("message_id", &request.message_id)?;
-                self.store.delete_message(&workspace_id, &session_id, &id).await?;
+                self.wrote(self.store.delete_message(&workspace_id, &session_id, &id).await)?;
                 Ok(pb::DeleteMessageResponse {})
             }
             .await,
@@ -534,7 +552,7 @@ impl IngestService for Ingest {
             async {
                 let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
                 let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
-                self.store.delete_conclusion(&workspace_id, &id).await?;
+                self.wrote(self.store.delete_conclusion(&workspace_id, &id).await)?;
                 Ok(pb::DeleteConclusionResponse {})
             }
             .await,

@@ -16,17 +16,27 @@ use roncho_core::model::{MessageSearch, PageRequest};
 use serde_json::Value;
 
 use crate::context::{MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions};
+use roncho_core::embed::Embedder;
 use roncho_core::rpc::{RpcResult, not_yet, reply};
 use roncho_core::store::Store;
+use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
 use roncho_core::{Error, Result, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_server::RecallService;
 use tonic::Request;
 
-/// Serves `RecallService` over a store.
+/// The semantic half of search: an embedder and the vectors it made.
+#[derive(Clone)]
+pub struct Semantic {
+    pub embedder: Arc<dyn Embedder>,
+    pub vectors: Arc<dyn VectorStore>,
+}
+
+/// Serves `RecallService` over a store, with semantic search when configured.
 #[derive(Clone)]
 pub struct Recall {
     store: Arc<dyn Store>,
+    semantic: Option<Semantic>,
 }
 
 impl std::fmt::Debug for Recall {
@@ -36,9 +46,9 @@ impl std::fmt::Debug for Recall {
 }
 
 impl Recall {
-    /// Returns the recall service over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
-        Self { store }
+    /// Returns the recall service over `store`; `semantic` adds vector candidates to search.
+    pub fn new(store: Arc<dyn Store>, semantic: Option<Semantic>) -> Self {
+        Self { store, semantic }
     }
 }
 
@@ -155,6 +165,42 @@ fn session_allowlist(filters: Option<prost_types::Struct>) -> Result<Option<Vec<
     Ok(allowlist)
 }
 
+/// The `k` of reciprocal-rank fusion, as in Honcho.
+const RRF_K: f64 = 60.0;
+
+/// Fuses ranked lists: each item scores Σ 1 / (k + rank) over the lists it is in.
+fn reciprocal_rank_fusion(lists: &[Vec<roncho_core::model::Message>]) -> Vec<roncho_core::model::Message> {
+    let mut scored: Vec<(f64, roncho_core::model::Message)> = Vec::new();
+    for list in lists {
+        for (rank, message) in list.iter().enumerate() {
+            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
+            match scored.iter_mut().find(|(_, existing)| existing.id == message.id) {
+                Some((total, _)) => *total += score,
+                None => scored.push((score, message.clone())),
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.created_at.cmp(&a.1.created_at)));
+    scored.into_iter().map(|(_, message)| message).collect()
+}
+
+fn search_response(
+    messages: Vec<roncho_core::model::Message>,
+    limit: i64,
+    mode: &str,
+    degraded_reason: String,
+) -> pb::SearchMessagesResponse {
+    pb::SearchMessagesResponse {
+        messages: messages
+            .into_iter()
+            .take(usize::try_from(limit).unwrap_or(usize::MAX))
+            .map(pb::Message::from)
+            .collect(),
+        mode: mode.to_owned(),
+        degraded_reason,
+    }
+}
+
 impl Recall {
     async fn search_messages(&self, request: pb::SearchMessagesRequest) -> Result<pb::SearchMessagesResponse> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
@@ -184,14 +230,73 @@ impl Recall {
             session_id: optional_id("session_id", request.session_id.as_deref())?,
             peer_id: optional_id("peer_id", request.peer_id.as_deref())?,
             peer_perspective,
-            limit,
+            // Each source brings twice the limit; fusion keeps the best `limit`.
+            limit: limit * 2,
         };
-        let messages = self.store.search_messages(&workspace_id, &search, &filter).await?;
-        Ok(pb::SearchMessagesResponse {
-            messages: messages.into_iter().map(pb::Message::from).collect(),
-            mode: "full_text".to_owned(),
-            degraded_reason: NO_EMBEDDER.to_owned(),
-        })
+        let full_text = self.store.search_messages(&workspace_id, &search, &filter).await?;
+        let Some(semantic) = &self.semantic else {
+            return Ok(search_response(full_text, limit, "full_text", NO_EMBEDDER.to_owned()));
+        };
+        let semantic_hits = match self
+            .semantic_candidates(semantic, &workspace_id, &request.query, &search, &filter)
+            .await
+        {
+            Ok(hits) => hits,
+            Err(error) => {
+                tracing::warn!(%error, "semantic search unavailable; answering from full text");
+                return Ok(search_response(
+                    full_text,
+                    limit,
+                    "full_text",
+                    format!("semantic search unavailable: {error}"),
+                ));
+            }
+        };
+        Ok(search_response(
+            reciprocal_rank_fusion(&[full_text, semantic_hits]),
+            limit,
+            "hybrid",
+            String::new(),
+        ))
+    }
+
+    /// Returns the messages nearest the query's embedding that pass the search's scope and filter.
+    async fn semantic_candidates(
+        &self,
+        semantic: &Semantic,
+        workspace_id: &str,
+        query: &str,
+        search: &MessageSearch,
+        filter: &filter::Filter,
+    ) -> Result<Vec<roncho_core::model::Message>> {
+        let vector = semantic
+            .embedder
+            .embed(&[query.to_owned()])
+            .await?
+            .pop()
+            .unwrap_or_default();
+        let vector_filter = VectorFilter {
+            session_ids: search.session_id.clone().map(|id| vec![id]),
+            peer_id: search.peer_id.clone(),
+            levels: None,
+        };
+        // Filters and perspective are applied to the rows, so ask for more than needed.
+        let top_k = usize::try_from(search.limit * 2).unwrap_or(200);
+        let hits = semantic
+            .vectors
+            .query(&messages_namespace(workspace_id), &vector, top_k, &vector_filter, None)
+            .await?;
+        let ids: Vec<String> = hits.iter().map(|hit| hit.id.clone()).collect();
+        let rows = self
+            .store
+            .messages_by_ids(workspace_id, &ids, filter, search.peer_perspective.as_deref())
+            .await?;
+        let mut ranked: Vec<roncho_core::model::Message> = ids
+            .iter()
+            .filter_map(|id| rows.iter().find(|row| &row.id == id).cloned())
+            .collect();
+        ranked.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
+        Ok(ranked)
     }
 
     async fn session_context(&self, request: pb::GetSessionContextRequest) -> Result<pb::SessionContext> {

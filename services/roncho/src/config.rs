@@ -92,6 +92,43 @@ pub struct ConfigLayer {
     pub log_format: Option<LogFormat>,
     pub shutdown_grace_secs: Option<u64>,
     pub max_connections: Option<u32>,
+    pub embedding_provider: Option<EmbeddingProvider>,
+    pub embedding_model_dir: Option<PathBuf>,
+    pub embedding_base_url: Option<String>,
+    pub embedding_model: Option<String>,
+    pub embedding_dimensions: Option<usize>,
+    pub embedding_api_key: Option<String>,
+}
+
+/// Where embeddings for semantic search come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EmbeddingProvider {
+    /// The local model when its directory is configured or found, else none.
+    Auto,
+    /// A local BERT model directory (`embedding_model_dir`).
+    Local,
+    /// An OpenAI-compatible `/v1/embeddings` server.
+    Openai,
+    /// No semantic search: full text only, reported as degraded.
+    None,
+    /// The deterministic hashing embedder: for tests, never production.
+    TestHashing,
+}
+
+impl std::str::FromStr for EmbeddingProvider {
+    type Err = anyhow::Error;
+
+    fn from_str(text: &str) -> anyhow::Result<Self> {
+        Ok(match text {
+            "auto" => Self::Auto,
+            "local" => Self::Local,
+            "openai" => Self::Openai,
+            "none" => Self::None,
+            "test-hashing" => Self::TestHashing,
+            other => bail!("embedding provider `{other}` is not one of auto, local, openai, none, test-hashing"),
+        })
+    }
 }
 
 impl ConfigLayer {
@@ -106,6 +143,12 @@ impl ConfigLayer {
             log_format: upper.log_format.or(self.log_format),
             shutdown_grace_secs: upper.shutdown_grace_secs.or(self.shutdown_grace_secs),
             max_connections: upper.max_connections.or(self.max_connections),
+            embedding_provider: upper.embedding_provider.or(self.embedding_provider),
+            embedding_model_dir: upper.embedding_model_dir.or(self.embedding_model_dir),
+            embedding_base_url: upper.embedding_base_url.or(self.embedding_base_url),
+            embedding_model: upper.embedding_model.or(self.embedding_model),
+            embedding_dimensions: upper.embedding_dimensions.or(self.embedding_dimensions),
+            embedding_api_key: upper.embedding_api_key.or(self.embedding_api_key),
         }
     }
 
@@ -141,6 +184,15 @@ impl ConfigLayer {
             },
             shutdown_grace_secs: parsed("RONCHO_SHUTDOWN_GRACE_SECS")?,
             max_connections: parsed("RONCHO_MAX_CONNECTIONS")?.map(|value| u32::try_from(value).unwrap_or(u32::MAX)),
+            embedding_provider: get("RONCHO_EMBEDDING_PROVIDER")
+                .map(|value| value.parse())
+                .transpose()?,
+            embedding_model_dir: get("RONCHO_EMBEDDING_MODEL_DIR").map(PathBuf::from),
+            embedding_base_url: get("RONCHO_EMBEDDING_BASE_URL"),
+            embedding_model: get("RONCHO_EMBEDDING_MODEL"),
+            embedding_dimensions: parsed("RONCHO_EMBEDDING_DIMENSIONS")?
+                .map(|value| usize::try_from(value).unwrap_or(0)),
+            embedding_api_key: get("RONCHO_EMBEDDING_API_KEY"),
         })
     }
 
@@ -167,17 +219,76 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Database pool size.
     pub max_connections: u32,
+    pub embedding: EmbeddingConfig,
+}
+
+/// Embedder settings.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct EmbeddingConfig {
+    pub provider: EmbeddingProvider,
+    /// Local model directory; with `auto`, also searched in `<data_dir>/models`
+    /// and `~/.cache/roncho/models`.
+    pub model_dir: Option<PathBuf>,
+    pub base_url: String,
+    pub model: String,
+    pub dimensions: Option<usize>,
+    #[serde(skip_serializing)]
+    pub api_key: Option<String>,
+    /// Directories `auto` looks in for all-MiniLM-L6-v2, in order.
+    pub search_dirs: Vec<PathBuf>,
 }
 
 impl Config {
     /// Resolves layers (lowest first) into a validated config.
     pub fn resolve(file: ConfigLayer, env: ConfigLayer, flags: ConfigLayer) -> anyhow::Result<Config> {
+        Self::resolve_with_home(file, env, flags, None)
+    }
+
+    /// Like [`Config::resolve`]; `home` is where `auto` also looks for a model.
+    pub fn resolve_with_home(
+        file: ConfigLayer,
+        env: ConfigLayer,
+        flags: ConfigLayer,
+        home: Option<PathBuf>,
+    ) -> anyhow::Result<Config> {
         let merged = file.overlay(env).overlay(flags);
+        let data_dir = merged
+            .data_dir
+            .clone()
+            .unwrap_or_else(|| PathBuf::from("./roncho-data"));
+        let mut search_dirs = vec![data_dir.join("models").join("all-MiniLM-L6-v2")];
+        if let Some(home) = home {
+            search_dirs.push(home.join(".cache/roncho/models/all-MiniLM-L6-v2"));
+        }
+        let embedding = EmbeddingConfig {
+            provider: merged.embedding_provider.unwrap_or(EmbeddingProvider::Auto),
+            model_dir: merged.embedding_model_dir.clone(),
+            base_url: merged
+                .embedding_base_url
+                .clone()
+                .unwrap_or_else(|| "https://api.openai.com/v1".to_owned()),
+            model: merged
+                .embedding_model
+                .clone()
+                .unwrap_or_else(|| "text-embedding-3-small".to_owned()),
+            dimensions: merged.embedding_dimensions,
+            api_key: merged.embedding_api_key.clone(),
+            search_dirs,
+        };
+        if embedding.provider == EmbeddingProvider::Openai && embedding.dimensions.is_none() {
+            bail!(
+                "embedding_dimensions is required with the openai embedding provider (e.g. 1536 for text-embedding-3-small)"
+            );
+        }
+        if embedding.provider == EmbeddingProvider::Local && embedding.model_dir.is_none() {
+            bail!("embedding_model_dir is required with the local embedding provider");
+        }
         let config = Config {
+            embedding,
             listen: merged
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
-            data_dir: merged.data_dir.unwrap_or_else(|| PathBuf::from("./roncho-data")),
+            data_dir,
             database_url: merged.database_url,
             roles: parse_roles(merged.roles.as_deref().unwrap_or("all"))?,
             log: merged.log.unwrap_or_else(|| "info".to_owned()),

@@ -82,7 +82,8 @@ impl CommonFlags {
             log: self.log.clone(),
             ..ConfigLayer::default()
         };
-        Config::resolve(file, ConfigLayer::from_env(&env)?, flags)
+        let home = std::env::var_os("HOME").map(PathBuf::from);
+        Config::resolve_with_home(file, ConfigLayer::from_env(&env)?, flags, home)
     }
 }
 
@@ -140,10 +141,9 @@ async fn main() -> anyhow::Result<()> {
 async fn serve(config: Config) -> anyhow::Result<()> {
     init_tracing(&config)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
-    let store = roncho_store::connect(&config.store_options()).await?;
-    // sqlx takes a migration lock, so processes starting together do not race.
-    roncho_store::migrate(&store).await?;
-    let store = Arc::new(store);
+    let runtime = roncho::wiring::build(&config).await?;
+    tracing::info!(semantic_search = %runtime.embedder_description, "search");
+    let store = runtime.store.clone();
     tokio::task::spawn_blocking(roncho_core::tokens::warm_up).await?;
     let listener = tokio::net::TcpListener::bind(config.listen)
         .await
@@ -155,7 +155,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         wait_for_signal().await;
         signal_token.cancel();
     });
-    let server = roncho::server::run(listener, store.clone(), &config.roles, shutdown.clone());
+    let mut services = roncho::server::Services::store_only(store.clone());
+    services.semantic = runtime.semantic.clone();
+    if let Some(reconciler) = &runtime.reconciler {
+        tokio::spawn(reconciler.clone().run(shutdown.clone()));
+        let nudged = reconciler.clone();
+        services.after_write = Some(Arc::new(move || nudged.nudge()));
+    }
+    let server = roncho::server::run(listener, services, &config.roles, shutdown.clone());
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => result?,

@@ -20,14 +20,35 @@ use crate::config::Role;
 /// Largest request accepted: a 5 MiB upload plus its envelope.
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 
+/// What the role services are built on.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Arc<dyn Store>,
+    pub semantic: Option<roncho_recall::Semantic>,
+    /// Nudges an in-process reconciler after writes.
+    pub after_write: Option<roncho_ingest::AfterWrite>,
+}
+
+impl Services {
+    /// Returns services over a store alone: full-text search, no reconciler.
+    pub fn store_only(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            semantic: None,
+            after_write: None,
+        }
+    }
+}
+
 /// Serves the roles on `listener` until `shutdown` is cancelled, then lets
 /// in-flight requests finish.
 pub async fn run(
     listener: TcpListener,
-    store: Arc<dyn Store>,
+    services: Services,
     roles: &[Role],
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    let store = services.store.clone();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     let reflection_v1 = tonic_reflection::server::Builder::configure()
         .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
@@ -46,14 +67,20 @@ pub async fn run(
     for role in roles {
         router = match role {
             Role::Ingest => {
-                let service = IngestServiceServer::new(roncho_ingest::Ingest::new(store.clone()))
-                    .max_decoding_message_size(MAX_REQUEST_BYTES);
+                let mut ingest = roncho_ingest::Ingest::new(store.clone());
+                if let Some(after_write) = &services.after_write {
+                    ingest = ingest.with_after_write(after_write.clone());
+                }
+                let service = IngestServiceServer::new(ingest).max_decoding_message_size(MAX_REQUEST_BYTES);
                 served.push(<IngestServiceServer<roncho_ingest::Ingest> as NamedService>::NAME);
                 router.add_service(service)
             }
             Role::Recall => {
                 served.push(<RecallServiceServer<roncho_recall::Recall> as NamedService>::NAME);
-                router.add_service(RecallServiceServer::new(roncho_recall::Recall::new(store.clone())))
+                router.add_service(RecallServiceServer::new(roncho_recall::Recall::new(
+                    store.clone(),
+                    services.semantic.clone(),
+                )))
             }
             Role::Dialectic => {
                 served.push(<DialecticServiceServer<roncho_dialectic::Dialectic> as NamedService>::NAME);

@@ -19,7 +19,8 @@ pub struct Check {
 
 /// Runs every check of `config` and returns them in report order.
 pub async fn checks(config: &Config) -> Vec<Check> {
-    let mut checks = vec![store_check(config).await, server_check(config).await];
+    let mut checks = store_checks(config).await;
+    checks.push(server_check(config).await);
     let embedded = if config.is_embedded() {
         "embedded"
     } else {
@@ -38,22 +39,71 @@ pub async fn checks(config: &Config) -> Vec<Check> {
                 .join(",")
         ),
     });
+    checks.push(semantic_check(config));
     // Capabilities that are not built yet are reported as degraded, never hidden.
-    checks.push(Check {
-        name: "vector search",
-        ok: false,
-        detail: "degraded: not available in this version".into(),
-    });
     checks.push(Check {
         name: "derivation",
         ok: false,
         detail: "degraded: deriver, dialectic and dreamer answer UNIMPLEMENTED".into(),
     });
-    checks.push(Check {
-        name: "reconciler",
-        ok: false,
-        detail: roncho_reconciler::status().into(),
-    });
+    checks
+}
+
+fn semantic_check(config: &Config) -> Check {
+    use crate::config::EmbeddingProvider;
+    let embedding = &config.embedding;
+    let (ok, detail) = match embedding.provider {
+        EmbeddingProvider::None => (
+            false,
+            "degraded: off (embedding_provider = none); search is full text only".to_owned(),
+        ),
+        EmbeddingProvider::TestHashing => (false, "degraded: the test hashing embedder is configured".to_owned()),
+        EmbeddingProvider::Openai => (true, format!("{} at {}", embedding.model, embedding.base_url)),
+        EmbeddingProvider::Local | EmbeddingProvider::Auto => match crate::wiring::find_model_dir(embedding) {
+            Some(dir) => (true, format!("local model {}", dir.display())),
+            None => (
+                false,
+                "degraded: no local model found; run scripts/fetch-minilm.sh, search is full text only".to_owned(),
+            ),
+        },
+    };
+    Check {
+        name: "semantic search",
+        ok,
+        detail,
+    }
+}
+
+async fn store_checks(config: &Config) -> Vec<Check> {
+    let check = store_check(config).await;
+    if !check.ok {
+        return vec![check];
+    }
+    let mut options = config.store_options();
+    options.max_connections = 1;
+    let mut checks = vec![check];
+    if let Ok(store) = roncho_store::connect(&options).await {
+        for kind in [
+            roncho_core::model::SyncKind::Message,
+            roncho_core::model::SyncKind::Conclusion,
+        ] {
+            if let Ok(counts) = store.sync_counts(kind).await {
+                checks.push(Check {
+                    name: if kind == roncho_core::model::SyncKind::Message {
+                        "message vectors"
+                    } else {
+                        "conclusion vectors"
+                    },
+                    ok: counts.failed == 0,
+                    detail: format!(
+                        "{} synced, {} pending, {} failed",
+                        counts.synced, counts.pending, counts.failed
+                    ),
+                });
+            }
+        }
+        store.close().await;
+    }
     checks
 }
 

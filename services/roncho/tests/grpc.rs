@@ -30,7 +30,15 @@ async fn start(roles: &[Role]) -> Server {
     let shutdown = CancellationToken::new();
     let roles = roles.to_vec();
     let token = shutdown.clone();
-    let task = tokio::spawn(async move { roncho::server::run(listener, Arc::new(store), &roles, token).await });
+    let task = tokio::spawn(async move {
+        roncho::server::run(
+            listener,
+            roncho::server::Services::store_only(Arc::new(store)),
+            &roles,
+            token,
+        )
+        .await
+    });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()

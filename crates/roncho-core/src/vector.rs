@@ -1,0 +1,79 @@
+//! The `VectorStore` port: vectors of messages and conclusions, in
+//! namespaces per workspace (messages) and per collection (conclusions).
+
+use async_trait::async_trait;
+
+use crate::Result;
+
+/// Returns the namespace of a workspace's message vectors.
+pub fn messages_namespace(workspace_id: &str) -> String {
+    format!("msg/{workspace_id}")
+}
+
+/// Returns the namespace of one collection's conclusion vectors.
+pub fn documents_namespace(workspace_id: &str, observer_id: &str, observed_id: &str) -> String {
+    format!("doc/{workspace_id}/{observer_id}/{observed_id}")
+}
+
+/// A vector with the fields a query may filter on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorRecord {
+    /// The public id of the message or conclusion.
+    pub id: String,
+    pub vector: Vec<f32>,
+    pub session_id: Option<String>,
+    pub peer_id: Option<String>,
+    pub level: Option<String>,
+}
+
+/// Restrictions on a vector query; unset fields do not restrict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct VectorFilter {
+    pub session_ids: Option<Vec<String>>,
+    pub peer_id: Option<String>,
+    pub levels: Option<Vec<String>>,
+}
+
+impl VectorFilter {
+    /// Returns whether a record passes the filter.
+    pub fn matches(&self, session_id: Option<&str>, peer_id: Option<&str>, level: Option<&str>) -> bool {
+        let within = |allowed: &Option<Vec<String>>, value: Option<&str>| {
+            allowed
+                .as_ref()
+                .is_none_or(|allowed| value.is_some_and(|value| allowed.iter().any(|a| a == value)))
+        };
+        within(&self.session_ids, session_id)
+            && self.peer_id.as_deref().is_none_or(|wanted| peer_id == Some(wanted))
+            && within(&self.levels, level)
+    }
+}
+
+/// A query hit: the record's id and its cosine distance (0 = same direction).
+#[derive(Debug, Clone, PartialEq)]
+pub struct VectorHit {
+    pub id: String,
+    pub distance: f32,
+}
+
+#[async_trait]
+pub trait VectorStore: Send + Sync + 'static {
+    /// Checks that stored vectors have `dimensions` and records it for a new
+    /// store; a mismatch is `FAILED_PRECONDITION` naming both sizes.
+    async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()>;
+    /// Inserts or replaces records.
+    async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()>;
+    /// Returns up to `top_k` nearest records passing `filter`, nearest first,
+    /// none further than `max_distance` when given.
+    async fn query(
+        &self,
+        namespace: &str,
+        vector: &[f32],
+        top_k: usize,
+        filter: &VectorFilter,
+        max_distance: Option<f32>,
+    ) -> Result<Vec<VectorHit>>;
+    /// Removes records by id; absent ids are ignored.
+    async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()>;
+    /// Removes a whole namespace.
+    async fn delete_namespace(&self, namespace: &str) -> Result<()>;
+}

@@ -1,0 +1,165 @@
+//! `BertEmbedder`: a BERT sentence model (all-MiniLM-L6-v2 by default) run
+//! in process with candle, from a directory holding `config.json`,
+//! `tokenizer.json` and `model.safetensors`. Mean pooling over the attention
+//! mask, then L2 normalisation, as sentence-transformers does. Nothing is
+//! fetched at run time.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use candle_core::{DType, Device, Tensor};
+use candle_nn::VarBuilder;
+use candle_transformers::models::bert::{BertModel, Config};
+use roncho_core::embed::{Embedder, normalize};
+use roncho_core::{Error, Result};
+use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
+
+/// Longest input in tokens; all-MiniLM-L6-v2 was trained on 256.
+const MAX_TOKENS: usize = 256;
+/// Texts per forward pass.
+const BATCH: usize = 32;
+
+/// The files a model directory must hold.
+pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
+
+/// Returns whether `dir` holds a loadable model.
+pub fn is_model_dir(dir: &Path) -> bool {
+    MODEL_FILES.iter().all(|file| dir.join(file).is_file())
+}
+
+struct Loaded {
+    model: BertModel,
+    tokenizer: Tokenizer,
+}
+
+/// The local BERT embedder.
+#[derive(Clone)]
+pub struct BertEmbedder {
+    loaded: Arc<Loaded>,
+    dimensions: usize,
+    model_id: String,
+    /// CPU-bound: one forward pass at a time keeps the other core for serving.
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl std::fmt::Debug for BertEmbedder {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("BertEmbedder")
+            .field("model_id", &self.model_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn model_error(dir: &Path, what: &str, error: impl std::fmt::Display) -> Error {
+    Error::FailedPrecondition(format!(
+        "cannot load the embedding model in {}: {what}: {error}",
+        dir.display()
+    ))
+}
+
+impl BertEmbedder {
+    /// Loads the model in `dir` (blocking: call it off the async runtime).
+    pub fn load(dir: &Path) -> Result<Self> {
+        let config_text =
+            std::fs::read_to_string(dir.join("config.json")).map_err(|e| model_error(dir, "config.json", e))?;
+        let config: Config = serde_json::from_str(&config_text).map_err(|e| model_error(dir, "config.json", e))?;
+        let dimensions = serde_json::from_str::<serde_json::Value>(&config_text)
+            .ok()
+            .and_then(|value| value["hidden_size"].as_u64())
+            .ok_or_else(|| model_error(dir, "config.json", "no hidden_size"))? as usize;
+        let mut tokenizer =
+            Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| model_error(dir, "tokenizer.json", e))?;
+        tokenizer.with_padding(Some(PaddingParams::default()));
+        tokenizer
+            .with_truncation(Some(TruncationParams {
+                max_length: MAX_TOKENS,
+                ..TruncationParams::default()
+            }))
+            .map_err(|e| model_error(dir, "tokenizer.json", e))?;
+        let weights: PathBuf = dir.join("model.safetensors");
+        // The weights file is read-only for the life of the process.
+        #[expect(
+            unsafe_code,
+            reason = "memory-mapping a read-only safetensors file, as candle requires"
+        )]
+        let builder = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
+            .map_err(|e| model_error(dir, "model.safetensors", e))?;
+        let model = BertModel::load(builder, &config).map_err(|e| model_error(dir, "model.safetensors", e))?;
+        let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
+        Ok(Self {
+            loaded: Arc::new(Loaded { model, tokenizer }),
+            dimensions,
+            model_id: format!("local/{name}"),
+            permits: Arc::new(tokio::sync::Semaphore::new(1)),
+        })
+    }
+
+    /// Embeds texts synchronously.
+    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for batch in texts.chunks(BATCH) {
+            vectors.extend(
+                self.forward(batch)
+                    .map_err(|e| Error::Internal(format!("embedding forward pass: {e}")))?,
+            );
+        }
+        Ok(vectors)
+    }
+
+    fn forward(
+        &self,
+        texts: &[String],
+    ) -> std::result::Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
+        let encodings = self.loaded.tokenizer.encode_batch(texts.to_vec(), true)?;
+        let device = &Device::Cpu;
+        let ids: Vec<Tensor> = encodings
+            .iter()
+            .map(|e| Tensor::new(e.get_ids(), device))
+            .collect::<candle_core::Result<_>>()?;
+        let masks: Vec<Tensor> = encodings
+            .iter()
+            .map(|e| Tensor::new(e.get_attention_mask(), device))
+            .collect::<candle_core::Result<_>>()?;
+        let input_ids = Tensor::stack(&ids, 0)?;
+        let attention_mask = Tensor::stack(&masks, 0)?;
+        let token_type_ids = input_ids.zeros_like()?;
+        let hidden = self
+            .loaded
+            .model
+            .forward(&input_ids, &token_type_ids, Some(&attention_mask))?;
+        let mask = attention_mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+        let pooled = summed.broadcast_div(&counts)?;
+        let mut rows: Vec<Vec<f32>> = pooled.to_vec2()?;
+        rows.iter_mut().for_each(|row| normalize(row));
+        Ok(rows)
+    }
+}
+
+#[async_trait]
+impl Embedder for BertEmbedder {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let _permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|e| Error::Internal(e.to_string()))?;
+        let this = self.clone();
+        let texts = texts.to_vec();
+        tokio::task::spawn_blocking(move || this.embed_blocking(&texts))
+            .await
+            .map_err(|error| Error::Internal(format!("embedding task failed: {error}")))?
+    }
+
+    fn dimensions(&self) -> usize {
+        self.dimensions
+    }
+
+    fn model_id(&self) -> String {
+        self.model_id.clone()
+    }
+}

@@ -1,0 +1,15 @@
+//! Embedders: implementations of `roncho_core::embed::Embedder`.
+//!
+//! # Layout
+//! - [`openai`]: any OpenAI-compatible `/v1/embeddings` server (OpenAI,
+//!   Ollama, vLLM, TEI, LM Studio), batched, with retries.
+//! - [`bert`] (feature `candle`): a local BERT sentence model such as
+//!   all-MiniLM-L6-v2, in process, no network at run time.
+//! - [`hashing`]: a deterministic hashing embedder, for tests only.
+//! - [`cache`]: a cache of embeddings of identical text in front of any of them.
+
+#[cfg(feature = "candle")]
+pub mod bert;
+pub mod cache;
+pub mod hashing;
+pub mod openai;

@@ -1,0 +1,240 @@
+//! Sync state of vectors: which messages and conclusions still need one,
+//! marking them synced or failed, and tombstones of deleted rows whose
+//! vectors must be removed.
+
+use roncho_core::filter::Filter;
+use roncho_core::model::{Message, SyncCounts, SyncItem, SyncKind, Tombstone, now_micros};
+use roncho_core::vector::{documents_namespace, messages_namespace};
+use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
+use sqlx::Row;
+
+use crate::rows;
+use crate::sql::{Sql, render_filter};
+use crate::store::{SqlStore, db_error, execute, message_column};
+
+fn table(kind: SyncKind) -> &'static str {
+    match kind {
+        SyncKind::Message => "messages",
+        SyncKind::Conclusion => "documents",
+    }
+}
+
+fn push_ids(sql: &mut Sql, ids: &[String]) {
+    sql.push("(");
+    for (index, id) in ids.iter().enumerate() {
+        if index > 0 {
+            sql.push(", ");
+        }
+        sql.bind(id.as_str());
+    }
+    sql.push(")");
+}
+
+/// Records tombstones for the message vectors selected by `condition`
+/// (SQL over `messages m`, binds continuing the builder).
+pub(crate) async fn tombstone_messages(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
+    let mut sql = Sql::new(
+        "INSERT INTO vector_tombstones (namespace, id, deleted_at) SELECT 'msg/' || m.workspace_name, m.public_id, ",
+    );
+    sql.bind(now_micros()).push(" FROM messages m WHERE ");
+    condition(&mut sql);
+    sql.push(" ON CONFLICT (namespace, id) DO NOTHING");
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+/// Records tombstones for the conclusion vectors selected by `condition` (over `documents d`).
+pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
+    let mut sql = Sql::new(
+        "INSERT INTO vector_tombstones (namespace, id, deleted_at) \
+         SELECT 'doc/' || d.workspace_name || '/' || d.observer || '/' || d.observed, d.public_id, ",
+    );
+    sql.bind(now_micros()).push(" FROM documents d WHERE ");
+    condition(&mut sql);
+    sql.push(" ON CONFLICT (namespace, id) DO NOTHING");
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+impl SqlStore {
+    pub(crate) async fn messages_by_ids_impl(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+        filter: &Filter,
+        peer_perspective: Option<&str>,
+    ) -> Result<Vec<Message>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id).push(" AND m.public_id IN ");
+        push_ids(&mut sql, ids);
+        if let Some(observer) = peer_perspective {
+            sql.push(
+                " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
+                 AND sp.session_name = m.session_name AND sp.peer_name = ",
+            );
+            sql.bind(observer)
+                .push(" AND (sp.left_at IS NULL OR m.created_at <= sp.left_at))");
+        }
+        sql.push(" AND ");
+        render_filter(&mut sql, self.dialect(), filter, message_column)?;
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    pub(crate) async fn unsynced_impl(
+        &self,
+        kind: SyncKind,
+        limit: i64,
+        now: i64,
+        backoff_micros: i64,
+    ) -> Result<Vec<SyncItem>> {
+        let mut sql = match kind {
+            SyncKind::Message => Sql::new(
+                "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, \
+                 NULL AS observer, NULL AS observed, NULL AS level FROM messages WHERE sync_state = 'pending'",
+            ),
+            SyncKind::Conclusion => Sql::new(
+                "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
+                 observer, observed, level FROM documents WHERE deleted_at IS NULL AND sync_state = 'pending'",
+            ),
+        };
+        // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
+        sql.push(" AND (last_sync_at IS NULL OR last_sync_at + ")
+            .bind(backoff_micros);
+        sql.push(" * sync_attempts * sync_attempts <= ")
+            .bind(now)
+            .push(") ORDER BY id LIMIT ")
+            .bind(limit);
+        let mut items = Vec::new();
+        for row in self.read(&sql).await? {
+            let text = |column: &str| row.try_get::<Option<String>, _>(column).map_err(db_error);
+            let workspace: String = row.try_get("workspace_name").map_err(db_error)?;
+            let content: String = row.try_get("content").map_err(db_error)?;
+            let peer_id = text("peer_name")?;
+            let (namespace, text_to_embed) = match kind {
+                // The speaker is part of what a message means: "who said it" is often the question.
+                SyncKind::Message => (
+                    messages_namespace(&workspace),
+                    format!("{}: {content}", peer_id.clone().unwrap_or_default()),
+                ),
+                SyncKind::Conclusion => (
+                    documents_namespace(
+                        &workspace,
+                        &text("observer")?.unwrap_or_default(),
+                        &text("observed")?.unwrap_or_default(),
+                    ),
+                    content,
+                ),
+            };
+            items.push(SyncItem {
+                kind,
+                id: row.try_get("public_id").map_err(db_error)?,
+                namespace,
+                text: text_to_embed,
+                session_id: text("session_name")?,
+                peer_id,
+                level: text("level")?,
+                attempts: row.try_get("sync_attempts").map_err(db_error)?,
+            });
+        }
+        Ok(items)
+    }
+
+    pub(crate) async fn mark_synced_impl(&self, kind: SyncKind, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new(&format!(
+            "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
+            table(kind)
+        ));
+        sql.bind(now_micros()).push(" WHERE public_id IN ");
+        push_ids(&mut sql, ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    pub(crate) async fn mark_sync_failed_impl(
+        &self,
+        kind: SyncKind,
+        ids: &[String],
+        error: &str,
+        max_attempts: i64,
+    ) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new(&format!(
+            "UPDATE {} SET sync_attempts = sync_attempts + 1, last_sync_at = ",
+            table(kind)
+        ));
+        sql.bind(now_micros())
+            .push(", sync_error = ")
+            .bind(error.chars().take(1000).collect::<String>());
+        sql.push(", sync_state = CASE WHEN sync_attempts + 1 >= ")
+            .bind(max_attempts);
+        sql.push(" THEN 'failed' ELSE 'pending' END WHERE sync_state = 'pending' AND public_id IN ");
+        push_ids(&mut sql, ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    pub(crate) async fn sync_counts_impl(&self, kind: SyncKind) -> Result<SyncCounts> {
+        let live = if kind == SyncKind::Conclusion {
+            " WHERE deleted_at IS NULL"
+        } else {
+            ""
+        };
+        let sql = Sql::new(&format!(
+            "SELECT sync_state, COUNT(*) AS n FROM {}{live} GROUP BY sync_state",
+            table(kind)
+        ));
+        let mut counts = SyncCounts::default();
+        for row in self.read(&sql).await? {
+            let state: String = row.try_get("sync_state").map_err(db_error)?;
+            let n = rows::count(&row)?;
+            match state.as_str() {
+                "pending" => counts.pending = n,
+                "synced" => counts.synced = n,
+                "failed" => counts.failed = n,
+                other => return Err(Error::Internal(format!("unknown sync_state `{other}`"))),
+            }
+        }
+        Ok(counts)
+    }
+
+    pub(crate) async fn tombstones_impl(&self, limit: i64) -> Result<Vec<Tombstone>> {
+        let mut sql = Sql::new("SELECT namespace, id FROM vector_tombstones ORDER BY deleted_at LIMIT ");
+        sql.bind(limit);
+        self.read(&sql)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(Tombstone {
+                    namespace: row.try_get("namespace").map_err(db_error)?,
+                    id: row.try_get("id").map_err(db_error)?,
+                })
+            })
+            .collect()
+    }
+
+    pub(crate) async fn clear_tombstones_impl(&self, tombstones: &[Tombstone]) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        for tombstone in tombstones {
+            let mut sql = Sql::new("DELETE FROM vector_tombstones WHERE namespace = ");
+            sql.bind(tombstone.namespace.as_str())
+                .push(" AND id = ")
+                .bind(tombstone.id.as_str());
+            execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await
+    }
+}

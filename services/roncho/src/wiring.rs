@@ -1,0 +1,158 @@
+//! Building the ports a process needs from its configuration: the store, the
+//! embedder and vector store for semantic search, and the reconciler.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use roncho_core::embed::Embedder;
+use roncho_core::store::Store;
+use roncho_core::vector::VectorStore;
+use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
+use roncho_recall::Semantic;
+use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use roncho_store::{SqlStore, SqlVectorStore};
+
+use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, Role};
+
+/// The ports of one process.
+pub struct Runtime {
+    pub store: Arc<SqlStore>,
+    /// `None`: search is full text only, reported as degraded.
+    pub semantic: Option<Semantic>,
+    /// Present when this process runs the reconciler role with an embedder.
+    pub reconciler: Option<Arc<Reconciler>>,
+    /// What semantic search runs on, or why it does not, for logs and status.
+    pub embedder_description: String,
+}
+
+impl std::fmt::Debug for Runtime {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Runtime")
+            .field("embedder", &self.embedder_description)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Returns the local model directory `auto` finds, if any.
+pub fn find_model_dir(embedding: &EmbeddingConfig) -> Option<std::path::PathBuf> {
+    embedding
+        .model_dir
+        .iter()
+        .chain(&embedding.search_dirs)
+        .find(|dir| model_dir_ok(dir))
+        .cloned()
+}
+
+fn model_dir_ok(dir: &std::path::Path) -> bool {
+    ["config.json", "tokenizer.json", "model.safetensors"]
+        .iter()
+        .all(|file| dir.join(file).is_file())
+}
+
+/// Builds the configured embedder; `Ok(None)` means semantic search is off.
+pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
+    let local = |dir: std::path::PathBuf| async move { load_local(dir).await };
+    let embedder: Arc<dyn Embedder> = match embedding.provider {
+        EmbeddingProvider::None => return Ok(None),
+        EmbeddingProvider::TestHashing => {
+            tracing::warn!("using the test hashing embedder: semantic search quality is meaningless");
+            Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(
+                embedding.dimensions.unwrap_or(256),
+            ))
+        }
+        EmbeddingProvider::Openai => {
+            let mut openai = roncho_embed::openai::OpenAiConfig::new(
+                &embedding.base_url,
+                &embedding.model,
+                embedding.dimensions.context("embedding_dimensions is required")?,
+            );
+            openai.api_key = embedding.api_key.clone();
+            Arc::new(roncho_embed::openai::OpenAiEmbedder::new(openai)?)
+        }
+        EmbeddingProvider::Local => {
+            let dir = embedding.model_dir.clone().context("embedding_model_dir is required")?;
+            anyhow::ensure!(
+                model_dir_ok(&dir),
+                "{} does not hold config.json, tokenizer.json and model.safetensors",
+                dir.display()
+            );
+            local(dir).await?
+        }
+        EmbeddingProvider::Auto => match find_model_dir(embedding) {
+            Some(dir) => local(dir).await?,
+            None => return Ok(None),
+        },
+    };
+    Ok(Some(Arc::new(CachedEmbedder::new(embedder, DEFAULT_CAPACITY))))
+}
+
+#[cfg(feature = "candle")]
+async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>> {
+    let shown = dir.display().to_string();
+    let loaded = tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(&dir))
+        .await?
+        .with_context(|| format!("loading the embedding model in {shown}"))?;
+    Ok(Arc::new(loaded))
+}
+
+#[cfg(not(feature = "candle"))]
+async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>> {
+    anyhow::bail!(
+        "{} holds a local model, but this build has no `candle` feature",
+        dir.display()
+    )
+}
+
+/// Connects, migrates and builds every port `config` asks for. An embedder
+/// whose dimension differs from the stored vectors stops start-up here.
+pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
+    let store = Arc::new(roncho_store::connect(&config.store_options()).await?);
+    // sqlx takes a migration lock, so processes starting together do not race.
+    roncho_store::migrate(&store).await?;
+    let Some(embedder) = embedder(&config.embedding).await? else {
+        let why = match config.embedding.provider {
+            EmbeddingProvider::None => "off (embedding_provider = none)".to_owned(),
+            _ => format!(
+                "off: no local model found in {}; run scripts/fetch-minilm.sh or configure an embedder",
+                config
+                    .embedding
+                    .search_dirs
+                    .iter()
+                    .map(|dir| dir.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        };
+        return Ok(Runtime {
+            store,
+            semantic: None,
+            reconciler: None,
+            embedder_description: why,
+        });
+    };
+    let vectors: Arc<dyn VectorStore> = Arc::new(SqlVectorStore::new(store.clone()));
+    vectors
+        .check_dimensions(embedder.dimensions(), &embedder.model_id())
+        .await?;
+    let description = format!(
+        "{} ({} dimensions), exact vector store",
+        embedder.model_id(),
+        embedder.dimensions()
+    );
+    let reconciler = config.roles.contains(&Role::Reconciler).then(|| {
+        let store: Arc<dyn Store> = store.clone();
+        Arc::new(Reconciler::new(
+            store,
+            embedder.clone(),
+            vectors.clone(),
+            ReconcilerConfig::default(),
+        ))
+    });
+    Ok(Runtime {
+        store,
+        semantic: Some(Semantic { embedder, vectors }),
+        reconciler,
+        embedder_description: description,
+    })
+}
