@@ -36,8 +36,18 @@ run() { # label serve-args...
   pid=$!
   for _ in $(seq 1 50); do "$roncho" status --listen 127.0.0.1:50972 "$@" 2>/dev/null | grep -q "^server .*ok" && break; sleep 0.2; done
   for file in "${files[@]}"; do
+    "$eval_bin" locomo --target http://127.0.0.1:50972 --data "$file" --phase ingest --run-id "$label" >/dev/null
+  done
+  # Ask only once every message has its vector, as a user would after a few seconds.
+  local started=$SECONDS
+  until "$roncho" status --listen 127.0.0.1:50972 "$@" 2>/dev/null | grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending"; do
+    [ $((SECONDS - started)) -gt 600 ] && { echo "vectors did not sync within 600 s"; "$roncho" status --listen 127.0.0.1:50972 "$@"; exit 1; }
+    sleep 1
+  done
+  echo "# vectors synced $((SECONDS - started)) s after ingest"
+  for file in "${files[@]}"; do
     echo "## $label: $(basename "$file")"
-    "$eval_bin" locomo --target http://127.0.0.1:50972 --data "$file"
+    "$eval_bin" locomo --target http://127.0.0.1:50972 --data "$file" --phase query --run-id "$label"
   done
   kill -TERM "$pid"; wait "$pid"; pid=""
 }

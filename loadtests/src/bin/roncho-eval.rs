@@ -39,6 +39,12 @@ enum Command {
         /// Prints JSON instead of text.
         #[arg(long)]
         json: bool,
+        /// ingest, query, or both (ingest then query at once).
+        #[arg(long, default_value = "both")]
+        phase: String,
+        /// Names this run's workspaces, so a query phase finds an earlier ingest.
+        #[arg(long)]
+        run_id: Option<String>,
     },
     /// Writes synthetic conversations in the LoCoMo format.
     Synth {
@@ -122,7 +128,7 @@ fn dia_id(message: &pb::Message) -> Option<String> {
     }
 }
 
-async fn locomo(data: PathBuf, target: String, json: bool) -> anyhow::Result<()> {
+async fn locomo(data: PathBuf, target: String, json: bool, phase: &str, run_id: &str) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&data).with_context(|| format!("reading {}", data.display()))?;
     let samples: Vec<Sample> = serde_json::from_str(&text).context("not a LoCoMo JSON list")?;
     let channel = tonic::transport::Endpoint::from_shared(target.clone())?
@@ -131,12 +137,16 @@ async fn locomo(data: PathBuf, target: String, json: bool) -> anyhow::Result<()>
         .with_context(|| format!("connecting to {target}"))?;
     let mut ingest_client = IngestServiceClient::new(channel.clone());
     let mut recall = RecallServiceClient::new(channel);
-    let run = std::process::id();
     let mut tally = Tally::default();
     let mut modes = BTreeMap::new();
     for sample in &samples {
-        let workspace_id = to_id(&format!("eval-{}-{run}", sample.sample_id));
-        ingest(&mut ingest_client, &workspace_id, sample).await?;
+        let workspace_id = to_id(&format!("eval-{}-{run_id}", sample.sample_id));
+        if phase != "query" {
+            ingest(&mut ingest_client, &workspace_id, sample).await?;
+        }
+        if phase == "ingest" {
+            continue;
+        }
         let known = sample.dia_ids();
         for question in &sample.qa {
             let evidence = normalize_evidence(&question.evidence, &known);
@@ -157,6 +167,14 @@ async fn locomo(data: PathBuf, target: String, json: bool) -> anyhow::Result<()>
             let ranked: Vec<String> = response.messages.iter().filter_map(dia_id).collect();
             tally.add(question.category, &evidence, &ranked);
         }
+    }
+    if phase == "ingest" {
+        println!(
+            "ingested {} conversations from {} as run {run_id}",
+            samples.len(),
+            data.display()
+        );
+        return Ok(());
     }
     let averages = tally.averages();
     if json {
@@ -208,7 +226,20 @@ async fn locomo(data: PathBuf, target: String, json: bool) -> anyhow::Result<()>
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     match Cli::parse().command {
-        Command::Locomo { data, target, json } => locomo(data, target, json).await,
+        Command::Locomo {
+            data,
+            target,
+            json,
+            phase,
+            run_id,
+        } => {
+            anyhow::ensure!(
+                matches!(phase.as_str(), "ingest" | "query" | "both"),
+                "--phase is ingest, query or both"
+            );
+            let run_id = run_id.unwrap_or_else(|| std::process::id().to_string());
+            locomo(data, target, json, &phase, &run_id).await
+        }
         Command::Synth {
             seed,
             conversations,
