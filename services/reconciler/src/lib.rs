@@ -96,7 +96,7 @@ impl Reconciler {
     /// Runs passes until `shutdown`, on every nudge and every `interval`.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         loop {
-            match self.pass().await {
+            match self.pass_until(&shutdown).await {
                 Ok(report) if report != PassReport::default() => {
                     tracing::debug!(
                         synced = report.synced,
@@ -119,6 +119,11 @@ impl Reconciler {
     /// Runs one pass: tombstones first, then pending messages and conclusions
     /// until none is due.
     pub async fn pass(&self) -> Result<PassReport> {
+        self.pass_until(&CancellationToken::new()).await
+    }
+
+    /// Runs a pass that stops between batches once `shutdown` is cancelled.
+    async fn pass_until(&self, shutdown: &CancellationToken) -> Result<PassReport> {
         let mut report = PassReport::default();
         loop {
             let tombstones = self.store.tombstones(500).await?;
@@ -140,7 +145,7 @@ impl Reconciler {
         }
         let backoff = i64::try_from(self.config.backoff.as_micros()).unwrap_or(i64::MAX);
         for kind in [SyncKind::Message, SyncKind::Conclusion] {
-            loop {
+            while !shutdown.is_cancelled() {
                 let items = self
                     .store
                     .unsynced(kind, self.config.batch_size, now_micros(), backoff)
