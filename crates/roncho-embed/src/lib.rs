@@ -6,6 +6,7 @@
 //! - [`bert`] (feature `candle`): a local BERT sentence model such as
 //!   all-MiniLM-L6-v2, in process, no network at run time.
 //! - [`hashing`]: a deterministic hashing embedder, for tests only.
+//! - [`testing`]: an embedder that can be switched off, for outage tests.
 //! - [`cache`]: a cache of embeddings of identical text in front of any of them.
 
 #[cfg(feature = "candle")]
@@ -13,3 +14,4 @@ pub mod bert;
 pub mod cache;
 pub mod hashing;
 pub mod openai;
+pub mod testing;

@@ -3,40 +3,16 @@
 //! everything syncs when it returns; deleted rows lose their vectors.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
+use roncho_core::Error;
 use roncho_core::embed::Embedder;
 use roncho_core::model::{JsonObject, NewMessage, SyncKind};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
-use roncho_core::{Error, Result};
-use roncho_embed::hashing::TestHashingEmbedder;
+use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use roncho_store::{SqlVectorStore, StoreOptions};
-
-/// An embedder that can be switched off, like a provider going down.
-struct Switchable {
-    inner: TestHashingEmbedder,
-    up: AtomicBool,
-}
-
-#[async_trait]
-impl Embedder for Switchable {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        if !self.up.load(Ordering::SeqCst) {
-            return Err(Error::Unavailable("embedder: connection refused".into()));
-        }
-        self.inner.embed(texts).await
-    }
-    fn dimensions(&self) -> usize {
-        self.inner.dimensions()
-    }
-    fn model_id(&self) -> String {
-        self.inner.model_id()
-    }
-}
 
 fn message(peer: &str, content: &str) -> NewMessage {
     NewMessage {
@@ -59,10 +35,7 @@ async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
     );
     roncho_store::migrate(&store).await.unwrap();
     let vectors = Arc::new(SqlVectorStore::new(store.clone()));
-    let embedder = Arc::new(Switchable {
-        inner: TestHashingEmbedder::new(64),
-        up: AtomicBool::new(false),
-    });
+    let embedder = Arc::new(SwitchableTestEmbedder::down(64));
     vectors.check_dimensions(64, &embedder.model_id()).await.unwrap();
     let config = ReconcilerConfig {
         backoff: Duration::ZERO,
@@ -97,7 +70,7 @@ async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
         "no write lost"
     );
 
-    embedder.up.store(true, Ordering::SeqCst);
+    embedder.set_up(true);
     let report = reconciler.pass().await.unwrap();
     assert_eq!(report.synced, 2);
     assert_eq!(store.sync_counts(SyncKind::Message).await.unwrap().synced, 2);
@@ -131,10 +104,7 @@ async fn rows_fail_after_the_configured_attempts_and_dimensions_are_checked() {
     );
     roncho_store::migrate(&store).await.unwrap();
     let vectors = Arc::new(SqlVectorStore::new(store.clone()));
-    let embedder = Arc::new(Switchable {
-        inner: TestHashingEmbedder::new(32),
-        up: AtomicBool::new(false),
-    });
+    let embedder = Arc::new(SwitchableTestEmbedder::down(32));
     let config = ReconcilerConfig {
         backoff: Duration::ZERO,
         max_attempts: 2,

@@ -3,44 +3,18 @@
 //! once it returns, the reconciler syncs every row and search is hybrid.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
-use async_trait::async_trait;
 use roncho::config::Role;
 use roncho::server::Services;
-use roncho_core::embed::Embedder;
 use roncho_core::model::SyncKind;
 use roncho_core::store::Store;
-use roncho_core::{Error, Result};
-use roncho_embed::hashing::TestHashingEmbedder;
+use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tokio_util::sync::CancellationToken;
-
-/// An embedder that can be switched off, like a provider going down.
-struct Switchable {
-    inner: TestHashingEmbedder,
-    up: AtomicBool,
-}
-
-#[async_trait]
-impl Embedder for Switchable {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        if !self.up.load(Ordering::SeqCst) {
-            return Err(Error::Unavailable("embedder: connection refused".into()));
-        }
-        self.inner.embed(texts).await
-    }
-    fn dimensions(&self) -> usize {
-        self.inner.dimensions()
-    }
-    fn model_id(&self) -> String {
-        self.inner.model_id()
-    }
-}
 
 async fn search(
     recall: &mut RecallServiceClient<tonic::transport::Channel>,
@@ -67,10 +41,7 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     );
     roncho_store::migrate(&store).await.unwrap();
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
-    let embedder = Arc::new(Switchable {
-        inner: TestHashingEmbedder::new(128),
-        up: AtomicBool::new(false),
-    });
+    let embedder = Arc::new(SwitchableTestEmbedder::down(128));
     let config = ReconcilerConfig {
         backoff: Duration::ZERO,
         ..ReconcilerConfig::default()
@@ -137,7 +108,7 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     );
     assert_eq!(degraded.messages[0].content, "I drink espresso every morning");
 
-    embedder.up.store(true, Ordering::SeqCst);
+    embedder.set_up(true);
     reconciler.pass().await.unwrap();
     assert_eq!(
         store.sync_counts(SyncKind::Message).await.unwrap().synced,
