@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use roncho_core::Error;
 use roncho_core::filter::{self, Filter};
+use roncho_core::model::SyncKind;
 use roncho_core::model::{
     CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
 };
@@ -100,6 +101,7 @@ store_contract_suite!(
     conclusions_are_created_listed_and_soft_deleted,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
+    sync_state_and_tombstones_track_vectors,
 );
 
 fn object(value: Value) -> JsonObject {
@@ -1198,5 +1200,110 @@ async fn peer_cards_are_set_and_read(store: &dyn Store) {
         store.get_peer_card("w", "alice", "bob").await.unwrap(),
         None,
         "cards go with their peers"
+    );
+}
+
+async fn sync_state_and_tombstones_track_vectors(store: &dyn Store) {
+    let created = store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                new_message("alice", "Did you hike on Sunday?"),
+                new_message("bob", "Yes, the ridge trail!"),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .create_conclusions("w", vec![new_conclusion("alice", "bob", "Bob hikes")])
+        .await
+        .unwrap();
+    let now = roncho_core::model::now_micros();
+    let pending = store.unsynced(SyncKind::Message, 10, now, 0).await.unwrap();
+    assert_eq!(pending.len(), 2);
+    assert_eq!(pending[0].text, "alice: Did you hike on Sunday?");
+    assert_eq!(
+        pending[1].text, "alice: Did you hike on Sunday?\nbob: Yes, the ridge trail!",
+        "a reply carries the turn it answers"
+    );
+    assert_eq!(pending[1].namespace, "msg/w");
+    let conclusions = store.unsynced(SyncKind::Conclusion, 10, now, 0).await.unwrap();
+    assert_eq!(
+        (conclusions[0].namespace.as_str(), conclusions[0].text.as_str()),
+        ("doc/w/alice/bob", "Bob hikes")
+    );
+
+    store
+        .mark_sync_failed(SyncKind::Message, &[created[0].id.clone()], "embedder down", 2)
+        .await
+        .unwrap();
+    let backoff = 60_000_000;
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), backoff)
+        .await
+        .unwrap();
+    assert_eq!(
+        due.iter().map(|item| item.id.as_str()).collect::<Vec<_>>(),
+        [created[1].id.as_str()],
+        "backing off"
+    );
+    let later = store
+        .unsynced(
+            SyncKind::Message,
+            10,
+            roncho_core::model::now_micros() + 2 * backoff,
+            backoff,
+        )
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 2, "due again after the backoff");
+    store
+        .mark_sync_failed(SyncKind::Message, &[created[0].id.clone()], "embedder down", 2)
+        .await
+        .unwrap();
+    store
+        .mark_synced(SyncKind::Message, &[created[1].id.clone()])
+        .await
+        .unwrap();
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    assert_eq!((counts.pending, counts.synced, counts.failed), (0, 1, 1));
+
+    assert!(store.tombstones(10).await.unwrap().is_empty());
+    store.delete_message("w", "s", &created[1].id).await.unwrap();
+    store.delete_peer("w", "alice").await.unwrap();
+    let mut tombstones: Vec<(String, String)> = store
+        .tombstones(10)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| (t.namespace, t.id))
+        .collect();
+    tombstones.sort();
+    assert_eq!(tombstones.len(), 3, "two messages and a conclusion: {tombstones:?}");
+    assert!(tombstones.iter().any(|(namespace, _)| namespace == "doc/w/alice/bob"));
+    let all_tombstones = store.tombstones(10).await.unwrap();
+    store.clear_tombstones(&all_tombstones).await.unwrap();
+    assert!(store.tombstones(10).await.unwrap().is_empty());
+
+    let kept = store
+        .create_messages("w", "s2", vec![new_message("carol", "kept")])
+        .await
+        .unwrap();
+    let found = store
+        .messages_by_ids("w", &[kept[0].id.clone(), created[0].id.clone()], &all(), None)
+        .await
+        .unwrap();
+    assert_eq!(
+        found.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["kept"],
+        "deleted rows never come back"
+    );
+    assert!(
+        store
+            .messages_by_ids("w", &[kept[0].id.clone()], &all(), Some("alice"))
+            .await
+            .unwrap()
+            .is_empty()
     );
 }
