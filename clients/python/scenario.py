@@ -270,8 +270,9 @@ def write_phase(channel, transcript):
     transcript.record("session.context", context)
     expect_error(transcript, "context.perspective_without_target", INVALID, lambda: recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", peer_perspective="alice")), "peer_perspective")
 
-    # Capabilities of later milestones say so instead of answering empty.
-    expect_error(transcript, "query_conclusions.unimplemented", grpc.StatusCode.UNIMPLEMENTED, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee")))
+    expect_error(transcript, "query_conclusions.no_collection", INVALID, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee")), "filters")
+    # The scenario runs without an embedder: semantic queries say so.
+    expect_error(transcript, "query_conclusions.no_embedder", grpc.StatusCode.FAILED_PRECONDITION, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee", filters=struct({"observer_id": "alice", "observed_id": "bob"}))))
 
 
 def verify_phase(channel, saved):

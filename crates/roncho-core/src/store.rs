@@ -215,4 +215,7 @@ pub trait Store: Send + Sync + 'static {
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>>;
     /// Forgets tombstones whose vectors are removed.
     async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()>;
+
+    /// Returns live conclusions of a workspace by public id, in no particular order.
+    async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>>;
 }

@@ -285,6 +285,19 @@ impl SqlStore {
         Ok(chosen)
     }
 
+    pub(crate) async fn conclusions_by_ids_impl(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+            rows::CONCLUSION_COLUMNS
+        ));
+        sql.bind(workspace_id).push(" AND d.public_id IN ");
+        push_in_list(&mut sql, ids);
+        self.read(&sql).await?.iter().map(rows::conclusion).collect()
+    }
+
     pub(crate) async fn get_peer_card_impl(
         &self,
         workspace_id: &str,

@@ -1212,4 +1212,8 @@ impl Store for SqlStore {
     async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()> {
         self.clear_tombstones_impl(tombstones).await
     }
+
+    async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
+        self.conclusions_by_ids_impl(workspace_id, ids).await
+    }
 }

@@ -1,8 +1,11 @@
 //! Session context, peer context and representations (honcho-v3 §3.1–§3.3),
 //! built from the store's conclusions, peer cards and messages.
 
-use roncho_core::model::{CollectionQuery, Message};
-use roncho_core::representation::{self, Budget};
+use roncho_core::model::{CollectionQuery, Conclusion, Message};
+use roncho_core::vector::{VectorFilter, documents_namespace};
+
+use crate::Semantic;
+use roncho_core::representation;
 use roncho_core::store::Store;
 use roncho_core::{Error, Result, tokens};
 
@@ -20,33 +23,92 @@ pub struct RepresentationOptions {
     pub allowed_sessions: Option<Vec<String>>,
     pub search_query: Option<String>,
     pub search_top_k: Option<i64>,
+    pub search_max_distance: Option<f64>,
     pub include_most_frequent: bool,
     pub max_conclusions: i64,
 }
 
 /// Returns the working representation as markdown (`""` when empty).
 ///
-/// Semantic selection needs an embedder, which this version does not have:
-/// its share of `max_conclusions` goes to the newest conclusions.
-pub async fn representation(store: &dyn Store, workspace_id: &str, options: &RepresentationOptions) -> Result<String> {
-    let Budget {
-        most_derived, recent, ..
-    } = representation::budget(
+/// With a `search_query` and an embedder, Honcho's semantic share holds the
+/// conclusions nearest the query; without an embedder that share goes to the
+/// newest conclusions. A failing embedder is logged and skipped, as in Honcho.
+pub async fn representation(
+    store: &dyn Store,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+) -> Result<String> {
+    let semantic_query = semantic.zip(options.search_query.as_deref());
+    let budget = representation::budget(
         options.max_conclusions,
         options.search_query.is_some(),
         options.search_top_k,
         options.include_most_frequent,
-        false,
+        semantic_query.is_some(),
     );
     let query = CollectionQuery {
         allowed_sessions: options.allowed_sessions.clone(),
-        recent,
-        most_derived,
+        recent: budget.recent,
+        most_derived: budget.most_derived,
     };
-    let conclusions = store
+    let mut conclusions = store
         .collection_conclusions(workspace_id, &options.observer, &options.observed, &query)
         .await?;
+    if let Some((semantic, search_query)) = semantic_query.filter(|_| budget.semantic > 0) {
+        match nearest_conclusions(store, semantic, workspace_id, options, search_query, budget.semantic).await {
+            Ok(nearest) => {
+                for conclusion in nearest {
+                    if conclusions.iter().all(|existing| existing.id != conclusion.id) {
+                        conclusions.push(conclusion);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "semantic part of the representation skipped"),
+        }
+    }
     Ok(representation::to_markdown(&conclusions))
+}
+
+/// Returns the live conclusions of one collection nearest `query`, nearest first.
+pub async fn nearest_conclusions(
+    store: &dyn Store,
+    semantic: &Semantic,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+    query: &str,
+    top_k: i64,
+) -> Result<Vec<Conclusion>> {
+    let vector = semantic
+        .embedder
+        .embed(&[query.to_owned()])
+        .await?
+        .pop()
+        .unwrap_or_default();
+    let filter = VectorFilter {
+        session_ids: options.allowed_sessions.clone(),
+        peer_id: None,
+        // Under an allowlist only explicit conclusions are safe.
+        levels: options.allowed_sessions.as_ref().map(|_| vec!["explicit".to_owned()]),
+    };
+    let namespace = documents_namespace(workspace_id, &options.observer, &options.observed);
+    let max_distance = options.search_max_distance.map(|distance| distance as f32);
+    let hits = semantic
+        .vectors
+        .query(
+            &namespace,
+            &vector,
+            usize::try_from(top_k).unwrap_or(0),
+            &filter,
+            max_distance,
+        )
+        .await?;
+    let ids: Vec<String> = hits.iter().map(|hit| hit.id.clone()).collect();
+    let rows = store.conclusions_by_ids(workspace_id, &ids).await?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| rows.iter().find(|row| &row.id == id).cloned())
+        .collect())
 }
 
 /// Returns the peer card, `None` when there is none or the observer is unknown.
@@ -83,6 +145,7 @@ pub struct SessionContext {
 /// Summaries join this once the summariser exists.
 pub async fn session_context(
     store: &dyn Store,
+    semantic: Option<&Semantic>,
     workspace_id: &str,
     session_id: &str,
     token_limit: i64,
@@ -95,7 +158,7 @@ pub async fn session_context(
             ..SessionContext::default()
         });
     };
-    let markdown = representation(store, workspace_id, &options).await?;
+    let markdown = representation(store, semantic, workspace_id, &options).await?;
     // Under an allowlist the card is dropped: it may rest on other sessions.
     let card = if options.allowed_sessions.is_some() {
         None

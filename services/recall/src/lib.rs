@@ -205,7 +205,81 @@ fn search_response(
     }
 }
 
+/// Returns a filter value that must be one id.
+fn single_id(filters: &serde_json::Map<String, Value>, keys: [&str; 2]) -> Result<Option<String>> {
+    for key in keys {
+        match filters.get(key) {
+            None => continue,
+            Some(Value::String(id)) => return Ok(Some(validate::reference_id(&format!("filters.{key}"), id)?)),
+            Some(_) => return Err(Error::invalid(format!("filters.{key}"), "must be a peer id")),
+        }
+    }
+    Ok(None)
+}
+
 impl Recall {
+    async fn query_conclusions(&self, request: pb::QueryConclusionsRequest) -> Result<pb::QueryConclusionsResponse> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        if request.query.trim().is_empty() {
+            return Err(Error::invalid("query", "must not be empty"));
+        }
+        let top_k = bounded("top_k", request.top_k, 1, 100)?.unwrap_or(DEFAULT_SEARCH_LIMIT);
+        check_distance("distance", request.distance)?;
+        let filters = request
+            .filters
+            .map(|fields| struct_to_json(&fields))
+            .unwrap_or_default();
+        let observer = single_id(&filters, ["observer_id", "observer"])?;
+        let observed = single_id(&filters, ["observed_id", "observed"])?;
+        let (Some(observer), Some(observed)) = (observer, observed) else {
+            return Err(Error::invalid(
+                "filters",
+                "must name the collection: {\"observer_id\": ..., \"observed_id\": ...}",
+            ));
+        };
+        if let Some(key) = filters.keys().find(|key| {
+            !matches!(
+                key.as_str(),
+                "observer_id" | "observer" | "observed_id" | "observed" | "session_id"
+            )
+        }) {
+            return Err(Error::invalid(
+                format!("filters.{key}"),
+                "allowed keys: observer_id, observed_id, session_id",
+            ));
+        }
+        let allowed_sessions = match filters.get("session_id") {
+            None => None,
+            Some(Value::String(id)) => Some(vec![id.clone()]),
+            Some(Value::Array(ids)) => Some(ids.iter().filter_map(|id| id.as_str().map(str::to_owned)).collect()),
+            Some(_) => return Err(Error::invalid("filters.session_id", "must be an id or a list of ids")),
+        };
+        let semantic = self.semantic.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition(
+                "QueryConclusions needs an embedder, and none is configured (see roncho status)".into(),
+            )
+        })?;
+        let options = RepresentationOptions {
+            observer,
+            observed,
+            allowed_sessions: None,
+            search_query: None,
+            search_top_k: None,
+            search_max_distance: request.distance,
+            include_most_frequent: false,
+            max_conclusions: top_k,
+        };
+        let mut conclusions =
+            context::nearest_conclusions(&*self.store, semantic, &workspace_id, &options, &request.query, top_k)
+                .await?;
+        if let Some(sessions) = allowed_sessions {
+            conclusions.retain(|conclusion| conclusion.session_id.as_ref().is_some_and(|id| sessions.contains(id)));
+        }
+        Ok(pb::QueryConclusionsResponse {
+            conclusions: conclusions.into_iter().map(pb::Conclusion::from).collect(),
+        })
+    }
+
     async fn search_messages(&self, request: pb::SearchMessagesRequest) -> Result<pb::SearchMessagesResponse> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         if request.query.trim().is_empty() {
@@ -353,11 +427,20 @@ impl Recall {
                 },
                 search_query: search_query(request.search_query.as_deref())?,
                 search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                search_max_distance: request.search_max_distance,
                 include_most_frequent: request.include_most_frequent.unwrap_or(false),
                 max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(100),
             }),
         };
-        let built = context::session_context(&*self.store, &workspace_id, &session_id, token_limit, target).await?;
+        let built = context::session_context(
+            &*self.store,
+            self.semantic.as_ref(),
+            &workspace_id,
+            &session_id,
+            token_limit,
+            target,
+        )
+        .await?;
         Ok(pb::SessionContext {
             id: session_id,
             messages: built.messages.into_iter().map(pb::Message::from).collect(),
@@ -546,11 +629,13 @@ impl RecallService for Recall {
                     allowed_sessions: None,
                     search_query: search_query(request.search_query.as_deref())?,
                     search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                    search_max_distance: request.search_max_distance,
                     include_most_frequent: request.include_most_frequent.unwrap_or(true),
                     max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(100),
                 };
                 check_distance("search_max_distance", request.search_max_distance)?;
-                let representation = context::representation(&*self.store, &workspace_id, &options).await?;
+                let representation =
+                    context::representation(&*self.store, self.semantic.as_ref(), &workspace_id, &options).await?;
                 let card = context::peer_card(&*self.store, &workspace_id, &observer, &observed).await?;
                 Ok(pb::PeerContext {
                     peer_id: observer,
@@ -587,10 +672,12 @@ impl RecallService for Recall {
                     allowed_sessions,
                     search_query: search_query(request.search_query.as_deref())?,
                     search_top_k: bounded("search_top_k", request.search_top_k, 1, 100)?,
+                    search_max_distance: request.search_max_distance,
                     include_most_frequent: request.include_most_frequent.unwrap_or(false),
                     max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(25),
                 };
-                let representation = context::representation(&*self.store, &workspace_id, &options).await?;
+                let representation =
+                    context::representation(&*self.store, self.semantic.as_ref(), &workspace_id, &options).await?;
                 Ok(pb::GetRepresentationResponse { representation })
             }
             .await,
@@ -635,9 +722,9 @@ impl RecallService for Recall {
 
     async fn query_conclusions(
         &self,
-        _: Request<pb::QueryConclusionsRequest>,
+        request: Request<pb::QueryConclusionsRequest>,
     ) -> RpcResult<pb::QueryConclusionsResponse> {
-        not_yet("QueryConclusions")
+        reply(self.query_conclusions(request.into_inner()).await)
     }
 
     async fn list_webhooks(&self, request: Request<pb::ListWebhooksRequest>) -> RpcResult<pb::ListWebhooksResponse> {

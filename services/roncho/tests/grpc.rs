@@ -147,7 +147,11 @@ async fn writes_reads_errors_and_shutdown() {
             ..Default::default()
         })
         .await;
-    assert_eq!(later.unwrap_err().code(), tonic::Code::Unimplemented);
+    assert_eq!(
+        later.unwrap_err().code(),
+        tonic::Code::InvalidArgument,
+        "a query without text or collection is refused"
+    );
 
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();

@@ -120,6 +120,61 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     assert!(hybrid.degraded_reason.is_empty());
     assert_eq!(hybrid.messages[0].content, "My sister plays the cello");
 
+    ingest
+        .create_conclusions(pb::CreateConclusionsRequest {
+            workspace_id: "w".into(),
+            conclusions: vec![
+                pb::ConclusionCreate {
+                    observer_id: "alice".into(),
+                    observed_id: "alice".into(),
+                    content: "I play no instrument".into(),
+                    session_id: None,
+                },
+                pb::ConclusionCreate {
+                    observer_id: "alice".into(),
+                    observed_id: "alice".into(),
+                    content: "My sister plays cello".into(),
+                    session_id: None,
+                },
+            ],
+        })
+        .await
+        .unwrap();
+    reconciler.pass().await.unwrap();
+    assert_eq!(store.sync_counts(SyncKind::Conclusion).await.unwrap().synced, 2);
+    let filters = prost_types::Struct {
+        fields: [("observer_id", "alice"), ("observed_id", "alice")]
+            .into_iter()
+            .map(|(k, v)| {
+                (
+                    k.to_owned(),
+                    prost_types::Value {
+                        kind: Some(prost_types::value::Kind::StringValue(v.into())),
+                    },
+                )
+            })
+            .collect(),
+    };
+    let nearest = recall
+        .query_conclusions(pb::QueryConclusionsRequest {
+            workspace_id: "w".into(),
+            query: "sister cello".into(),
+            top_k: Some(1),
+            distance: None,
+            filters: Some(filters),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        nearest
+            .conclusions
+            .iter()
+            .map(|c| c.content.as_str())
+            .collect::<Vec<_>>(),
+        ["My sister plays cello"]
+    );
+
     shutdown.cancel();
     server.await.unwrap().unwrap();
 }
