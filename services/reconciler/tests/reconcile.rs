@@ -25,8 +25,17 @@ fn message(peer: &str, content: &str) -> NewMessage {
     }
 }
 
-#[tokio::test]
-async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
+/// A SQLite store, its exact vector store, a switched-off embedder and a
+/// reconciler without backoff.
+struct Setup {
+    _dir: tempfile::TempDir,
+    store: Arc<roncho_store::SqlStore>,
+    vectors: Arc<SqlVectorStore>,
+    embedder: Arc<SwitchableTestEmbedder>,
+    reconciler: Reconciler,
+}
+
+async fn setup(dimensions: usize, max_attempts: i64) -> Setup {
     let dir = tempfile::tempdir().unwrap();
     let store = Arc::new(
         roncho_store::connect(&StoreOptions::embedded(dir.path()))
@@ -35,14 +44,32 @@ async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
     );
     roncho_store::migrate(&store).await.unwrap();
     let vectors = Arc::new(SqlVectorStore::new(store.clone()));
-    let embedder = Arc::new(SwitchableTestEmbedder::down(64));
-    vectors.check_dimensions(64, &embedder.model_id()).await.unwrap();
+    let embedder = Arc::new(SwitchableTestEmbedder::down(dimensions));
     let config = ReconcilerConfig {
         backoff: Duration::ZERO,
-        max_attempts: 3,
+        max_attempts,
         ..ReconcilerConfig::default()
     };
     let reconciler = Reconciler::new(store.clone(), embedder.clone(), vectors.clone(), config);
+    Setup {
+        _dir: dir,
+        store,
+        vectors,
+        embedder,
+        reconciler,
+    }
+}
+
+#[tokio::test]
+async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
+    let Setup {
+        _dir,
+        store,
+        vectors,
+        embedder,
+        reconciler,
+    } = setup(64, 3).await;
+    vectors.check_dimensions(64, &embedder.model_id()).await.unwrap();
 
     let created = store
         .create_messages(
@@ -96,21 +123,13 @@ async fn writes_survive_an_embedder_outage_and_sync_when_it_returns() {
 
 #[tokio::test]
 async fn rows_fail_after_the_configured_attempts_and_dimensions_are_checked() {
-    let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        roncho_store::connect(&StoreOptions::embedded(dir.path()))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
-    let vectors = Arc::new(SqlVectorStore::new(store.clone()));
-    let embedder = Arc::new(SwitchableTestEmbedder::down(32));
-    let config = ReconcilerConfig {
-        backoff: Duration::ZERO,
-        max_attempts: 2,
-        ..ReconcilerConfig::default()
-    };
-    let reconciler = Reconciler::new(store.clone(), embedder, vectors.clone(), config);
+    let Setup {
+        _dir,
+        store,
+        vectors,
+        embedder: _,
+        reconciler,
+    } = setup(32, 2).await;
     store.create_messages("w", "s", vec![message("a", "x")]).await.unwrap();
     reconciler.pass().await.unwrap();
     reconciler.pass().await.unwrap();
