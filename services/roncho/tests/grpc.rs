@@ -184,3 +184,43 @@ async fn only_the_chosen_roles_are_served() {
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();
 }
+
+#[tokio::test]
+async fn reflection_lists_every_role_service() {
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let server = start(&Role::ALL).await;
+    let mut reflection = ServerReflectionClient::new(server.channel.clone());
+    let request = ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(MessageRequest::ListServices(String::new())),
+    };
+    let mut responses = reflection
+        .server_reflection_info(tokio_stream::iter(vec![request]))
+        .await
+        .unwrap()
+        .into_inner();
+    let response = responses.message().await.unwrap().expect("one response");
+    let Some(MessageResponse::ListServicesResponse(list)) = response.message_response else {
+        panic!("unexpected reflection response {response:?}")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|service| service.name).collect();
+    for expected in [
+        "roncho.v1.IngestService",
+        "roncho.v1.RecallService",
+        "roncho.v1.DialecticService",
+        "roncho.v1.DeriverService",
+        "roncho.v1.DreamerService",
+        "grpc.health.v1.Health",
+    ] {
+        assert!(
+            names.iter().any(|name| name == expected),
+            "{expected} missing from {names:?}"
+        );
+    }
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
