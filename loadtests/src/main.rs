@@ -34,6 +34,29 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Scenario {
+    /// Writes a corpus of generated messages into one workspace (for `search`).
+    SearchIngest {
+        /// Messages in total.
+        #[arg(long, default_value_t = 10_000)]
+        messages: usize,
+        /// Messages per session; the first session is the context benchmark's.
+        #[arg(long, default_value_t = 10_000)]
+        session_size: usize,
+        #[arg(long, default_value = "search-bench")]
+        workspace: String,
+    },
+    /// SearchMessages and GetSessionContext against a corpus from `search-ingest`.
+    Search {
+        #[arg(long, default_value_t = 500)]
+        queries: usize,
+        #[arg(long, default_value_t = 2)]
+        concurrency: usize,
+        #[arg(long, default_value = "search-bench")]
+        workspace: String,
+        /// Token budget of GetSessionContext.
+        #[arg(long, default_value_t = 4_000)]
+        context_tokens: i32,
+    },
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
         /// Batches to send in total.
@@ -69,6 +92,7 @@ impl Phase {
         let micros = |quantile: f64| self.latencies.value_at_quantile(quantile);
         json!({
             "rpc": self.name,
+            "p95_ms": micros(0.95) as f64 / 1000.0,
             "requests": requests,
             "requests_per_s": requests as f64 / seconds,
             "items_per_s": (requests * self.items_per_request) as f64 / seconds,
@@ -173,6 +197,250 @@ async fn ingest(
     Ok(vec![create_phase, list_phase])
 }
 
+const WORDS: &[&str] = &[
+    "coffee",
+    "espresso",
+    "garden",
+    "tomatoes",
+    "hiking",
+    "ridge",
+    "trail",
+    "sister",
+    "brother",
+    "cello",
+    "guitar",
+    "concert",
+    "museum",
+    "painting",
+    "pottery",
+    "kayak",
+    "river",
+    "lake",
+    "mountain",
+    "snow",
+    "skiing",
+    "marathon",
+    "training",
+    "injury",
+    "doctor",
+    "nurse",
+    "hospital",
+    "school",
+    "teacher",
+    "exam",
+    "degree",
+    "library",
+    "novel",
+    "poetry",
+    "festival",
+    "jazz",
+    "dinner",
+    "recipe",
+    "pasta",
+    "curry",
+    "bakery",
+    "bread",
+    "dog",
+    "puppy",
+    "cat",
+    "adoption",
+    "shelter",
+    "volunteer",
+    "charity",
+    "fundraiser",
+    "startup",
+    "job",
+    "interview",
+    "promotion",
+    "boss",
+    "deadline",
+    "vacation",
+    "flight",
+    "Lisbon",
+    "Tokyo",
+    "Denver",
+    "Nairobi",
+    "beach",
+    "camping",
+    "tent",
+    "stars",
+    "birthday",
+    "wedding",
+    "anniversary",
+    "gift",
+    "movie",
+    "series",
+    "podcast",
+    "chess",
+    "tournament",
+    "puzzle",
+    "photography",
+    "camera",
+    "sunset",
+    "bicycle",
+    "commute",
+    "apartment",
+    "moving",
+    "neighbors",
+    "plants",
+    "yoga",
+];
+
+/// A deterministic sentence for message `index`.
+fn sentence(index: usize) -> String {
+    let mut state = (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut words = Vec::new();
+    for _ in 0..12 {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        words.push(WORDS[(state % WORDS.len() as u64) as usize]);
+    }
+    format!(
+        "Yesterday I talked about {} and {}, then {} {} with {} near the {}; later {} {} {} {} {} {}.",
+        words[0],
+        words[1],
+        words[2],
+        words[3],
+        words[4],
+        words[5],
+        words[6],
+        words[7],
+        words[8],
+        words[9],
+        words[10],
+        words[11]
+    )
+}
+
+async fn search_ingest(
+    target: &str,
+    messages: usize,
+    session_size: usize,
+    workspace: &str,
+) -> anyhow::Result<Vec<Phase>> {
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await?;
+    let mut client = IngestServiceClient::new(channel);
+    let started = Instant::now();
+    let mut latencies = histogram();
+    for batch_start in (0..messages).step_by(100) {
+        let batch: Vec<pb::MessageCreate> = (batch_start..(batch_start + 100).min(messages))
+            .map(|index| pb::MessageCreate {
+                peer_id: if index % 2 == 0 {
+                    "user".into()
+                } else {
+                    "assistant".into()
+                },
+                content: sentence(index),
+                ..Default::default()
+            })
+            .collect();
+        let request = pb::CreateMessagesRequest {
+            workspace_id: workspace.to_owned(),
+            session_id: format!("session-{}", batch_start / session_size.max(1)),
+            messages: batch,
+        };
+        let start = Instant::now();
+        client.create_messages(request).await.context("CreateMessages failed")?;
+        latencies.record(elapsed_micros(start))?;
+    }
+    Ok(vec![Phase {
+        name: "CreateMessages",
+        latencies,
+        items_per_request: 100,
+        wall: started.elapsed(),
+    }])
+}
+
+async fn search(
+    target: &str,
+    queries: usize,
+    concurrency: usize,
+    workspace: &str,
+    context_tokens: i32,
+) -> anyhow::Result<Vec<Phase>> {
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client_index in 0..concurrency {
+        let mut client = RecallServiceClient::new(channel.clone());
+        let workspace = workspace.to_owned();
+        let mine = queries / concurrency + usize::from(client_index < queries % concurrency);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = histogram();
+            let mut modes = std::collections::BTreeSet::new();
+            for query_index in 0..mine {
+                let index = client_index * 7919 + query_index * 31;
+                let query = format!(
+                    "When did I talk about {} and {}?",
+                    WORDS[index % WORDS.len()],
+                    WORDS[(index / 3) % WORDS.len()]
+                );
+                let start = Instant::now();
+                let response = client
+                    .search_messages(pb::SearchMessagesRequest {
+                        workspace_id: workspace.clone(),
+                        query,
+                        limit: 10,
+                        ..Default::default()
+                    })
+                    .await
+                    .context("SearchMessages failed")?
+                    .into_inner();
+                latencies.record(elapsed_micros(start))?;
+                modes.insert(response.mode);
+            }
+            anyhow::Ok((latencies, modes))
+        }));
+    }
+    let mut search_latencies = histogram();
+    let mut modes = std::collections::BTreeSet::new();
+    for task in tasks {
+        let (latencies, task_modes) = task.await??;
+        search_latencies.add(latencies)?;
+        modes.extend(task_modes);
+    }
+    anyhow::ensure!(
+        !modes.contains("full_text") || modes.len() == 1,
+        "mixed search modes {modes:?}"
+    );
+    eprintln!("search modes: {modes:?}");
+    let search_phase = Phase {
+        name: "SearchMessages",
+        latencies: search_latencies,
+        items_per_request: 10,
+        wall: started.elapsed(),
+    };
+
+    let mut client = RecallServiceClient::new(channel);
+    let started = Instant::now();
+    let mut context_latencies = histogram();
+    for _ in 0..200 {
+        let start = Instant::now();
+        client
+            .get_session_context(pb::GetSessionContextRequest {
+                workspace_id: workspace.to_owned(),
+                session_id: "session-0".into(),
+                tokens: Some(context_tokens),
+                ..Default::default()
+            })
+            .await
+            .context("GetSessionContext failed")?;
+        context_latencies.record(elapsed_micros(start))?;
+    }
+    let context_phase = Phase {
+        name: "GetSessionContext",
+        latencies: context_latencies,
+        items_per_request: 1,
+        wall: started.elapsed(),
+    };
+    Ok(vec![search_phase, context_phase])
+}
+
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -184,6 +452,17 @@ async fn main() -> anyhow::Result<()> {
             lists,
             page_size,
         } => ingest(&cli.target, batches, batch_size, concurrency.max(1), lists, page_size).await?,
+        Scenario::SearchIngest {
+            messages,
+            session_size,
+            workspace,
+        } => search_ingest(&cli.target, messages, session_size, &workspace).await?,
+        Scenario::Search {
+            queries,
+            concurrency,
+            workspace,
+            context_tokens,
+        } => search(&cli.target, queries, concurrency.max(1), &workspace, context_tokens).await?,
     };
     let reports: Vec<_> = phases.iter().map(Phase::report).collect();
     if cli.json {
@@ -191,13 +470,14 @@ async fn main() -> anyhow::Result<()> {
     } else {
         for report in reports {
             println!(
-                "{:<10} {:<15} {:>6} req  {:>8.1} req/s  {:>9.0} items/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
+                "{:<10} {:<17} {:>6} req  {:>8.1} req/s  {:>9.0} items/s  p50 {:>7.2} ms  p95 {:>7.2} ms  p99 {:>7.2} ms",
                 cli.label,
                 report["rpc"].as_str().unwrap_or_default(),
                 report["requests"],
                 report["requests_per_s"].as_f64().unwrap_or_default(),
                 report["items_per_s"].as_f64().unwrap_or_default(),
                 report["p50_ms"].as_f64().unwrap_or_default(),
+                report["p95_ms"].as_f64().unwrap_or_default(),
                 report["p99_ms"].as_f64().unwrap_or_default()
             );
         }

@@ -89,8 +89,11 @@ impl SqlStore {
                     .map(|term| format!("\"{term}\""))
                     .collect::<Vec<_>>()
                     .join(" OR ");
+                // CROSS JOIN makes SQLite walk the full-text matches first and look rows
+                // up by id; a plain JOIN let it scan messages and test MATCH per row
+                // (6 s per query at 10k messages).
                 let mut sql = Sql::new(&format!(
-                    "SELECT {} FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ",
+                    "SELECT {} FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ",
                     rows::MESSAGE_COLUMNS
                 ));
                 sql.bind(expression);
