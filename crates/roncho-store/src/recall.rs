@@ -12,6 +12,10 @@ use crate::rows;
 use crate::sql::{Dialect, Sql};
 use crate::store::{SqlStore, db_error, ensure_peer, ensure_workspace, execute, load_peer, load_session, to_json};
 
+/// Messages read in the first page of a context walk, and the most in one.
+const CONTEXT_FIRST_PAGE: i64 = 64;
+const CONTEXT_MAX_PAGE: i64 = 4096;
+
 fn conclusion_column(key: &str) -> &'static str {
     match key {
         "id" => "d.public_id",
@@ -59,16 +63,41 @@ impl SqlStore {
         if token_budget <= 0 {
             return Ok(Vec::new());
         }
-        let mut sql = Sql::new(&format!(
-            "SELECT * FROM (SELECT {}, CAST(SUM(m.token_count) OVER (ORDER BY m.seq_in_session DESC) AS BIGINT) AS running_tokens \
-             FROM messages m WHERE m.workspace_name = ",
-            rows::MESSAGE_COLUMNS
-        ));
-        sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
-        sql.push(") newest WHERE running_tokens <= ")
-            .bind(token_budget)
-            .push(" ORDER BY seq_in_session ASC");
-        self.read(&sql).await?.iter().map(rows::message).collect()
+        // Walk back from the newest message in growing pages (the unique
+        // (workspace, session, seq) index serves each), stopping at the first
+        // message that no longer fits: cost follows the budget, not the session.
+        let mut newest_first: Vec<Message> = Vec::new();
+        let mut used = 0_i64;
+        let mut before: Option<i64> = None;
+        let mut page = CONTEXT_FIRST_PAGE;
+        loop {
+            let mut sql = Sql::new(&format!(
+                "SELECT {} FROM messages m WHERE m.workspace_name = ",
+                rows::MESSAGE_COLUMNS
+            ));
+            sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+            if let Some(before) = before {
+                sql.push(" AND m.seq_in_session < ").bind(before);
+            }
+            sql.push(" ORDER BY m.seq_in_session DESC LIMIT ").bind(page);
+            let rows = self.read(&sql).await?;
+            let fetched = rows.len() as i64;
+            for row in &rows {
+                let message = rows::message(row)?;
+                if used + message.token_count > token_budget {
+                    newest_first.reverse();
+                    return Ok(newest_first);
+                }
+                used += message.token_count;
+                newest_first.push(message);
+            }
+            if fetched < page {
+                newest_first.reverse();
+                return Ok(newest_first);
+            }
+            before = newest_first.last().map(|message| message.seq_in_session);
+            page = (page * 4).min(CONTEXT_MAX_PAGE);
+        }
     }
 
     pub(crate) async fn search_messages_impl(

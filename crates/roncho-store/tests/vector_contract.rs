@@ -1,244 +1,35 @@
-//! The `VectorStore` contract suite, run against every implementation: the
-//! exact store on SQLite (cached namespaces) and on Postgres (read per query).
+//! The `VectorStore` contract suite, run against the exact store on SQLite
+//! (cached namespaces) and on Postgres (read per query).
 
 use std::sync::Arc;
 
-use roncho_core::Error;
-use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore};
+use roncho_core::vector::contract::Check;
 use roncho_store::testing::FreshDatabase;
 use roncho_store::{SqlStore, SqlVectorStore, StoreOptions};
 
-struct Fixture {
-    store: Arc<SqlStore>,
-    vectors: Arc<SqlVectorStore>,
-    _dir: Option<tempfile::TempDir>,
-    database: Option<FreshDatabase>,
-}
-
-async fn open(url: String) -> (Arc<SqlStore>, Arc<SqlVectorStore>) {
+async fn open(url: String) -> (Arc<SqlStore>, SqlVectorStore) {
     let store = Arc::new(roncho_store::connect(&StoreOptions::new(url)).await.expect("connect"));
     roncho_store::migrate(&store).await.expect("migrate");
-    let vectors = Arc::new(SqlVectorStore::new(store.clone()));
+    let vectors = SqlVectorStore::new(store.clone());
     (store, vectors)
 }
 
-async fn sqlite_fixture() -> Fixture {
+async fn on_sqlite(check: Check) {
     let dir = tempfile::tempdir().unwrap();
     let (store, vectors) = open(StoreOptions::embedded(dir.path()).database_url).await;
-    Fixture {
-        store,
-        vectors,
-        _dir: Some(dir),
-        database: None,
-    }
+    check(&vectors).await;
+    store.close().await;
 }
 
-async fn postgres_fixture() -> Option<Fixture> {
-    let database = FreshDatabase::create().await?;
+async fn on_postgres(check: Check) {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
     let (store, vectors) = open(database.url.clone()).await;
-    Some(Fixture {
-        store,
-        vectors,
-        _dir: None,
-        database: Some(database),
-    })
+    check(&vectors).await;
+    store.close().await;
+    database.drop_database().await;
 }
 
-macro_rules! vector_store_contract_suite {
-    ($($name:ident),* $(,)?) => {
-        mod sqlite {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let fixture = super::sqlite_fixture().await;
-                    super::$name(&*fixture.vectors).await;
-                    fixture.store.close().await;
-                }
-            )*
-        }
-        mod postgres {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let Some(fixture) = super::postgres_fixture().await else { return };
-                    super::$name(&*fixture.vectors).await;
-                    fixture.store.close().await;
-                    if let Some(database) = fixture.database {
-                        database.drop_database().await;
-                    }
-                }
-            )*
-        }
-    };
-}
-
-vector_store_contract_suite!(
-    nearest_first_with_filters_and_distance,
-    upsert_replaces_and_delete_removes,
-    namespaces_are_separate_and_deletable,
-    dimensions_are_recorded_and_checked,
-);
-
-fn unit(x: f32, y: f32, z: f32) -> Vec<f32> {
-    let norm = (x * x + y * y + z * z).sqrt();
-    vec![x / norm, y / norm, z / norm]
-}
-
-fn record(id: &str, vector: Vec<f32>, session: &str, peer: &str, level: &str) -> VectorRecord {
-    VectorRecord {
-        id: id.into(),
-        vector,
-        session_id: Some(session.into()),
-        peer_id: Some(peer.into()),
-        level: Some(level.into()),
-    }
-}
-
-fn ids(hits: &[roncho_core::vector::VectorHit]) -> Vec<&str> {
-    hits.iter().map(|hit| hit.id.as_str()).collect()
-}
-
-async fn seed(vectors: &dyn VectorStore) {
-    vectors
-        .upsert(
-            "ns",
-            vec![
-                record("a", unit(1.0, 0.0, 0.0), "s1", "alice", "explicit"),
-                record("b", unit(0.9, 0.1, 0.0), "s2", "bob", "explicit"),
-                record("c", unit(0.0, 1.0, 0.0), "s1", "bob", "deductive"),
-                record("d", unit(0.0, 0.0, 1.0), "s2", "alice", "inductive"),
-            ],
-        )
-        .await
-        .unwrap();
-}
-
-async fn nearest_first_with_filters_and_distance(vectors: &dyn VectorStore) {
-    seed(vectors).await;
-    let query = unit(1.0, 0.05, 0.0);
-    let all = vectors
-        .query("ns", &query, 10, &VectorFilter::default(), None)
-        .await
-        .unwrap();
-    assert_eq!(ids(&all), ["a", "b", "c", "d"]);
-    assert!(all[0].distance < all[1].distance && all[1].distance < all[2].distance);
-    assert_eq!(
-        ids(&vectors
-            .query("ns", &query, 2, &VectorFilter::default(), None)
-            .await
-            .unwrap()),
-        ["a", "b"]
-    );
-    let session = VectorFilter {
-        session_ids: Some(vec!["s2".into()]),
-        ..VectorFilter::default()
-    };
-    assert_eq!(
-        ids(&vectors.query("ns", &query, 10, &session, None).await.unwrap()),
-        ["b", "d"]
-    );
-    let peer = VectorFilter {
-        peer_id: Some("bob".into()),
-        ..VectorFilter::default()
-    };
-    assert_eq!(
-        ids(&vectors.query("ns", &query, 10, &peer, None).await.unwrap()),
-        ["b", "c"]
-    );
-    let levels = VectorFilter {
-        levels: Some(vec!["deductive".into(), "inductive".into()]),
-        ..VectorFilter::default()
-    };
-    assert_eq!(
-        ids(&vectors.query("ns", &query, 10, &levels, None).await.unwrap()),
-        ["c", "d"]
-    );
-    assert_eq!(
-        ids(&vectors
-            .query("ns", &query, 10, &VectorFilter::default(), Some(0.05))
-            .await
-            .unwrap()),
-        ["a", "b"]
-    );
-    assert!(
-        vectors
-            .query("missing", &query, 10, &VectorFilter::default(), None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-}
-
-async fn upsert_replaces_and_delete_removes(vectors: &dyn VectorStore) {
-    seed(vectors).await;
-    // Query first so a cached namespace must follow the writes.
-    vectors
-        .query("ns", &unit(1.0, 0.0, 0.0), 1, &VectorFilter::default(), None)
-        .await
-        .unwrap();
-    vectors
-        .upsert("ns", vec![record("a", unit(0.0, 0.0, 1.0), "s1", "alice", "explicit")])
-        .await
-        .unwrap();
-    let hits = vectors
-        .query("ns", &unit(0.0, 0.0, 1.0), 2, &VectorFilter::default(), None)
-        .await
-        .unwrap();
-    assert_eq!(hits.len(), 2);
-    assert!(
-        hits.iter().any(|hit| hit.id == "a" && hit.distance < 1e-5),
-        "replaced, not duplicated"
-    );
-    vectors.delete("ns", &["a".into(), "zzz".into()]).await.unwrap();
-    let rest = vectors
-        .query("ns", &unit(0.0, 0.0, 1.0), 10, &VectorFilter::default(), None)
-        .await
-        .unwrap();
-    assert_eq!(rest.len(), 3);
-    assert!(rest.iter().all(|hit| hit.id != "a"));
-}
-
-async fn namespaces_are_separate_and_deletable(vectors: &dyn VectorStore) {
-    seed(vectors).await;
-    vectors
-        .upsert("other", vec![record("a", unit(0.0, 1.0, 0.0), "s", "p", "explicit")])
-        .await
-        .unwrap();
-    assert_eq!(
-        vectors
-            .query("other", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-    vectors.delete_namespace("ns").await.unwrap();
-    assert!(
-        vectors
-            .query("ns", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
-            .await
-            .unwrap()
-            .is_empty()
-    );
-    assert_eq!(
-        vectors
-            .query("other", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
-            .await
-            .unwrap()
-            .len(),
-        1
-    );
-}
-
-async fn dimensions_are_recorded_and_checked(vectors: &dyn VectorStore) {
-    vectors.check_dimensions(384, "local/all-MiniLM-L6-v2").await.unwrap();
-    vectors.check_dimensions(384, "local/all-MiniLM-L6-v2").await.unwrap();
-    let error = vectors
-        .check_dimensions(1536, "openai-compatible/text-embedding-3-small")
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&error, Error::FailedPrecondition(message) if message.contains("384") && message.contains("1536")),
-        "{error}"
-    );
-}
+roncho_core::vector_store_contract!(sqlite, super::on_sqlite);
+roncho_core::vector_store_contract!(postgres, super::on_postgres);

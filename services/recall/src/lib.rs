@@ -311,14 +311,17 @@ impl Recall {
             // Each source brings twice the limit; fusion keeps the best `limit`.
             limit: limit * 2,
         };
-        let full_text = self.store.search_messages(&workspace_id, &search, &filter).await?;
         let Some(semantic) = &self.semantic else {
+            let full_text = self.store.search_messages(&workspace_id, &search, &filter).await?;
             return Ok(search_response(full_text, limit, "full_text", NO_EMBEDDER.to_owned()));
         };
-        let semantic_hits = match self
-            .semantic_candidates(semantic, &workspace_id, &request.query, &search, &filter)
-            .await
-        {
+        // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
+        let (full_text, semantic_hits) = tokio::join!(
+            self.store.search_messages(&workspace_id, &search, &filter),
+            self.semantic_candidates(semantic, &workspace_id, &request.query, &search, &filter),
+        );
+        let full_text = full_text?;
+        let semantic_hits = match semantic_hits {
             Ok(hits) => hits,
             Err(error) => {
                 tracing::warn!(%error, "semantic search unavailable; answering from full text");

@@ -98,6 +98,9 @@ pub struct ConfigLayer {
     pub embedding_model: Option<String>,
     pub embedding_dimensions: Option<usize>,
     pub embedding_api_key: Option<String>,
+    pub qdrant_url: Option<String>,
+    pub qdrant_api_key: Option<String>,
+    pub qdrant_collection: Option<String>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -149,6 +152,9 @@ impl ConfigLayer {
             embedding_model: upper.embedding_model.or(self.embedding_model),
             embedding_dimensions: upper.embedding_dimensions.or(self.embedding_dimensions),
             embedding_api_key: upper.embedding_api_key.or(self.embedding_api_key),
+            qdrant_url: upper.qdrant_url.or(self.qdrant_url),
+            qdrant_api_key: upper.qdrant_api_key.or(self.qdrant_api_key),
+            qdrant_collection: upper.qdrant_collection.or(self.qdrant_collection),
         }
     }
 
@@ -193,6 +199,9 @@ impl ConfigLayer {
             embedding_dimensions: parsed("RONCHO_EMBEDDING_DIMENSIONS")?
                 .map(|value| usize::try_from(value).unwrap_or(0)),
             embedding_api_key: get("RONCHO_EMBEDDING_API_KEY"),
+            qdrant_url: get("RONCHO_QDRANT_URL"),
+            qdrant_api_key: get("RONCHO_QDRANT_API_KEY"),
+            qdrant_collection: get("RONCHO_QDRANT_COLLECTION"),
         })
     }
 
@@ -220,6 +229,18 @@ pub struct Config {
     /// Database pool size.
     pub max_connections: u32,
     pub embedding: EmbeddingConfig,
+    /// Qdrant for vectors; `None` keeps them in the relational store (exact search).
+    pub qdrant: Option<QdrantConfig>,
+}
+
+/// Where the distributed mode keeps vectors.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct QdrantConfig {
+    /// gRPC URL, e.g. `http://qdrant:6334`.
+    pub url: String,
+    pub collection: String,
+    #[serde(skip_serializing)]
+    pub api_key: Option<String>,
 }
 
 /// Embedder settings.
@@ -283,8 +304,19 @@ impl Config {
         if embedding.provider == EmbeddingProvider::Local && embedding.model_dir.is_none() {
             bail!("embedding_model_dir is required with the local embedding provider");
         }
+        if let Some(url) = &merged.qdrant_url
+            && !(url.starts_with("http://") || url.starts_with("https://"))
+        {
+            bail!("qdrant_url must be an http:// or https:// URL of Qdrant's gRPC port (6334), not `{url}`");
+        }
+        let qdrant = merged.qdrant_url.clone().map(|url| QdrantConfig {
+            url,
+            collection: merged.qdrant_collection.clone().unwrap_or_else(|| "roncho".to_owned()),
+            api_key: merged.qdrant_api_key.clone(),
+        });
         let config = Config {
             embedding,
+            qdrant,
             listen: merged
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
@@ -370,6 +402,27 @@ mod tests {
             ..ConfigLayer::default()
         };
         assert!(Config::resolve(ConfigLayer::default(), ConfigLayer::default(), layer).is_err());
+        let layer = ConfigLayer {
+            qdrant_url: Some("qdrant:6334".into()),
+            ..ConfigLayer::default()
+        };
+        assert!(Config::resolve(ConfigLayer::default(), ConfigLayer::default(), layer).is_err());
+    }
+
+    #[test]
+    fn qdrant_is_configured_by_url() {
+        let env = ConfigLayer::from_env(&env(&[
+            ("RONCHO_QDRANT_URL", "http://qdrant:6334"),
+            ("RONCHO_QDRANT_API_KEY", "sekrit"),
+        ]))
+        .unwrap();
+        let config = Config::resolve(ConfigLayer::default(), env, ConfigLayer::default()).unwrap();
+        let qdrant = config.qdrant.as_ref().unwrap();
+        assert_eq!(
+            (qdrant.url.as_str(), qdrant.collection.as_str()),
+            ("http://qdrant:6334", "roncho")
+        );
+        assert!(!config.redacted().to_string().contains("sekrit"));
     }
 
     #[test]

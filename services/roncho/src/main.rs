@@ -49,6 +49,9 @@ struct CommonFlags {
     /// Postgres URL; unset means the embedded SQLite store.
     #[arg(long)]
     database_url: Option<String>,
+    /// Qdrant gRPC URL (e.g. http://qdrant:6334); unset keeps vectors in the relational store.
+    #[arg(long)]
+    qdrant_url: Option<String>,
     /// Roles to run: all, or a list of ingest,recall,dialectic,deriver,dreamer,reconciler [default: all].
     #[arg(long)]
     roles: Option<String>,
@@ -80,6 +83,7 @@ impl CommonFlags {
             database_url: self.database_url.clone(),
             roles: self.roles.clone(),
             log: self.log.clone(),
+            qdrant_url: self.qdrant_url.clone(),
             ..ConfigLayer::default()
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);

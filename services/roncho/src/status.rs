@@ -40,6 +40,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
         ),
     });
     checks.push(semantic_check(config));
+    checks.push(vector_store_check(config).await);
     // Capabilities that are not built yet are reported as degraded, never hidden.
     checks.push(Check {
         name: "derivation",
@@ -71,6 +72,39 @@ fn semantic_check(config: &Config) -> Check {
         name: "semantic search",
         ok,
         detail,
+    }
+}
+
+async fn vector_store_check(config: &Config) -> Check {
+    let Some(qdrant) = &config.qdrant else {
+        return Check {
+            name: "vector store",
+            ok: true,
+            detail: "exact search beside the rows".into(),
+        };
+    };
+    let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
+    options.collection = qdrant.collection.clone();
+    options.api_key = qdrant.api_key.clone();
+    options.timeout = Duration::from_secs(3);
+    let health = match roncho_qdrant::QdrantVectorStore::connect(&options) {
+        Ok(store) => store.health().await,
+        Err(error) => Err(error),
+    };
+    match health {
+        Ok(version) => Check {
+            name: "vector store",
+            ok: true,
+            detail: format!("qdrant {version} at {}, collection {}", qdrant.url, qdrant.collection),
+        },
+        Err(error) => Check {
+            name: "vector store",
+            ok: false,
+            detail: format!(
+                "degraded: qdrant at {} unreachable ({error}); search is full text only",
+                qdrant.url
+            ),
+        },
     }
 }
 

@@ -131,12 +131,36 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             embedder_description: why,
         });
     };
-    let vectors: Arc<dyn VectorStore> = Arc::new(SqlVectorStore::new(store.clone()));
-    vectors
+    let (vectors, where_vectors): (Arc<dyn VectorStore>, String) = match &config.qdrant {
+        Some(qdrant) => {
+            let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
+            options.collection = qdrant.collection.clone();
+            options.api_key = qdrant.api_key.clone();
+            let store = roncho_qdrant::QdrantVectorStore::connect(&options)?;
+            (
+                Arc::new(store),
+                format!("qdrant {} collection {}", qdrant.url, qdrant.collection),
+            )
+        }
+        None => (
+            Arc::new(SqlVectorStore::new(store.clone())),
+            "exact vector store".to_owned(),
+        ),
+    };
+    match vectors
         .check_dimensions(embedder.dimensions(), &embedder.model_id())
-        .await?;
+        .await
+    {
+        Ok(()) => {}
+        // A vector store that is down must not stop writes: start, search
+        // degrades to full text, and the reconciler syncs once it is back.
+        Err(roncho_core::Error::Unavailable(reason)) => {
+            tracing::warn!(%reason, "the vector store is unreachable at start-up; rows stay pending until it returns");
+        }
+        Err(error) => return Err(error).with_context(|| format!("checking the vector store ({where_vectors})")),
+    }
     let description = format!(
-        "{} ({} dimensions), exact vector store",
+        "{} ({} dimensions), {where_vectors}",
         embedder.model_id(),
         embedder.dimensions()
     );

@@ -1,18 +1,23 @@
 //! Semantic search end to end over gRPC: with the embedder down, writes still
 //! succeed, rows stay pending and search answers from full text saying why;
-//! once it returns, the reconciler syncs every row and search is hybrid.
+//! once it returns, the reconciler syncs every row and search is hybrid. The
+//! same holds with Qdrant down in the distributed mode (Postgres + Qdrant).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use roncho::config::Role;
 use roncho::server::Services;
+use roncho_core::embed::Embedder;
 use roncho_core::model::SyncKind;
 use roncho_core::store::Store;
+use roncho_core::vector::VectorStore;
 use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use roncho_qdrant::standin::StandIn;
+use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tokio_util::sync::CancellationToken;
 
@@ -42,6 +47,44 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     roncho_store::migrate(&store).await.unwrap();
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
     let embedder = Arc::new(SwitchableTestEmbedder::down(128));
+    let switch = embedder.clone();
+    outage_degrades_search_and_loses_nothing(store, vectors, embedder, move |down| switch.set_up(!down)).await;
+}
+
+/// The distributed mode's backends: Postgres and Qdrant (the stand-in).
+#[tokio::test]
+async fn qdrant_outage_on_postgres_degrades_search_and_loses_nothing() {
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = Arc::new(
+        roncho_store::connect(&roncho_store::StoreOptions::new(database.url.clone()))
+            .await
+            .unwrap(),
+    );
+    roncho_store::migrate(&store).await.unwrap();
+    let qdrant = Arc::new(StandIn::start().await.unwrap());
+    let vectors = Arc::new(QdrantVectorStore::connect(&QdrantOptions::new(qdrant.url())).unwrap());
+    let embedder = Arc::new(SwitchableTestEmbedder::down(128));
+    embedder.set_up(true);
+    qdrant.set_down(true);
+    let switch = qdrant.clone();
+    outage_degrades_search_and_loses_nothing(store.clone(), vectors, embedder, move |down| switch.set_down(down)).await;
+    assert!(
+        qdrant.point_count("roncho") >= 3 + 2,
+        "messages and conclusions live in Qdrant"
+    );
+    store.close().await;
+    database.drop_database().await;
+}
+
+/// Runs the scenario with the outage on; `set_down(false)` ends it.
+async fn outage_degrades_search_and_loses_nothing(
+    store: Arc<roncho_store::SqlStore>,
+    vectors: Arc<dyn VectorStore>,
+    embedder: Arc<dyn Embedder>,
+    set_down: impl Fn(bool),
+) {
     let config = ReconcilerConfig {
         backoff: Duration::ZERO,
         ..ReconcilerConfig::default()
@@ -94,7 +137,7 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
             messages,
         })
         .await
-        .expect("a write never fails because the embedder is down");
+        .expect("a write never fails because the embedder or vector store is down");
     reconciler.pass().await.unwrap();
     let counts = store.sync_counts(SyncKind::Message).await.unwrap();
     assert_eq!((counts.pending, counts.synced), (3, 0), "rows wait, pending");
@@ -108,7 +151,7 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     );
     assert_eq!(degraded.messages[0].content, "I drink espresso every morning");
 
-    embedder.set_up(true);
+    set_down(false);
     reconciler.pass().await.unwrap();
     assert_eq!(
         store.sync_counts(SyncKind::Message).await.unwrap().synced,

@@ -77,3 +77,6 @@ pub trait VectorStore: Send + Sync + 'static {
     /// Removes a whole namespace.
     async fn delete_namespace(&self, namespace: &str) -> Result<()>;
 }
+
+#[cfg(feature = "testing")]
+pub mod contract;

@@ -1,0 +1,203 @@
+//! The `VectorStore` contract suite (feature `testing`): every implementation
+//! runs these same checks through [`vector_store_contract!`](crate::vector_store_contract).
+//!
+//! Each check starts from an empty store and uses the namespaces `ns` and
+//! `other` only.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::Error;
+use crate::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+
+/// One contract check over a store the caller provides.
+pub type Check = for<'a> fn(&'a dyn VectorStore) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Generates one `#[tokio::test]` per contract check in module `$module`,
+/// each calling `$run(check).await`, where `$run` builds a fresh store,
+/// runs the [`Check`] on it and cleans up.
+#[macro_export]
+macro_rules! vector_store_contract {
+    ($module:ident, $run:path) => {
+        mod $module {
+            $crate::vector_store_contract!(@tests $run;
+                nearest_first_with_filters_and_distance,
+                upsert_replaces_and_delete_removes,
+                namespaces_are_separate_and_deletable,
+                dimensions_are_recorded_and_checked,
+            );
+        }
+    };
+    (@tests $run:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                $run(|store| Box::pin($crate::vector::contract::$check(store))).await;
+            }
+        )*
+    };
+}
+
+fn unit(x: f32, y: f32, z: f32) -> Vec<f32> {
+    let norm = (x * x + y * y + z * z).sqrt();
+    vec![x / norm, y / norm, z / norm]
+}
+
+fn record(id: &str, vector: Vec<f32>, session: &str, peer: &str, level: &str) -> VectorRecord {
+    VectorRecord {
+        id: id.into(),
+        vector,
+        session_id: Some(session.into()),
+        peer_id: Some(peer.into()),
+        level: Some(level.into()),
+    }
+}
+
+fn ids(hits: &[VectorHit]) -> Vec<&str> {
+    hits.iter().map(|hit| hit.id.as_str()).collect()
+}
+
+async fn seed(vectors: &dyn VectorStore) {
+    vectors
+        .upsert(
+            "ns",
+            vec![
+                record("a", unit(1.0, 0.0, 0.0), "s1", "alice", "explicit"),
+                record("b", unit(0.9, 0.1, 0.0), "s2", "bob", "explicit"),
+                record("c", unit(0.0, 1.0, 0.0), "s1", "bob", "deductive"),
+                record("d", unit(0.0, 0.0, 1.0), "s2", "alice", "inductive"),
+            ],
+        )
+        .await
+        .unwrap();
+}
+
+pub async fn nearest_first_with_filters_and_distance(vectors: &dyn VectorStore) {
+    seed(vectors).await;
+    let query = unit(1.0, 0.05, 0.0);
+    let all = vectors
+        .query("ns", &query, 10, &VectorFilter::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(ids(&all), ["a", "b", "c", "d"]);
+    assert!(all[0].distance < all[1].distance && all[1].distance < all[2].distance);
+    assert_eq!(
+        ids(&vectors
+            .query("ns", &query, 2, &VectorFilter::default(), None)
+            .await
+            .unwrap()),
+        ["a", "b"]
+    );
+    let session = VectorFilter {
+        session_ids: Some(vec!["s2".into()]),
+        ..VectorFilter::default()
+    };
+    assert_eq!(
+        ids(&vectors.query("ns", &query, 10, &session, None).await.unwrap()),
+        ["b", "d"]
+    );
+    let peer = VectorFilter {
+        peer_id: Some("bob".into()),
+        ..VectorFilter::default()
+    };
+    assert_eq!(
+        ids(&vectors.query("ns", &query, 10, &peer, None).await.unwrap()),
+        ["b", "c"]
+    );
+    let levels = VectorFilter {
+        levels: Some(vec!["deductive".into(), "inductive".into()]),
+        ..VectorFilter::default()
+    };
+    assert_eq!(
+        ids(&vectors.query("ns", &query, 10, &levels, None).await.unwrap()),
+        ["c", "d"]
+    );
+    assert_eq!(
+        ids(&vectors
+            .query("ns", &query, 10, &VectorFilter::default(), Some(0.05))
+            .await
+            .unwrap()),
+        ["a", "b"]
+    );
+    assert!(
+        vectors
+            .query("missing", &query, 10, &VectorFilter::default(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+pub async fn upsert_replaces_and_delete_removes(vectors: &dyn VectorStore) {
+    seed(vectors).await;
+    // Query first so a cached namespace must follow the writes.
+    vectors
+        .query("ns", &unit(1.0, 0.0, 0.0), 1, &VectorFilter::default(), None)
+        .await
+        .unwrap();
+    vectors
+        .upsert("ns", vec![record("a", unit(0.0, 0.0, 1.0), "s1", "alice", "explicit")])
+        .await
+        .unwrap();
+    let hits = vectors
+        .query("ns", &unit(0.0, 0.0, 1.0), 2, &VectorFilter::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(hits.len(), 2);
+    assert!(
+        hits.iter().any(|hit| hit.id == "a" && hit.distance < 1e-5),
+        "replaced, not duplicated"
+    );
+    vectors.delete("ns", &["a".into(), "zzz".into()]).await.unwrap();
+    let rest = vectors
+        .query("ns", &unit(0.0, 0.0, 1.0), 10, &VectorFilter::default(), None)
+        .await
+        .unwrap();
+    assert_eq!(rest.len(), 3);
+    assert!(rest.iter().all(|hit| hit.id != "a"));
+}
+
+pub async fn namespaces_are_separate_and_deletable(vectors: &dyn VectorStore) {
+    seed(vectors).await;
+    vectors
+        .upsert("other", vec![record("a", unit(0.0, 1.0, 0.0), "s", "p", "explicit")])
+        .await
+        .unwrap();
+    assert_eq!(
+        vectors
+            .query("other", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+    vectors.delete_namespace("ns").await.unwrap();
+    assert!(
+        vectors
+            .query("ns", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        vectors
+            .query("other", &unit(1.0, 0.0, 0.0), 10, &VectorFilter::default(), None)
+            .await
+            .unwrap()
+            .len(),
+        1
+    );
+}
+
+pub async fn dimensions_are_recorded_and_checked(vectors: &dyn VectorStore) {
+    vectors.check_dimensions(384, "local/all-MiniLM-L6-v2").await.unwrap();
+    vectors.check_dimensions(384, "local/all-MiniLM-L6-v2").await.unwrap();
+    let error = vectors
+        .check_dimensions(1536, "openai-compatible/text-embedding-3-small")
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&error, Error::FailedPrecondition(message) if message.contains("384") && message.contains("1536")),
+        "{error}"
+    );
+}

@@ -1,0 +1,501 @@
+//! `QdrantVectorStore`: roncho's `VectorStore` over Qdrant's gRPC API, for
+//! the distributed mode (`--qdrant-url`).
+//!
+//! # Layout in Qdrant
+//! All namespaces share one collection (default `roncho`): one unnamed dense
+//! vector per point, cosine distance. Each point's payload carries
+//! - `ns`: the roncho namespace (`msg/{workspace}` or `doc/{ws}/{observer}/{observed}`),
+//!   indexed as a keyword with `is_tenant`, so Qdrant co-locates and filters by it;
+//! - `rid`: the roncho id of the message or conclusion;
+//! - `session`, `peer`, `level`: the fields a query may filter on (keyword indexes).
+//!
+//! The point id is a UUID derived from `(namespace, rid)` by a fixed 128-bit
+//! FNV-1a hash, so upserts replace and deletes need no lookup. The collection
+//! records the embedding model in its metadata; `check_dimensions` compares
+//! the configured size with the collection's and stops start-up on a mismatch.
+//!
+//! With feature `standin`, [`standin::StandIn`] runs an in-process server
+//! speaking the RPCs used here, for tests where Qdrant cannot run.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use qdrant_client::Qdrant;
+use qdrant_client::QdrantError;
+use qdrant_client::qdrant::{
+    CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
+    FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, PayloadIndexParams, PointId, PointStruct,
+    PointsIdsList, PointsSelector, Query, QueryPoints, UpsertPoints, Value, VectorParams, VectorsConfig,
+    WithPayloadSelector, payload_index_params, points_selector, value, vectors_config,
+};
+use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::{Error, Result};
+use tokio::sync::OnceCell;
+
+#[cfg(feature = "standin")]
+pub mod standin;
+
+/// Payload keys.
+const NAMESPACE: &str = "ns";
+const RONCHO_ID: &str = "rid";
+const SESSION: &str = "session";
+const PEER: &str = "peer";
+const LEVEL: &str = "level";
+/// Collection metadata keys.
+const META_MODEL: &str = "roncho_embedding_model";
+
+/// Points per upsert request.
+const UPSERT_BATCH: usize = 256;
+
+/// How to reach Qdrant.
+#[derive(Debug, Clone)]
+pub struct QdrantOptions {
+    /// The gRPC URL, e.g. `http://qdrant:6334`.
+    pub url: String,
+    pub api_key: Option<String>,
+    /// The collection holding every namespace.
+    pub collection: String,
+    /// Per-request timeout.
+    pub timeout: Duration,
+}
+
+impl QdrantOptions {
+    /// Options for `url` with the default collection and timeouts.
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            api_key: None,
+            collection: "roncho".into(),
+            timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The Qdrant-backed vector store.
+pub struct QdrantVectorStore {
+    client: Qdrant,
+    collection: String,
+    url: String,
+    /// Set once the collection is known to exist, with its vector size.
+    ready: OnceCell<usize>,
+}
+
+impl std::fmt::Debug for QdrantVectorStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QdrantVectorStore")
+            .field("url", &self.url)
+            .field("collection", &self.collection)
+            .finish_non_exhaustive()
+    }
+}
+
+impl QdrantVectorStore {
+    /// Returns a store for `options`; connections are made lazily, so an
+    /// unreachable Qdrant shows up as `UNAVAILABLE` on first use.
+    pub fn connect(options: &QdrantOptions) -> Result<Self> {
+        let client = Qdrant::from_url(&options.url)
+            .api_key(options.api_key.clone())
+            .timeout(options.timeout)
+            .connect_timeout(Duration::from_secs(5))
+            .skip_compatibility_check()
+            .build()
+            .map_err(|error| Error::invalid("qdrant_url", format!("{}: {error}", options.url)))?;
+        Ok(Self {
+            client,
+            collection: options.collection.clone(),
+            url: options.url.clone(),
+            ready: OnceCell::new(),
+        })
+    }
+
+    /// Returns Qdrant's version, or why it cannot be reached.
+    pub async fn health(&self) -> Result<String> {
+        let reply = self
+            .client
+            .health_check()
+            .await
+            .map_err(|e| qdrant_error("health check", e))?;
+        Ok(reply.version)
+    }
+
+    /// Deletes the whole collection — every namespace (tests and operators).
+    pub async fn drop_collection(&self) -> Result<()> {
+        self.client
+            .delete_collection(self.collection.clone())
+            .await
+            .map_err(|e| qdrant_error("delete_collection", e))?;
+        Ok(())
+    }
+
+    /// Returns the collection's vector size and recorded model, if it exists.
+    async fn describe(&self) -> Result<Option<(usize, Option<String>)>> {
+        let exists = self
+            .client
+            .collection_exists(CollectionExistsRequest {
+                collection_name: self.collection.clone(),
+            })
+            .await
+            .map_err(|e| qdrant_error("collection_exists", e))?;
+        if !exists {
+            return Ok(None);
+        }
+        let info = self
+            .client
+            .collection_info(GetCollectionInfoRequest {
+                collection_name: self.collection.clone(),
+            })
+            .await
+            .map_err(|e| qdrant_error("collection_info", e))?;
+        let config = info.result.and_then(|info| info.config);
+        let size = config
+            .as_ref()
+            .and_then(|config| config.params.as_ref())
+            .and_then(|params| params.vectors_config.as_ref())
+            .and_then(|vectors| match &vectors.config {
+                Some(vectors_config::Config::Params(params)) => Some(params.size as usize),
+                _ => None,
+            })
+            .ok_or_else(|| {
+                Error::FailedPrecondition(format!(
+                    "qdrant collection {} has no single unnamed vector: it was not made by roncho; \
+                     configure another collection",
+                    self.collection
+                ))
+            })?;
+        let model = config
+            .and_then(|config| config.metadata.get(META_MODEL).cloned())
+            .and_then(string_value);
+        Ok(Some((size, model)))
+    }
+
+    /// Creates the collection and its payload indexes; another process
+    /// creating it first is not an error.
+    async fn create(&self, dimensions: usize, model_id: Option<&str>) -> Result<()> {
+        let metadata = model_id
+            .map(|model| HashMap::from([(META_MODEL.to_owned(), Value::from(model.to_owned()))]))
+            .unwrap_or_default();
+        let created = self
+            .client
+            .create_collection(CreateCollection {
+                collection_name: self.collection.clone(),
+                vectors_config: Some(VectorsConfig {
+                    config: Some(vectors_config::Config::Params(VectorParams {
+                        size: dimensions as u64,
+                        distance: Distance::Cosine.into(),
+                        ..Default::default()
+                    })),
+                }),
+                metadata,
+                ..Default::default()
+            })
+            .await;
+        if let Err(error) = created {
+            // Lost a race with another process: fine if the collection is there now.
+            if self.describe().await?.is_none() {
+                return Err(qdrant_error("create_collection", error));
+            }
+            return Ok(());
+        }
+        for field in [NAMESPACE, SESSION, PEER, LEVEL] {
+            let params = KeywordIndexParams {
+                is_tenant: Some(field == NAMESPACE),
+                ..Default::default()
+            };
+            self.client
+                .create_field_index(CreateFieldIndexCollection {
+                    collection_name: self.collection.clone(),
+                    wait: Some(true),
+                    field_name: field.into(),
+                    field_type: Some(FieldType::Keyword.into()),
+                    field_index_params: Some(PayloadIndexParams {
+                        index_params: Some(payload_index_params::IndexParams::KeywordIndexParams(params)),
+                    }),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| qdrant_error("create_field_index", e))?;
+        }
+        tracing::info!(collection = %self.collection, dimensions, "created qdrant collection");
+        Ok(())
+    }
+
+    /// Makes sure the collection exists, creating it for `dimensions`.
+    async fn ensure(&self, dimensions: usize, model_id: Option<&str>) -> Result<usize> {
+        self.ready
+            .get_or_try_init(|| async {
+                match self.describe().await? {
+                    Some((size, _)) => Ok(size),
+                    None => {
+                        self.create(dimensions, model_id).await?;
+                        Ok(self.describe().await?.map_or(dimensions, |(size, _)| size))
+                    }
+                }
+            })
+            .await
+            .copied()
+    }
+
+    fn scope(namespace: &str) -> Condition {
+        Condition::matches(NAMESPACE, namespace.to_owned())
+    }
+}
+
+/// The point id of `(namespace, id)`: a UUID from a 128-bit FNV-1a hash.
+pub fn point_id(namespace: &str, id: &str) -> String {
+    const OFFSET: u128 = 0x6c62272e07bb014262b821756295c58d;
+    const PRIME: u128 = 0x0000000001000000000000000000013B;
+    let mut hash = OFFSET;
+    for byte in namespace.bytes().chain([0x1f]).chain(id.bytes()) {
+        hash ^= u128::from(byte);
+        hash = hash.wrapping_mul(PRIME);
+    }
+    uuid_text(&format!("{hash:032x}"))
+}
+
+/// Formats 32 hex digits as a UUID (8-4-4-4-12).
+fn uuid_text(hex: &str) -> String {
+    format!(
+        "{}-{}-{}-{}-{}",
+        &hex[..8],
+        &hex[8..12],
+        &hex[12..16],
+        &hex[16..20],
+        &hex[20..]
+    )
+}
+
+fn string_value(value: Value) -> Option<String> {
+    match value.kind {
+        Some(value::Kind::StringValue(text)) => Some(text),
+        _ => None,
+    }
+}
+
+/// Maps a client error: transport trouble is `UNAVAILABLE` (retried by the
+/// reconciler; search degrades), anything else `INTERNAL` with Qdrant's reason.
+fn qdrant_error(operation: &str, error: QdrantError) -> Error {
+    use tonic::Code;
+    match &error {
+        QdrantError::ResponseError { status } | QdrantError::ResourceExhaustedError { status, .. } => {
+            match status.code() {
+                Code::Unavailable
+                | Code::DeadlineExceeded
+                | Code::ResourceExhausted
+                | Code::Aborted
+                | Code::Unknown => Error::Unavailable(format!("qdrant {operation}: {}", status.message())),
+                // The client's channel pool reports a refused connection as INTERNAL.
+                Code::Internal if status.message().starts_with("Failed to connect") => {
+                    Error::Unavailable(format!("qdrant {operation}: {}", status.message()))
+                }
+                _ => Error::Internal(format!("qdrant {operation}: {:?}: {}", status.code(), status.message())),
+            }
+        }
+        _ => Error::Unavailable(format!("qdrant {operation}: {error}")),
+    }
+}
+
+fn payload(namespace: &str, record: &VectorRecord) -> HashMap<String, Value> {
+    let mut payload = HashMap::from([
+        (NAMESPACE.to_owned(), Value::from(namespace.to_owned())),
+        (RONCHO_ID.to_owned(), Value::from(record.id.clone())),
+    ]);
+    for (key, value) in [
+        (SESSION, &record.session_id),
+        (PEER, &record.peer_id),
+        (LEVEL, &record.level),
+    ] {
+        if let Some(value) = value {
+            payload.insert(key.to_owned(), Value::from(value.clone()));
+        }
+    }
+    payload
+}
+
+#[async_trait]
+impl VectorStore for QdrantVectorStore {
+    async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
+        let (size, model) = match self.describe().await? {
+            Some(found) => found,
+            None => {
+                self.create(dimensions, Some(model_id)).await?;
+                self.describe()
+                    .await?
+                    .unwrap_or((dimensions, Some(model_id.to_owned())))
+            }
+        };
+        if size != dimensions {
+            return Err(Error::FailedPrecondition(format!(
+                "the vector store (qdrant collection {}) holds {size}-dimension vectors (model {}), but the \
+                 configured embedder {model_id} makes {dimensions}: configure the same model, or re-embed into \
+                 a new collection",
+                self.collection,
+                model.as_deref().unwrap_or("unknown"),
+            )));
+        }
+        let _ = self.ready.set(size);
+        Ok(())
+    }
+
+    async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()> {
+        let Some(first) = records.first() else { return Ok(()) };
+        let size = self.ensure(first.vector.len(), None).await?;
+        if let Some(wrong) = records.iter().find(|record| record.vector.len() != size) {
+            return Err(Error::FailedPrecondition(format!(
+                "vector of {} has {} dimensions; qdrant collection {} holds {size}",
+                wrong.id,
+                wrong.vector.len(),
+                self.collection
+            )));
+        }
+        for chunk in records.chunks(UPSERT_BATCH) {
+            let points = chunk
+                .iter()
+                .map(|record| {
+                    PointStruct::new(
+                        point_id(namespace, &record.id),
+                        record.vector.clone(),
+                        payload(namespace, record),
+                    )
+                })
+                .collect();
+            self.client
+                .upsert_points(UpsertPoints {
+                    collection_name: self.collection.clone(),
+                    wait: Some(true),
+                    points,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| qdrant_error("upsert", e))?;
+        }
+        Ok(())
+    }
+
+    async fn query(
+        &self,
+        namespace: &str,
+        vector: &[f32],
+        top_k: usize,
+        filter: &VectorFilter,
+        max_distance: Option<f32>,
+    ) -> Result<Vec<VectorHit>> {
+        let empty = |list: &Option<Vec<String>>| list.as_ref().is_some_and(Vec::is_empty);
+        if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
+            return Ok(Vec::new());
+        }
+        let mut must = vec![Self::scope(namespace)];
+        if let Some(sessions) = &filter.session_ids {
+            must.push(Condition::matches(SESSION, sessions.clone()));
+        }
+        if let Some(peer) = &filter.peer_id {
+            must.push(Condition::matches(PEER, peer.clone()));
+        }
+        if let Some(levels) = &filter.levels {
+            must.push(Condition::matches(LEVEL, levels.clone()));
+        }
+        let response = self
+            .client
+            .query(QueryPoints {
+                collection_name: self.collection.clone(),
+                query: Some(Query::new_nearest(vector.to_vec())),
+                filter: Some(Filter::must(must)),
+                score_threshold: max_distance.map(|distance| 1.0 - distance),
+                limit: Some(top_k as u64),
+                with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
+                ..Default::default()
+            })
+            .await;
+        let response = match response {
+            Ok(response) => response,
+            // No collection yet: nothing was ever stored.
+            Err(QdrantError::ResponseError { status }) if status.code() == tonic::Code::NotFound => {
+                return Ok(Vec::new());
+            }
+            Err(error) => return Err(qdrant_error("query", error)),
+        };
+        response
+            .result
+            .into_iter()
+            .map(|point| {
+                let id = point
+                    .payload
+                    .get(RONCHO_ID)
+                    .cloned()
+                    .and_then(string_value)
+                    .ok_or_else(|| {
+                        Error::Internal(format!("qdrant point in {namespace} has no `{RONCHO_ID}` payload"))
+                    })?;
+                Ok(VectorHit {
+                    id,
+                    distance: 1.0 - point.score,
+                })
+            })
+            .collect()
+    }
+
+    async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
+        if ids.is_empty() || self.describe_cached().await?.is_none() {
+            return Ok(());
+        }
+        for chunk in ids.chunks(UPSERT_BATCH) {
+            let ids: Vec<PointId> = chunk.iter().map(|id| PointId::from(point_id(namespace, id))).collect();
+            self.delete_points(PointsSelector {
+                points_selector_one_of: Some(points_selector::PointsSelectorOneOf::Points(PointsIdsList { ids })),
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
+    async fn delete_namespace(&self, namespace: &str) -> Result<()> {
+        if self.describe_cached().await?.is_none() {
+            return Ok(());
+        }
+        self.delete_points(PointsSelector {
+            points_selector_one_of: Some(points_selector::PointsSelectorOneOf::Filter(Filter::must([
+                Self::scope(namespace),
+            ]))),
+        })
+        .await
+    }
+}
+
+impl QdrantVectorStore {
+    /// The collection's vector size when it exists (cached once seen).
+    async fn describe_cached(&self) -> Result<Option<usize>> {
+        if let Some(size) = self.ready.get() {
+            return Ok(Some(*size));
+        }
+        Ok(self.describe().await?.map(|(size, _)| size))
+    }
+
+    async fn delete_points(&self, points: PointsSelector) -> Result<()> {
+        self.client
+            .delete_points(DeletePoints {
+                collection_name: self.collection.clone(),
+                wait: Some(true),
+                points: Some(points),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| qdrant_error("delete", e))?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn point_ids_are_stable_uuids_per_namespace() {
+        let id = point_id("msg/ws", "abc");
+        assert_eq!(id, point_id("msg/ws", "abc"));
+        assert_ne!(id, point_id("msg/ws2", "abc"));
+        assert_ne!(point_id("msg/w", "sabc"), point_id("msg/ws", "abc"));
+        let parts: Vec<usize> = id.split('-').map(str::len).collect();
+        assert_eq!(parts, [8, 4, 4, 4, 12]);
+        assert!(id.chars().all(|c| c == '-' || c.is_ascii_hexdigit()));
+    }
+}
