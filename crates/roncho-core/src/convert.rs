@@ -3,7 +3,9 @@
 use roncho_proto::v1 as pb;
 
 use crate::json::json_to_struct;
-use crate::model::{Conclusion, Message, Page, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace};
+use crate::model::{
+    Conclusion, Message, Page, Peer, Session, SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
+};
 
 /// Returns the protobuf timestamp of microseconds since the epoch.
 pub fn timestamp(micros: i64) -> prost_types::Timestamp {
@@ -70,6 +72,18 @@ impl From<Message> for pb::Message {
             created_at: Some(timestamp(message.created_at)),
             token_count: message.token_count,
             seq_in_session: message.seq_in_session,
+        }
+    }
+}
+
+impl From<SessionSummary> for pb::Summary {
+    fn from(summary: SessionSummary) -> Self {
+        pb::Summary {
+            content: summary.content,
+            message_id: summary.message_id,
+            summary_type: summary.kind.name().to_owned(),
+            created_at: Some(timestamp(summary.created_at)),
+            token_count: summary.token_count,
         }
     }
 }

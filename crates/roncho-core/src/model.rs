@@ -222,6 +222,43 @@ pub struct Conclusion {
     pub created_at: i64,
 }
 
+/// Which of a session's two summaries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum SummaryKind {
+    Short,
+    Long,
+}
+
+impl SummaryKind {
+    /// Honcho's name of the summary type.
+    pub fn name(self) -> &'static str {
+        match self {
+            SummaryKind::Short => "honcho_chat_summary_short",
+            SummaryKind::Long => "honcho_chat_summary_long",
+        }
+    }
+
+    /// Parses Honcho's name of a summary type.
+    pub fn from_name(name: &str) -> Option<Self> {
+        [SummaryKind::Short, SummaryKind::Long]
+            .into_iter()
+            .find(|kind| kind.name() == name)
+    }
+}
+
+/// A summary of a session up to and including one message.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SessionSummary {
+    pub kind: SummaryKind,
+    pub content: String,
+    /// Public id of the last message covered.
+    pub message_id: String,
+    /// That message's position in the session.
+    pub message_seq: i64,
+    pub token_count: i64,
+    pub created_at: i64,
+}
+
 /// A validated conclusion waiting to be stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewConclusion {

@@ -11,7 +11,8 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::model::{
     CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
+    Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone,
+    WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -143,9 +144,28 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_webhook(&self, workspace_id: &str, id: &str) -> Result<()>;
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>>;
 
-    /// Returns the newest messages of a session whose tokens add up to at most
-    /// `token_budget`, oldest first.
-    async fn context_messages(&self, workspace_id: &str, session_id: &str, token_budget: i64) -> Result<Vec<Message>>;
+    /// Returns the newest messages of a session at or after position
+    /// `from_seq` whose tokens add up to at most `token_budget`, oldest first.
+    async fn context_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+        from_seq: i64,
+    ) -> Result<Vec<Message>>;
+    /// A session's summaries (at most one per kind, short first).
+    async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>>;
+    /// Stores the summary of `kind`, replacing the previous one; `message_id`
+    /// (the last message covered) must belong to the session.
+    async fn set_session_summary(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        kind: SummaryKind,
+        content: &str,
+        message_id: &str,
+        token_count: i64,
+    ) -> Result<SessionSummary>;
     /// Full-text search over a workspace's messages, best match first.
     async fn search_messages(
         &self,

@@ -3,14 +3,17 @@
 
 use roncho_core::filter::Filter;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, Page, PageRequest, new_public_id,
-    now_micros,
+    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, Page, PageRequest, SessionSummary,
+    SummaryKind, new_public_id, now_micros,
 };
 use roncho_core::{Error, Result};
+use sqlx::Row;
 
 use crate::rows;
 use crate::sql::{Dialect, Sql};
-use crate::store::{SqlStore, db_error, ensure_peer, ensure_workspace, execute, load_peer, load_session, to_json};
+use crate::store::{
+    SqlStore, db_error, ensure_peer, ensure_workspace, execute, load_message, load_peer, load_session, to_json,
+};
 
 /// Messages read in the first page of a context walk, and the most in one.
 const CONTEXT_FIRST_PAGE: i64 = 64;
@@ -55,6 +58,7 @@ impl SqlStore {
         workspace_id: &str,
         session_id: &str,
         token_budget: i64,
+        from_seq: i64,
     ) -> Result<Vec<Message>> {
         {
             let mut conn = self.pool().acquire().await.map_err(db_error)?;
@@ -76,6 +80,7 @@ impl SqlStore {
                 rows::MESSAGE_COLUMNS
             ));
             sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+            sql.push(" AND m.seq_in_session >= ").bind(from_seq);
             if let Some(before) = before {
                 sql.push(" AND m.seq_in_session < ").bind(before);
             }
@@ -347,6 +352,85 @@ impl SqlStore {
             .push(" AND observed = ")
             .bind(observed_id);
         self.read_optional(&sql).await?.map(|row| rows::card(&row)).transpose()
+    }
+
+    pub(crate) async fn session_summaries_impl(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+    ) -> Result<Vec<SessionSummary>> {
+        {
+            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        let mut sql = Sql::new(
+            "SELECT summary_type, content, message_public_id, message_seq, token_count, created_at \
+             FROM session_summaries WHERE workspace_name = ",
+        );
+        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
+        let mut summaries = Vec::new();
+        for row in self.read(&sql).await? {
+            let kind: String = row.try_get("summary_type").map_err(db_error)?;
+            let Some(kind) = SummaryKind::from_name(&kind) else {
+                return Err(Error::Internal(format!("unknown summary type `{kind}` stored")));
+            };
+            summaries.push(SessionSummary {
+                kind,
+                content: row.try_get("content").map_err(db_error)?,
+                message_id: row.try_get("message_public_id").map_err(db_error)?,
+                message_seq: row.try_get("message_seq").map_err(db_error)?,
+                token_count: row.try_get("token_count").map_err(db_error)?,
+                created_at: row.try_get("created_at").map_err(db_error)?,
+            });
+        }
+        summaries.sort_by_key(|summary| summary.kind);
+        Ok(summaries)
+    }
+
+    pub(crate) async fn set_session_summary_impl(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        kind: SummaryKind,
+        content: &str,
+        message_id: &str,
+        token_count: i64,
+    ) -> Result<SessionSummary> {
+        let mut tx = self.begin_write().await?;
+        load_session(tx.conn(), workspace_id, session_id).await?;
+        let message = load_message(tx.conn(), workspace_id, session_id, message_id).await?;
+        let summary = SessionSummary {
+            kind,
+            content: content.to_owned(),
+            message_id: message.id,
+            message_seq: message.seq_in_session,
+            token_count,
+            created_at: now_micros(),
+        };
+        let mut sql = Sql::new(
+            "INSERT INTO session_summaries (workspace_name, session_name, summary_type, content, message_public_id, \
+             message_seq, token_count, created_at) VALUES (",
+        );
+        sql.bind(workspace_id)
+            .push(", ")
+            .bind(session_id)
+            .push(", ")
+            .bind(kind.name())
+            .push(", ");
+        sql.bind(content)
+            .push(", ")
+            .bind(summary.message_id.as_str())
+            .push(", ")
+            .bind(summary.message_seq)
+            .push(", ");
+        sql.bind(token_count).push(", ").bind(summary.created_at).push(
+            ") ON CONFLICT (workspace_name, session_name, summary_type) DO UPDATE SET content = excluded.content, \
+             message_public_id = excluded.message_public_id, message_seq = excluded.message_seq, \
+             token_count = excluded.token_count, created_at = excluded.created_at",
+        );
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(summary)
     }
 
     pub(crate) async fn set_peer_card_impl(

@@ -5,8 +5,8 @@ use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::model::{
     CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
-    new_public_id, now_micros, shallow_merge,
+    Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone,
+    WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -429,7 +429,12 @@ async fn allocate_seq(conn: &mut AnyConnection, workspace_id: &str, session_id: 
     Ok(last - count + 1)
 }
 
-async fn load_message(conn: &mut AnyConnection, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
+pub(crate) async fn load_message(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    id: &str,
+) -> Result<Message> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM messages m WHERE m.workspace_name = ",
         rows::MESSAGE_COLUMNS
@@ -1117,8 +1122,32 @@ impl Store for SqlStore {
         .await
     }
 
-    async fn context_messages(&self, workspace_id: &str, session_id: &str, token_budget: i64) -> Result<Vec<Message>> {
-        self.context_messages_impl(workspace_id, session_id, token_budget).await
+    async fn context_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+        from_seq: i64,
+    ) -> Result<Vec<Message>> {
+        self.context_messages_impl(workspace_id, session_id, token_budget, from_seq)
+            .await
+    }
+
+    async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>> {
+        self.session_summaries_impl(workspace_id, session_id).await
+    }
+
+    async fn set_session_summary(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        kind: SummaryKind,
+        content: &str,
+        message_id: &str,
+        token_count: i64,
+    ) -> Result<SessionSummary> {
+        self.set_session_summary_impl(workspace_id, session_id, kind, content, message_id, token_count)
+            .await
     }
 
     async fn search_messages(

@@ -65,35 +65,63 @@ impl Namespace {
     }
 
     fn scan(&self, query: &[f32], top_k: usize, filter: &VectorFilter, max_distance: Option<f32>) -> Vec<VectorHit> {
-        if self.dimensions != query.len() || top_k == 0 {
+        if self.dimensions != query.len() || top_k == 0 || self.ids.is_empty() {
             return Vec::new();
         }
-        let mut hits: Vec<VectorHit> = self
-            .data
-            .chunks_exact(self.dimensions)
-            .enumerate()
-            .filter(|(position, _)| {
-                let (session, peer, level) = &self.fields[*position];
-                filter.matches(session.as_deref(), peer.as_deref(), level.as_deref())
-            })
-            .map(|(position, vector)| {
-                let dot: f32 = vector.iter().zip(query).map(|(a, b)| a * b).sum();
-                VectorHit {
-                    id: self.ids[position].clone(),
-                    distance: 1.0 - dot,
+        let unfiltered = *filter == VectorFilter::default();
+        // Score a range of rows, keeping (distance, position) of those that pass.
+        let score = |rows: std::ops::Range<usize>| -> Vec<(f32, usize)> {
+            let mut scored = Vec::with_capacity(rows.len());
+            for position in rows {
+                if !unfiltered {
+                    let (session, peer, level) = &self.fields[position];
+                    if !filter.matches(session.as_deref(), peer.as_deref(), level.as_deref()) {
+                        continue;
+                    }
                 }
+                let vector = &self.data[position * self.dimensions..(position + 1) * self.dimensions];
+                let distance = 1.0 - roncho_core::embed::dot(vector, query);
+                if max_distance.is_none_or(|max| distance <= max) {
+                    scored.push((distance, position));
+                }
+            }
+            top(scored, top_k, &self.ids)
+        };
+        let rows = self.ids.len();
+        let scored = if rows >= PARALLEL_SCAN_ROWS {
+            // Two halves on two threads: the scan is memory- and FLOP-bound.
+            let middle = rows / 2;
+            let (mut first, second) = std::thread::scope(|scope| {
+                let second = scope.spawn(|| score(middle..rows));
+                (score(0..middle), second.join().unwrap_or_default())
+            });
+            first.extend(second);
+            top(first, top_k, &self.ids)
+        } else {
+            score(0..rows)
+        };
+        scored
+            .into_iter()
+            .map(|(distance, position)| VectorHit {
+                id: self.ids[position].clone(),
+                distance,
             })
-            .filter(|hit| max_distance.is_none_or(|max| hit.distance <= max))
-            .collect();
-        let by_distance =
-            |a: &VectorHit, b: &VectorHit| a.distance.total_cmp(&b.distance).then_with(|| a.id.cmp(&b.id));
-        if hits.len() > top_k {
-            hits.select_nth_unstable_by(top_k - 1, by_distance);
-            hits.truncate(top_k);
-        }
-        hits.sort_by(by_distance);
-        hits
+            .collect()
     }
+}
+
+/// Rows from which a scan is split across two threads.
+const PARALLEL_SCAN_ROWS: usize = 20_000;
+
+/// Keeps the `top_k` nearest of `scored`, nearest first (ties by id).
+fn top(mut scored: Vec<(f32, usize)>, top_k: usize, ids: &[String]) -> Vec<(f32, usize)> {
+    let order = |a: &(f32, usize), b: &(f32, usize)| a.0.total_cmp(&b.0).then_with(|| ids[a.1].cmp(&ids[b.1]));
+    if scored.len() > top_k {
+        scored.select_nth_unstable_by(top_k - 1, order);
+        scored.truncate(top_k);
+    }
+    scored.sort_by(order);
+    scored
 }
 
 /// Loaded namespaces by name.

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use roncho_core::Error;
 use roncho_core::filter::{self, Filter};
-use roncho_core::model::SyncKind;
 use roncho_core::model::{
     CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
 };
+use roncho_core::model::{SummaryKind, SyncKind};
 use roncho_core::store::Store;
 use roncho_store::testing::FreshDatabase;
 use roncho_store::{SqlStore, StoreOptions};
@@ -98,6 +98,8 @@ store_contract_suite!(
     peer_sessions_and_session_peers_are_listed,
     full_text_search_stems_scopes_and_never_errors,
     context_messages_fit_the_token_budget,
+    context_messages_walk_back_across_pages,
+    session_summaries_are_set_replaced_and_bound_context,
     conclusions_are_created_listed_and_soft_deleted,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
@@ -976,6 +978,78 @@ async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
     );
 }
 
+async fn context_messages_walk_back_across_pages(store: &dyn Store) {
+    // Single-token messages, more than several pages of the walk.
+    for chunk in (0..700).collect::<Vec<_>>().chunks(100) {
+        let batch = chunk.iter().map(|i| new_message("a", &format!("m{i}"))).collect();
+        store.create_messages("w", "s", batch).await.unwrap();
+    }
+    let tokens = store.context_messages("w", "s", 1, 0).await.unwrap()[0].token_count;
+    let budget = 500 * tokens;
+    let messages = store.context_messages("w", "s", budget, 0).await.unwrap();
+    assert_eq!(messages.len(), 500);
+    assert_eq!(messages.first().unwrap().content, "m200");
+    assert_eq!(messages.last().unwrap().content, "m699");
+    assert!(messages.windows(2).all(|w| w[0].seq_in_session < w[1].seq_in_session));
+    let from = messages[450].seq_in_session;
+    let tail = store.context_messages("w", "s", budget, from).await.unwrap();
+    assert_eq!(tail.len(), 50, "nothing before from_seq");
+    assert_eq!(tail[0].content, "m650");
+}
+
+async fn session_summaries_are_set_replaced_and_bound_context(store: &dyn Store) {
+    let batch = (0..4).map(|i| new_message("a", &format!("message {i}"))).collect();
+    let created = store.create_messages("w", "s", batch).await.unwrap();
+    assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
+    let long = store
+        .set_session_summary("w", "s", SummaryKind::Long, "long so far", &created[1].id, 40)
+        .await
+        .unwrap();
+    assert_eq!(long.message_seq, created[1].seq_in_session);
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "first", &created[0].id, 5)
+        .await
+        .unwrap();
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "short so far", &created[2].id, 7)
+        .await
+        .unwrap();
+    let summaries = store.session_summaries("w", "s").await.unwrap();
+    assert_eq!(
+        summaries
+            .iter()
+            .map(|s| (s.kind, s.content.as_str(), s.message_id.as_str(), s.token_count))
+            .collect::<Vec<_>>(),
+        [
+            (SummaryKind::Short, "short so far", created[2].id.as_str(), 7),
+            (SummaryKind::Long, "long so far", created[1].id.as_str(), 40),
+        ],
+        "one per kind, replaced, short first"
+    );
+    let foreign = store
+        .create_messages("w", "other", vec![new_message("a", "elsewhere")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store
+                .set_session_summary("w", "s", SummaryKind::Short, "x", &foreign[0].id, 1)
+                .await,
+            Err(Error::NotFound { .. })
+        ),
+        "the covered message must belong to the session"
+    );
+    assert!(matches!(
+        store.session_summaries("w", "missing").await,
+        Err(Error::NotFound { .. })
+    ));
+    store.delete_session("w", "s").await.unwrap();
+    assert!(
+        store.session_summaries("w", "s").await.is_err(),
+        "summaries go with the session"
+    );
+}
+
 async fn context_messages_fit_the_token_budget(store: &dyn Store) {
     let batch: Vec<_> = ["one two three", "four five", "six", "seven eight nine ten"]
         .iter()
@@ -985,25 +1059,28 @@ async fn context_messages_fit_the_token_budget(store: &dyn Store) {
     let contents =
         |messages: Vec<roncho_core::model::Message>| messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
     assert_eq!(
-        contents(store.context_messages("w", "s", 4).await.unwrap()),
+        contents(store.context_messages("w", "s", 4, 0).await.unwrap()),
         ["seven eight nine ten"]
     );
     assert_eq!(
-        contents(store.context_messages("w", "s", 5).await.unwrap()),
+        contents(store.context_messages("w", "s", 5, 0).await.unwrap()),
         ["six", "seven eight nine ten"]
     );
     assert_eq!(
-        contents(store.context_messages("w", "s", 7).await.unwrap()),
+        contents(store.context_messages("w", "s", 7, 0).await.unwrap()),
         ["four five", "six", "seven eight nine ten"]
     );
-    assert_eq!(contents(store.context_messages("w", "s", 100).await.unwrap()).len(), 4);
+    assert_eq!(
+        contents(store.context_messages("w", "s", 100, 0).await.unwrap()).len(),
+        4
+    );
     assert!(
-        store.context_messages("w", "s", 3).await.unwrap().is_empty(),
+        store.context_messages("w", "s", 3, 0).await.unwrap().is_empty(),
         "the newest message does not fit"
     );
-    assert!(store.context_messages("w", "s", 0).await.unwrap().is_empty());
+    assert!(store.context_messages("w", "s", 0, 0).await.unwrap().is_empty());
     assert!(matches!(
-        store.context_messages("w", "missing", 10).await,
+        store.context_messages("w", "missing", 10, 0).await,
         Err(Error::NotFound { .. })
     ));
 }

@@ -1,7 +1,7 @@
 //! Session context, peer context and representations (honcho-v3 §3.1–§3.3),
 //! built from the store's conclusions, peer cards and messages.
 
-use roncho_core::model::{CollectionQuery, Conclusion, Message};
+use roncho_core::model::{CollectionQuery, Conclusion, Message, SessionSummary, SummaryKind};
 use roncho_core::vector::{VectorFilter, documents_namespace};
 
 use crate::Semantic;
@@ -136,43 +136,114 @@ pub async fn count_tokens(text: String) -> Result<i64> {
 #[derive(Debug, Default)]
 pub struct SessionContext {
     pub messages: Vec<Message>,
+    pub summary: Option<SessionSummary>,
     pub representation: Option<String>,
     pub peer_card: Option<Vec<String>>,
 }
 
+/// Share of the budget a summary may take (Honcho: 40 %).
+const SUMMARY_SHARE: f64 = 0.4;
+
+/// Picks the summary for a budget as Honcho does: the long one when it fits
+/// in 40 % and is longer than the short one, else the short one when it fits.
+/// Returns it, the position messages start from (the summary's last message,
+/// repeated) and what is left of the budget for messages.
+pub fn select_summary(summaries: &[SessionSummary], budget: i64) -> (Option<SessionSummary>, i64, i64) {
+    if budget <= 0 {
+        return (None, 0, budget.max(0));
+    }
+    let share = (budget as f64 * SUMMARY_SHARE) as i64;
+    let find = |kind| summaries.iter().find(|summary| summary.kind == kind);
+    let short = find(SummaryKind::Short);
+    let long = find(SummaryKind::Long);
+    let short_tokens = short.map_or(0, |summary| summary.token_count);
+    let chosen = match (long, short) {
+        (Some(long), _) if long.token_count <= share && long.token_count > short_tokens => Some(long),
+        (_, Some(short)) if short.token_count > 0 && short.token_count <= share => Some(short),
+        _ => None,
+    };
+    match chosen {
+        Some(summary) => (Some(summary.clone()), summary.message_seq, budget - summary.token_count),
+        None => (None, 0, budget),
+    }
+}
+
 /// Builds a session context: representation and card first (when a target is
-/// given), then the newest messages that fit what is left of the budget.
-/// Summaries join this once the summariser exists.
+/// given), then a summary of at most 40 % of what is left (when asked for),
+/// then the newest messages that fit, from the summary's last message on.
 pub async fn session_context(
     store: &dyn Store,
     semantic: Option<&Semantic>,
     workspace_id: &str,
     session_id: &str,
     token_limit: i64,
+    include_summary: bool,
     target: Option<RepresentationOptions>,
 ) -> Result<SessionContext> {
-    let Some(options) = target else {
-        let messages = store.context_messages(workspace_id, session_id, token_limit).await?;
-        return Ok(SessionContext {
-            messages,
-            ..SessionContext::default()
-        });
+    let (representation, peer_card, budget) = match target {
+        None => (None, None, token_limit),
+        Some(options) => {
+            let markdown = representation(store, semantic, workspace_id, &options).await?;
+            // Under an allowlist the card is dropped: it may rest on other sessions.
+            let card = if options.allowed_sessions.is_some() {
+                None
+            } else {
+                peer_card(store, workspace_id, &options.observer, &options.observed).await?
+            };
+            let card_text = card.as_ref().map(|entries| entries.join("\n")).unwrap_or_default();
+            let used = count_tokens(markdown.clone()).await? + count_tokens(card_text).await?;
+            (Some(markdown), card, token_limit - used)
+        }
     };
-    let markdown = representation(store, semantic, workspace_id, &options).await?;
-    // Under an allowlist the card is dropped: it may rest on other sessions.
-    let card = if options.allowed_sessions.is_some() {
-        None
+    let (summary, from_seq, message_budget) = if include_summary {
+        select_summary(&store.session_summaries(workspace_id, session_id).await?, budget)
     } else {
-        peer_card(store, workspace_id, &options.observer, &options.observed).await?
+        (None, 0, budget)
     };
-    let card_text = card.as_ref().map(|entries| entries.join("\n")).unwrap_or_default();
-    let used = count_tokens(markdown.clone()).await? + count_tokens(card_text).await?;
     let messages = store
-        .context_messages(workspace_id, session_id, token_limit - used)
+        .context_messages(workspace_id, session_id, message_budget, from_seq)
         .await?;
     Ok(SessionContext {
         messages,
-        representation: Some(markdown),
-        peer_card: card,
+        summary,
+        representation,
+        peer_card,
     })
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn summary(kind: SummaryKind, tokens: i64, seq: i64) -> SessionSummary {
+        SessionSummary {
+            kind,
+            content: format!("{kind:?}"),
+            message_id: format!("m{seq}"),
+            message_seq: seq,
+            token_count: tokens,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn summaries_are_chosen_as_honcho_does() {
+        let short = summary(SummaryKind::Short, 30, 8);
+        let long = summary(SummaryKind::Long, 300, 5);
+        let both = [short.clone(), long.clone()];
+        // 40 % of 1000 = 400: the long one fits and is longer.
+        assert_eq!(select_summary(&both, 1000), (Some(long), 5, 700));
+        // 40 % of 100 = 40: only the short one fits.
+        assert_eq!(select_summary(&both, 100), (Some(short.clone()), 8, 70));
+        // 40 % of 50 = 20: neither fits.
+        assert_eq!(select_summary(&both, 50), (None, 0, 50));
+        assert_eq!(select_summary(&[], 1000), (None, 0, 1000));
+        assert_eq!(select_summary(&both, -5), (None, 0, 0));
+        // A long summary no longer than the short one is not preferred.
+        let stale_long = summary(SummaryKind::Long, 20, 2);
+        assert_eq!(
+            select_summary(&[short.clone(), stale_long], 1000),
+            (Some(short), 8, 970)
+        );
+    }
 }

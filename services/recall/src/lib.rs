@@ -12,12 +12,12 @@ use std::sync::Arc;
 use roncho_core::convert::{PageParts, page_parts};
 use roncho_core::filter::{self, Filter, Schema};
 use roncho_core::json::struct_to_json;
-use roncho_core::model::{MessageSearch, PageRequest};
+use roncho_core::model::{MessageSearch, PageRequest, SessionSummary, SummaryKind};
 use serde_json::Value;
 
 use crate::context::{MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions};
 use roncho_core::embed::Embedder;
-use roncho_core::rpc::{RpcResult, not_yet, reply};
+use roncho_core::rpc::{RpcResult, reply};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
 use roncho_core::{Error, Result, validate};
@@ -441,13 +441,14 @@ impl Recall {
             &workspace_id,
             &session_id,
             token_limit,
+            request.summary.unwrap_or(true),
             target,
         )
         .await?;
         Ok(pb::SessionContext {
             id: session_id,
             messages: built.messages.into_iter().map(pb::Message::from).collect(),
-            summary: None,
+            summary: built.summary.map(pb::Summary::from),
             peer_representation: built.representation,
             peer_card: built.peer_card.unwrap_or_default(),
         })
@@ -614,9 +615,28 @@ impl RecallService for Recall {
 
     async fn get_session_summaries(
         &self,
-        _: Request<pb::GetSessionSummariesRequest>,
+        request: Request<pb::GetSessionSummariesRequest>,
     ) -> RpcResult<pb::SessionSummaries> {
-        not_yet("GetSessionSummaries")
+        let request = request.into_inner();
+        reply(
+            async {
+                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+                let session_id = validate::reference_id("session_id", &request.session_id)?;
+                let mut summaries = self.store.session_summaries(&workspace_id, &session_id).await?;
+                let mut take = |kind| {
+                    let position = summaries
+                        .iter()
+                        .position(|summary: &SessionSummary| summary.kind == kind)?;
+                    Some(pb::Summary::from(summaries.remove(position)))
+                };
+                Ok(pb::SessionSummaries {
+                    id: session_id.clone(),
+                    short_summary: take(SummaryKind::Short),
+                    long_summary: take(SummaryKind::Long),
+                })
+            }
+            .await,
+        )
     }
 
     async fn get_peer_context(&self, request: Request<pb::GetPeerContextRequest>) -> RpcResult<pb::PeerContext> {

@@ -14,6 +14,7 @@ use tonic_types::StatusExt;
 
 struct Server {
     channel: tonic::transport::Channel,
+    store: Arc<roncho_store::SqlStore>,
     shutdown: CancellationToken,
     task: tokio::task::JoinHandle<anyhow::Result<()>>,
     _dir: tempfile::TempDir,
@@ -25,19 +26,15 @@ async fn start(roles: &[Role]) -> Server {
         .await
         .unwrap();
     roncho_store::migrate(&store).await.unwrap();
+    let store = Arc::new(store);
+    let served = store.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let roles = roles.to_vec();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
-        roncho::server::run(
-            listener,
-            roncho::server::Services::store_only(Arc::new(store)),
-            &roles,
-            token,
-        )
-        .await
+        roncho::server::run(listener, roncho::server::Services::store_only(served), &roles, token).await
     });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
@@ -46,6 +43,7 @@ async fn start(roles: &[Role]) -> Server {
         .unwrap();
     Server {
         channel,
+        store,
         shutdown,
         task,
         _dir: dir,
@@ -221,6 +219,105 @@ async fn reflection_lists_every_role_service() {
             "{expected} missing from {names:?}"
         );
     }
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn summaries_are_served_and_bound_the_context() {
+    use roncho_core::model::SummaryKind;
+    use roncho_core::store::Store;
+
+    let server = start(&Role::ALL).await;
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    let mut recall = RecallServiceClient::new(server.channel.clone());
+    let created = ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: (0..6).map(|i| message("alice", &format!("turn number {i}"))).collect(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .messages;
+    let summaries = || {
+        let mut recall = recall.clone();
+        async move {
+            recall
+                .get_session_summaries(pb::GetSessionSummariesRequest {
+                    workspace_id: "w".into(),
+                    session_id: "s".into(),
+                })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let none = summaries().await;
+    assert_eq!(
+        (none.short_summary, none.long_summary),
+        (None, None),
+        "none written yet"
+    );
+
+    // The summariser's write, through the store.
+    server
+        .store
+        .set_session_summary("w", "s", SummaryKind::Short, "alice counted turns", &created[3].id, 4)
+        .await
+        .unwrap();
+    let got = summaries().await;
+    let short = got.short_summary.expect("short summary");
+    assert_eq!(
+        (
+            short.content.as_str(),
+            short.message_id.as_str(),
+            short.summary_type.as_str()
+        ),
+        (
+            "alice counted turns",
+            created[3].id.as_str(),
+            "honcho_chat_summary_short"
+        )
+    );
+    assert!(got.long_summary.is_none());
+
+    let context = |summary: Option<bool>| {
+        let mut recall = recall.clone();
+        async move {
+            recall
+                .get_session_context(pb::GetSessionContextRequest {
+                    workspace_id: "w".into(),
+                    session_id: "s".into(),
+                    tokens: Some(1000),
+                    summary,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let with = context(None).await;
+    assert_eq!(with.summary.map(|s| s.content).as_deref(), Some("alice counted turns"));
+    assert_eq!(
+        with.messages.iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        created[3..].iter().map(|m| m.id.as_str()).collect::<Vec<_>>(),
+        "messages start at the summary's last message, repeated"
+    );
+    let without = context(Some(false)).await;
+    assert!(without.summary.is_none());
+    assert_eq!(without.messages.len(), 6);
+
+    let missing = recall
+        .get_session_summaries(pb::GetSessionSummariesRequest {
+            workspace_id: "w".into(),
+            session_id: "nope".into(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(missing.code(), tonic::Code::NotFound);
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();
 }
