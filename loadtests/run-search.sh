@@ -1,39 +1,49 @@
 #!/usr/bin/env bash
 # Search and context speed: writes a generated corpus of N messages into one
 # workspace (one session holds the first 10,000), waits until every vector is
-# synced, then measures SearchMessages (hybrid: full text + exact vector scan,
-# 2 concurrent clients) and GetSessionContext on the 10,000-message session.
+# synced, then measures SearchMessages (2 concurrent clients, limit 10) and
+# GetSessionContext (4,000 tokens) on the 10,000-message session.
 # Vectors come from the test hashing embedder at 384 dimensions (MiniLM's
 # size): this measures search cost, not quality, and leaves out the query's
-# embedding time (see docs/benchmarks.md).
+# embedding time (see docs/benchmarks.md). Corpora: loadtests/src/corpus.rs.
 #
-#   loadtests/run-search.sh [N ...]     (default: 10000 100000 embedded, 10000 Postgres)
+#   loadtests/run-search.sh                 the table in docs/benchmarks.md
+#   loadtests/run-search.sh N [corpus]      one embedded run (corpus zipf|dense)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50974
 source loadtests/common.sh
 loadtest=$CARGO_TARGET_DIR/release/roncho-loadtest
-export RONCHO_EMBEDDING_PROVIDER=test-hashing RONCHO_EMBEDDING_DIMENSIONS=384
+export RONCHO_EMBEDDING_DIMENSIONS=384
 
-run() { # label messages serve-args...
-  local label=$1 messages=$2; shift 2
+run() { # label messages corpus provider serve-args...
+  local label=$1 messages=$2 corpus=$3
+  export RONCHO_EMBEDDING_PROVIDER=$4
+  shift 4
   start_server "$@"
   local started=$SECONDS
-  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search-ingest --messages "$messages" >/dev/null
-  until "$roncho" status --listen "127.0.0.1:$port" "$@" 2>/dev/null | grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending"; do
-    [ $((SECONDS - started)) -gt 1200 ] && { echo "vectors did not sync"; exit 1; }
-    sleep 1
-  done
-  echo "# $label: $messages messages written and synced in $((SECONDS - started)) s"
-  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search
+  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search-ingest --messages "$messages" --corpus "$corpus" >/dev/null
+  if [ "$RONCHO_EMBEDDING_PROVIDER" != none ]; then
+    until "$roncho" status --listen "127.0.0.1:$port" "$@" 2>/dev/null | grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending"; do
+      [ $((SECONDS - started)) -gt 3000 ] && { echo "vectors did not sync"; exit 1; }
+      sleep 2
+    done
+  fi
+  echo "# $label: $messages messages ($corpus) written and synced in $((SECONDS - started)) s"
+  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search --corpus "$corpus"
   stop_server
+  rm -rf "$work"/data-*
 }
 
 echo "# $(date -u +%F) $(nproc) cores"
 if [ $# -gt 0 ]; then
-  for n in "$@"; do run "embedded-$n" "$n" --data-dir "$work/data-$n"; done
+  run "embedded-$1-${2:-zipf}" "$1" "${2:-zipf}" test-hashing --data-dir "$work/data-$1"
 else
-  run embedded-10k 10000 --data-dir "$work/data-10k"
-  run embedded-100k 100000 --data-dir "$work/data-100k"
-  run postgres-10k 10000 "$(postgres_args)"
+  run embedded-10k 10000 zipf test-hashing --data-dir "$work/data-10k"
+  run embedded-100k 100000 zipf test-hashing --data-dir "$work/data-100k"
+  run embedded-1m 1000000 zipf test-hashing --data-dir "$work/data-1m"
+  run embedded-100k-dense 100000 dense test-hashing --data-dir "$work/data-100k-dense"
+  run postgres-10k 10000 zipf test-hashing "$(postgres_args)"
+  psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null
+  run postgres-100k-fulltext 100000 zipf none "$(postgres_args)"
 fi

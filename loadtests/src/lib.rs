@@ -1,9 +1,11 @@
 //! Load generation and retrieval-quality evaluation for roncho.
 //!
 //! # Layout
+//! - [`corpus`]: generated corpora for the search benchmark.
 //! - [`locomo`]: the LoCoMo conversation format, evidence normalisation and
 //!   recall metrics.
 //! - [`synth`]: a seeded generator of synthetic conversations in that format.
 
+pub mod corpus;
 pub mod locomo;
 pub mod synth;

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hdrhistogram::Histogram;
+use roncho_loadtests::corpus::Corpus;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
@@ -44,6 +45,9 @@ enum Scenario {
         session_size: usize,
         #[arg(long, default_value = "search-bench")]
         workspace: String,
+        /// The generated text (see loadtests/src/corpus.rs).
+        #[arg(long, value_enum, default_value_t = Corpus::Zipf)]
+        corpus: Corpus,
     },
     /// SearchMessages and GetSessionContext against a corpus from `search-ingest`.
     Search {
@@ -56,6 +60,9 @@ enum Scenario {
         /// Token budget of GetSessionContext.
         #[arg(long, default_value_t = 4_000)]
         context_tokens: i32,
+        /// The corpus `search-ingest` wrote, for matching queries.
+        #[arg(long, value_enum, default_value_t = Corpus::Zipf)]
+        corpus: Corpus,
     },
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
@@ -197,124 +204,9 @@ async fn ingest(
     Ok(vec![create_phase, list_phase])
 }
 
-const WORDS: &[&str] = &[
-    "coffee",
-    "espresso",
-    "garden",
-    "tomatoes",
-    "hiking",
-    "ridge",
-    "trail",
-    "sister",
-    "brother",
-    "cello",
-    "guitar",
-    "concert",
-    "museum",
-    "painting",
-    "pottery",
-    "kayak",
-    "river",
-    "lake",
-    "mountain",
-    "snow",
-    "skiing",
-    "marathon",
-    "training",
-    "injury",
-    "doctor",
-    "nurse",
-    "hospital",
-    "school",
-    "teacher",
-    "exam",
-    "degree",
-    "library",
-    "novel",
-    "poetry",
-    "festival",
-    "jazz",
-    "dinner",
-    "recipe",
-    "pasta",
-    "curry",
-    "bakery",
-    "bread",
-    "dog",
-    "puppy",
-    "cat",
-    "adoption",
-    "shelter",
-    "volunteer",
-    "charity",
-    "fundraiser",
-    "startup",
-    "job",
-    "interview",
-    "promotion",
-    "boss",
-    "deadline",
-    "vacation",
-    "flight",
-    "Lisbon",
-    "Tokyo",
-    "Denver",
-    "Nairobi",
-    "beach",
-    "camping",
-    "tent",
-    "stars",
-    "birthday",
-    "wedding",
-    "anniversary",
-    "gift",
-    "movie",
-    "series",
-    "podcast",
-    "chess",
-    "tournament",
-    "puzzle",
-    "photography",
-    "camera",
-    "sunset",
-    "bicycle",
-    "commute",
-    "apartment",
-    "moving",
-    "neighbors",
-    "plants",
-    "yoga",
-];
-
-/// A deterministic sentence for message `index`.
-fn sentence(index: usize) -> String {
-    let mut state = (index as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    let mut words = Vec::new();
-    for _ in 0..12 {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        words.push(WORDS[(state % WORDS.len() as u64) as usize]);
-    }
-    format!(
-        "Yesterday I talked about {} and {}, then {} {} with {} near the {}; later {} {} {} {} {} {}.",
-        words[0],
-        words[1],
-        words[2],
-        words[3],
-        words[4],
-        words[5],
-        words[6],
-        words[7],
-        words[8],
-        words[9],
-        words[10],
-        words[11]
-    )
-}
-
 async fn search_ingest(
     target: &str,
+    corpus: Corpus,
     messages: usize,
     session_size: usize,
     workspace: &str,
@@ -333,7 +225,7 @@ async fn search_ingest(
                 } else {
                     "assistant".into()
                 },
-                content: sentence(index),
+                content: corpus.message(index),
                 ..Default::default()
             })
             .collect();
@@ -356,6 +248,7 @@ async fn search_ingest(
 
 async fn search(
     target: &str,
+    corpus: Corpus,
     queries: usize,
     concurrency: usize,
     workspace: &str,
@@ -375,11 +268,7 @@ async fn search(
             let mut modes = std::collections::BTreeSet::new();
             for query_index in 0..mine {
                 let index = client_index * 7919 + query_index * 31;
-                let query = format!(
-                    "When did I talk about {} and {}?",
-                    WORDS[index % WORDS.len()],
-                    WORDS[(index / 3) % WORDS.len()]
-                );
+                let query = corpus.query(index);
                 let start = Instant::now();
                 let response = client
                     .search_messages(pb::SearchMessagesRequest {
@@ -456,13 +345,25 @@ async fn main() -> anyhow::Result<()> {
             messages,
             session_size,
             workspace,
-        } => search_ingest(&cli.target, messages, session_size, &workspace).await?,
+            corpus,
+        } => search_ingest(&cli.target, corpus, messages, session_size, &workspace).await?,
         Scenario::Search {
             queries,
             concurrency,
             workspace,
             context_tokens,
-        } => search(&cli.target, queries, concurrency.max(1), &workspace, context_tokens).await?,
+            corpus,
+        } => {
+            search(
+                &cli.target,
+                corpus,
+                queries,
+                concurrency.max(1),
+                &workspace,
+                context_tokens,
+            )
+            .await?
+        }
     };
     let reports: Vec<_> = phases.iter().map(Phase::report).collect();
     if cli.json {

@@ -327,8 +327,9 @@ impl SqlStore {
             return Ok(Vec::new());
         }
         let mut sql = Sql::new(&format!(
-            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
-            rows::CONCLUSION_COLUMNS
+            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND {} = ",
+            rows::CONCLUSION_COLUMNS,
+            self.dialect().unindexed("d.workspace_name")
         ));
         sql.bind(workspace_id).push(" AND d.public_id IN ");
         push_in_list(&mut sql, ids);

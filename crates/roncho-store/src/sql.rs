@@ -13,6 +13,20 @@ pub enum Dialect {
     Sqlite,
 }
 
+impl Dialect {
+    /// Returns `column` in a form the planner will not use an index for
+    /// (SQLite's unary `+`), so that a more selective condition's index drives
+    /// the query. SQLite without statistics takes `workspace_name = ?` for
+    /// selective, and scanned a whole workspace to find a few ids; Postgres
+    /// plans from statistics and gets the column as is.
+    pub fn unindexed(self, column: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("+{column}"),
+            Dialect::Postgres => column.to_owned(),
+        }
+    }
+}
+
 /// A value bound to a `$N` placeholder.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Bind {

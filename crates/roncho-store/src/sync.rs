@@ -89,8 +89,9 @@ impl SqlStore {
             return Ok(Vec::new());
         }
         let mut sql = Sql::new(&format!(
-            "SELECT {} FROM messages m WHERE m.workspace_name = ",
-            rows::MESSAGE_COLUMNS
+            "SELECT {} FROM messages m WHERE {} = ",
+            rows::MESSAGE_COLUMNS,
+            self.dialect().unindexed("m.workspace_name")
         ));
         sql.bind(workspace_id).push(" AND m.public_id IN ");
         push_ids(&mut sql, ids);
@@ -122,13 +123,16 @@ impl SqlStore {
                   AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_peer, \
                  (SELECT p.content FROM messages p WHERE p.workspace_name = messages.workspace_name \
                   AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_content \
-                 FROM messages WHERE sync_state = 'pending'",
+                 FROM messages WHERE sync_state <> 'synced' AND sync_state = 'pending'",
             ),
             SyncKind::Conclusion => Sql::new(
                 "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
-                 observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state = 'pending'",
+                 observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
             ),
         };
+        // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
+        // partial index only when the query states its WHERE, and without it each
+        // batch scanned the whole table (sync slowed from 4k to 1k rows/s by 600k rows).
         // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
         sql.push(" AND (last_sync_at IS NULL OR last_sync_at + ")
             .bind(backoff_micros);

@@ -172,6 +172,40 @@ fn session_allowlist(filters: Option<prost_types::Struct>) -> Result<Option<Vec<
 /// (docs/benchmarks.md).
 const RRF_K: f64 = 10.0;
 
+/// Peers a workspace may have for [`Recall::named_peers`] to look for them in queries.
+const NAMED_PEER_SCAN: i64 = 100;
+
+/// Lowercase alphanumeric words of `text`.
+fn lower_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Fuses candidate lists. When the query names peers, their messages in the
+/// fused order form one more list: in conversations, what a question asks
+/// about a person is nearly always in what that person said (on the LoCoMo
+/// development set, 92–100 % of evidence turns per question category), yet
+/// a name is a weak term for BM25 and a weak signal in an embedding. The
+/// extra list reorders candidates; it adds none and removes none.
+fn fuse(lists: Vec<Vec<roncho_core::model::Message>>, named: &[String]) -> Vec<roncho_core::model::Message> {
+    let fused = if lists.len() == 1 {
+        lists.into_iter().next().unwrap_or_default()
+    } else {
+        reciprocal_rank_fusion(&lists)
+    };
+    if named.is_empty() {
+        return fused;
+    }
+    let by_named: Vec<_> = fused
+        .iter()
+        .filter(|message| named.contains(&message.peer_id))
+        .cloned()
+        .collect();
+    reciprocal_rank_fusion(&[fused, by_named])
+}
+
 /// Fuses ranked lists: each item scores Σ 1 / (k + rank) over the lists it is in.
 fn reciprocal_rank_fusion(lists: &[Vec<roncho_core::model::Message>]) -> Vec<roncho_core::model::Message> {
     let mut scored: Vec<(f64, roncho_core::model::Message)> = Vec::new();
@@ -311,9 +345,18 @@ impl Recall {
             // Each source brings twice the limit; fusion keeps the best `limit`.
             limit: limit * 2,
         };
+        let named = match &search.peer_id {
+            Some(_) => Vec::new(),
+            None => self.named_peers(&workspace_id, &request.query).await?,
+        };
         let Some(semantic) = &self.semantic else {
             let full_text = self.store.search_messages(&workspace_id, &search, &filter).await?;
-            return Ok(search_response(full_text, limit, "full_text", NO_EMBEDDER.to_owned()));
+            return Ok(search_response(
+                fuse(vec![full_text], &named),
+                limit,
+                "full_text",
+                NO_EMBEDDER.to_owned(),
+            ));
         };
         // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
         let (full_text, semantic_hits) = tokio::join!(
@@ -326,7 +369,7 @@ impl Recall {
             Err(error) => {
                 tracing::warn!(%error, "semantic search unavailable; answering from full text");
                 return Ok(search_response(
-                    full_text,
+                    fuse(vec![full_text], &named),
                     limit,
                     "full_text",
                     format!("semantic search unavailable: {error}"),
@@ -334,11 +377,40 @@ impl Recall {
             }
         };
         Ok(search_response(
-            reciprocal_rank_fusion(&[full_text, semantic_hits]),
+            fuse(vec![full_text, semantic_hits], &named),
             limit,
             "hybrid",
             String::new(),
         ))
+    }
+
+    /// Returns the peers of the workspace that `query` names (their id's
+    /// words, split at `-` and `_`, appear in it in order, ignoring case).
+    /// Workspaces of more than [`NAMED_PEER_SCAN`] peers are not scanned.
+    async fn named_peers(&self, workspace_id: &str, query: &str) -> Result<Vec<String>> {
+        let page = PageRequest::from_wire(1, NAMED_PEER_SCAN as i32, false)?;
+        let peers = match self.store.list_peers(workspace_id, &Filter::All, page).await {
+            Ok(peers) => peers,
+            // Searching a workspace that does not exist finds nothing; not an error here.
+            Err(Error::NotFound { .. }) => return Ok(Vec::new()),
+            Err(error) => return Err(error),
+        };
+        if peers.total > NAMED_PEER_SCAN {
+            return Ok(Vec::new());
+        }
+        let words = lower_words(query);
+        Ok(peers
+            .items
+            .into_iter()
+            .map(|peer| peer.id)
+            .filter(|id| {
+                let id_words = lower_words(id);
+                !id_words.is_empty()
+                    && words
+                        .windows(id_words.len())
+                        .any(|window| window == id_words.as_slice())
+            })
+            .collect())
     }
 
     /// Returns the messages nearest the query's embedding that pass the search's scope and filter.
@@ -763,5 +835,57 @@ impl RecallService for Recall {
             }
             .await,
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roncho_core::model::Message;
+
+    fn message(id: &str, peer: &str) -> Message {
+        Message {
+            id: id.into(),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            peer_id: peer.into(),
+            content: String::new(),
+            metadata: Default::default(),
+            created_at: 0,
+            token_count: 1,
+            seq_in_session: 0,
+        }
+    }
+
+    fn ids(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    #[test]
+    fn named_peers_reorder_candidates_without_adding_or_dropping() {
+        let full_text = vec![message("a", "bob"), message("b", "alice"), message("c", "bob")];
+        let semantic = vec![message("d", "bob"), message("b", "alice"), message("e", "alice")];
+        let plain = fuse(vec![full_text.clone(), semantic.clone()], &[]);
+        assert_eq!(ids(&plain)[0], "b", "in both lists");
+        let named = fuse(vec![full_text, semantic], &["alice".to_owned()]);
+        assert_eq!(ids(&named)[..2], ["b", "e"], "alice's messages first");
+        let mut before = ids(&plain);
+        let mut after = ids(&named);
+        before.sort_unstable();
+        after.sort_unstable();
+        assert_eq!(before, after);
+    }
+
+    #[test]
+    fn peer_names_are_matched_as_whole_words() {
+        assert_eq!(
+            lower_words("What did Caroline-Smith say?"),
+            ["what", "did", "caroline", "smith", "say"]
+        );
+        let words = lower_words("When did caroline smith paint?");
+        let id = lower_words("Caroline_Smith");
+        assert!(words.windows(id.len()).any(|w| w == id.as_slice()));
+        let carol = lower_words("Carol");
+        assert!(!words.windows(carol.len()).any(|w| w == carol.as_slice()));
     }
 }
