@@ -8,7 +8,11 @@
 # embedding time (see docs/benchmarks.md). Corpora: loadtests/src/corpus.rs.
 #
 #   loadtests/run-search.sh                 the table in docs/benchmarks.md
-#   loadtests/run-search.sh N [corpus]      one embedded run (corpus zipf|dense)
+#   loadtests/run-search.sh N [corpus] [provider]
+#                                           one embedded run (corpus zipf|dense;
+#                                           provider test-hashing|auto, where auto
+#                                           is the local MiniLM: query embedding included;
+#                                           syncing runs at ~50 messages/s on 2 cores)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50974
@@ -37,7 +41,7 @@ run() { # label messages corpus provider serve-args...
 
 echo "# $(date -u +%F) $(nproc) cores"
 if [ $# -gt 0 ]; then
-  run "embedded-$1-${2:-zipf}" "$1" "${2:-zipf}" test-hashing --data-dir "$work/data-$1"
+  run "embedded-$1-${2:-zipf}-${3:-test-hashing}" "$1" "${2:-zipf}" "${3:-test-hashing}" --data-dir "$work/data-$1"
 else
   run embedded-10k 10000 zipf test-hashing --data-dir "$work/data-10k"
   run embedded-100k 100000 zipf test-hashing --data-dir "$work/data-100k"

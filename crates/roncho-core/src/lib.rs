@@ -2,7 +2,7 @@
 //! the `Store` port, and the one mapping from domain errors to gRPC statuses.
 //!
 //! # Layout
-//! - [`embed`]: the `Embedder` port.
+//! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
 //! - [`error`]: the domain error and its `tonic::Status` mapping.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
@@ -13,7 +13,7 @@
 //! - [`tokens`]: o200k_base token counting.
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
-//! - [`vector`]: the `VectorStore` port.
+//! - [`vector`]: the `VectorStore` port (and, with feature `testing`, its contract suite).
 //! - [`convert`]: domain ⇄ `roncho.v1` messages.
 //! - [`rpc`]: reply helpers shared by the role services.
 

@@ -39,9 +39,16 @@ pub struct BertEmbedder {
     loaded: Arc<Loaded>,
     dimensions: usize,
     model_id: String,
-    /// CPU-bound: one forward pass at a time keeps the other core for serving.
-    permits: Arc<tokio::sync::Semaphore>,
+    /// CPU-bound: one bulk forward pass (the reconciler's batches) at a time
+    /// keeps a core for serving.
+    bulk: Arc<tokio::sync::Semaphore>,
+    /// Search queries (a few texts) take their own lane, so a query never
+    /// waits behind a background batch (~0.25 s for 64 texts on 2 cores).
+    interactive: Arc<tokio::sync::Semaphore>,
 }
+
+/// Texts per call up to which a call is interactive.
+const INTERACTIVE_TEXTS: usize = 4;
 
 impl std::fmt::Debug for BertEmbedder {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -92,7 +99,8 @@ impl BertEmbedder {
             loaded: Arc::new(Loaded { model, tokenizer }),
             dimensions,
             model_id: format!("local/{name}"),
-            permits: Arc::new(tokio::sync::Semaphore::new(1)),
+            bulk: Arc::new(tokio::sync::Semaphore::new(1)),
+            interactive: Arc::new(tokio::sync::Semaphore::new(2)),
         })
     }
 
@@ -142,8 +150,12 @@ impl BertEmbedder {
 #[async_trait]
 impl Embedder for BertEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let _permit = self
-            .permits
+        let lane = if texts.len() <= INTERACTIVE_TEXTS {
+            &self.interactive
+        } else {
+            &self.bulk
+        };
+        let _permit = lane
             .clone()
             .acquire_owned()
             .await

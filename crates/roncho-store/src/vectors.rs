@@ -124,8 +124,11 @@ impl Namespace {
         let unfiltered = *filter == VectorFilter::default();
         // Approximate distances of a range of rows that pass the filter; the
         // best `candidates` of them.
+        // Pruned as it goes: whenever twice `candidates` are held, only the best
+        // `candidates` stay, and rows further than the worst of them are skipped.
         let approximate = |rows: std::ops::Range<usize>| -> Vec<(f32, usize)> {
-            let mut scored = Vec::with_capacity(rows.len());
+            let mut scored = Vec::with_capacity(candidates * 2);
+            let mut worst = f32::INFINITY;
             for position in rows {
                 if !unfiltered {
                     let (session, peer, level) = &self.fields[position];
@@ -134,7 +137,15 @@ impl Namespace {
                     }
                 }
                 let dot = code_dot(Self::row(&self.codes, dimensions, position), &query_codes);
-                scored.push((1.0 - dot as f32 * self.scales[position] * query_scale, position));
+                let distance = 1.0 - dot as f32 * self.scales[position] * query_scale;
+                if distance > worst {
+                    continue;
+                }
+                scored.push((distance, position));
+                if scored.len() == candidates * 2 {
+                    scored = top(scored, candidates, &self.ids);
+                    worst = scored.last().map_or(f32::INFINITY, |(distance, _)| *distance);
+                }
             }
             top(scored, candidates, &self.ids)
         };

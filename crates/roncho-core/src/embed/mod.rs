@@ -75,3 +75,6 @@ mod tests {
         assert!((cosine(&v, &[0.6, 0.8]) - 1.0).abs() < 1e-6);
     }
 }
+
+#[cfg(feature = "testing")]
+pub mod contract;
