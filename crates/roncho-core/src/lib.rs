@@ -5,6 +5,7 @@
 //! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
 //! - [`error`]: the domain error and its `tonic::Status` mapping.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
+//! - [`queue`]: the `WorkQueue` port (and, with feature `testing`, its contract suite).
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
 //! - [`json`]: `google.protobuf.Struct` ⇄ JSON.
 //! - [`filter`]: parsing of Honcho's filter grammar into a typed tree.
@@ -24,6 +25,7 @@ pub mod files;
 pub mod filter;
 pub mod json;
 pub mod model;
+pub mod queue;
 pub mod representation;
 pub mod rpc;
 pub mod search;

@@ -5,6 +5,7 @@
 //! # Layout
 //! - [`open`]: connecting, pragmas, migrations.
 //! - [`sql`]: SQL building with numbered binds and filter rendering.
+//! - `queue`: the SQL work queue (the embedded mode's durable queue).
 //! - `recall`: context, search, conclusions and peer cards.
 //! - `rows`: decoding rows into domain types.
 //! - `store`: the `Store` implementation.
@@ -13,6 +14,7 @@
 //! - [`testing`]: fresh databases for integration tests.
 
 mod open;
+mod queue;
 mod recall;
 mod rows;
 pub mod sql;
@@ -22,6 +24,7 @@ pub mod testing;
 mod vectors;
 
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
+pub use queue::SqlWorkQueue;
 pub use sql::Dialect;
 pub use store::SqlStore;
 pub use vectors::SqlVectorStore;

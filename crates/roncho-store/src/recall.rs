@@ -41,17 +41,6 @@ fn to_json_list(items: &[String]) -> String {
     serde_json::Value::from(items.to_vec()).to_string()
 }
 
-fn push_in_list(sql: &mut Sql, items: &[String]) {
-    sql.push("(");
-    for (index, item) in items.iter().enumerate() {
-        if index > 0 {
-            sql.push(", ");
-        }
-        sql.bind(item.as_str());
-    }
-    sql.push(")");
-}
-
 impl SqlStore {
     pub(crate) async fn context_messages_impl(
         &self,
@@ -299,7 +288,7 @@ impl SqlStore {
             if let Some(sessions) = &query.allowed_sessions {
                 // Under an allowlist only explicit conclusions are safe: derived ones may rest on other sessions.
                 sql.push(" AND d.level = 'explicit' AND d.session_name IN ");
-                push_in_list(&mut sql, sessions);
+                sql.push_list(sessions);
             }
             sql.push(" ORDER BY ").push(order).push(" LIMIT ").bind(limit);
             sql
@@ -332,7 +321,7 @@ impl SqlStore {
             self.dialect().unindexed("d.workspace_name")
         ));
         sql.bind(workspace_id).push(" AND d.public_id IN ");
-        push_in_list(&mut sql, ids);
+        sql.push_list(ids);
         self.read(&sql).await?.iter().map(rows::conclusion).collect()
     }
 

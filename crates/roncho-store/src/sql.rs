@@ -88,6 +88,18 @@ impl Sql {
     }
 
     /// Appends a placeholder bound to `value`.
+    /// Appends `(v1, v2, ...)`, binding each value.
+    pub fn push_list<T: Clone + Into<Bind>>(&mut self, items: &[T]) -> &mut Self {
+        self.push("(");
+        for (index, item) in items.iter().enumerate() {
+            if index > 0 {
+                self.push(", ");
+            }
+            self.bind(item.clone());
+        }
+        self.push(")")
+    }
+
     pub fn bind(&mut self, value: impl Into<Bind>) -> &mut Self {
         self.binds.push(value.into());
         let placeholder = format!("${}", self.binds.len());

@@ -20,17 +20,6 @@ fn table(kind: SyncKind) -> &'static str {
     }
 }
 
-fn push_ids(sql: &mut Sql, ids: &[String]) {
-    sql.push("(");
-    for (index, id) in ids.iter().enumerate() {
-        if index > 0 {
-            sql.push(", ");
-        }
-        sql.bind(id.as_str());
-    }
-    sql.push(")");
-}
-
 /// Records tombstones for the message vectors selected by `condition`
 /// (SQL over `messages m`, binds continuing the builder).
 pub(crate) async fn tombstone_messages(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
@@ -94,7 +83,7 @@ impl SqlStore {
             self.dialect().unindexed("m.workspace_name")
         ));
         sql.bind(workspace_id).push(" AND m.public_id IN ");
-        push_ids(&mut sql, ids);
+        sql.push_list(ids);
         if let Some(observer) = peer_perspective {
             sql.push(
                 " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
@@ -190,7 +179,7 @@ impl SqlStore {
             table(kind)
         ));
         sql.bind(now_micros()).push(" WHERE public_id IN ");
-        push_ids(&mut sql, ids);
+        sql.push_list(ids);
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
@@ -216,7 +205,7 @@ impl SqlStore {
         sql.push(", sync_state = CASE WHEN sync_attempts + 1 >= ")
             .bind(max_attempts);
         sql.push(" THEN 'failed' ELSE 'pending' END WHERE sync_state = 'pending' AND public_id IN ");
-        push_ids(&mut sql, ids);
+        sql.push_list(ids);
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }

@@ -1,0 +1,313 @@
+//! The `WorkQueue` contract suite (feature `testing`): every queue runs these
+//! checks through [`work_queue_contract!`](crate::work_queue_contract), each
+//! on an empty queue.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::time::Duration;
+
+use crate::Error;
+use crate::queue::{Claim, NewTask, StatusFilter, WorkQueue};
+
+/// One contract check over a queue the caller provides.
+pub type Check = for<'a> fn(&'a dyn WorkQueue) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
+
+/// Generates one `#[tokio::test]` per contract check in module `$module`,
+/// each calling `$run(check).await`, where `$run` builds an empty queue,
+/// runs the [`Check`] on it and cleans up.
+#[macro_export]
+macro_rules! work_queue_contract {
+    ($module:ident, $run:path) => {
+        mod $module {
+            $crate::work_queue_contract!(@tests $run;
+                enqueue_is_idempotent_and_tasks_come_in_order,
+                one_worker_holds_a_unit_and_others_take_the_rest,
+                an_expired_lease_is_claimed_again_and_the_stale_holder_refused,
+                failures_retry_in_order_then_die_with_their_error,
+                status_counts_by_state_session_observer_and_sender,
+                concurrent_workers_never_share_a_unit_and_lose_nothing,
+            );
+        }
+    };
+    (@tests $run:path; $($check:ident),* $(,)?) => {
+        $(
+            #[tokio::test]
+            async fn $check() {
+                $run(|queue| Box::pin($crate::queue::contract::$check(queue))).await;
+            }
+        )*
+    };
+}
+
+const LEASE: Duration = Duration::from_secs(30);
+const DERIVER: &[&str] = &["representation", "summary"];
+
+fn task(key: &str, dedup_id: &str) -> NewTask {
+    let parts: Vec<&str> = key.split(':').collect();
+    NewTask {
+        work_unit_key: key.to_owned(),
+        dedup_id: dedup_id.to_owned(),
+        workspace_id: parts.get(1).copied().unwrap_or("w").to_owned(),
+        session_id: parts.get(2).map(|s| (*s).to_owned()),
+        observer_id: parts.get(3).map(|s| (*s).to_owned()),
+        sender_id: Some("alice".into()),
+        payload: serde_json::json!({ "message": dedup_id }),
+    }
+}
+
+fn dedup_ids(claim: &Claim) -> Vec<&str> {
+    claim.tasks.iter().map(|task| task.dedup_id.as_str()).collect()
+}
+
+fn ids(claim: &Claim) -> Vec<i64> {
+    claim.tasks.iter().map(|task| task.id).collect()
+}
+
+const A: &str = "representation:w:s1:bob";
+const B: &str = "representation:w:s2:bob";
+
+pub async fn enqueue_is_idempotent_and_tasks_come_in_order(queue: &dyn WorkQueue) {
+    let new = queue
+        .enqueue(vec![task(A, "m1"), task(A, "m2"), task(A, "m3")])
+        .await
+        .unwrap();
+    assert_eq!(new, 3);
+    assert_eq!(
+        queue.enqueue(vec![task(A, "m2"), task(A, "m4")]).await.unwrap(),
+        1,
+        "m2 again is ignored"
+    );
+    let claim = queue.claim("w1", DERIVER, 3, LEASE).await.unwrap().expect("a claim");
+    assert_eq!(claim.work_unit_key, A);
+    assert_eq!(dedup_ids(&claim), ["m1", "m2", "m3"], "FIFO, at most `max`");
+    assert_eq!(claim.tasks[1].payload["message"], "m2");
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let rest = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("the rest");
+    assert_eq!(dedup_ids(&rest), ["m4"]);
+    assert!(
+        queue.claim("w2", &["dream"], 10, LEASE).await.unwrap().is_none(),
+        "other task types are not handed out"
+    );
+}
+
+pub async fn one_worker_holds_a_unit_and_others_take_the_rest(queue: &dyn WorkQueue) {
+    queue.enqueue(vec![task(A, "a1"), task(B, "b1")]).await.unwrap();
+    let first = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("A");
+    assert_eq!(first.work_unit_key, A);
+    // More work for A arrives while w1 holds it: nobody else may take it.
+    queue.enqueue(vec![task(A, "a2")]).await.unwrap();
+    let second = queue.claim("w2", DERIVER, 10, LEASE).await.unwrap().expect("B");
+    assert_eq!(second.work_unit_key, B);
+    assert!(
+        queue.claim("w3", DERIVER, 10, LEASE).await.unwrap().is_none(),
+        "A and B are held"
+    );
+    queue.complete(&first, &ids(&first)).await.unwrap();
+    queue.release(&first).await.unwrap();
+    let again = queue
+        .claim("w3", DERIVER, 10, LEASE)
+        .await
+        .unwrap()
+        .expect("A's new task");
+    assert_eq!((again.work_unit_key.as_str(), dedup_ids(&again)), (A, vec!["a2"]));
+    assert_ne!(again.token, first.token);
+}
+
+pub async fn an_expired_lease_is_claimed_again_and_the_stale_holder_refused(queue: &dyn WorkQueue) {
+    queue.enqueue(vec![task(A, "a1"), task(A, "a2")]).await.unwrap();
+    let stale = queue
+        .claim("w1", DERIVER, 10, Duration::from_millis(50))
+        .await
+        .unwrap()
+        .expect("A");
+    // w1 dies without completing. Once the lease runs out, w2 gets every task.
+    tokio::time::sleep(Duration::from_millis(120)).await;
+    let retaken = queue.claim("w2", DERIVER, 10, LEASE).await.unwrap().expect("A again");
+    assert_eq!(dedup_ids(&retaken), ["a1", "a2"], "nothing lost");
+    for refused in [
+        queue.complete(&stale, &ids(&stale)).await,
+        queue.renew(&stale, LEASE).await,
+    ] {
+        assert!(matches!(refused, Err(Error::FailedPrecondition(_))), "{refused:?}");
+    }
+    queue.renew(&retaken, LEASE).await.unwrap();
+    queue.complete(&retaken, &ids(&retaken)).await.unwrap();
+    queue.release(&retaken).await.unwrap();
+    assert_eq!(
+        queue
+            .status(&StatusFilter {
+                workspace_id: "w".into(),
+                ..StatusFilter::default()
+            })
+            .await
+            .unwrap()
+            .counts
+            .completed,
+        2,
+        "each task completed once"
+    );
+}
+
+pub async fn failures_retry_in_order_then_die_with_their_error(queue: &dyn WorkQueue) {
+    queue.enqueue(vec![task(A, "t1"), task(A, "t2")]).await.unwrap();
+    let claim = queue.claim("w1", DERIVER, 1, LEASE).await.unwrap().expect("t1");
+    assert_eq!(dedup_ids(&claim), ["t1"]);
+    queue
+        .fail(&claim, &ids(&claim), "llm: 503", Duration::from_millis(150), 2)
+        .await
+        .unwrap();
+    queue.release(&claim).await.unwrap();
+    assert!(
+        queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().is_none(),
+        "t1 waits for its retry and t2 waits behind it"
+    );
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let retry = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("retry");
+    assert_eq!(dedup_ids(&retry), ["t1", "t2"]);
+    assert_eq!(retry.tasks[0].attempts, 1);
+    queue
+        .fail(&retry, &ids(&retry)[..1], "llm: malformed JSON", Duration::ZERO, 2)
+        .await
+        .unwrap();
+    queue.release(&retry).await.unwrap();
+    let after = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("t2");
+    assert_eq!(dedup_ids(&after), ["t2"], "a dead task no longer holds the unit back");
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(status.counts.failed, 1);
+    assert_eq!(status.failures.len(), 1);
+    assert_eq!(
+        (
+            status.failures[0].dedup_id.as_str(),
+            status.failures[0].attempts,
+            status.failures[0].last_error.as_str()
+        ),
+        ("t1", 2, "llm: malformed JSON")
+    );
+}
+
+pub async fn status_counts_by_state_session_observer_and_sender(queue: &dyn WorkQueue) {
+    let mut from_carol = task("summary:w:s2:None", "s2-summary");
+    from_carol.sender_id = Some("carol".into());
+    from_carol.observer_id = None;
+    queue
+        .enqueue(vec![
+            task(A, "a1"),
+            task(A, "a2"),
+            task(B, "b1"),
+            from_carol,
+            task("representation:other:s1:bob", "elsewhere"),
+        ])
+        .await
+        .unwrap();
+    let held = queue.claim("w1", DERIVER, 1, LEASE).await.unwrap().expect("A");
+    queue.complete(&held, &ids(&held)).await.unwrap();
+    // A is still held with a2 pending: in progress.
+    let all = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (
+            all.counts.total,
+            all.counts.completed,
+            all.counts.in_progress,
+            all.counts.pending,
+            all.counts.failed
+        ),
+        (4, 1, 1, 2, 0)
+    );
+    let sessions: Vec<(&str, i64)> = all
+        .sessions
+        .iter()
+        .map(|(session, counts)| (session.as_str(), counts.total))
+        .collect();
+    assert_eq!(sessions, [("s1", 2), ("s2", 2)]);
+    let by = |session: Option<&str>, observer: Option<&str>, sender: Option<&str>| StatusFilter {
+        workspace_id: "w".into(),
+        session_id: session.map(str::to_owned),
+        observer_id: observer.map(str::to_owned),
+        sender_id: sender.map(str::to_owned),
+    };
+    assert_eq!(queue.status(&by(Some("s2"), None, None)).await.unwrap().counts.total, 2);
+    assert_eq!(
+        queue.status(&by(None, Some("bob"), None)).await.unwrap().counts.total,
+        3
+    );
+    assert_eq!(
+        queue
+            .status(&by(None, None, Some("carol")))
+            .await
+            .unwrap()
+            .counts
+            .pending,
+        1
+    );
+    queue.release(&held).await.unwrap();
+    assert_eq!(
+        queue.status(&by(None, None, None)).await.unwrap().counts.in_progress,
+        0,
+        "released: pending again"
+    );
+}
+
+pub async fn concurrent_workers_never_share_a_unit_and_lose_nothing(queue: &dyn WorkQueue) {
+    use std::collections::{HashMap, HashSet};
+    use std::sync::Mutex;
+
+    let mut tasks = Vec::new();
+    for unit in 0..12 {
+        for turn in 0..3 {
+            tasks.push(task(
+                &format!("representation:w:s{unit}:bob"),
+                &format!("u{unit}-t{turn}"),
+            ));
+        }
+    }
+    queue.enqueue(tasks).await.unwrap();
+    let held: Mutex<HashSet<String>> = Mutex::new(HashSet::new());
+    let done: Mutex<HashMap<String, Vec<String>>> = Mutex::new(HashMap::new());
+    let worker = |name: &'static str| {
+        let (held, done) = (&held, &done);
+        async move {
+            while let Some(claim) = queue.claim(name, DERIVER, 2, LEASE).await.unwrap() {
+                assert!(
+                    held.lock().unwrap().insert(claim.work_unit_key.clone()),
+                    "{} held twice",
+                    claim.work_unit_key
+                );
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                held.lock().unwrap().remove(&claim.work_unit_key);
+                done.lock()
+                    .unwrap()
+                    .entry(claim.work_unit_key.clone())
+                    .or_default()
+                    .extend(claim.tasks.iter().map(|task| task.dedup_id.clone()));
+                queue.complete(&claim, &ids(&claim)).await.unwrap();
+                queue.release(&claim).await.unwrap();
+            }
+        }
+    };
+    tokio::join!(worker("w1"), worker("w2"), worker("w3"), worker("w4"));
+    let done = done.into_inner().unwrap();
+    assert_eq!(done.len(), 12);
+    for (unit, processed) in done {
+        let suffix = unit
+            .rsplit(':')
+            .nth(1)
+            .unwrap_or_default()
+            .trim_start_matches('s')
+            .to_owned();
+        let expected: Vec<String> = (0..3).map(|turn| format!("u{suffix}-t{turn}")).collect();
+        assert_eq!(processed, expected, "each task of {unit} once, in order");
+    }
+}

@@ -1,0 +1,139 @@
+//! The `WorkQueue` port: background work (derivation, summaries, dreams,
+//! deletions, webhooks) grouped by Honcho's `work_unit_key`.
+//!
+//! Guarantees every implementation keeps (checked by the contract suite,
+//! feature `testing`):
+//! - enqueueing is idempotent by `dedup_id`;
+//! - delivery is at least once: a claim that is not completed (the worker
+//!   died, or its lease ran out) is claimed again;
+//! - at most one worker holds a work unit at a time, and it gets the unit's
+//!   tasks in enqueue order; a task waiting for a retry holds back the tasks
+//!   behind it;
+//! - a task that keeps failing becomes `dead` after the allowed attempts,
+//!   with its last error kept and shown in the status.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use crate::Result;
+
+#[cfg(feature = "testing")]
+pub mod contract;
+
+/// The kinds of work, as the first segment of a `work_unit_key`.
+pub const TASK_TYPES: [&str; 5] = ["representation", "summary", "dream", "deletion", "webhook"];
+
+/// Returns the task type of a work unit key (`representation:ws:s:peer` → `representation`).
+pub fn task_type(work_unit_key: &str) -> &str {
+    work_unit_key.split(':').next().unwrap_or_default()
+}
+
+/// A task to enqueue.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NewTask {
+    /// Honcho's key, e.g. `representation:{workspace}:{session}:{observed}`.
+    pub work_unit_key: String,
+    /// Enqueueing the same id again does nothing (a retried publish, a replay).
+    pub dedup_id: String,
+    pub workspace_id: String,
+    pub session_id: Option<String>,
+    /// For status filters: who observes and who sent the message.
+    pub observer_id: Option<String>,
+    pub sender_id: Option<String>,
+    pub payload: serde_json::Value,
+}
+
+/// A claimed task.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Task {
+    pub id: i64,
+    pub dedup_id: String,
+    pub payload: serde_json::Value,
+    /// Failed attempts so far.
+    pub attempts: i64,
+}
+
+/// A work unit leased to one worker, with its next tasks in order.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Claim {
+    pub work_unit_key: String,
+    /// Identifies this lease; a stale holder's calls fail.
+    pub token: String,
+    pub tasks: Vec<Task>,
+}
+
+/// Which tasks a status covers; unset fields do not restrict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct StatusFilter {
+    pub workspace_id: String,
+    pub session_id: Option<String>,
+    pub observer_id: Option<String>,
+    pub sender_id: Option<String>,
+}
+
+/// Task counts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    pub total: i64,
+    pub completed: i64,
+    /// Pending tasks of work units a worker holds now.
+    pub in_progress: i64,
+    pub pending: i64,
+    /// Dead: out of attempts.
+    pub failed: i64,
+}
+
+/// A dead task and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FailedTask {
+    pub work_unit_key: String,
+    pub dedup_id: String,
+    pub attempts: i64,
+    pub last_error: String,
+}
+
+/// The queue as a status filter sees it.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct QueueStatus {
+    pub counts: Counts,
+    /// Per session, by session id (tasks without a session are left out).
+    pub sessions: Vec<(String, Counts)>,
+    /// The most recent dead tasks, newest first (at most 100).
+    pub failures: Vec<FailedTask>,
+}
+
+#[async_trait]
+pub trait WorkQueue: Send + Sync + 'static {
+    /// Enqueues tasks and returns how many were new (not seen by `dedup_id`).
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize>;
+
+    /// Leases the work unit of `task_types` whose next task is oldest and
+    /// ready, to `worker` for `lease`, and returns up to `max` of its tasks
+    /// in order; `None` when nothing is ready.
+    async fn claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>>;
+
+    /// Extends the lease (a heartbeat during long work); `FAILED_PRECONDITION`
+    /// when it was lost, after which the worker must stop.
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<()>;
+
+    /// Marks tasks done; `FAILED_PRECONDITION` when the lease was lost.
+    async fn complete(&self, claim: &Claim, task_ids: &[i64]) -> Result<()>;
+
+    /// Records a failed attempt of tasks: each is retried after `retry_after`,
+    /// or becomes dead at `max_attempts`.
+    async fn fail(
+        &self,
+        claim: &Claim,
+        task_ids: &[i64],
+        error: &str,
+        retry_after: Duration,
+        max_attempts: i64,
+    ) -> Result<()>;
+
+    /// Gives the work unit back (its remaining tasks wait for the next claim).
+    async fn release(&self, claim: &Claim) -> Result<()>;
+
+    /// Counts tasks by state.
+    async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus>;
+}

@@ -1,0 +1,324 @@
+//! `SqlWorkQueue`: the `WorkQueue` over the relational database — the
+//! embedded mode's durable queue, on the same SQLite file as everything else
+//! (it also runs on Postgres). Tasks are rows; a worker holds a work unit by
+//! a lease row (`work_leases`), taken with an upsert that only replaces an
+//! expired lease, so two workers can never hold one unit; a dead worker's
+//! lease runs out and its tasks, never marked done, are claimed again.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use roncho_core::model::{new_public_id, now_micros};
+use roncho_core::queue::{Claim, Counts, FailedTask, NewTask, QueueStatus, StatusFilter, Task, WorkQueue, task_type};
+use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
+use sqlx::Row;
+
+use crate::SqlStore;
+use crate::sql::{Bind, Sql};
+use crate::store::{db_error, execute};
+
+/// Work units considered per claim, for when other workers win some.
+const CLAIM_CANDIDATES: i64 = 8;
+/// Dead tasks a status lists.
+const MAX_FAILURES: i64 = 100;
+
+/// The SQL work queue.
+#[derive(Debug, Clone)]
+pub struct SqlWorkQueue {
+    store: Arc<SqlStore>,
+}
+
+impl SqlWorkQueue {
+    /// Returns the queue in `store`'s database.
+    pub fn new(store: Arc<SqlStore>) -> Self {
+        Self { store }
+    }
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+/// Fails unless `claim` still holds its work unit.
+async fn check_lease(conn: &mut AnyConnection, claim: &Claim) -> Result<()> {
+    let mut sql = Sql::new("SELECT 1 AS held FROM work_leases WHERE work_unit_key = ");
+    sql.bind(claim.work_unit_key.as_str())
+        .push(" AND token = ")
+        .bind(claim.token.as_str());
+    let held = sql.query()?.fetch_optional(conn).await.map_err(db_error)?;
+    match held {
+        Some(_) => Ok(()),
+        None => Err(lost(claim)),
+    }
+}
+
+fn lost(claim: &Claim) -> Error {
+    Error::FailedPrecondition(format!(
+        "the lease on {} was lost (it expired and another worker claimed it); stop working on it",
+        claim.work_unit_key
+    ))
+}
+
+/// Appends the status filter's conditions on `work_tasks t`.
+fn push_filter(sql: &mut Sql, filter: &StatusFilter) {
+    sql.push(" WHERE t.workspace_name = ")
+        .bind(filter.workspace_id.as_str());
+    for (column, value) in [
+        ("t.session_name", &filter.session_id),
+        ("t.observer", &filter.observer_id),
+        ("t.sender", &filter.sender_id),
+    ] {
+        if let Some(value) = value {
+            sql.push(" AND ").push(column).push(" = ").bind(value.as_str());
+        }
+    }
+}
+
+#[async_trait]
+impl WorkQueue for SqlWorkQueue {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
+        if tasks.is_empty() {
+            return Ok(0);
+        }
+        let now = now_micros();
+        let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
+        let mut tx = self.store.begin_write().await?;
+        let mut added = 0;
+        for task in &tasks {
+            let mut sql = Sql::new(
+                "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
+                 sender, payload, available_at, created_at) VALUES (",
+            );
+            sql.bind(task.dedup_id.as_str())
+                .push(", ")
+                .bind(task.work_unit_key.as_str())
+                .push(", ")
+                .bind(task_type(&task.work_unit_key))
+                .push(", ");
+            sql.bind(task.workspace_id.as_str())
+                .push(", ")
+                .bind(optional(&task.session_id))
+                .push(", ")
+                .bind(optional(&task.observer_id))
+                .push(", ");
+            sql.bind(optional(&task.sender_id))
+                .push(", ")
+                .bind(task.payload.to_string())
+                .push(", ")
+                .bind(now)
+                .push(", ")
+                .bind(now)
+                .push(") ON CONFLICT (dedup_id) DO NOTHING");
+            added += execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await?;
+        Ok(usize::try_from(added).unwrap_or(usize::MAX))
+    }
+
+    async fn claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>> {
+        if task_types.is_empty() || max == 0 {
+            return Ok(None);
+        }
+        let now = now_micros();
+        let mut tx = self.store.begin_write().await?;
+        // Units whose oldest pending task is ready and that nobody holds.
+        let mut sql =
+            Sql::new("SELECT t.work_unit_key FROM work_tasks t WHERE t.state = 'pending' AND t.task_type IN ");
+        let types: Vec<String> = task_types.iter().map(|kind| (*kind).to_owned()).collect();
+        sql.push_list(&types).push(" AND t.available_at <= ").bind(now);
+        sql.push(
+            " AND NOT EXISTS (SELECT 1 FROM work_tasks e WHERE e.state = 'pending' \
+             AND e.work_unit_key = t.work_unit_key AND e.id < t.id) \
+             AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
+        )
+        .bind(now)
+        .push(") ORDER BY t.id LIMIT ")
+        .bind(CLAIM_CANDIDATES);
+        let candidates: Vec<String> = sql
+            .query()?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?
+            .iter()
+            .map(|row| row.try_get("work_unit_key"))
+            .collect::<std::result::Result<_, _>>()
+            .map_err(db_error)?;
+        let token = new_public_id();
+        for key in candidates {
+            // Takes a free or expired lease; another worker's live lease is left alone.
+            let mut take = Sql::new("INSERT INTO work_leases (work_unit_key, owner, token, expires_at) VALUES (");
+            take.bind(key.as_str())
+                .push(", ")
+                .bind(worker)
+                .push(", ")
+                .bind(token.as_str())
+                .push(", ")
+                .bind(now + micros(lease));
+            take.push(
+                ") ON CONFLICT (work_unit_key) DO UPDATE SET owner = excluded.owner, token = excluded.token, \
+                 expires_at = excluded.expires_at WHERE work_leases.expires_at <= ",
+            )
+            .bind(now);
+            if execute(tx.conn(), &take).await? == 0 {
+                continue;
+            }
+            let mut tasks_sql = Sql::new(
+                "SELECT id, dedup_id, payload, attempts, available_at FROM work_tasks \
+                 WHERE state = 'pending' AND work_unit_key = ",
+            );
+            tasks_sql
+                .bind(key.as_str())
+                .push(" ORDER BY id LIMIT ")
+                .bind(i64::try_from(max).unwrap_or(i64::MAX));
+            let mut tasks = Vec::new();
+            for row in tasks_sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)? {
+                let available_at: i64 = row.try_get("available_at").map_err(db_error)?;
+                // A task waiting for its retry holds back the ones behind it.
+                if available_at > now {
+                    break;
+                }
+                let payload: String = row.try_get("payload").map_err(db_error)?;
+                tasks.push(Task {
+                    id: row.try_get("id").map_err(db_error)?,
+                    dedup_id: row.try_get("dedup_id").map_err(db_error)?,
+                    payload: serde_json::from_str(&payload)
+                        .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?,
+                    attempts: row.try_get("attempts").map_err(db_error)?,
+                });
+            }
+            tx.commit().await?;
+            return Ok(Some(Claim {
+                work_unit_key: key,
+                token,
+                tasks,
+            }));
+        }
+        tx.commit().await?;
+        Ok(None)
+    }
+
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<()> {
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("UPDATE work_leases SET expires_at = ");
+        sql.bind(now_micros() + micros(lease))
+            .push(" WHERE work_unit_key = ")
+            .bind(claim.work_unit_key.as_str())
+            .push(" AND token = ")
+            .bind(claim.token.as_str());
+        let renewed = execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        if renewed == 0 { Err(lost(claim)) } else { Ok(()) }
+    }
+
+    async fn complete(&self, claim: &Claim, task_ids: &[i64]) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        check_lease(tx.conn(), claim).await?;
+        let mut sql = Sql::new("UPDATE work_tasks SET state = 'done', finished_at = ");
+        sql.bind(now_micros())
+            .push(" WHERE state = 'pending' AND work_unit_key = ")
+            .bind(claim.work_unit_key.as_str())
+            .push(" AND id IN ")
+            .push_list(task_ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    async fn fail(
+        &self,
+        claim: &Claim,
+        task_ids: &[i64],
+        error: &str,
+        retry_after: Duration,
+        max_attempts: i64,
+    ) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let now = now_micros();
+        let mut tx = self.store.begin_write().await?;
+        check_lease(tx.conn(), claim).await?;
+        let mut sql = Sql::new("UPDATE work_tasks SET attempts = attempts + 1, last_error = ");
+        sql.bind(error)
+            .push(", available_at = ")
+            .bind(now + micros(retry_after))
+            .push(", state = CASE WHEN attempts + 1 >= ")
+            .bind(max_attempts);
+        sql.push(" THEN 'dead' ELSE 'pending' END, finished_at = CASE WHEN attempts + 1 >= ")
+            .bind(max_attempts)
+            .push(" THEN ")
+            .bind(now);
+        sql.push(" ELSE NULL END WHERE state = 'pending' AND work_unit_key = ")
+            .bind(claim.work_unit_key.as_str())
+            .push(" AND id IN ")
+            .push_list(task_ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM work_leases WHERE work_unit_key = ");
+        sql.bind(claim.work_unit_key.as_str())
+            .push(" AND token = ")
+            .bind(claim.token.as_str());
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {
+        let now = now_micros();
+        let mut sql = Sql::new(
+            "SELECT t.session_name, t.state, CASE WHEN t.state = 'pending' AND EXISTS (SELECT 1 FROM work_leases l \
+             WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
+        );
+        sql.bind(now)
+            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t");
+        push_filter(&mut sql, filter);
+        sql.push(" GROUP BY 1, 2, 3");
+        let mut status = QueueStatus::default();
+        let mut sessions: BTreeMap<String, Counts> = BTreeMap::new();
+        for row in self.store.read(&sql).await? {
+            let session: Option<String> = row.try_get("session_name").map_err(db_error)?;
+            let state: String = row.try_get("state").map_err(db_error)?;
+            let held: i64 = row.try_get("held").map_err(db_error)?;
+            let n: i64 = row.try_get("n").map_err(db_error)?;
+            let add = |counts: &mut Counts| {
+                counts.total += n;
+                match (state.as_str(), held) {
+                    ("done", _) => counts.completed += n,
+                    ("dead", _) => counts.failed += n,
+                    (_, 1) => counts.in_progress += n,
+                    _ => counts.pending += n,
+                }
+            };
+            add(&mut status.counts);
+            if let Some(session) = session {
+                add(sessions.entry(session).or_default());
+            }
+        }
+        status.sessions = sessions.into_iter().collect();
+        let mut failures = Sql::new("SELECT t.work_unit_key, t.dedup_id, t.attempts, t.last_error FROM work_tasks t");
+        push_filter(&mut failures, filter);
+        failures
+            .push(" AND t.state = 'dead' ORDER BY t.finished_at DESC, t.id DESC LIMIT ")
+            .bind(MAX_FAILURES);
+        for row in self.store.read(&failures).await? {
+            status.failures.push(FailedTask {
+                work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                dedup_id: row.try_get("dedup_id").map_err(db_error)?,
+                attempts: row.try_get("attempts").map_err(db_error)?,
+                last_error: row
+                    .try_get::<Option<String>, _>("last_error")
+                    .map_err(db_error)?
+                    .unwrap_or_default(),
+            });
+        }
+        Ok(status)
+    }
+}
