@@ -3,6 +3,7 @@
 //!
 //! # Layout
 //! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
+//! - [`derivation`]: which background work a new message creates (Honcho's observer rules).
 //! - [`error`]: the domain error and its `tonic::Status` mapping.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
 //! - [`queue`]: the `WorkQueue` port (and, with feature `testing`, its contract suite).
@@ -19,6 +20,7 @@
 //! - [`rpc`]: reply helpers shared by the role services.
 
 pub mod convert;
+pub mod derivation;
 pub mod embed;
 pub mod error;
 pub mod files;

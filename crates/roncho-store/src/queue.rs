@@ -77,21 +77,20 @@ fn push_filter(sql: &mut Sql, filter: &StatusFilter) {
     }
 }
 
-#[async_trait]
-impl WorkQueue for SqlWorkQueue {
-    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
-        if tasks.is_empty() {
-            return Ok(0);
-        }
-        let now = now_micros();
-        let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
-        let mut tx = self.store.begin_write().await?;
-        let mut added = 0;
-        for task in &tasks {
-            let mut sql = Sql::new(
-                "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
-                 sender, payload, available_at, created_at) VALUES (",
-            );
+/// Inserts tasks in the caller's transaction (so a message and its work
+/// commit together), skipping `dedup_id`s already queued; returns how many
+/// were new.
+pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) -> Result<u64> {
+    let now = now_micros();
+    let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
+    let mut added = 0;
+    for chunk in tasks.chunks(50) {
+        let mut sql = Sql::new(
+            "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
+             sender, payload, available_at, created_at) VALUES ",
+        );
+        for (index, task) in chunk.iter().enumerate() {
+            sql.push(if index == 0 { "(" } else { ", (" });
             sql.bind(task.dedup_id.as_str())
                 .push(", ")
                 .bind(task.work_unit_key.as_str())
@@ -111,9 +110,22 @@ impl WorkQueue for SqlWorkQueue {
                 .bind(now)
                 .push(", ")
                 .bind(now)
-                .push(") ON CONFLICT (dedup_id) DO NOTHING");
-            added += execute(tx.conn(), &sql).await?;
+                .push(")");
         }
+        sql.push(" ON CONFLICT (dedup_id) DO NOTHING");
+        added += execute(conn, &sql).await?;
+    }
+    Ok(added)
+}
+
+#[async_trait]
+impl WorkQueue for SqlWorkQueue {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
+        if tasks.is_empty() {
+            return Ok(0);
+        }
+        let mut tx = self.store.begin_write().await?;
+        let added = insert_tasks(tx.conn(), &tasks).await?;
         tx.commit().await?;
         Ok(usize::try_from(added).unwrap_or(usize::MAX))
     }

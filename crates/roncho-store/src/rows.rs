@@ -22,7 +22,7 @@ where
         .map_err(|error| Error::Internal(format!("decoding column {column}: {error}")))
 }
 
-fn json(row: &AnyRow, column: &str) -> Result<JsonObject> {
+pub fn json(row: &AnyRow, column: &str) -> Result<JsonObject> {
     let text: String = get(row, column)?;
     serde_json::from_str(&text).map_err(|error| Error::Internal(format!("column {column} holds invalid JSON: {error}")))
 }

@@ -2,6 +2,7 @@
 //! the few places where the dialects differ are in [`crate::sql`].
 
 use async_trait::async_trait;
+use roncho_core::derivation::{Member, Settings, tasks_for_message};
 use roncho_core::filter::Filter;
 use roncho_core::model::{
     CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
@@ -307,6 +308,31 @@ pub(crate) async fn load_session(conn: &mut AnyConnection, workspace_id: &str, i
         return Err(Error::not_found("session", id));
     }
     Ok(session)
+}
+
+/// Every member of a session (active or not) with the settings derivation needs.
+async fn load_members(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<Vec<Member>> {
+    let mut sql = Sql::new(
+        "SELECT sp.peer_name, sp.observe_me, sp.observe_others, sp.left_at, p.configuration FROM session_peers sp \
+         JOIN peers p ON p.workspace_name = sp.workspace_name AND p.name = sp.peer_name WHERE sp.workspace_name = ",
+    );
+    sql.bind(workspace_id)
+        .push(" AND sp.session_name = ")
+        .bind(session_id)
+        .push(" ORDER BY sp.joined_at, sp.peer_name");
+    let rows = sql.query()?.fetch_all(conn).await.map_err(db_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(Member {
+                peer_id: sqlx::Row::try_get(row, "peer_name").map_err(db_error)?,
+                peer_configuration: rows::json(row, "configuration")?,
+                session_config: rows::session_peer_config(row)?,
+                active: sqlx::Row::try_get::<Option<i64>, _>(row, "left_at")
+                    .map_err(db_error)?
+                    .is_none(),
+            })
+        })
+        .collect()
 }
 
 /// Adds or re-activates a member; `config` `None` keeps an existing member's config.
@@ -946,7 +972,7 @@ impl Store for SqlStore {
             &JsonObject::new(),
         )
         .await?;
-        load_session(tx.conn(), workspace_id, session_id).await?;
+        let session = load_session(tx.conn(), workspace_id, session_id).await?;
         let mut authors: Vec<&str> = Vec::new();
         for message in &messages {
             if !authors.contains(&message.peer_id.as_str()) {
@@ -959,11 +985,13 @@ impl Store for SqlStore {
         }
         let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
         let mut configurations = Vec::with_capacity(messages.len());
+        let mut message_settings = Vec::with_capacity(messages.len());
         let created: Vec<Message> = messages
             .into_iter()
             .zip(first_seq..)
             .map(|(new, seq_in_session)| {
                 configurations.push(to_json(&new.configuration));
+                message_settings.push(new.configuration.clone());
                 Message {
                     id: new_public_id(),
                     workspace_id: workspace_id.to_owned(),
@@ -978,6 +1006,20 @@ impl Store for SqlStore {
             })
             .collect();
         insert_messages(tx.conn(), &created, &configurations).await?;
+        // The messages' background work commits with them: nothing is lost between.
+        let workspace = load_workspace(tx.conn(), workspace_id).await?;
+        let members = load_members(tx.conn(), workspace_id, session_id).await?;
+        let none = JsonObject::new();
+        let mut tasks = Vec::new();
+        for (message, configuration) in created.iter().zip(&message_settings) {
+            let settings = Settings::resolve(&workspace.configuration, &session.configuration, configuration);
+            let sender = members
+                .iter()
+                .find(|member| member.peer_id == message.peer_id)
+                .map_or(&none, |member| &member.peer_configuration);
+            tasks.extend(tasks_for_message(message, sender, &members, settings));
+        }
+        crate::queue::insert_tasks(tx.conn(), &tasks).await?;
         tx.commit().await?;
         Ok(created)
     }

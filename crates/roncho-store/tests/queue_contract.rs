@@ -33,3 +33,76 @@ async fn on_postgres(check: Check) {
 
 roncho_core::work_queue_contract!(sqlite, super::on_sqlite);
 roncho_core::work_queue_contract!(postgres, super::on_postgres);
+
+/// Writing messages enqueues their work in the same transaction, by
+/// Honcho's observer rules: `carol` (observe_me=false) creates no
+/// representation work, `bob` observes others, and the 20th message of the
+/// session brings a short summary.
+async fn messages_enqueue_their_work(url: String) {
+    use roncho_core::model::{JsonObject, NewMessage, SessionPeerConfig};
+    use roncho_core::queue::{StatusFilter, WorkQueue};
+    use roncho_core::store::Store;
+
+    let (store, queue) = open(url).await;
+    let shy = serde_json::json!({"observe_me": false}).as_object().cloned();
+    store.get_or_create_peer("w", "carol", None, shy).await.unwrap();
+    let watcher = SessionPeerConfig {
+        observe_me: None,
+        observe_others: Some(true),
+    };
+    store
+        .get_or_create_session("w", "s", None, None, vec![("bob".into(), watcher)])
+        .await
+        .unwrap();
+    let messages: Vec<NewMessage> = (0..20)
+        .map(|i| NewMessage {
+            peer_id: ["alice", "bob", "carol", "alice"][i % 4].to_owned(),
+            content: format!("message {i}"),
+            metadata: JsonObject::new(),
+            configuration: JsonObject::new(),
+            created_at: None,
+            token_count: 2,
+        })
+        .collect();
+    store.create_messages("w", "s", messages).await.unwrap();
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    // alice 10 + bob 5 representation tasks (carol is not observed) + 1 summary.
+    assert_eq!(status.counts.pending, 16);
+    let claim = queue
+        .claim("w1", &["representation"], 100, std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("alice's unit");
+    assert_eq!(claim.work_unit_key, "representation:w:s:alice");
+    assert_eq!(claim.tasks.len(), 10);
+    assert_eq!(claim.tasks[0].payload["observers"], serde_json::json!(["alice", "bob"]));
+    let summary = queue
+        .claim("w2", &["summary"], 10, std::time::Duration::from_secs(30))
+        .await
+        .unwrap()
+        .expect("the summary unit");
+    assert_eq!(summary.tasks[0].payload["seq_in_session"], 20);
+    assert_eq!(summary.tasks[0].payload["summaries"], serde_json::json!(["short"]));
+    store.close().await;
+}
+
+#[tokio::test]
+async fn messages_enqueue_their_work_on_sqlite() {
+    let dir = tempfile::tempdir().unwrap();
+    messages_enqueue_their_work(StoreOptions::embedded(dir.path()).database_url).await;
+}
+
+#[tokio::test]
+async fn messages_enqueue_their_work_on_postgres() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    messages_enqueue_their_work(database.url.clone()).await;
+    database.drop_database().await;
+}

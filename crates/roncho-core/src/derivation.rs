@@ -1,0 +1,260 @@
+//! Which background work a new message creates, by Honcho's rules
+//! (honcho-v3.md §4.1–4.2, `src/deriver/enqueue.py`):
+//!
+//! - **Representation** (when reasoning is enabled — message over session
+//!   over workspace configuration, default on): if the sender is observed
+//!   (`observe_me`: session membership value, else the peer's configuration,
+//!   else true), one task whose observers are the sender and every other
+//!   active member with `observe_others` (default false). An unobserved
+//!   sender creates no task at all.
+//! - **Summary** (when `summary.enabled`, session over workspace, default
+//!   on): at every `messages_per_short_summary`-th (20) and
+//!   `messages_per_long_summary`-th (60) message of the session, regardless
+//!   of reasoning.
+
+use serde_json::{Value, json};
+
+use crate::model::{JsonObject, Message, SessionPeerConfig};
+use crate::queue::NewTask;
+
+/// Honcho's default summary cadence.
+pub const SHORT_SUMMARY_EVERY: i64 = 20;
+pub const LONG_SUMMARY_EVERY: i64 = 60;
+
+/// A session member as derivation sees it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Member {
+    pub peer_id: String,
+    /// The peer's own configuration (`observe_me`).
+    pub peer_configuration: JsonObject,
+    /// The membership's settings.
+    pub session_config: SessionPeerConfig,
+    /// Still in the session (has not left).
+    pub active: bool,
+}
+
+/// The settings that decide a message's work.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Settings {
+    pub reasoning: bool,
+    pub summary: bool,
+    pub short_every: i64,
+    pub long_every: i64,
+}
+
+fn lookup<'a>(configuration: &'a JsonObject, section: &str, key: &str) -> Option<&'a Value> {
+    configuration.get(section)?.as_object()?.get(key)
+}
+
+/// The first layer that sets `section.key` as a boolean.
+fn first_bool(layers: &[&JsonObject], section: &str, key: &str) -> Option<bool> {
+    layers.iter().find_map(|layer| lookup(layer, section, key)?.as_bool())
+}
+
+/// The first layer that sets `section.key` as a positive integer.
+fn first_count(layers: &[&JsonObject], section: &str, key: &str) -> Option<i64> {
+    layers
+        .iter()
+        .find_map(|layer| lookup(layer, section, key)?.as_i64())
+        .filter(|count| *count > 0)
+}
+
+impl Settings {
+    /// Resolves settings: message over session over workspace over defaults
+    /// (a message configuration only carries `reasoning`).
+    pub fn resolve(workspace: &JsonObject, session: &JsonObject, message: &JsonObject) -> Self {
+        let session_first = [session, workspace];
+        Settings {
+            reasoning: first_bool(&[message, session, workspace], "reasoning", "enabled").unwrap_or(true),
+            summary: first_bool(&session_first, "summary", "enabled").unwrap_or(true),
+            short_every: first_count(&session_first, "summary", "messages_per_short_summary")
+                .unwrap_or(SHORT_SUMMARY_EVERY),
+            long_every: first_count(&session_first, "summary", "messages_per_long_summary")
+                .unwrap_or(LONG_SUMMARY_EVERY),
+        }
+    }
+}
+
+/// Returns who observes a message from `sender`: empty when the sender is
+/// not observed, else the sender first, then the other active members with
+/// `observe_others`, in the order given.
+pub fn observers(sender: &str, sender_configuration: &JsonObject, members: &[Member]) -> Vec<String> {
+    let membership = members.iter().find(|member| member.peer_id == sender);
+    let observe_me = membership
+        .and_then(|member| member.session_config.observe_me)
+        .or_else(|| sender_configuration.get("observe_me").and_then(Value::as_bool))
+        .unwrap_or(true);
+    if !observe_me {
+        return Vec::new();
+    }
+    std::iter::once(sender.to_owned())
+        .chain(
+            members
+                .iter()
+                .filter(|member| {
+                    member.active && member.peer_id != sender && member.session_config.observe_others == Some(true)
+                })
+                .map(|member| member.peer_id.clone()),
+        )
+        .collect()
+}
+
+/// Returns the tasks that stored `message` creates in its session.
+/// `sender_configuration` is the sending peer's configuration; `settings`
+/// come from [`Settings::resolve`] with the message's configuration.
+pub fn tasks_for_message(
+    message: &Message,
+    sender_configuration: &JsonObject,
+    members: &[Member],
+    settings: Settings,
+) -> Vec<NewTask> {
+    let (workspace, session) = (&message.workspace_id, &message.session_id);
+    let mut tasks = Vec::new();
+    if settings.reasoning {
+        let observers = observers(&message.peer_id, sender_configuration, members);
+        if !observers.is_empty() {
+            tasks.push(NewTask {
+                work_unit_key: format!("representation:{workspace}:{session}:{}", message.peer_id),
+                dedup_id: format!("representation:{}", message.id),
+                workspace_id: workspace.clone(),
+                session_id: Some(session.clone()),
+                observer_id: None,
+                sender_id: Some(message.peer_id.clone()),
+                payload: json!({
+                    "message_id": message.id,
+                    "seq_in_session": message.seq_in_session,
+                    "observed": message.peer_id,
+                    "observers": observers,
+                }),
+            });
+        }
+    }
+    let seq = message.seq_in_session;
+    let kinds: Vec<&str> = [("short", settings.short_every), ("long", settings.long_every)]
+        .into_iter()
+        .filter(|(_, every)| seq > 0 && seq % every == 0)
+        .map(|(kind, _)| kind)
+        .collect();
+    if settings.summary && !kinds.is_empty() {
+        tasks.push(NewTask {
+            work_unit_key: format!("summary:{workspace}:{session}:None:None"),
+            dedup_id: format!("summary:{}", message.id),
+            workspace_id: workspace.clone(),
+            session_id: Some(session.clone()),
+            observer_id: None,
+            sender_id: Some(message.peer_id.clone()),
+            payload: json!({
+                "message_id": message.id,
+                "seq_in_session": seq,
+                "summaries": kinds,
+            }),
+        });
+    }
+    tasks
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(value: Value) -> JsonObject {
+        value.as_object().cloned().unwrap_or_default()
+    }
+
+    fn member(peer_id: &str, observe_me: Option<bool>, observe_others: Option<bool>, active: bool) -> Member {
+        Member {
+            peer_id: peer_id.into(),
+            peer_configuration: JsonObject::new(),
+            session_config: SessionPeerConfig {
+                observe_me,
+                observe_others,
+            },
+            active,
+        }
+    }
+
+    fn message(peer_id: &str, seq: i64) -> Message {
+        Message {
+            id: format!("m{seq}"),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            peer_id: peer_id.into(),
+            content: "hi".into(),
+            metadata: JsonObject::new(),
+            created_at: 0,
+            token_count: 1,
+            seq_in_session: seq,
+        }
+    }
+
+    #[test]
+    fn observers_follow_observe_me_and_observe_others() {
+        let members = [
+            member("alice", None, None, true),
+            member("bob", None, Some(true), true),
+            member("carol", None, Some(false), true),
+            member("dave", None, Some(true), false),
+            member("erin", Some(false), Some(true), true),
+        ];
+        let none = JsonObject::new();
+        assert_eq!(observers("alice", &none, &members), ["alice", "bob", "erin"]);
+        assert_eq!(observers("bob", &none, &members), ["bob", "erin"], "not itself twice");
+        assert!(
+            observers("erin", &none, &members).is_empty(),
+            "membership observe_me=false"
+        );
+        let shy = object(json!({"observe_me": false}));
+        assert!(observers("alice", &shy, &members).is_empty(), "peer observe_me=false");
+        let overridden = [member("alice", Some(true), None, true)];
+        assert_eq!(observers("alice", &shy, &overridden), ["alice"], "the membership wins");
+    }
+
+    #[test]
+    fn settings_resolve_message_over_session_over_workspace() {
+        let off = object(json!({"reasoning": {"enabled": false}}));
+        let on = object(json!({"reasoning": {"enabled": true}}));
+        let none = JsonObject::new();
+        assert!(Settings::resolve(&none, &none, &none).reasoning, "on by default");
+        assert!(!Settings::resolve(&off, &none, &none).reasoning);
+        assert!(Settings::resolve(&off, &on, &none).reasoning);
+        assert!(!Settings::resolve(&none, &on, &off).reasoning);
+        let cadence = object(json!({"summary": {"messages_per_short_summary": 10, "messages_per_long_summary": 30}}));
+        let settings = Settings::resolve(&cadence, &none, &none);
+        assert_eq!((settings.short_every, settings.long_every), (10, 30));
+        let session_off = object(json!({"summary": {"enabled": false}}));
+        assert!(!Settings::resolve(&cadence, &session_off, &on).summary);
+        let bogus = object(json!({"summary": {"messages_per_short_summary": -3}}));
+        assert_eq!(Settings::resolve(&none, &bogus, &none).short_every, SHORT_SUMMARY_EVERY);
+    }
+
+    #[test]
+    fn messages_create_representation_and_summary_tasks() {
+        let members = [member("alice", None, None, true), member("bob", None, Some(true), true)];
+        let none = JsonObject::new();
+        let settings = Settings::resolve(&none, &none, &none);
+        let tasks = tasks_for_message(&message("alice", 7), &none, &members, settings);
+        assert_eq!(tasks.len(), 1);
+        assert_eq!(tasks[0].work_unit_key, "representation:w:s:alice");
+        assert_eq!(tasks[0].dedup_id, "representation:m7");
+        assert_eq!(tasks[0].payload["observers"], json!(["alice", "bob"]));
+
+        let at_20 = tasks_for_message(&message("bob", 20), &none, &members, settings);
+        assert_eq!(
+            at_20.iter().map(|t| t.work_unit_key.as_str()).collect::<Vec<_>>(),
+            ["representation:w:s:bob", "summary:w:s:None:None"]
+        );
+        assert_eq!(at_20[1].payload["summaries"], json!(["short"]));
+        let at_60 = tasks_for_message(&message("bob", 60), &none, &members, settings);
+        assert_eq!(at_60[1].payload["summaries"], json!(["short", "long"]));
+
+        let no_reasoning = Settings {
+            reasoning: false,
+            ..settings
+        };
+        let only_summary = tasks_for_message(&message("alice", 40), &none, &members, no_reasoning);
+        assert_eq!(only_summary.len(), 1, "summaries do not depend on reasoning");
+        assert!(only_summary[0].work_unit_key.starts_with("summary:"));
+        let shy = object(json!({"observe_me": false}));
+        assert!(tasks_for_message(&message("alice", 3), &shy, &members, settings).is_empty());
+    }
+}
