@@ -1,20 +1,109 @@
 //! The deriver role: background derivation of observations and summaries,
-//! and `roncho.v1.DeriverService` for queue status. The pipeline arrives with
-//! the derivation milestone; until then `GetQueueStatus` answers
-//! `UNIMPLEMENTED` rather than an empty, misleading status.
+//! and `roncho.v1.DeriverService` for queue status.
+//!
+//! Writing messages enqueues their work (representation and summary tasks,
+//! by Honcho's observer rules) in the same transaction; `GetQueueStatus`
+//! reports that queue. The workers that process it arrive with the rest of
+//! the derivation milestone; until then work stays pending, visibly.
 
-use roncho_core::rpc::{RpcResult, not_yet};
+use std::sync::Arc;
+
+use roncho_core::queue::{Counts, QueueStatus, StatusFilter, WorkQueue, task_type};
+use roncho_core::rpc::{RpcResult, reply};
+use roncho_core::{Error, Result, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_server::DeriverService;
 use tonic::Request;
 
 /// Serves `DeriverService`.
-#[derive(Debug, Clone, Default)]
-pub struct Deriver;
+#[derive(Clone)]
+pub struct Deriver {
+    queue: Option<Arc<dyn WorkQueue>>,
+}
+
+impl std::fmt::Debug for Deriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Deriver").field("queue", &self.queue.is_some()).finish()
+    }
+}
+
+impl Deriver {
+    /// Returns the service over `queue`; without one, status calls fail
+    /// with `FAILED_PRECONDITION` saying so.
+    pub fn new(queue: Option<Arc<dyn WorkQueue>>) -> Self {
+        Self { queue }
+    }
+
+    async fn queue_status(&self, request: pb::GetQueueStatusRequest) -> Result<pb::QueueStatus> {
+        let optional = |field: &str, value: Option<String>| {
+            value
+                .filter(|value| !value.is_empty())
+                .map(|value| validate::reference_id(field, &value))
+                .transpose()
+        };
+        let filter = StatusFilter {
+            workspace_id: validate::reference_id("workspace_id", &request.workspace_id)?,
+            session_id: optional("session_id", request.session_id)?,
+            observer_id: optional("observer_id", request.observer_id)?,
+            sender_id: optional("sender_id", request.sender_id)?,
+        };
+        let queue = self.queue.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition("this process has no work queue configured (see roncho status)".into())
+        })?;
+        let by_session = filter.session_id.is_none();
+        Ok(to_proto(queue.status(&filter).await?, by_session))
+    }
+}
+
+fn to_proto(status: QueueStatus, by_session: bool) -> pb::QueueStatus {
+    let Counts {
+        total,
+        completed,
+        in_progress,
+        pending,
+        failed,
+    } = status.counts;
+    pb::QueueStatus {
+        total_work_units: total,
+        completed_work_units: completed,
+        in_progress_work_units: in_progress,
+        pending_work_units: pending,
+        failed_work_units: failed,
+        sessions: if by_session {
+            status
+                .sessions
+                .into_iter()
+                .map(|(session_id, counts)| {
+                    let entry = pb::SessionQueueStatus {
+                        session_id: session_id.clone(),
+                        total_work_units: counts.total,
+                        completed_work_units: counts.completed,
+                        in_progress_work_units: counts.in_progress,
+                        pending_work_units: counts.pending,
+                        failed_work_units: counts.failed,
+                    };
+                    (session_id, entry)
+                })
+                .collect()
+        } else {
+            Default::default()
+        },
+        failures: status
+            .failures
+            .into_iter()
+            .map(|failure| pb::FailedWorkUnit {
+                task_type: task_type(&failure.work_unit_key).to_owned(),
+                work_unit_key: failure.work_unit_key,
+                attempts: i32::try_from(failure.attempts).unwrap_or(i32::MAX),
+                last_error: failure.last_error,
+            })
+            .collect(),
+    }
+}
 
 #[tonic::async_trait]
 impl DeriverService for Deriver {
-    async fn get_queue_status(&self, _: Request<pb::GetQueueStatusRequest>) -> RpcResult<pb::QueueStatus> {
-        not_yet("GetQueueStatus")
+    async fn get_queue_status(&self, request: Request<pb::GetQueueStatusRequest>) -> RpcResult<pb::QueueStatus> {
+        reply(self.queue_status(request.into_inner()).await)
     }
 }

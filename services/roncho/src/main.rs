@@ -161,6 +161,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let mut services = roncho::server::Services::store_only(store.clone());
     services.semantic = runtime.semantic.clone();
+    services.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone())));
     if let Some(reconciler) = &runtime.reconciler {
         tokio::spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();

@@ -3,6 +3,7 @@
 
 use std::sync::Arc;
 
+use roncho_core::queue::WorkQueue;
 use roncho_core::store::Store;
 use roncho_proto::v1::deriver_service_server::DeriverServiceServer;
 use roncho_proto::v1::dialectic_service_server::DialecticServiceServer;
@@ -27,6 +28,8 @@ pub struct Services {
     pub semantic: Option<roncho_recall::Semantic>,
     /// Nudges an in-process reconciler after writes.
     pub after_write: Option<roncho_ingest::AfterWrite>,
+    /// The background work queue (queue status; the workers' source).
+    pub queue: Option<Arc<dyn WorkQueue>>,
 }
 
 impl Services {
@@ -36,6 +39,7 @@ impl Services {
             store,
             semantic: None,
             after_write: None,
+            queue: None,
         }
     }
 }
@@ -88,7 +92,9 @@ pub async fn run(
             }
             Role::Deriver => {
                 served.push(<DeriverServiceServer<roncho_deriver::Deriver> as NamedService>::NAME);
-                router.add_service(DeriverServiceServer::new(roncho_deriver::Deriver))
+                router.add_service(DeriverServiceServer::new(roncho_deriver::Deriver::new(
+                    services.queue.clone(),
+                )))
             }
             Role::Dreamer => {
                 served.push(<DreamerServiceServer<roncho_dreamer::Dreamer> as NamedService>::NAME);

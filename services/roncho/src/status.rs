@@ -45,7 +45,9 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     checks.push(Check {
         name: "derivation",
         ok: false,
-        detail: "degraded: deriver, dialectic and dreamer answer UNIMPLEMENTED".into(),
+        detail: "degraded: messages queue their derivation and summary work (GetQueueStatus), but no worker \
+                 processes it yet; dialectic and dreamer answer UNIMPLEMENTED"
+            .into(),
     });
     checks
 }

@@ -34,7 +34,11 @@ async fn start(roles: &[Role]) -> Server {
     let roles = roles.to_vec();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
-        roncho::server::run(listener, roncho::server::Services::store_only(served), &roles, token).await
+        let services = roncho::server::Services {
+            queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(served.clone()))),
+            ..roncho::server::Services::store_only(served)
+        };
+        roncho::server::run(listener, services, &roles, token).await
     });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
@@ -318,6 +322,64 @@ async fn summaries_are_served_and_bound_the_context() {
         .await
         .unwrap_err();
     assert_eq!(missing.code(), tonic::Code::NotFound);
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
+
+#[tokio::test]
+async fn queue_status_counts_the_work_messages_create() {
+    use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
+
+    let server = start(&Role::ALL).await;
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    let mut deriver = DeriverServiceClient::new(server.channel.clone());
+    ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: (0..20)
+                .map(|i| message(["alice", "bob"][i % 2], "hello there"))
+                .collect(),
+        })
+        .await
+        .unwrap();
+    let status = deriver
+        .get_queue_status(pb::GetQueueStatusRequest {
+            workspace_id: "w".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // 20 representation tasks and a short summary at message 20; no worker yet.
+    assert_eq!((status.total_work_units, status.pending_work_units), (21, 21));
+    assert_eq!(status.sessions["s"].pending_work_units, 21);
+    let by_sender = deriver
+        .get_queue_status(pb::GetQueueStatusRequest {
+            workspace_id: "w".into(),
+            sender_id: Some("bob".into()),
+            session_id: Some("s".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        by_sender.total_work_units, 11,
+        "bob's 10 messages and the summary his 20th triggered"
+    );
+    assert!(
+        by_sender.sessions.is_empty(),
+        "no per-session map under a session filter"
+    );
+    let bad = deriver
+        .get_queue_status(pb::GetQueueStatusRequest {
+            workspace_id: String::new(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(bad.code(), tonic::Code::InvalidArgument);
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();
 }

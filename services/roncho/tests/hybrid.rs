@@ -104,6 +104,7 @@ async fn outage_degrades_search_and_loses_nothing(
             vectors,
         }),
         after_write: Some(Arc::new(move || nudged.nudge())),
+        queue: None,
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
