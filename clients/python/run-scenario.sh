@@ -37,8 +37,10 @@ free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("
 start_server() { # mode args...
   local port; port=$(free_port)
   target=127.0.0.1:$port
-  # Full-text search only: the transcript must not depend on when vectors sync.
-  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "$target" "$@" >>"$work/server.log" 2>&1 &
+  # Full-text search only, and no deriver worker: the transcript must not depend
+  # on when vectors sync or when background derivation adds conclusions.
+  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "$target" \
+    --roles ingest,recall,dialectic,dreamer,reconciler "$@" >>"$work/server.log" 2>&1 &
   server_pid=$!
 }
 

@@ -2,11 +2,12 @@
 //! and `roncho.v1.DeriverService` for queue status.
 //!
 //! Writing messages enqueues their work (representation and summary tasks,
-//! by Honcho's observer rules) in the same transaction; `GetQueueStatus`
-//! reports that queue. The workers that process it arrive with the rest of
-//! the derivation milestone; until then work stays pending, visibly.
+//! by Honcho's observer rules) in the same transaction; the [`worker`]
+//! processes it and `GetQueueStatus` reports the queue.
 
 use std::sync::Arc;
+
+pub mod worker;
 
 use roncho_core::queue::{Counts, QueueStatus, StatusFilter, WorkQueue, task_type};
 use roncho_core::rpc::{RpcResult, reply};

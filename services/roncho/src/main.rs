@@ -161,11 +161,26 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let mut services = roncho::server::Services::store_only(store.clone());
     services.semantic = runtime.semantic.clone();
-    services.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone())));
+    let queue: Arc<dyn roncho_core::queue::WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    services.queue = Some(queue.clone());
+    let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
     if let Some(reconciler) = &runtime.reconciler {
         tokio::spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();
-        services.after_write = Some(Arc::new(move || nudged.nudge()));
+        nudges.push(Arc::new(move || nudged.nudge()));
+    }
+    if config.roles.contains(&roncho::config::Role::Deriver) {
+        let worker = Arc::new(roncho_deriver::worker::Worker::new(
+            store.clone(),
+            queue,
+            roncho_deriver::worker::WorkerConfig::default(),
+        ));
+        tracing::info!("deriver worker: extractive (no LLM configured)");
+        tokio::spawn(worker.clone().run(shutdown.clone()));
+        nudges.push(Arc::new(move || worker.nudge()));
+    }
+    if !nudges.is_empty() {
+        services.after_write = Some(Arc::new(move || nudges.iter().for_each(|nudge| nudge())));
     }
     let server = roncho::server::run(listener, services, &config.roles, shutdown.clone());
     tokio::pin!(server);

@@ -45,8 +45,8 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     checks.push(Check {
         name: "derivation",
         ok: false,
-        detail: "degraded: messages queue their derivation and summary work (GetQueueStatus), but no worker \
-                 processes it yet; dialectic and dreamer answer UNIMPLEMENTED"
+        detail: "degraded: the deriver is extractive (no LLM configured): conclusions quote messages and \
+                 summaries list turns; dialectic and dreamer answer UNIMPLEMENTED"
             .into(),
     });
     checks

@@ -383,3 +383,153 @@ async fn queue_status_counts_the_work_messages_create() {
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();
 }
+
+/// The embedded pipeline without an LLM: messages → queued work → the
+/// extractive deriver → conclusions in each observer's collection and a
+/// summary; a redelivered task adds nothing; the queue drains.
+#[tokio::test]
+async fn the_extractive_deriver_derives_observations_and_summaries() {
+    use roncho_core::queue::{NewTask, WorkQueue};
+    use roncho_core::store::Store;
+    use roncho_deriver::worker::{Worker, WorkerConfig};
+    use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
+
+    let server = start(&Role::ALL).await;
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    let recall = RecallServiceClient::new(server.channel.clone());
+    ingest
+        .get_or_create_session(pb::GetOrCreateSessionRequest {
+            workspace_id: "w".into(),
+            id: "s".into(),
+            peers: [(
+                "bob".to_owned(),
+                pb::SessionPeerConfig {
+                    observe_me: None,
+                    observe_others: Some(true),
+                },
+            )]
+            .into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let contents = ["I moved to Berlin last year.", "That sounds like a big change!"];
+    ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: (0..20)
+                .map(|i| message(["alice", "bob"][i % 2], contents[i % 2]))
+                .collect(),
+        })
+        .await
+        .unwrap();
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(server.store.clone()));
+    let store: Arc<dyn Store> = server.store.clone();
+    let worker = Worker::new(store, queue.clone(), WorkerConfig::default());
+    while worker.run_once().await.unwrap() {}
+
+    let conclusions = |observer: &str, observed: &str| {
+        let mut recall = recall.clone();
+        let filters = prost_types::Struct {
+            fields: [("observer_id", observer), ("observed_id", observed)]
+                .into_iter()
+                .map(|(k, v)| {
+                    (
+                        k.to_owned(),
+                        prost_types::Value {
+                            kind: Some(prost_types::value::Kind::StringValue(v.into())),
+                        },
+                    )
+                })
+                .collect(),
+        };
+        async move {
+            recall
+                .list_conclusions(pb::ListConclusionsRequest {
+                    workspace_id: "w".into(),
+                    filters: Some(filters),
+                    size: 100,
+                    ..Default::default()
+                })
+                .await
+                .unwrap()
+                .into_inner()
+                .items
+        }
+    };
+    let alice_by_alice = conclusions("alice", "alice").await;
+    assert_eq!(alice_by_alice.len(), 10, "one per message: {alice_by_alice:?}");
+    assert_eq!(
+        alice_by_alice[0].content,
+        "alice said: \"I moved to Berlin last year.\""
+    );
+    assert_eq!(conclusions("bob", "alice").await.len(), 10, "bob observes others");
+    assert_eq!(conclusions("bob", "bob").await.len(), 10);
+    assert!(
+        conclusions("alice", "bob").await.is_empty(),
+        "alice does not observe others"
+    );
+
+    let summaries = recall
+        .clone()
+        .get_session_summaries(pb::GetSessionSummariesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let short = summaries.short_summary.expect("a short summary at message 20");
+    assert!(
+        short.content.starts_with("Extractive summary (no LLM configured)"),
+        "{}",
+        short.content
+    );
+    assert!(short.content.contains("bob: That sounds like a big change!"));
+
+    // A redelivered task (same message, new delivery) adds no duplicates.
+    let first = &alice_by_alice[0];
+    let source = server
+        .store
+        .conclusions_by_ids("w", std::slice::from_ref(&first.id))
+        .await
+        .unwrap()
+        .remove(0)
+        .source_ids
+        .remove(0);
+    queue
+        .enqueue(vec![NewTask {
+            work_unit_key: "representation:w:s:alice".into(),
+            dedup_id: "redelivery-1".into(),
+            workspace_id: "w".into(),
+            session_id: Some("s".into()),
+            observer_id: None,
+            sender_id: Some("alice".into()),
+            payload: serde_json::json!({"message_id": source, "observers": ["alice", "bob"], "observed": "alice"}),
+        }])
+        .await
+        .unwrap();
+    while worker.run_once().await.unwrap() {}
+    assert_eq!(conclusions("alice", "alice").await.len(), 10);
+
+    let status = DeriverServiceClient::new(server.channel.clone())
+        .get_queue_status(pb::GetQueueStatusRequest {
+            workspace_id: "w".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        (
+            status.total_work_units,
+            status.completed_work_units,
+            status.pending_work_units
+        ),
+        (22, 22, 0),
+        "drained"
+    );
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}

@@ -1,0 +1,345 @@
+//! The deriver worker: claims representation and summary work units from
+//! the queue and processes them. Without an LLM (the embedded default) it
+//! derives **extractively**: each observed message's sentences become
+//! explicit conclusions quoting the speaker, and summaries list the latest
+//! turns — deterministic, labelled as such in their metadata and text, and
+//! never an empty success. Handlers are idempotent: a redelivered task
+//! (after a crash or a lost lease) finds its conclusions and adds none.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roncho_core::filter;
+use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
+use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
+use roncho_core::store::Store;
+use roncho_core::{Error, Result, tokens};
+use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+/// The task types this worker handles.
+pub const TASK_TYPES: [&str; 2] = ["representation", "summary"];
+
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Names this worker in leases and logs.
+    pub worker_id: String,
+    /// Tasks taken per claim.
+    pub batch: usize,
+    pub lease: Duration,
+    /// How long an idle worker waits before looking again (a nudge wakes it sooner).
+    pub idle_poll: Duration,
+    /// Attempts before a task is dead.
+    pub max_attempts: i64,
+    /// Wait before a failed task is retried, times its attempts.
+    pub retry_after: Duration,
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            worker_id: format!("deriver-{}", std::process::id()),
+            batch: 32,
+            lease: Duration::from_secs(60),
+            idle_poll: Duration::from_secs(1),
+            max_attempts: 5,
+            retry_after: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Sentences of a message that become conclusions, at most.
+const MAX_SENTENCES: usize = 3;
+/// Shortest sentence (in words) worth a conclusion.
+const MIN_WORDS: usize = 3;
+/// Longest quoted sentence, in characters.
+const MAX_SENTENCE_CHARS: usize = 300;
+/// Turns listed by the short and the long extractive summary.
+const SHORT_TURNS: usize = 20;
+const LONG_TURNS: usize = 60;
+
+/// Claims and processes derivation work.
+pub struct Worker {
+    store: Arc<dyn Store>,
+    queue: Arc<dyn WorkQueue>,
+    config: WorkerConfig,
+    wake: Notify,
+}
+
+impl std::fmt::Debug for Worker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Worker")
+            .field("config", &self.config)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Worker {
+    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn WorkQueue>, config: WorkerConfig) -> Self {
+        Self {
+            store,
+            queue,
+            config,
+            wake: Notify::new(),
+        }
+    }
+
+    /// Wakes an idle worker (new work was written).
+    pub fn nudge(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Claims one work unit and processes it; returns whether there was one.
+    pub async fn run_once(&self) -> Result<bool> {
+        let Some(claim) = self
+            .queue
+            .claim(
+                &self.config.worker_id,
+                &TASK_TYPES,
+                self.config.batch,
+                self.config.lease,
+            )
+            .await?
+        else {
+            return Ok(false);
+        };
+        let outcome = self.process(&claim).await;
+        let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
+        match outcome {
+            Ok(()) => self.queue.complete(&claim, &ids).await?,
+            Err(error) => {
+                tracing::warn!(work_unit = %claim.work_unit_key, %error, "derivation failed; will retry");
+                let attempts = claim.tasks.first().map_or(0, |task| task.attempts);
+                let retry_after = self.config.retry_after * u32::try_from(attempts + 1).unwrap_or(u32::MAX);
+                self.queue
+                    .fail(&claim, &ids, &error.to_string(), retry_after, self.config.max_attempts)
+                    .await?;
+            }
+        }
+        self.queue.release(&claim).await?;
+        Ok(true)
+    }
+
+    /// Processes work until `shutdown`; a unit in hand is finished first.
+    pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        while !shutdown.is_cancelled() {
+            match self.run_once().await {
+                Ok(true) => continue,
+                Ok(false) => {}
+                Err(error) => tracing::error!(%error, "deriver worker: queue error"),
+            }
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                () = self.wake.notified() => {}
+                () = tokio::time::sleep(self.config.idle_poll) => {}
+            }
+        }
+    }
+
+    async fn process(&self, claim: &Claim) -> Result<()> {
+        // Keys are `type:workspace:session:...`; ids cannot hold `:`.
+        let mut parts = claim.work_unit_key.splitn(4, ':');
+        let (_, workspace, session) = (parts.next(), parts.next(), parts.next());
+        let (Some(workspace), Some(session)) = (workspace, session) else {
+            return Err(Error::Internal(format!(
+                "malformed work unit key {}",
+                claim.work_unit_key
+            )));
+        };
+        for task in &claim.tasks {
+            match task_type(&claim.work_unit_key) {
+                "representation" => self.represent(workspace, session, task).await?,
+                "summary" => self.summarize(workspace, session, task).await?,
+                other => return Err(Error::Internal(format!("the deriver does not handle {other} work"))),
+            }
+        }
+        Ok(())
+    }
+
+    async fn represent(&self, workspace: &str, session: &str, task: &Task) -> Result<()> {
+        let message_id = payload_str(task, "message_id")?;
+        let message = match self.store.get_message(workspace, session, message_id).await {
+            Ok(message) => message,
+            // Deleted since: nothing to derive.
+            Err(Error::NotFound { .. }) => return Ok(()),
+            Err(error) => return Err(error),
+        };
+        let observers: Vec<String> = task.payload["observers"]
+            .as_array()
+            .map(|list| list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
+            .unwrap_or_default();
+        let statements = extract(&message);
+        let mut new = Vec::new();
+        for observer in &observers {
+            let existing = self.existing(workspace, observer, &message).await?;
+            for statement in &statements {
+                if existing.iter().any(|content| content == statement) {
+                    continue;
+                }
+                new.push(NewConclusion {
+                    observer_id: observer.clone(),
+                    observed_id: message.peer_id.clone(),
+                    session_id: Some(session.to_owned()),
+                    level: "explicit".into(),
+                    content: statement.clone(),
+                    premises: Vec::new(),
+                    source_ids: vec![message.id.clone()],
+                    metadata: extractive_metadata(),
+                });
+            }
+        }
+        if !new.is_empty() {
+            self.store.create_conclusions(workspace, new).await?;
+        }
+        Ok(())
+    }
+
+    /// Contents of the conclusions this message already gave the observer,
+    /// among the collection's 100 newest from this session (a redelivery
+    /// follows its first delivery closely).
+    async fn existing(&self, workspace: &str, observer: &str, message: &Message) -> Result<Vec<String>> {
+        let filters = json!({
+            "observer_id": observer,
+            "observed_id": message.peer_id,
+            "session_id": message.session_id,
+        });
+        let filter = filter::parse(&filter::CONCLUSION, filters.as_object())?;
+        let page = PageRequest::from_wire(1, 100, false)?;
+        let found = self.store.list_conclusions(workspace, &filter, page).await?;
+        Ok(found
+            .items
+            .into_iter()
+            .filter(|conclusion| conclusion.source_ids.contains(&message.id))
+            .map(|conclusion| conclusion.content)
+            .collect())
+    }
+
+    async fn summarize(&self, workspace: &str, session: &str, task: &Task) -> Result<()> {
+        let message_id = payload_str(task, "message_id")?;
+        let seq = task.payload["seq_in_session"].as_i64().unwrap_or(i64::MAX);
+        let kinds: Vec<&str> = task.payload["summaries"]
+            .as_array()
+            .map(|list| list.iter().filter_map(Value::as_str).collect())
+            .unwrap_or_default();
+        let recent: Vec<Message> = self
+            .store
+            .context_messages(workspace, session, 1_000_000, (seq - LONG_TURNS as i64 + 1).max(0))
+            .await?
+            .into_iter()
+            .filter(|message| message.seq_in_session <= seq)
+            .collect();
+        for kind in kinds {
+            let (kind, turns) = match kind {
+                "short" => (SummaryKind::Short, SHORT_TURNS),
+                "long" => (SummaryKind::Long, LONG_TURNS),
+                other => return Err(Error::Internal(format!("unknown summary kind {other}"))),
+            };
+            let from = recent.len().saturating_sub(turns);
+            let content = extractive_summary(&recent[from..], seq);
+            let counted = content.clone();
+            let token_count = tokio::task::spawn_blocking(move || tokens::count(&counted))
+                .await
+                .map_err(|error| Error::Internal(format!("token counting failed: {error}")))?;
+            match self
+                .store
+                .set_session_summary(workspace, session, kind, &content, message_id, token_count)
+                .await
+            {
+                Ok(_) | Err(Error::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+}
+
+fn payload_str<'a>(task: &'a Task, key: &str) -> Result<&'a str> {
+    task.payload[key]
+        .as_str()
+        .ok_or_else(|| Error::Internal(format!("task {} has no `{key}`", task.dedup_id)))
+}
+
+fn extractive_metadata() -> JsonObject {
+    json!({"derived_by": "extractive"})
+        .as_object()
+        .cloned()
+        .unwrap_or_default()
+}
+
+/// The sentences of a message worth keeping, as conclusions quoting the speaker.
+pub fn extract(message: &Message) -> Vec<String> {
+    message
+        .content
+        .split_inclusive(['.', '!', '?', '\n'])
+        .map(str::trim)
+        .filter(|sentence| sentence.split_whitespace().count() >= MIN_WORDS)
+        .take(MAX_SENTENCES)
+        .map(|sentence| {
+            let quoted: String = sentence.chars().take(MAX_SENTENCE_CHARS).collect();
+            format!("{} said: \"{quoted}\"", message.peer_id)
+        })
+        .collect()
+}
+
+/// A summary listing the latest turns up to message `seq`.
+pub fn extractive_summary(messages: &[Message], seq: i64) -> String {
+    let mut text = format!(
+        "Extractive summary (no LLM configured): the last {} turns up to message {seq}.",
+        messages.len()
+    );
+    for message in messages {
+        let first: String = message
+            .content
+            .split_inclusive(['.', '!', '?', '\n'])
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .chars()
+            .take(200)
+            .collect();
+        text.push_str(&format!("\n{}: {first}", message.peer_id));
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(content: &str) -> Message {
+        Message {
+            id: "m1".into(),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            peer_id: "alice".into(),
+            content: content.into(),
+            metadata: JsonObject::new(),
+            created_at: 0,
+            token_count: 1,
+            seq_in_session: 1,
+        }
+    }
+
+    #[test]
+    fn sentences_become_quoted_statements() {
+        let extracted = extract(&message(
+            "Hi! I moved to Berlin last year. I love cycling by the river? ok",
+        ));
+        assert_eq!(
+            extracted,
+            [
+                "alice said: \"I moved to Berlin last year.\"",
+                "alice said: \"I love cycling by the river?\""
+            ]
+        );
+        assert!(extract(&message("ok thanks")).is_empty());
+        let summary = extractive_summary(&[message("First sentence here. Second one.")], 20);
+        assert!(
+            summary.starts_with("Extractive summary (no LLM configured)"),
+            "{summary}"
+        );
+        assert!(summary.ends_with("alice: First sentence here."), "{summary}");
+    }
+}
