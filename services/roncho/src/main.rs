@@ -164,8 +164,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let queue: Arc<dyn roncho_core::queue::WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
     services.queue = Some(queue.clone());
     let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
+    // Background workers; each finishes the unit or batch in hand after shutdown.
+    let mut workers = tokio::task::JoinSet::new();
     if let Some(reconciler) = &runtime.reconciler {
-        tokio::spawn(reconciler.clone().run(shutdown.clone()));
+        workers.spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
@@ -176,7 +178,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             roncho_deriver::worker::WorkerConfig::default(),
         ));
         tracing::info!("deriver worker: extractive (no LLM configured)");
-        tokio::spawn(worker.clone().run(shutdown.clone()));
+        workers.spawn(worker.clone().run(shutdown.clone()));
         nudges.push(Arc::new(move || worker.nudge()));
     }
     if !nudges.is_empty() {
@@ -190,6 +192,16 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             shutdown.cancelled().await;
             tokio::time::sleep(config.shutdown_grace).await;
         } => tracing::warn!(grace = ?config.shutdown_grace, "grace period over; exiting with requests in flight"),
+    }
+    // The server stopped; drain the workers (bounded by the grace period) before the store closes.
+    shutdown.cancel();
+    if tokio::time::timeout(config.shutdown_grace, async {
+        while workers.join_next().await.is_some() {}
+    })
+    .await
+    .is_err()
+    {
+        tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task (their work is redelivered)");
     }
     store.close().await;
     tracing::info!("stopped");

@@ -431,19 +431,11 @@ async fn the_extractive_deriver_derives_observations_and_summaries() {
 
     let conclusions = |observer: &str, observed: &str| {
         let mut recall = recall.clone();
-        let filters = prost_types::Struct {
-            fields: [("observer_id", observer), ("observed_id", observed)]
-                .into_iter()
-                .map(|(k, v)| {
-                    (
-                        k.to_owned(),
-                        prost_types::Value {
-                            kind: Some(prost_types::value::Kind::StringValue(v.into())),
-                        },
-                    )
-                })
-                .collect(),
-        };
+        let filters = roncho_core::json::json_to_struct(
+            serde_json::json!({"observer_id": observer, "observed_id": observed})
+                .as_object()
+                .unwrap(),
+        );
         async move {
             recall
                 .list_conclusions(pb::ListConclusionsRequest {

@@ -186,19 +186,11 @@ async fn outage_degrades_search_and_loses_nothing(
         .unwrap();
     reconciler.pass().await.unwrap();
     assert_eq!(store.sync_counts(SyncKind::Conclusion).await.unwrap().synced, 2);
-    let filters = prost_types::Struct {
-        fields: [("observer_id", "alice"), ("observed_id", "alice")]
-            .into_iter()
-            .map(|(k, v)| {
-                (
-                    k.to_owned(),
-                    prost_types::Value {
-                        kind: Some(prost_types::value::Kind::StringValue(v.into())),
-                    },
-                )
-            })
-            .collect(),
-    };
+    let filters = roncho_core::json::json_to_struct(
+        serde_json::json!({"observer_id": "alice", "observed_id": "alice"})
+            .as_object()
+            .unwrap(),
+    );
     let nearest = recall
         .query_conclusions(pb::QueryConclusionsRequest {
             workspace_id: "w".into(),
