@@ -36,6 +36,35 @@ impl SqlWorkQueue {
     pub fn new(store: Arc<SqlStore>) -> Self {
         Self { store }
     }
+
+    /// Counts every workspace's tasks by state (for `roncho status`).
+    pub async fn totals(&self) -> Result<Counts> {
+        let mut sql = Sql::new(
+            "SELECT t.state, CASE WHEN t.state = 'pending' AND EXISTS (SELECT 1 FROM work_leases l \
+             WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
+        );
+        sql.bind(now_micros())
+            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t GROUP BY 1, 2");
+        let mut counts = Counts::default();
+        for row in self.store.read(&sql).await? {
+            let state: String = row.try_get("state").map_err(db_error)?;
+            let held: i64 = row.try_get("held").map_err(db_error)?;
+            let n: i64 = row.try_get("n").map_err(db_error)?;
+            add_counts(&mut counts, &state, held, n);
+        }
+        Ok(counts)
+    }
+}
+
+/// Adds `n` tasks in `state` (`held`: leased now) to `counts`.
+fn add_counts(counts: &mut Counts, state: &str, held: i64, n: i64) {
+    counts.total += n;
+    match (state, held) {
+        ("done", _) => counts.completed += n,
+        ("dead", _) => counts.failed += n,
+        (_, 1) => counts.in_progress += n,
+        _ => counts.pending += n,
+    }
 }
 
 fn micros(duration: Duration) -> i64 {
@@ -300,18 +329,9 @@ impl WorkQueue for SqlWorkQueue {
             let state: String = row.try_get("state").map_err(db_error)?;
             let held: i64 = row.try_get("held").map_err(db_error)?;
             let n: i64 = row.try_get("n").map_err(db_error)?;
-            let add = |counts: &mut Counts| {
-                counts.total += n;
-                match (state.as_str(), held) {
-                    ("done", _) => counts.completed += n,
-                    ("dead", _) => counts.failed += n,
-                    (_, 1) => counts.in_progress += n,
-                    _ => counts.pending += n,
-                }
-            };
-            add(&mut status.counts);
+            add_counts(&mut status.counts, &state, held, n);
             if let Some(session) = session {
-                add(sessions.entry(session).or_default());
+                add_counts(sessions.entry(session).or_default(), &state, held, n);
             }
         }
         status.sessions = sessions.into_iter().collect();

@@ -138,6 +138,25 @@ async fn store_checks(config: &Config) -> Vec<Check> {
                 });
             }
         }
+        let store = std::sync::Arc::new(store);
+        if let Ok(counts) = roncho_store::SqlWorkQueue::new(store.clone()).totals().await {
+            checks.push(Check {
+                name: "work queue",
+                ok: counts.failed == 0,
+                detail: format!(
+                    "{} pending, {} in progress, {} completed, {} failed{}",
+                    counts.pending,
+                    counts.in_progress,
+                    counts.completed,
+                    counts.failed,
+                    if counts.failed > 0 {
+                        " (GetQueueStatus lists them with their errors)"
+                    } else {
+                        ""
+                    }
+                ),
+            });
+        }
         store.close().await;
     }
     checks
