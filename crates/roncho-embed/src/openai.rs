@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use roncho_core::embed::{Embedder, normalize};
 use roncho_core::{Error, Result};
+use roncho_http::{RetryPolicy, post_json};
 use serde::Deserialize;
 use serde_json::json;
 
@@ -65,12 +66,6 @@ struct EmbeddingItem {
     index: Option<usize>,
 }
 
-/// What one attempt ended with.
-enum Attempt {
-    Done(Vec<Vec<f32>>),
-    Retry { reason: String, after: Option<Duration> },
-}
-
 impl OpenAiEmbedder {
     /// Returns an embedder for `config`.
     pub fn new(config: OpenAiConfig) -> Result<Self> {
@@ -81,51 +76,19 @@ impl OpenAiEmbedder {
         Ok(Self { config, client })
     }
 
-    async fn attempt(&self, texts: &[String]) -> Result<Attempt> {
+    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let mut body = json!({"model": self.config.model, "input": texts, "encoding_format": "float"});
         if self.config.request_dimensions {
             body["dimensions"] = json!(self.config.dimensions);
         }
-        let mut request = self
-            .client
-            .post(format!("{}/embeddings", self.config.base_url))
-            .json(&body);
-        if let Some(key) = &self.config.api_key {
-            request = request.bearer_auth(key);
-        }
-        let response = match request.send().await {
-            Ok(response) => response,
-            Err(error) if error.is_timeout() || error.is_connect() || error.is_request() => {
-                return Ok(Attempt::Retry {
-                    reason: error.to_string(),
-                    after: None,
-                });
-            }
-            Err(error) => return Err(Error::Unavailable(format!("embedder request failed: {error}"))),
+        let policy = RetryPolicy {
+            max_retries: self.config.max_retries,
+            initial_backoff: self.config.initial_backoff,
         };
-        let status = response.status();
-        if status.as_u16() == 429 || status.is_server_error() {
-            let after = response
-                .headers()
-                .get(reqwest::header::RETRY_AFTER)
-                .and_then(|value| value.to_str().ok())
-                .and_then(|value| value.parse::<u64>().ok())
-                .map(Duration::from_secs);
-            return Ok(Attempt::Retry {
-                reason: format!("HTTP {status}"),
-                after,
-            });
-        }
-        let text = response
-            .text()
+        let url = format!("{}/embeddings", self.config.base_url);
+        let text = post_json(&self.client, &url, self.config.api_key.as_deref(), &[], &body, policy)
             .await
-            .map_err(|error| Error::Unavailable(format!("embedder response unreadable: {error}")))?;
-        if !status.is_success() {
-            return Err(Error::Unavailable(format!(
-                "embedder answered HTTP {status}: {}",
-                text.chars().take(300).collect::<String>()
-            )));
-        }
+            .map_err(|error| Error::Unavailable(format!("embedder {}: {error}", self.config.model)))?;
         let parsed: EmbeddingsResponse = serde_json::from_str(&text)
             .map_err(|error| Error::Unavailable(format!("embedder returned malformed JSON: {error}")))?;
         if parsed.data.len() != texts.len() {
@@ -153,29 +116,7 @@ impl OpenAiEmbedder {
             normalize(&mut vector);
             vectors.push(vector);
         }
-        Ok(Attempt::Done(vectors))
-    }
-
-    async fn embed_batch(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let mut backoff = self.config.initial_backoff;
-        let mut last_reason = String::new();
-        for attempt in 0..=self.config.max_retries {
-            match self.attempt(texts).await? {
-                Attempt::Done(vectors) => return Ok(vectors),
-                Attempt::Retry { reason, after } => {
-                    tracing::warn!(attempt, %reason, model = %self.config.model, "embedding request failed; retrying");
-                    last_reason = reason;
-                    if attempt < self.config.max_retries {
-                        tokio::time::sleep(after.unwrap_or(backoff)).await;
-                        backoff = backoff.saturating_mul(2);
-                    }
-                }
-            }
-        }
-        Err(Error::Unavailable(format!(
-            "embedder failed after {} attempts: {last_reason}",
-            self.config.max_retries + 1
-        )))
+        Ok(vectors)
     }
 }
 

@@ -43,10 +43,7 @@ async fn embeddings_server(dimensions: usize) -> String {
         Json(json!({"object": "list", "data": data, "model": body["model"]}))
     };
     let app = axum::Router::new().route("/v1/embeddings", axum::routing::post(handler));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    format!("http://{address}/v1")
+    format!("{}/v1", roncho_http::serve_for_test(app).await)
 }
 
 async fn on_openai(check: Check) {

@@ -2,7 +2,6 @@
 //! the `/v1/embeddings` wire format: batching, order, retries on 429 and 5xx,
 //! wrong dimensions and malformed JSON.
 
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::Json;
@@ -22,22 +21,10 @@ enum Reply {
     Malformed,
 }
 
-#[derive(Clone, Default)]
-struct Script {
-    replies: Arc<Mutex<Vec<Reply>>>,
-    requests: Arc<Mutex<Vec<Value>>>,
-}
+type Script = roncho_http::Script<Reply>;
 
 async fn embeddings(State(script): State<Script>, Json(body): Json<Value>) -> Response {
-    script.requests.lock().unwrap().push(body.clone());
-    let reply = {
-        let mut replies = script.replies.lock().unwrap();
-        if replies.len() > 1 {
-            replies.remove(0)
-        } else {
-            replies[0].clone()
-        }
-    };
+    let reply = script.answer(body.clone());
     match reply {
         Reply::Status(code) => StatusCode::from_u16(code).unwrap().into_response(),
         Reply::Malformed => (StatusCode::OK, "{\"data\": [").into_response(),
@@ -63,17 +50,11 @@ async fn embeddings(State(script): State<Script>, Json(body): Json<Value>) -> Re
 }
 
 async fn serve(replies: Vec<Reply>) -> (String, Script) {
-    let script = Script {
-        replies: Arc::new(Mutex::new(replies)),
-        ..Script::default()
-    };
+    let script = Script::new(replies);
     let app = axum::Router::new()
         .route("/v1/embeddings", axum::routing::post(embeddings))
         .with_state(script.clone());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    (format!("http://{address}/v1"), script)
+    (format!("{}/v1", roncho_http::serve_for_test(app).await), script)
 }
 
 fn config(base_url: &str, dimensions: usize) -> OpenAiConfig {
@@ -127,7 +108,7 @@ async fn retries_429_and_5xx_then_succeeds() {
     .await;
     let embedder = OpenAiEmbedder::new(config(&url, 4)).unwrap();
     assert_eq!(embedder.embed(&texts(&["x"])).await.unwrap().len(), 1);
-    assert_eq!(script.requests.lock().unwrap().len(), 3);
+    assert_eq!(script.count(), 3);
 }
 
 #[tokio::test]
@@ -136,7 +117,7 @@ async fn gives_up_after_the_configured_attempts() {
     let embedder = OpenAiEmbedder::new(config(&url, 4)).unwrap();
     let error = embedder.embed(&texts(&["x"])).await.unwrap_err();
     assert!(matches!(error, Error::Unavailable(_)), "{error}");
-    assert_eq!(script.requests.lock().unwrap().len(), 3);
+    assert_eq!(script.count(), 3);
 }
 
 #[tokio::test]
@@ -172,7 +153,7 @@ async fn wrong_dimensions_and_malformed_json_are_errors() {
         .await
         .unwrap_err();
     assert!(matches!(error, Error::Unavailable(_)));
-    assert_eq!(script.requests.lock().unwrap().len(), 1, "a 400 is not retried");
+    assert_eq!(script.count(), 1, "a 400 is not retried");
 }
 
 #[tokio::test]

@@ -1,0 +1,149 @@
+//! JSON POSTs to model providers with the retry rules every provider client
+//! shares: HTTP 429 and 5xx, time-outs and connection failures are retried
+//! with exponential backoff (honouring `Retry-After` in seconds); any other
+//! status is returned at once, with the provider's body for the error.
+
+use std::time::Duration;
+
+/// How often and how patiently to retry.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Retries after the first attempt.
+    pub max_retries: u32,
+    /// The first wait; it doubles per retry.
+    pub initial_backoff: Duration,
+}
+
+/// Why a POST did not produce a success body.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum HttpError {
+    /// A status that is not retried (4xx other than 429), with the body.
+    Status { status: u16, body: String },
+    /// Every attempt failed with a retryable reason; the last one.
+    Exhausted { attempts: u32, last: String },
+}
+
+impl std::fmt::Display for HttpError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HttpError::Status { status, body } => {
+                write!(f, "HTTP {status}: {}", body.chars().take(300).collect::<String>())
+            }
+            HttpError::Exhausted { attempts, last } => write!(f, "failed after {attempts} attempts: {last}"),
+        }
+    }
+}
+
+impl std::error::Error for HttpError {}
+
+/// Posts `body` as JSON to `url` (with `bearer` as the API key when given)
+/// and returns the body of the first 2xx answer.
+pub async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    bearer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+    policy: RetryPolicy,
+) -> Result<String, HttpError> {
+    let mut backoff = policy.initial_backoff;
+    let mut last = String::new();
+    for attempt in 0..=policy.max_retries {
+        let mut request = client.post(url).json(body);
+        if let Some(key) = bearer {
+            request = request.bearer_auth(key);
+        }
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let mut wait = backoff;
+        match request.send().await {
+            Ok(response) => {
+                let status = response.status();
+                if status.is_success() {
+                    match response.text().await {
+                        Ok(text) => return Ok(text),
+                        Err(error) => last = format!("unreadable response: {error}"),
+                    }
+                } else if status.as_u16() == 429 || status.is_server_error() {
+                    if let Some(after) = response
+                        .headers()
+                        .get(reqwest::header::RETRY_AFTER)
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.parse::<u64>().ok())
+                    {
+                        wait = Duration::from_secs(after);
+                    }
+                    last = format!("HTTP {status}");
+                } else {
+                    let body = response.text().await.unwrap_or_default();
+                    return Err(HttpError::Status {
+                        status: status.as_u16(),
+                        body,
+                    });
+                }
+            }
+            Err(error) => last = error.to_string(),
+        }
+        tracing::warn!(attempt, reason = %last, %url, "provider request failed; retrying");
+        if attempt < policy.max_retries {
+            tokio::time::sleep(wait).await;
+            backoff = backoff.saturating_mul(2);
+        }
+    }
+    Err(HttpError::Exhausted {
+        attempts: policy.max_retries + 1,
+        last,
+    })
+}
+
+/// Serves `app` on an ephemeral loopback port for the rest of the test and
+/// returns its base address (`http://127.0.0.1:PORT`).
+#[cfg(feature = "testing")]
+pub async fn serve_for_test(app: axum::Router) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("binding a loopback port");
+    let address = listener.local_addr().expect("local address");
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    format!("http://{address}")
+}
+
+/// A scripted provider for tests: the requests it received, and its replies,
+/// one per request, the last one repeating.
+#[cfg(feature = "testing")]
+#[derive(Debug, Clone)]
+pub struct Script<R> {
+    replies: std::sync::Arc<std::sync::Mutex<Vec<R>>>,
+    pub requests: std::sync::Arc<std::sync::Mutex<Vec<serde_json::Value>>>,
+}
+
+#[cfg(feature = "testing")]
+impl<R: Clone> Script<R> {
+    /// A script answering with `replies` (at least one).
+    pub fn new(replies: Vec<R>) -> Self {
+        assert!(!replies.is_empty(), "a script needs a reply");
+        Self {
+            replies: std::sync::Arc::new(std::sync::Mutex::new(replies)),
+            requests: std::sync::Arc::default(),
+        }
+    }
+
+    /// Records `request` and returns the reply to it.
+    pub fn answer(&self, request: serde_json::Value) -> R {
+        self.requests.lock().expect("script lock").push(request);
+        let mut replies = self.replies.lock().expect("script lock");
+        if replies.len() > 1 {
+            replies.remove(0)
+        } else {
+            replies[0].clone()
+        }
+    }
+
+    /// How many requests arrived.
+    pub fn count(&self) -> usize {
+        self.requests.lock().expect("script lock").len()
+    }
+}

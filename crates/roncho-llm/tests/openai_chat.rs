@@ -1,0 +1,202 @@
+//! The OpenAI-compatible chat client against a local scripted server that
+//! speaks `/v1/chat/completions`: usage, structured output with repair,
+//! the json_schema → json_object fallback, retries, error classes, and a
+//! fallback chain. No key and no internet.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use roncho_core::Error;
+use roncho_http::RetryPolicy;
+use roncho_llm::openai::{OpenAiChat, OpenAiChatConfig};
+use roncho_llm::{ChatMessage, ChatRequest, FallbackChain, JsonSchema, Llm, Role, chat_json};
+use serde_json::{Value, json};
+
+/// One scripted answer per request; the last repeats.
+#[derive(Clone)]
+enum Reply {
+    Content(&'static str),
+    Status(u16, &'static str),
+}
+
+type Script = roncho_http::Script<Reply>;
+
+async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> Response {
+    let reply = script.answer(body);
+    match reply {
+        Reply::Status(code, text) => (StatusCode::from_u16(code).unwrap(), text.to_owned()).into_response(),
+        Reply::Content(content) => Json(json!({
+            "id": "chatcmpl-1",
+            "object": "chat.completion",
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 12, "completion_tokens": 5, "total_tokens": 17}
+        }))
+        .into_response(),
+    }
+}
+
+async fn serve(replies: Vec<Reply>) -> (String, Script) {
+    let script = Script::new(replies);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(script.clone());
+    (format!("{}/v1", roncho_http::serve_for_test(app).await), script)
+}
+
+fn client(url: &str) -> OpenAiChat {
+    let mut config = OpenAiChatConfig::new(url, "scripted-model");
+    config.api_key = Some("test-key".into());
+    config.retry = RetryPolicy {
+        max_retries: 2,
+        initial_backoff: Duration::from_millis(10),
+    };
+    OpenAiChat::new(config).unwrap()
+}
+
+fn request(schema: bool) -> ChatRequest {
+    ChatRequest {
+        messages: vec![
+            ChatMessage::new(Role::System, "You extract facts."),
+            ChatMessage::new(Role::User, "alice: I moved to Berlin."),
+        ],
+        max_tokens: 256,
+        temperature: Some(0.0),
+        json_schema: schema.then(|| JsonSchema {
+            name: "facts".into(),
+            schema: json!({"type": "object", "properties": {"facts": {"type": "array", "items": {"type": "string"}}}, "required": ["facts"]}),
+        }),
+    }
+}
+
+#[derive(Debug, serde::Deserialize, PartialEq)]
+struct Facts {
+    facts: Vec<String>,
+}
+
+#[tokio::test]
+async fn chat_sends_the_wire_format_and_reports_usage() {
+    let (url, script) = serve(vec![Reply::Content("Hello.")]).await;
+    let llm = client(&url);
+    let response = llm.chat(&request(false)).await.unwrap();
+    assert_eq!(response.content, "Hello.");
+    assert_eq!((response.usage.input_tokens, response.usage.output_tokens), (12, 5));
+    assert_eq!(response.finish_reason.as_deref(), Some("stop"));
+    let sent = script.requests.lock().unwrap()[0].clone();
+    assert_eq!(sent["model"], "scripted-model");
+    assert_eq!(sent["max_tokens"], 256);
+    assert_eq!(
+        sent["messages"][1],
+        json!({"role": "user", "content": "alice: I moved to Berlin."})
+    );
+    assert!(sent.get("response_format").is_none());
+    assert_eq!(llm.model_id(), "openai-compatible/scripted-model");
+}
+
+#[tokio::test]
+async fn structured_output_is_parsed_and_repaired_once() {
+    let (url, script) = serve(vec![Reply::Content(
+        "```json\n{\"facts\": [\"alice moved to Berlin\"]}\n```",
+    )])
+    .await;
+    let (facts, usage) = chat_json::<Facts>(&client(&url), request(true)).await.unwrap();
+    assert_eq!(facts.facts, ["alice moved to Berlin"]);
+    assert_eq!(usage.output_tokens, 5);
+    let sent = script.requests.lock().unwrap()[0].clone();
+    assert_eq!(sent["response_format"]["type"], "json_schema");
+    assert_eq!(sent["response_format"]["json_schema"]["name"], "facts");
+
+    let (url, script) = serve(vec![
+        Reply::Content("{\"facts\": [\"unterminated"),
+        Reply::Content("{\"facts\": []}"),
+    ])
+    .await;
+    let (facts, usage) = chat_json::<Facts>(&client(&url), request(true)).await.unwrap();
+    assert!(facts.facts.is_empty());
+    assert_eq!(usage.input_tokens, 24, "both calls counted");
+    let repair = script.requests.lock().unwrap()[1].clone();
+    let last = repair["messages"].as_array().unwrap().last().unwrap().clone();
+    assert!(last["content"].as_str().unwrap().contains("not valid JSON"), "{last}");
+
+    let (url, _) = serve(vec![Reply::Content("I cannot do that.")]).await;
+    let error = chat_json::<Facts>(&client(&url), request(true)).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::Internal(message) if message.contains("even after a repair turn")),
+        "never an empty success: {error}"
+    );
+}
+
+#[tokio::test]
+async fn a_server_without_json_schema_gets_json_object() {
+    let (url, script) = serve(vec![
+        Reply::Status(400, "{\"error\": \"response_format json_schema is not supported\"}"),
+        Reply::Content("{\"facts\": [\"x\"]}"),
+    ])
+    .await;
+    let llm = client(&url);
+    let (facts, _) = chat_json::<Facts>(&llm, request(true)).await.unwrap();
+    assert_eq!(facts.facts, ["x"]);
+    chat_json::<Facts>(&llm, request(true)).await.unwrap();
+    let requests = script.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 3);
+    assert_eq!(requests[1]["response_format"]["type"], "json_object");
+    assert!(
+        requests[1]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON schema")
+    );
+    assert_eq!(requests[2]["response_format"]["type"], "json_object", "remembered");
+}
+
+#[tokio::test]
+async fn retries_then_classifies_failures() {
+    let (url, script) = serve(vec![
+        Reply::Status(429, "slow down"),
+        Reply::Status(503, ""),
+        Reply::Content("ok"),
+    ])
+    .await;
+    assert_eq!(client(&url).chat(&request(false)).await.unwrap().content, "ok");
+    assert_eq!(script.count(), 3);
+
+    let (url, script) = serve(vec![Reply::Status(401, "bad key")]).await;
+    let error = client(&url).chat(&request(false)).await.unwrap_err();
+    assert!(
+        matches!(&error, Error::FailedPrecondition(m) if m.contains("API key")),
+        "{error}"
+    );
+    assert_eq!(script.count(), 1, "a 401 is not retried");
+
+    let (url, _) = serve(vec![Reply::Status(429, "quota")]).await;
+    let error = client(&url).chat(&request(false)).await.unwrap_err();
+    assert!(matches!(error, Error::ResourceExhausted(_)), "{error}");
+
+    let (url, _) = serve(vec![Reply::Status(500, "boom")]).await;
+    let error = client(&url).chat(&request(false)).await.unwrap_err();
+    assert!(matches!(error, Error::Unavailable(_)), "{error}");
+}
+
+#[tokio::test]
+async fn a_fallback_chain_moves_past_an_unavailable_provider() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = format!("http://{}/v1", listener.local_addr().unwrap());
+    drop(listener);
+    let (url, _) = serve(vec![Reply::Content("from the second")]).await;
+    let chain = FallbackChain::new(vec![Arc::new(client(&dead)), Arc::new(client(&url))]);
+    assert_eq!(chain.chat(&request(false)).await.unwrap().content, "from the second");
+    assert_eq!(
+        chain.model_id(),
+        "openai-compatible/scripted-model > openai-compatible/scripted-model"
+    );
+    let (url, _) = serve(vec![Reply::Status(401, "no")]).await;
+    let (other, _) = serve(vec![Reply::Content("unused")]).await;
+    let chain = FallbackChain::new(vec![Arc::new(client(&url)), Arc::new(client(&other))]);
+    assert!(
+        matches!(chain.chat(&request(false)).await, Err(Error::FailedPrecondition(_))),
+        "a rejected key is final, not a reason to try the next"
+    );
+}
