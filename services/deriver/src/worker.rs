@@ -1,6 +1,10 @@
 //! The deriver worker: claims representation and summary work units from
-//! the queue and processes them. Without an LLM (the embedded default) it
-//! derives **extractively**: each observed message's sentences become
+//! the queue and processes them. With an LLM it makes one structured call
+//! per claimed batch (Honcho's minimal deriver: explicit facts only, as
+//! JSON) and writes a rolling summary; a reply that is not the JSON asked
+//! for fails the tasks (retried, then dead with the error) — never an empty
+//! success. Without an LLM (the embedded default) it derives
+//! **extractively**: each observed message's sentences become
 //! explicit conclusions quoting the speaker, and summaries list the latest
 //! turns — deterministic, labelled as such in their metadata and text, and
 //! never an empty success. Handlers are idempotent: a redelivered task
@@ -13,7 +17,9 @@ use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
 use roncho_core::store::Store;
-use roncho_core::{Error, Result, tokens};
+use roncho_core::{Error, Result, representation, tokens};
+use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
+use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +72,25 @@ pub struct Worker {
     queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
     wake: Notify,
+    /// The deriver's and the summariser's models; `None`: extractive.
+    llms: Option<(Arc<dyn Llm>, Arc<dyn Llm>)>,
 }
+
+/// What the deriver model returns (Honcho's `PromptRepresentation`).
+#[derive(Debug, Deserialize)]
+struct Observations {
+    explicit: Vec<Observation>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Observation {
+    content: String,
+}
+
+/// Reply budget of a derivation call and of summaries.
+const DERIVER_MAX_TOKENS: u32 = 2_000;
+const SHORT_SUMMARY_MAX_TOKENS: u32 = 1_000;
+const LONG_SUMMARY_MAX_TOKENS: u32 = 4_000;
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -83,7 +107,14 @@ impl Worker {
             queue,
             config,
             wake: Notify::new(),
+            llms: None,
         }
+    }
+
+    /// Derives and summarises with these models instead of extractively.
+    pub fn with_llms(mut self, deriver: Arc<dyn Llm>, summarizer: Arc<dyn Llm>) -> Self {
+        self.llms = Some((deriver, summarizer));
+        self
     }
 
     /// Wakes an idle worker (new work was written).
@@ -148,6 +179,11 @@ impl Worker {
                 claim.work_unit_key
             )));
         };
+        if let (Some((deriver, _)), "representation") = (&self.llms, task_type(&claim.work_unit_key)) {
+            return self
+                .represent_with_llm(deriver.as_ref(), workspace, session, &claim.tasks)
+                .await;
+        }
         for task in &claim.tasks {
             match task_type(&claim.work_unit_key) {
                 "representation" => self.represent(workspace, session, task).await?,
@@ -187,6 +223,111 @@ impl Worker {
                     premises: Vec::new(),
                     source_ids: vec![message.id.clone()],
                     metadata: extractive_metadata(),
+                });
+            }
+        }
+        if !new.is_empty() {
+            self.store.create_conclusions(workspace, new).await?;
+        }
+        Ok(())
+    }
+
+    /// One structured call over the batch's messages; the facts go to every
+    /// observer's collection with the batch's messages as sources. A batch
+    /// whose first message already has conclusions was derived before (a
+    /// redelivery) and is skipped.
+    async fn represent_with_llm(&self, llm: &dyn Llm, workspace: &str, session: &str, tasks: &[Task]) -> Result<()> {
+        let mut messages = Vec::new();
+        let mut observers: Vec<String> = Vec::new();
+        for task in tasks {
+            match self
+                .store
+                .get_message(workspace, session, payload_str(task, "message_id")?)
+                .await
+            {
+                Ok(message) => messages.push(message),
+                Err(Error::NotFound { .. }) => continue,
+                Err(error) => return Err(error),
+            }
+            for observer in task.payload["observers"].as_array().into_iter().flatten() {
+                if let Some(observer) = observer.as_str()
+                    && !observers.iter().any(|known| known == observer)
+                {
+                    observers.push(observer.to_owned());
+                }
+            }
+        }
+        let Some(first) = messages.first() else { return Ok(()) };
+        let observed = first.peer_id.clone();
+        if let Some(observer) = observers.first()
+            && !self.existing(workspace, observer, first).await?.is_empty()
+        {
+            return Ok(());
+        }
+        let transcript: String = messages
+            .iter()
+            .map(|message| {
+                format!(
+                    "{} {}: {}\n",
+                    representation::format_time(message.created_at),
+                    message.peer_id,
+                    message.content
+                )
+            })
+            .collect();
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::new(
+                    Role::System,
+                    format!(
+                        "You extract explicit observations about {observed} from their messages. Each observation \
+                         is one atomic fact that {observed} stated or that follows literally from what they said, \
+                         written in the third person with their name, self-contained, with dates made absolute \
+                         when the message time allows. No speculation, no facts about other people. Reply with JSON \
+                         {{\"explicit\": [{{\"content\": \"...\"}}]}}; an empty list when there is nothing."
+                    ),
+                ),
+                ChatMessage::new(Role::User, transcript),
+            ],
+            max_tokens: DERIVER_MAX_TOKENS,
+            temperature: Some(0.0),
+            json_schema: Some(JsonSchema {
+                name: "observations".into(),
+                schema: json!({
+                    "type": "object",
+                    "properties": {"explicit": {"type": "array", "items": {
+                        "type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
+                        "additionalProperties": false}}},
+                    "required": ["explicit"],
+                    "additionalProperties": false,
+                }),
+            }),
+        };
+        let (observations, usage) = chat_json::<Observations>(llm, request).await?;
+        tracing::debug!(model = %llm.model_id(), input = usage.input_tokens, output = usage.output_tokens, "derived");
+        let sources: Vec<String> = messages.iter().map(|message| message.id.clone()).collect();
+        let mut seen: Vec<String> = Vec::new();
+        let mut new = Vec::new();
+        for observation in observations.explicit {
+            let content = observation.content.trim().to_owned();
+            let key = content.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
+            if content.is_empty() || seen.contains(&key) {
+                continue;
+            }
+            seen.push(key);
+            for observer in &observers {
+                new.push(NewConclusion {
+                    observer_id: observer.clone(),
+                    observed_id: observed.clone(),
+                    session_id: Some(session.to_owned()),
+                    level: "explicit".into(),
+                    content: content.clone(),
+                    premises: Vec::new(),
+                    source_ids: sources.clone(),
+                    metadata: json!({"derived_by": llm.model_id()})
+                        .as_object()
+                        .cloned()
+                        .unwrap_or_default(),
                 });
             }
         }
@@ -237,7 +378,13 @@ impl Worker {
                 other => return Err(Error::Internal(format!("unknown summary kind {other}"))),
             };
             let from = recent.len().saturating_sub(turns);
-            let content = extractive_summary(&recent[from..], seq);
+            let content = match &self.llms {
+                Some((_, summarizer)) => {
+                    self.llm_summary(summarizer.as_ref(), workspace, session, kind, &recent[from..])
+                        .await?
+                }
+                None => extractive_summary(&recent[from..], seq),
+            };
             let counted = content.clone();
             let token_count = tokio::task::spawn_blocking(move || tokens::count(&counted))
                 .await
@@ -252,6 +399,60 @@ impl Worker {
             }
         }
         Ok(())
+    }
+}
+
+impl Worker {
+    /// A rolling summary: the previous summary of this kind plus the turns since.
+    async fn llm_summary(
+        &self,
+        llm: &dyn Llm,
+        workspace: &str,
+        session: &str,
+        kind: SummaryKind,
+        messages: &[Message],
+    ) -> Result<String> {
+        let previous = self
+            .store
+            .session_summaries(workspace, session)
+            .await?
+            .into_iter()
+            .find(|summary| summary.kind == kind)
+            .map(|summary| summary.content)
+            .unwrap_or_default();
+        let (words, max_tokens) = match kind {
+            SummaryKind::Short => (750, SHORT_SUMMARY_MAX_TOKENS),
+            SummaryKind::Long => (3_000, LONG_SUMMARY_MAX_TOKENS),
+        };
+        let transcript: String = messages
+            .iter()
+            .map(|message| format!("{}: {}\n", message.peer_id, message.content))
+            .collect();
+        let request = ChatRequest {
+            messages: vec![
+                ChatMessage::new(
+                    Role::System,
+                    format!(
+                        "You maintain a summary of a conversation. Given the previous summary and the latest \
+                         messages, write the updated summary in at most {words} words: who said what, decisions, \
+                         facts, open questions. Plain text only."
+                    ),
+                ),
+                ChatMessage::new(
+                    Role::User,
+                    format!("Previous summary:\n{previous}\n\nLatest messages:\n{transcript}"),
+                ),
+            ],
+            max_tokens,
+            temperature: Some(0.2),
+            json_schema: None,
+        };
+        let reply = llm.chat(&request).await?;
+        let text = reply.content.trim().to_owned();
+        if text.is_empty() {
+            return Err(Error::Internal(format!("{} returned an empty summary", llm.model_id())));
+        }
+        Ok(text)
     }
 }
 

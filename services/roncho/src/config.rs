@@ -101,6 +101,11 @@ pub struct ConfigLayer {
     pub qdrant_url: Option<String>,
     pub qdrant_api_key: Option<String>,
     pub qdrant_collection: Option<String>,
+    pub llm_base_url: Option<String>,
+    pub llm_api_key: Option<String>,
+    pub llm_model: Option<String>,
+    pub deriver_model: Option<String>,
+    pub summary_model: Option<String>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -155,6 +160,11 @@ impl ConfigLayer {
             qdrant_url: upper.qdrant_url.or(self.qdrant_url),
             qdrant_api_key: upper.qdrant_api_key.or(self.qdrant_api_key),
             qdrant_collection: upper.qdrant_collection.or(self.qdrant_collection),
+            llm_base_url: upper.llm_base_url.or(self.llm_base_url),
+            llm_api_key: upper.llm_api_key.or(self.llm_api_key),
+            llm_model: upper.llm_model.or(self.llm_model),
+            deriver_model: upper.deriver_model.or(self.deriver_model),
+            summary_model: upper.summary_model.or(self.summary_model),
         }
     }
 
@@ -202,6 +212,11 @@ impl ConfigLayer {
             qdrant_url: get("RONCHO_QDRANT_URL"),
             qdrant_api_key: get("RONCHO_QDRANT_API_KEY"),
             qdrant_collection: get("RONCHO_QDRANT_COLLECTION"),
+            llm_base_url: get("RONCHO_LLM_BASE_URL"),
+            llm_api_key: get("RONCHO_LLM_API_KEY"),
+            llm_model: get("RONCHO_LLM_MODEL"),
+            deriver_model: get("RONCHO_DERIVER_MODEL"),
+            summary_model: get("RONCHO_SUMMARY_MODEL"),
         })
     }
 
@@ -231,6 +246,21 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     /// Qdrant for vectors; `None` keeps them in the relational store (exact search).
     pub qdrant: Option<QdrantConfig>,
+    /// An OpenAI-compatible LLM; `None`: the deriver and summariser are extractive.
+    pub llm: Option<LlmConfig>,
+}
+
+/// The LLM the background roles use.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmConfig {
+    /// OpenAI-compatible base URL (`https://api.openai.com/v1`, `http://localhost:11434/v1`).
+    pub base_url: String,
+    #[serde(skip_serializing)]
+    pub api_key: Option<String>,
+    /// Model of the deriver (`deriver_model`, else `llm_model`).
+    pub deriver_model: String,
+    /// Model of the summariser (`summary_model`, else `llm_model`).
+    pub summary_model: String,
 }
 
 /// Where the distributed mode keeps vectors.
@@ -314,9 +344,26 @@ impl Config {
             collection: merged.qdrant_collection.clone().unwrap_or_else(|| "roncho".to_owned()),
             api_key: merged.qdrant_api_key.clone(),
         });
+        let llm = match (&merged.llm_base_url, &merged.llm_model) {
+            (None, _) => None,
+            (Some(base_url), model) => {
+                let pick = |role: &Option<String>, key: &str| {
+                    role.clone()
+                        .or_else(|| model.clone())
+                        .with_context(|| format!("llm_base_url is set: set llm_model (or {key})"))
+                };
+                Some(LlmConfig {
+                    base_url: base_url.clone(),
+                    api_key: merged.llm_api_key.clone(),
+                    deriver_model: pick(&merged.deriver_model, "deriver_model")?,
+                    summary_model: pick(&merged.summary_model, "summary_model")?,
+                })
+            }
+        };
         let config = Config {
             embedding,
             qdrant,
+            llm,
             listen: merged
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
@@ -407,6 +454,28 @@ mod tests {
             ..ConfigLayer::default()
         };
         assert!(Config::resolve(ConfigLayer::default(), ConfigLayer::default(), layer).is_err());
+    }
+
+    #[test]
+    fn llm_models_are_chosen_per_role() {
+        let layer = ConfigLayer::from_env(&env(&[
+            ("RONCHO_LLM_BASE_URL", "http://localhost:11434/v1"),
+            ("RONCHO_LLM_MODEL", "qwen3:8b"),
+            ("RONCHO_SUMMARY_MODEL", "qwen3:1.7b"),
+            ("RONCHO_LLM_API_KEY", "sk-secret"),
+        ]))
+        .unwrap();
+        let config = Config::resolve(ConfigLayer::default(), layer, ConfigLayer::default()).unwrap();
+        let llm = config.llm.as_ref().unwrap();
+        assert_eq!(
+            (llm.deriver_model.as_str(), llm.summary_model.as_str()),
+            ("qwen3:8b", "qwen3:1.7b")
+        );
+        assert!(!config.redacted().to_string().contains("sk-secret"));
+        let no_model = ConfigLayer::from_env(&env(&[("RONCHO_LLM_BASE_URL", "http://x/v1")])).unwrap();
+        assert!(Config::resolve(ConfigLayer::default(), no_model, ConfigLayer::default()).is_err());
+        let none = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
+        assert!(none.llm.is_none(), "no LLM by default: extractive");
     }
 
     #[test]

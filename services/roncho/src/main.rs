@@ -172,12 +172,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.roles.contains(&roncho::config::Role::Deriver) {
-        let worker = Arc::new(roncho_deriver::worker::Worker::new(
-            store.clone(),
-            queue,
-            roncho_deriver::worker::WorkerConfig::default(),
-        ));
-        tracing::info!("deriver worker: extractive (no LLM configured)");
+        let mut worker =
+            roncho_deriver::worker::Worker::new(store.clone(), queue, roncho_deriver::worker::WorkerConfig::default());
+        match &config.llm {
+            Some(llm) => {
+                let model = |name: &str| -> anyhow::Result<Arc<dyn roncho_llm::Llm>> {
+                    let mut chat = roncho_llm::openai::OpenAiChatConfig::new(&llm.base_url, name);
+                    chat.api_key = llm.api_key.clone();
+                    Ok(Arc::new(roncho_llm::openai::OpenAiChat::new(chat)?))
+                };
+                worker = worker.with_llms(model(&llm.deriver_model)?, model(&llm.summary_model)?);
+                tracing::info!(base_url = %llm.base_url, deriver = %llm.deriver_model, summary = %llm.summary_model, "deriver worker: LLM");
+            }
+            None => tracing::info!("deriver worker: extractive (no LLM configured)"),
+        }
+        let worker = Arc::new(worker);
         workers.spawn(worker.clone().run(shutdown.clone()));
         nudges.push(Arc::new(move || worker.nudge()));
     }

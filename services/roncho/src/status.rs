@@ -42,12 +42,18 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     checks.push(semantic_check(config));
     checks.push(vector_store_check(config).await);
     // Capabilities that are not built yet are reported as degraded, never hidden.
+    let deriver = match &config.llm {
+        Some(llm) => format!(
+            "deriver {} and summariser {} at {}",
+            llm.deriver_model, llm.summary_model, llm.base_url
+        ),
+        None => "the deriver is extractive (no LLM configured): conclusions quote messages and summaries list turns"
+            .to_owned(),
+    };
     checks.push(Check {
         name: "derivation",
         ok: false,
-        detail: "degraded: the deriver is extractive (no LLM configured): conclusions quote messages and \
-                 summaries list turns; dialectic and dreamer answer UNIMPLEMENTED"
-            .into(),
+        detail: format!("degraded: {deriver}; dialectic and dreamer answer UNIMPLEMENTED"),
     });
     checks
 }

@@ -1,0 +1,128 @@
+//! The deriver with an LLM: a local server speaking the OpenAI chat
+//! completions format stands in for the model. Observations come from its
+//! JSON; a model that never returns valid JSON fails the work visibly
+//! (dead tasks with the error in GetQueueStatus), never an empty success.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use roncho_core::model::{JsonObject, NewMessage};
+use roncho_core::queue::{StatusFilter, WorkQueue};
+use roncho_core::store::Store;
+use roncho_deriver::worker::{Worker, WorkerConfig};
+use roncho_llm::Llm;
+use roncho_llm::openai::{OpenAiChat, OpenAiChatConfig};
+use serde_json::{Value, json};
+
+type Script = roncho_http::Script<&'static str>;
+
+async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> Json<Value> {
+    let content = script.answer(body);
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 20}
+    }))
+}
+
+async fn model(replies: Vec<&'static str>) -> (Arc<dyn Llm>, Script) {
+    let script = Script::new(replies);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(script.clone());
+    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let llm = OpenAiChat::new(OpenAiChatConfig::new(&base, "scripted")).unwrap();
+    (Arc::new(llm), script)
+}
+
+async fn store_with_messages(dir: &std::path::Path) -> Arc<roncho_store::SqlStore> {
+    let store = Arc::new(
+        roncho_store::connect(&roncho_store::StoreOptions::embedded(dir))
+            .await
+            .unwrap(),
+    );
+    roncho_store::migrate(&store).await.unwrap();
+    let messages = ["I moved to Berlin in 2019.", "I work as a nurse."]
+        .iter()
+        .map(|content| NewMessage {
+            peer_id: "alice".into(),
+            content: (*content).into(),
+            metadata: JsonObject::new(),
+            configuration: JsonObject::new(),
+            created_at: None,
+            token_count: 8,
+        })
+        .collect();
+    store.create_messages("w", "s", messages).await.unwrap();
+    store
+}
+
+#[tokio::test]
+async fn observations_come_from_the_models_json() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let (llm, script) = model(vec![
+        r#"{"explicit": [{"content": "Alice moved to Berlin in 2019"}, {"content": "Alice works as a nurse"}, {"content": "alice works as a  nurse"}]}"#,
+    ])
+    .await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let worker = Worker::new(dyn_store, queue.clone(), WorkerConfig::default()).with_llms(llm.clone(), llm);
+    while worker.run_once().await.unwrap() {}
+
+    assert_eq!(script.count(), 1, "one call for the batch of two messages");
+    let sent = script.requests.lock().unwrap()[0].clone();
+    assert_eq!(sent["response_format"]["type"], "json_schema");
+    let transcript = sent["messages"][1]["content"].as_str().unwrap().to_owned();
+    assert!(
+        transcript.contains("alice: I moved to Berlin in 2019.") && transcript.contains("alice: I work as a nurse.")
+    );
+    let filter = roncho_core::filter::parse(
+        &roncho_core::filter::CONCLUSION,
+        json!({"observer_id": "alice"}).as_object(),
+    )
+    .unwrap();
+    let page = roncho_core::model::PageRequest::from_wire(1, 50, true).unwrap();
+    let conclusions = store.list_conclusions("w", &filter, page).await.unwrap().items;
+    assert_eq!(
+        conclusions.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+        ["Alice moved to Berlin in 2019", "Alice works as a nurse"],
+        "deduplicated ignoring case and spacing"
+    );
+    assert_eq!(conclusions[0].source_ids.len(), 2, "sources: the batch's messages");
+    assert_eq!(conclusions[0].metadata["derived_by"], "openai-compatible/scripted");
+}
+
+#[tokio::test]
+async fn a_model_that_never_returns_json_fails_the_work_visibly() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let (llm, script) = model(vec!["Sorry, I can't help with that."]).await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let config = WorkerConfig {
+        max_attempts: 2,
+        retry_after: Duration::from_millis(20),
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(dyn_store, queue.clone(), config).with_llms(llm.clone(), llm);
+    worker.run_once().await.unwrap();
+    tokio::time::sleep(Duration::from_millis(60)).await;
+    worker.run_once().await.unwrap();
+    assert!(!worker.run_once().await.unwrap(), "nothing left to try");
+    assert_eq!(script.count(), 4, "two attempts, each with its repair turn");
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((status.counts.failed, status.counts.completed), (2, 0));
+    assert!(
+        status.failures[0].last_error.contains("did not return valid JSON"),
+        "{:?}",
+        status.failures[0]
+    );
+}
