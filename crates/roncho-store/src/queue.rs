@@ -312,6 +312,19 @@ impl WorkQueue for SqlWorkQueue {
         tx.commit().await
     }
 
+    async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64> {
+        let now = now_micros();
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM work_tasks WHERE (state = 'done' AND finished_at < ");
+        sql.bind(now - micros(done_age))
+            .push(") OR (state = 'dead' AND finished_at < ")
+            .bind(now - micros(dead_age))
+            .push(")");
+        let purged = execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(purged)
+    }
+
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {
         let now = now_micros();
         let mut sql = Sql::new(

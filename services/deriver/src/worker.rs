@@ -39,6 +39,9 @@ pub struct WorkerConfig {
     pub idle_poll: Duration,
     /// Attempts before a task is dead.
     pub max_attempts: i64,
+    /// Done tasks are kept this long (status counts them), dead ones `keep_dead`.
+    pub keep_done: Duration,
+    pub keep_dead: Duration,
     /// Wait before a failed task is retried, times its attempts.
     pub retry_after: Duration,
 }
@@ -51,10 +54,15 @@ impl Default for WorkerConfig {
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_secs(1),
             max_attempts: 5,
+            keep_done: Duration::from_secs(7 * 24 * 3600),
+            keep_dead: Duration::from_secs(30 * 24 * 3600),
             retry_after: Duration::from_secs(5),
         }
     }
 }
+
+/// How often a worker purges finished tasks past their retention.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
 
 /// Sentences of a message that become conclusions, at most.
 const MAX_SENTENCES: usize = 3;
@@ -155,7 +163,16 @@ impl Worker {
 
     /// Processes work until `shutdown`; a unit in hand is finished first.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
+        let mut purged_at = tokio::time::Instant::now();
         while !shutdown.is_cancelled() {
+            if purged_at.elapsed() >= PURGE_EVERY {
+                purged_at = tokio::time::Instant::now();
+                match self.queue.purge(self.config.keep_done, self.config.keep_dead).await {
+                    Ok(0) => {}
+                    Ok(purged) => tracing::info!(purged, "purged finished work"),
+                    Err(error) => tracing::warn!(%error, "purging finished work failed"),
+                }
+            }
             match self.run_once().await {
                 Ok(true) => continue,
                 Ok(false) => {}

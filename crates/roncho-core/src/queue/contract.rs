@@ -26,6 +26,7 @@ macro_rules! work_queue_contract {
                 failures_retry_in_order_then_die_with_their_error,
                 status_counts_by_state_session_observer_and_sender,
                 concurrent_workers_never_share_a_unit_and_lose_nothing,
+                purging_removes_old_finished_tasks_only,
             );
         }
     };
@@ -310,4 +311,61 @@ pub async fn concurrent_workers_never_share_a_unit_and_lose_nothing(queue: &dyn 
         let expected: Vec<String> = (0..3).map(|turn| format!("u{suffix}-t{turn}")).collect();
         assert_eq!(processed, expected, "each task of {unit} once, in order");
     }
+}
+
+pub async fn purging_removes_old_finished_tasks_only(queue: &dyn WorkQueue) {
+    queue
+        .enqueue(vec![
+            task(A, "done1"),
+            task(A, "done2"),
+            task(B, "dead"),
+            task("summary:w:s3:None:None", "waiting"),
+        ])
+        .await
+        .unwrap();
+    let a = queue
+        .claim("w1", &["representation"], 10, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    queue.complete(&a, &ids(&a)).await.unwrap();
+    queue.release(&a).await.unwrap();
+    let b = queue
+        .claim("w1", &["representation"], 10, LEASE)
+        .await
+        .unwrap()
+        .unwrap();
+    queue.fail(&b, &ids(&b), "boom", Duration::ZERO, 1).await.unwrap();
+    queue.release(&b).await.unwrap();
+    let all = StatusFilter {
+        workspace_id: "w".into(),
+        ..StatusFilter::default()
+    };
+    assert_eq!(
+        queue
+            .purge(Duration::from_secs(3600), Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        0,
+        "all recent"
+    );
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert_eq!(
+        queue
+            .purge(Duration::from_millis(10), Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        2
+    );
+    let counts = queue.status(&all).await.unwrap().counts;
+    assert_eq!(
+        (counts.total, counts.completed, counts.failed, counts.pending),
+        (2, 0, 1, 1)
+    );
+    assert_eq!(
+        queue.purge(Duration::ZERO, Duration::ZERO).await.unwrap(),
+        1,
+        "the dead one, never the pending"
+    );
+    assert_eq!(queue.status(&all).await.unwrap().counts.pending, 1);
 }

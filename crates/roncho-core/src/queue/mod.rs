@@ -136,4 +136,9 @@ pub trait WorkQueue: Send + Sync + 'static {
 
     /// Counts tasks by state.
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus>;
+
+    /// Deletes done tasks finished more than `done_age` ago and dead ones
+    /// more than `dead_age` ago; returns how many. Pending work is never
+    /// removed. (A `dedup_id` is remembered only while its task is kept.)
+    async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64>;
 }
