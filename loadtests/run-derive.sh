@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Derivation scale-out: one Postgres, one ingest+recall process, and 1, 2
+# and 4 `roncho serve --roles deriver` processes sharing the SQL work queue,
+# against a scripted LLM with a fixed latency (loadtests/scripted_llm.py,
+# 200 ms). Writes N messages (20 sessions of 100 by two peers), then times
+# until `roncho status` shows the queue drained; reports work units/s and
+# LLM calls.
+#
+#   loadtests/run-derive.sh [messages, default 2000]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port=50976
+source loadtests/common.sh
+messages=${1:-2000}
+loadtest=$CARGO_TARGET_DIR/release/roncho-loadtest
+
+llm_port_file=$work/llm.port
+python3 loadtests/scripted_llm.py --latency 0.2 > "$llm_port_file" &
+llm_pid=$!
+trap 'kill $llm_pid 2>/dev/null; cleanup' EXIT
+for _ in $(seq 1 50); do [ -s "$llm_port_file" ] && break; sleep 0.1; done
+llm_url=http://127.0.0.1:$(head -1 "$llm_port_file")
+export RONCHO_EMBEDDING_PROVIDER=none RONCHO_LLM_BASE_URL=$llm_url/v1 RONCHO_LLM_MODEL=scripted
+
+llm_calls() { python3 -c "import json,urllib.request;print(json.load(urllib.request.urlopen('$llm_url'))['calls'])"; }
+
+echo "# $(date -u +%F) $(nproc) cores; $messages messages; scripted LLM 200 ms"
+for workers in 1 2 4; do
+  db_args=$(postgres_args)
+  RONCHO_ROLES=ingest,recall start_server "$db_args"
+  "$loadtest" --target "http://127.0.0.1:$port" search-ingest --messages "$messages" --session-size 100 --workspace derive >/dev/null
+  pids=()
+  calls_before=$(llm_calls)
+  started=$(date +%s.%N)
+  for i in $(seq 1 "$workers"); do
+    "$roncho" serve --roles deriver --listen "127.0.0.1:$((port + 10 + i))" --log warn "$db_args" &
+    pids+=($!)
+  done
+  until "$roncho" status --listen "127.0.0.1:$port" "$db_args" 2>/dev/null | grep -Eq "^work queue +ok +0 pending, 0 in progress"; do
+    sleep 0.5
+  done
+  elapsed=$(python3 -c "import time;print(f'{time.time()-$started:.1f}')")
+  line=$("$roncho" status --listen "127.0.0.1:$port" "$db_args" 2>/dev/null | grep "^work queue")
+  calls=$(( $(llm_calls) - calls_before ))
+  units=$(psql "${db_args#--database-url=}" -Atc "SELECT COUNT(DISTINCT work_unit_key) FROM work_tasks")
+  tasks=$(psql "${db_args#--database-url=}" -Atc "SELECT COUNT(*) FROM work_tasks")
+  conclusions=$(psql "${db_args#--database-url=}" -Atc "SELECT COUNT(*) FROM documents")
+  echo "deriver processes $workers: $tasks tasks in $units work units drained in ${elapsed} s ($(python3 -c "print(f'{$tasks/$elapsed:.1f}')") tasks/s), $calls LLM calls, $conclusions conclusions; $line"
+  kill "${pids[@]}"; wait "${pids[@]}" 2>/dev/null || true
+  stop_server
+  psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null
+done
