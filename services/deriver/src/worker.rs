@@ -144,7 +144,21 @@ impl Worker {
         else {
             return Ok(false);
         };
-        let outcome = self.process(&claim).await;
+        // Renew the lease every third of it while the work runs (LLM calls can be long).
+        let process = self.process(&claim);
+        tokio::pin!(process);
+        let mut heartbeat = tokio::time::interval(self.config.lease / 3);
+        heartbeat.tick().await;
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut process => break outcome,
+                _ = heartbeat.tick() => {
+                    if let Err(error) = self.queue.renew(&claim, self.config.lease).await {
+                        tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
+                    }
+                }
+            }
+        };
         let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
         match outcome {
             Ok(()) => self.queue.complete(&claim, &ids).await?,

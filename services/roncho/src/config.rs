@@ -106,6 +106,7 @@ pub struct ConfigLayer {
     pub llm_model: Option<String>,
     pub deriver_model: Option<String>,
     pub summary_model: Option<String>,
+    pub deriver_lease_secs: Option<u64>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -165,6 +166,7 @@ impl ConfigLayer {
             llm_model: upper.llm_model.or(self.llm_model),
             deriver_model: upper.deriver_model.or(self.deriver_model),
             summary_model: upper.summary_model.or(self.summary_model),
+            deriver_lease_secs: upper.deriver_lease_secs.or(self.deriver_lease_secs),
         }
     }
 
@@ -217,6 +219,7 @@ impl ConfigLayer {
             llm_model: get("RONCHO_LLM_MODEL"),
             deriver_model: get("RONCHO_DERIVER_MODEL"),
             summary_model: get("RONCHO_SUMMARY_MODEL"),
+            deriver_lease_secs: parsed("RONCHO_DERIVER_LEASE_SECS")?,
         })
     }
 
@@ -248,6 +251,9 @@ pub struct Config {
     pub qdrant: Option<QdrantConfig>,
     /// An OpenAI-compatible LLM; `None`: the deriver and summariser are extractive.
     pub llm: Option<LlmConfig>,
+    /// How long a deriver holds a work unit without renewing; a killed worker's
+    /// units are taken over after it.
+    pub deriver_lease: Duration,
 }
 
 /// The LLM the background roles use.
@@ -364,6 +370,7 @@ impl Config {
             embedding,
             qdrant,
             llm,
+            deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
             listen: merged
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),

@@ -172,8 +172,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.roles.contains(&roncho::config::Role::Deriver) {
-        let mut worker =
-            roncho_deriver::worker::Worker::new(store.clone(), queue, roncho_deriver::worker::WorkerConfig::default());
+        let mut worker = roncho_deriver::worker::Worker::new(
+            store.clone(),
+            queue,
+            roncho_deriver::worker::WorkerConfig {
+                lease: config.deriver_lease,
+                ..roncho_deriver::worker::WorkerConfig::default()
+            },
+        );
         match &config.llm {
             Some(llm) => {
                 let model = |name: &str| -> anyhow::Result<Arc<dyn roncho_llm::Llm>> {
