@@ -183,6 +183,8 @@ pub trait Store: Send + Sync + 'static {
         filter: &Filter,
         page: PageRequest,
     ) -> Result<Page<Conclusion>>;
+    /// Counts one more derivation of live conclusions (a fact derived again).
+    async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()>;
     /// Soft-deletes a conclusion: it disappears from every read but is kept.
     async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()>;
     /// The newest and the most derived live conclusions of one collection.

@@ -1214,6 +1214,21 @@ impl Store for SqlStore {
         self.list_conclusions_impl(workspace_id, filter, page).await
     }
 
+    async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()> {
+        if ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("UPDATE documents SET times_derived = times_derived + 1 WHERE deleted_at IS NULL AND ");
+        sql.push(&self.dialect().unindexed("workspace_name"))
+            .push(" = ")
+            .bind(workspace_id)
+            .push(" AND public_id IN ")
+            .push_list(ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
     async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()> {
         self.delete_conclusion_impl(workspace_id, id).await
     }

@@ -101,6 +101,7 @@ store_contract_suite!(
     context_messages_walk_back_across_pages,
     session_summaries_are_set_replaced_and_bound_context,
     conclusions_are_created_listed_and_soft_deleted,
+    rederived_conclusions_count_up,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
@@ -1382,5 +1383,36 @@ async fn sync_state_and_tombstones_track_vectors(store: &dyn Store) {
             .await
             .unwrap()
             .is_empty()
+    );
+}
+
+async fn rederived_conclusions_count_up(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let made = store
+        .create_conclusions(
+            "w",
+            vec![roncho_core::model::NewConclusion {
+                observer_id: "alice".into(),
+                observed_id: "alice".into(),
+                session_id: None,
+                level: "explicit".into(),
+                content: "Alice likes tea".into(),
+                premises: Vec::new(),
+                source_ids: Vec::new(),
+                metadata: JsonObject::new(),
+            }],
+        )
+        .await
+        .unwrap();
+    let ids = vec![made[0].id.clone(), "missing".to_owned()];
+    store.increment_times_derived("w", &ids).await.unwrap();
+    store.increment_times_derived("w", &ids[..1]).await.unwrap();
+    let again = store.conclusions_by_ids("w", &ids[..1]).await.unwrap();
+    assert_eq!(again[0].times_derived, 3);
+    store.increment_times_derived("other", &ids[..1]).await.unwrap();
+    assert_eq!(
+        store.conclusions_by_ids("w", &ids[..1]).await.unwrap()[0].times_derived,
+        3,
+        "scoped to the workspace"
     );
 }

@@ -337,16 +337,25 @@ impl Worker {
         let (observations, usage) = chat_json::<Observations>(llm, request).await?;
         tracing::debug!(model = %llm.model_id(), input = usage.input_tokens, output = usage.output_tokens, "derived");
         let sources: Vec<String> = messages.iter().map(|message| message.id.clone()).collect();
-        let mut seen: Vec<String> = Vec::new();
-        let mut new = Vec::new();
+        let mut facts: Vec<(String, String)> = Vec::new();
         for observation in observations.explicit {
             let content = observation.content.trim().to_owned();
-            let key = content.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ");
-            if content.is_empty() || seen.contains(&key) {
-                continue;
+            let key = normalized(&content);
+            if !content.is_empty() && !facts.iter().any(|(known, _)| *known == key) {
+                facts.push((key, content));
             }
-            seen.push(key);
-            for observer in &observers {
+        }
+        // Honcho's exact dedup: a fact the collection already holds (same
+        // session, ignoring case and spacing) counts one more derivation.
+        let mut rederived = Vec::new();
+        let mut new = Vec::new();
+        for observer in &observers {
+            let known = self.collection_facts(workspace, observer, &observed, session).await?;
+            for (key, content) in &facts {
+                if let Some((_, id)) = known.iter().find(|(known, _)| known == key) {
+                    rederived.push(id.clone());
+                    continue;
+                }
                 new.push(NewConclusion {
                     observer_id: observer.clone(),
                     observed_id: observed.clone(),
@@ -362,10 +371,34 @@ impl Worker {
                 });
             }
         }
+        self.store.increment_times_derived(workspace, &rederived).await?;
         if !new.is_empty() {
             self.store.create_conclusions(workspace, new).await?;
         }
         Ok(())
+    }
+
+    /// The collection's newest explicit conclusions from this session, as
+    /// (normalized content, id).
+    async fn collection_facts(
+        &self,
+        workspace: &str,
+        observer: &str,
+        observed: &str,
+        session: &str,
+    ) -> Result<Vec<(String, String)>> {
+        let filters =
+            json!({"observer_id": observer, "observed_id": observed, "session_id": session, "level": "explicit"});
+        let filter = filter::parse(&filter::CONCLUSION, filters.as_object())?;
+        let page = PageRequest::from_wire(1, 100, false)?;
+        Ok(self
+            .store
+            .list_conclusions(workspace, &filter, page)
+            .await?
+            .items
+            .into_iter()
+            .map(|conclusion| (normalized(&conclusion.content), conclusion.id))
+            .collect())
     }
 
     /// Contents of the conclusions this message already gave the observer,
@@ -485,6 +518,11 @@ impl Worker {
         }
         Ok(text)
     }
+}
+
+/// Content compared ignoring case and runs of whitespace.
+fn normalized(content: &str) -> String {
+    content.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
 fn payload_str<'a>(task: &'a Task, key: &str) -> Result<&'a str> {

@@ -58,6 +58,17 @@ async fn store_with_messages(dir: &std::path::Path) -> Arc<roncho_store::SqlStor
     store
 }
 
+/// Alice's own collection, oldest first.
+async fn alice_observes(store: &roncho_store::SqlStore) -> Vec<roncho_core::model::Conclusion> {
+    let filter = roncho_core::filter::parse(
+        &roncho_core::filter::CONCLUSION,
+        json!({"observer_id": "alice"}).as_object(),
+    )
+    .unwrap();
+    let page = roncho_core::model::PageRequest::from_wire(1, 50, true).unwrap();
+    store.list_conclusions("w", &filter, page).await.unwrap().items
+}
+
 #[tokio::test]
 async fn observations_come_from_the_models_json() {
     let dir = tempfile::tempdir().unwrap();
@@ -78,13 +89,7 @@ async fn observations_come_from_the_models_json() {
     assert!(
         transcript.contains("alice: I moved to Berlin in 2019.") && transcript.contains("alice: I work as a nurse.")
     );
-    let filter = roncho_core::filter::parse(
-        &roncho_core::filter::CONCLUSION,
-        json!({"observer_id": "alice"}).as_object(),
-    )
-    .unwrap();
-    let page = roncho_core::model::PageRequest::from_wire(1, 50, true).unwrap();
-    let conclusions = store.list_conclusions("w", &filter, page).await.unwrap().items;
+    let conclusions = alice_observes(&store).await;
     assert_eq!(
         conclusions.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
         ["Alice moved to Berlin in 2019", "Alice works as a nurse"],
@@ -124,5 +129,43 @@ async fn a_model_that_never_returns_json_fails_the_work_visibly() {
         status.failures[0].last_error.contains("did not return valid JSON"),
         "{:?}",
         status.failures[0]
+    );
+}
+
+#[tokio::test]
+async fn a_fact_derived_again_counts_up_instead_of_repeating() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let (llm, _) = model(vec![
+        r#"{"explicit": [{"content": "Alice works as a nurse"}]}"#,
+        r#"{"explicit": [{"content": "ALICE works as a nurse"}, {"content": "Alice likes night shifts"}]}"#,
+    ])
+    .await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let worker = Worker::new(dyn_store, queue, WorkerConfig::default()).with_llms(llm.clone(), llm);
+    while worker.run_once().await.unwrap() {}
+    // A second batch in the same session.
+    let more = vec![NewMessage {
+        peer_id: "alice".into(),
+        content: "Night shifts suit me.".into(),
+        metadata: JsonObject::new(),
+        configuration: JsonObject::new(),
+        created_at: None,
+        token_count: 5,
+    }];
+    store.create_messages("w", "s", more).await.unwrap();
+    while worker.run_once().await.unwrap() {}
+    let conclusions = alice_observes(&store).await;
+    let ids: Vec<String> = conclusions.iter().map(|c| c.id.clone()).collect();
+    let stored = store.conclusions_by_ids("w", &ids).await.unwrap();
+    let mut seen: Vec<(String, i64)> = stored.into_iter().map(|c| (c.content, c.times_derived)).collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("Alice likes night shifts".to_owned(), 1),
+            ("Alice works as a nurse".to_owned(), 2)
+        ]
     );
 }
