@@ -99,6 +99,19 @@ pub fn observers(sender: &str, sender_configuration: &JsonObject, members: &[Mem
         .collect()
 }
 
+/// A task of `message`, deduplicated per message and task type.
+fn task(message: &Message, work_unit_key: String, task_type: &str, payload: Value) -> NewTask {
+    NewTask {
+        work_unit_key,
+        dedup_id: format!("{task_type}:{}", message.id),
+        workspace_id: message.workspace_id.clone(),
+        session_id: Some(message.session_id.clone()),
+        observer_id: None,
+        sender_id: Some(message.peer_id.clone()),
+        payload,
+    }
+}
+
 /// Returns the tasks that stored `message` creates in its session.
 /// `sender_configuration` is the sending peer's configuration; `settings`
 /// come from [`Settings::resolve`] with the message's configuration.
@@ -113,20 +126,17 @@ pub fn tasks_for_message(
     if settings.reasoning {
         let observers = observers(&message.peer_id, sender_configuration, members);
         if !observers.is_empty() {
-            tasks.push(NewTask {
-                work_unit_key: format!("representation:{workspace}:{session}:{}", message.peer_id),
-                dedup_id: format!("representation:{}", message.id),
-                workspace_id: workspace.clone(),
-                session_id: Some(session.clone()),
-                observer_id: None,
-                sender_id: Some(message.peer_id.clone()),
-                payload: json!({
+            tasks.push(task(
+                message,
+                format!("representation:{workspace}:{session}:{}", message.peer_id),
+                "representation",
+                json!({
                     "message_id": message.id,
                     "seq_in_session": message.seq_in_session,
                     "observed": message.peer_id,
                     "observers": observers,
                 }),
-            });
+            ));
         }
     }
     let seq = message.seq_in_session;
@@ -136,19 +146,16 @@ pub fn tasks_for_message(
         .map(|(kind, _)| kind)
         .collect();
     if settings.summary && !kinds.is_empty() {
-        tasks.push(NewTask {
-            work_unit_key: format!("summary:{workspace}:{session}:None:None"),
-            dedup_id: format!("summary:{}", message.id),
-            workspace_id: workspace.clone(),
-            session_id: Some(session.clone()),
-            observer_id: None,
-            sender_id: Some(message.peer_id.clone()),
-            payload: json!({
+        tasks.push(task(
+            message,
+            format!("summary:{workspace}:{session}:None:None"),
+            "summary",
+            json!({
                 "message_id": message.id,
                 "seq_in_session": seq,
                 "summaries": kinds,
             }),
-        });
+        ));
     }
     tasks
 }

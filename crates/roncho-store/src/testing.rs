@@ -112,6 +112,15 @@ impl FreshDatabase {
     }
 }
 
+/// Connects to `url` and applies the migrations: a store ready for a test.
+pub async fn open_migrated(url: &str) -> std::sync::Arc<crate::SqlStore> {
+    let store = crate::connect(&crate::StoreOptions::new(url.to_owned()))
+        .await
+        .expect("connecting the test store");
+    crate::migrate(&store).await.expect("migrating the test store");
+    std::sync::Arc::new(store)
+}
+
 #[cfg(test)]
 mod tests {
     #[test]

@@ -4,7 +4,6 @@
 //! in message order, and the queue drains with nothing failed.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -63,12 +62,7 @@ async fn a_killed_deriver_loses_nothing_and_duplicates_nothing() {
     let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
         return;
     };
-    let store = Arc::new(
-        roncho_store::connect(&roncho_store::StoreOptions::new(database.url.clone()))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
+    let store = roncho_store::testing::open_migrated(&database.url).await;
     let watcher = SessionPeerConfig {
         observe_me: None,
         observe_others: Some(true),

@@ -57,12 +57,7 @@ async fn qdrant_outage_on_postgres_degrades_search_and_loses_nothing() {
     let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
         return;
     };
-    let store = Arc::new(
-        roncho_store::connect(&roncho_store::StoreOptions::new(database.url.clone()))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
+    let store = roncho_store::testing::open_migrated(&database.url).await;
     let qdrant = Arc::new(StandIn::start().await.unwrap());
     let vectors = Arc::new(QdrantVectorStore::connect(&QdrantOptions::new(qdrant.url())).unwrap());
     let embedder = Arc::new(SwitchableTestEmbedder::down(128));
