@@ -3,8 +3,9 @@
 # SQLite and Postgres, gRPC end-to-end) and the Python client scenario.
 #
 # Needs PostgreSQL reachable at RONCHO_TEST_DATABASE_URL (default
-# postgres://postgres@127.0.0.1:5432/postgres, trust auth). Integration tests
-# fail rather than skip when it is not reachable.
+# postgres://postgres@127.0.0.1:5432/postgres, trust auth) and NATS with
+# JetStream at RONCHO_TEST_NATS_URL (default nats://127.0.0.1:4222).
+# Integration tests fail rather than skip when either is not reachable.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,6 +16,15 @@ export RONCHO_REQUIRE_INTEGRATION=${RONCHO_REQUIRE_INTEGRATION:-1}
 
 if ! psql "$RONCHO_TEST_DATABASE_URL" -qAtc 'select 1' >/dev/null 2>&1; then
   echo "PostgreSQL is not reachable at $RONCHO_TEST_DATABASE_URL; start it or set RONCHO_TEST_DATABASE_URL" >&2
+  exit 1
+fi
+
+# NATS with JetStream for the distributed work queue's contract suite and
+# the multi-process deriver test.
+export RONCHO_TEST_NATS_URL=${RONCHO_TEST_NATS_URL:-nats://127.0.0.1:4222}
+nats_hostport=${RONCHO_TEST_NATS_URL#nats://}
+if ! (exec 3<>"/dev/tcp/${nats_hostport%:*}/${nats_hostport##*:}") 2>/dev/null; then
+  echo "NATS is not reachable at $RONCHO_TEST_NATS_URL; start nats-server -js or set RONCHO_TEST_NATS_URL" >&2
   exit 1
 fi
 

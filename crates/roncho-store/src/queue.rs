@@ -5,7 +5,7 @@
 //! expired lease, so two workers can never hold one unit; a dead worker's
 //! lease runs out and its tasks, never marked done, are claimed again.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -53,6 +53,84 @@ impl SqlWorkQueue {
             add_counts(&mut counts, &state, held, n);
         }
         Ok(counts)
+    }
+
+    /// Leases the first of `candidates` — work unit keys with the ids of
+    /// their tasks that were delivered to this worker (the NATS queue's
+    /// deliveries) — whose next pending task is delivered and ready; see
+    /// [`WorkQueue::claim`]. Tasks are handed out in ledger order, so a task
+    /// published late holds back the ones behind it until it arrives.
+    pub async fn claim_delivered(
+        &self,
+        worker: &str,
+        candidates: &[(String, BTreeSet<i64>)],
+        max: usize,
+        lease: Duration,
+    ) -> Result<Option<Claim>> {
+        if candidates.is_empty() || max == 0 {
+            return Ok(None);
+        }
+        let mut tx = self.store.begin_write().await?;
+        let candidates = candidates
+            .iter()
+            .map(|(key, delivered)| (key.as_str(), Some(delivered)))
+            .collect();
+        let claim = claim_first(tx.conn(), worker, candidates, max, lease).await?;
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    /// Returns which of `task_ids` are still pending (the rest are done,
+    /// dead or purged: a delivery of them is stale).
+    pub async fn pending_among(&self, task_ids: &[i64]) -> Result<BTreeSet<i64>> {
+        let mut pending = BTreeSet::new();
+        for chunk in task_ids.chunks(500) {
+            let mut sql = Sql::new("SELECT id FROM work_tasks WHERE state = 'pending' AND id IN ");
+            sql.push_list(chunk);
+            for row in self.store.read(&sql).await? {
+                pending.insert(row.try_get::<i64, _>("id").map_err(db_error)?);
+            }
+        }
+        Ok(pending)
+    }
+
+    /// Returns up to `limit` pending tasks not yet published (the outbox),
+    /// oldest first, as `(id, work_unit_key)`; `older_than` (micros since the
+    /// epoch) leaves out tasks written since, which their writer publishes.
+    pub async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<(i64, String)>> {
+        let mut sql =
+            Sql::new("SELECT id, work_unit_key FROM work_tasks WHERE published_at IS NULL AND state = 'pending'");
+        if let Some(before) = older_than {
+            sql.push(" AND created_at < ").bind(before);
+        }
+        sql.push(" ORDER BY id LIMIT ").bind(limit);
+        self.store
+            .read(&sql)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    row.try_get("id").map_err(db_error)?,
+                    row.try_get("work_unit_key").map_err(db_error)?,
+                ))
+            })
+            .collect()
+    }
+
+    /// Marks tasks as published to the stream.
+    pub async fn mark_published(&self, task_ids: &[i64]) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        for chunk in task_ids.chunks(500) {
+            let mut sql = Sql::new("UPDATE work_tasks SET published_at = ");
+            sql.bind(now_micros())
+                .push(" WHERE published_at IS NULL AND id IN ")
+                .push_list(chunk);
+            execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await
     }
 }
 
@@ -104,6 +182,77 @@ fn push_filter(sql: &mut Sql, filter: &StatusFilter) {
             sql.push(" AND ").push(column).push(" = ").bind(value.as_str());
         }
     }
+}
+
+/// Leases the first of `candidates` (work unit keys, in preference order)
+/// that nobody holds and whose next pending task is ready — and, where a
+/// candidate names the task ids delivered to this worker, has been
+/// delivered — and returns up to `max` of its tasks in order.
+async fn claim_first(
+    conn: &mut AnyConnection,
+    worker: &str,
+    candidates: Vec<(&str, Option<&BTreeSet<i64>>)>,
+    max: usize,
+    lease: Duration,
+) -> Result<Option<Claim>> {
+    let now = now_micros();
+    let token = new_public_id();
+    for (key, delivered) in candidates {
+        // Takes a free or expired lease; another worker's live lease is left alone.
+        let mut take = Sql::new("INSERT INTO work_leases (work_unit_key, owner, token, expires_at) VALUES (");
+        take.bind(key)
+            .push(", ")
+            .bind(worker)
+            .push(", ")
+            .bind(token.as_str())
+            .push(", ")
+            .bind(now + micros(lease));
+        take.push(
+            ") ON CONFLICT (work_unit_key) DO UPDATE SET owner = excluded.owner, token = excluded.token, \
+             expires_at = excluded.expires_at WHERE work_leases.expires_at <= ",
+        )
+        .bind(now);
+        if execute(&mut *conn, &take).await? == 0 {
+            continue;
+        }
+        let mut tasks_sql = Sql::new(
+            "SELECT id, dedup_id, payload, attempts, available_at FROM work_tasks \
+             WHERE state = 'pending' AND work_unit_key = ",
+        );
+        tasks_sql
+            .bind(key)
+            .push(" ORDER BY id LIMIT ")
+            .bind(i64::try_from(max).unwrap_or(i64::MAX));
+        let mut tasks = Vec::new();
+        for row in tasks_sql.query()?.fetch_all(&mut *conn).await.map_err(db_error)? {
+            let id: i64 = row.try_get("id").map_err(db_error)?;
+            let available_at: i64 = row.try_get("available_at").map_err(db_error)?;
+            // A task waiting for its retry (or not yet delivered) holds back the ones behind it.
+            if available_at > now || delivered.is_some_and(|delivered| !delivered.contains(&id)) {
+                break;
+            }
+            let payload: String = row.try_get("payload").map_err(db_error)?;
+            tasks.push(Task {
+                id,
+                dedup_id: row.try_get("dedup_id").map_err(db_error)?,
+                payload: serde_json::from_str(&payload)
+                    .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?,
+                attempts: row.try_get("attempts").map_err(db_error)?,
+            });
+        }
+        if tasks.is_empty() {
+            let mut give_back = Sql::new("DELETE FROM work_leases WHERE work_unit_key = ");
+            give_back.bind(key).push(" AND token = ").bind(token.as_str());
+            execute(&mut *conn, &give_back).await?;
+            continue;
+        }
+        return Ok(Some(Claim {
+            work_unit_key: key.to_owned(),
+            token,
+            tasks,
+        }));
+    }
+    Ok(None)
 }
 
 /// Inserts tasks in the caller's transaction (so a message and its work
@@ -187,58 +336,10 @@ impl WorkQueue for SqlWorkQueue {
             .map(|row| row.try_get("work_unit_key"))
             .collect::<std::result::Result<_, _>>()
             .map_err(db_error)?;
-        let token = new_public_id();
-        for key in candidates {
-            // Takes a free or expired lease; another worker's live lease is left alone.
-            let mut take = Sql::new("INSERT INTO work_leases (work_unit_key, owner, token, expires_at) VALUES (");
-            take.bind(key.as_str())
-                .push(", ")
-                .bind(worker)
-                .push(", ")
-                .bind(token.as_str())
-                .push(", ")
-                .bind(now + micros(lease));
-            take.push(
-                ") ON CONFLICT (work_unit_key) DO UPDATE SET owner = excluded.owner, token = excluded.token, \
-                 expires_at = excluded.expires_at WHERE work_leases.expires_at <= ",
-            )
-            .bind(now);
-            if execute(tx.conn(), &take).await? == 0 {
-                continue;
-            }
-            let mut tasks_sql = Sql::new(
-                "SELECT id, dedup_id, payload, attempts, available_at FROM work_tasks \
-                 WHERE state = 'pending' AND work_unit_key = ",
-            );
-            tasks_sql
-                .bind(key.as_str())
-                .push(" ORDER BY id LIMIT ")
-                .bind(i64::try_from(max).unwrap_or(i64::MAX));
-            let mut tasks = Vec::new();
-            for row in tasks_sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)? {
-                let available_at: i64 = row.try_get("available_at").map_err(db_error)?;
-                // A task waiting for its retry holds back the ones behind it.
-                if available_at > now {
-                    break;
-                }
-                let payload: String = row.try_get("payload").map_err(db_error)?;
-                tasks.push(Task {
-                    id: row.try_get("id").map_err(db_error)?,
-                    dedup_id: row.try_get("dedup_id").map_err(db_error)?,
-                    payload: serde_json::from_str(&payload)
-                        .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?,
-                    attempts: row.try_get("attempts").map_err(db_error)?,
-                });
-            }
-            tx.commit().await?;
-            return Ok(Some(Claim {
-                work_unit_key: key,
-                token,
-                tasks,
-            }));
-        }
+        let candidates = candidates.iter().map(|key| (key.as_str(), None)).collect();
+        let claim = claim_first(tx.conn(), worker, candidates, max, lease).await?;
         tx.commit().await?;
-        Ok(None)
+        Ok(claim)
     }
 
     async fn renew(&self, claim: &Claim, lease: Duration) -> Result<()> {

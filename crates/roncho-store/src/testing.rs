@@ -11,6 +11,8 @@ use sqlx::{Connection, Executor};
 
 /// Env var naming the Postgres server for tests.
 pub const DATABASE_URL_VAR: &str = "RONCHO_TEST_DATABASE_URL";
+/// Env var naming the NATS server (with JetStream) for tests.
+pub const NATS_URL_VAR: &str = "RONCHO_TEST_NATS_URL";
 /// Env var that turns a missing integration service into a failure.
 pub const REQUIRE_VAR: &str = "RONCHO_REQUIRE_INTEGRATION";
 
@@ -40,8 +42,8 @@ pub struct FreshDatabase {
     name: String,
 }
 
-/// Returns a unique database name for this process.
-fn unique_name() -> String {
+/// Returns a name unique to this call (databases, NATS prefixes): letters, digits and `_`.
+pub fn unique_name() -> String {
     static COUNTER: AtomicU64 = AtomicU64::new(0);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)

@@ -195,6 +195,7 @@ impl Worker {
             tokio::select! {
                 () = shutdown.cancelled() => break,
                 () = self.wake.notified() => {}
+                () = self.queue.work_arrived() => {}
                 () = tokio::time::sleep(self.config.idle_poll) => {}
             }
         }

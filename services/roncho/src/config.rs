@@ -107,6 +107,10 @@ pub struct ConfigLayer {
     pub deriver_model: Option<String>,
     pub summary_model: Option<String>,
     pub deriver_lease_secs: Option<u64>,
+    pub nats_url: Option<String>,
+    pub nats_prefix: Option<String>,
+    pub nats_partitions: Option<u32>,
+    pub nats_ack_wait_secs: Option<u64>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -167,6 +171,10 @@ impl ConfigLayer {
             deriver_model: upper.deriver_model.or(self.deriver_model),
             summary_model: upper.summary_model.or(self.summary_model),
             deriver_lease_secs: upper.deriver_lease_secs.or(self.deriver_lease_secs),
+            nats_url: upper.nats_url.or(self.nats_url),
+            nats_prefix: upper.nats_prefix.or(self.nats_prefix),
+            nats_partitions: upper.nats_partitions.or(self.nats_partitions),
+            nats_ack_wait_secs: upper.nats_ack_wait_secs.or(self.nats_ack_wait_secs),
         }
     }
 
@@ -220,6 +228,10 @@ impl ConfigLayer {
             deriver_model: get("RONCHO_DERIVER_MODEL"),
             summary_model: get("RONCHO_SUMMARY_MODEL"),
             deriver_lease_secs: parsed("RONCHO_DERIVER_LEASE_SECS")?,
+            nats_url: get("RONCHO_NATS_URL"),
+            nats_prefix: get("RONCHO_NATS_PREFIX"),
+            nats_partitions: parsed("RONCHO_NATS_PARTITIONS")?.map(|n: u64| u32::try_from(n).unwrap_or(u32::MAX)),
+            nats_ack_wait_secs: parsed("RONCHO_NATS_ACK_WAIT_SECS")?,
         })
     }
 
@@ -254,6 +266,22 @@ pub struct Config {
     /// How long a deriver holds a work unit without renewing; a killed worker's
     /// units are taken over after it.
     pub deriver_lease: Duration,
+    /// NATS JetStream for background work; `None`: the SQL queue in the store.
+    pub nats: Option<NatsConfig>,
+}
+
+/// The distributed mode's work queue (see `roncho_nats`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct NatsConfig {
+    /// `nats://host:4222`.
+    pub url: String,
+    /// Names the stream, consumers and lease bucket.
+    pub prefix: String,
+    /// Partitions per task type: the most deriver processes that share the work.
+    pub partitions: u32,
+    /// Redelivery delay of unacked work, also the partition lease TTL: how
+    /// soon a killed process's work moves on.
+    pub ack_wait: Duration,
 }
 
 /// The LLM the background roles use.
@@ -277,6 +305,19 @@ pub struct QdrantConfig {
     pub collection: String,
     #[serde(skip_serializing)]
     pub api_key: Option<String>,
+}
+
+impl NatsConfig {
+    /// The queue options these settings give (a process that consumes
+    /// nothing and relays; callers adjust).
+    pub fn options(&self) -> roncho_nats::NatsOptions {
+        let mut options = roncho_nats::NatsOptions::new(&self.url);
+        options.prefix = self.prefix.clone();
+        options.partitions = self.partitions;
+        options.ack_wait = self.ack_wait;
+        options.lease_ttl = self.ack_wait;
+        options
+    }
 }
 
 /// Embedder settings.
@@ -350,6 +391,18 @@ impl Config {
             collection: merged.qdrant_collection.clone().unwrap_or_else(|| "roncho".to_owned()),
             api_key: merged.qdrant_api_key.clone(),
         });
+        let nats = match &merged.nats_url {
+            None => None,
+            Some(_) if merged.database_url.is_none() => bail!(
+                "nats_url needs database_url (Postgres): every process shares the task ledger, which the embedded SQLite file cannot be"
+            ),
+            Some(url) => Some(NatsConfig {
+                url: url.clone(),
+                prefix: merged.nats_prefix.clone().unwrap_or_else(|| "roncho".to_owned()),
+                partitions: merged.nats_partitions.unwrap_or(16).max(1),
+                ack_wait: Duration::from_secs(merged.nats_ack_wait_secs.unwrap_or(30).max(1)),
+            }),
+        };
         let llm = match (&merged.llm_base_url, &merged.llm_model) {
             (None, _) => None,
             (Some(base_url), model) => {
@@ -371,6 +424,7 @@ impl Config {
             qdrant,
             llm,
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
+            nats,
             listen: merged
                 .listen
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
@@ -410,6 +464,9 @@ impl Config {
         let mut value = serde_json::to_value(self).unwrap_or_default();
         if let Some(url) = &self.database_url {
             value["database_url"] = serde_json::Value::String(roncho_store::redact_url(url));
+        }
+        if let Some(nats) = &self.nats {
+            value["nats"]["url"] = serde_json::Value::String(roncho_store::redact_url(&nats.url));
         }
         value
     }
@@ -483,6 +540,33 @@ mod tests {
         assert!(Config::resolve(ConfigLayer::default(), no_model, ConfigLayer::default()).is_err());
         let none = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
         assert!(none.llm.is_none(), "no LLM by default: extractive");
+    }
+
+    #[test]
+    fn nats_needs_postgres_and_keeps_its_password_out_of_logs() {
+        let nats = [("RONCHO_NATS_URL", "nats://roncho:sekrit@nats:4222")];
+        let env_only = ConfigLayer::from_env(&env(&nats)).unwrap();
+        let error = Config::resolve(ConfigLayer::default(), env_only, ConfigLayer::default()).unwrap_err();
+        assert!(error.to_string().contains("database_url"), "{error}");
+        let env = ConfigLayer::from_env(&env(&[
+            nats[0],
+            ("RONCHO_DATABASE_URL", "postgres://db/roncho"),
+            ("RONCHO_NATS_PARTITIONS", "8"),
+            ("RONCHO_NATS_ACK_WAIT_SECS", "5"),
+        ]))
+        .unwrap();
+        let config = Config::resolve(ConfigLayer::default(), env, ConfigLayer::default()).unwrap();
+        let options = config.nats.as_ref().unwrap().options();
+        assert_eq!(
+            (
+                options.prefix.as_str(),
+                options.partitions,
+                options.ack_wait,
+                options.lease_ttl
+            ),
+            ("roncho", 8, Duration::from_secs(5), Duration::from_secs(5))
+        );
+        assert!(!config.redacted().to_string().contains("sekrit"));
     }
 
     #[test]

@@ -52,6 +52,9 @@ struct CommonFlags {
     /// Qdrant gRPC URL (e.g. http://qdrant:6334); unset keeps vectors in the relational store.
     #[arg(long)]
     qdrant_url: Option<String>,
+    /// NATS URL (e.g. nats://nats:4222) for background work; needs --database-url. Unset: the SQL queue.
+    #[arg(long)]
+    nats_url: Option<String>,
     /// Roles to run: all, or a list of ingest,recall,dialectic,deriver,dreamer,reconciler [default: all].
     #[arg(long)]
     roles: Option<String>,
@@ -84,6 +87,7 @@ impl CommonFlags {
             roles: self.roles.clone(),
             log: self.log.clone(),
             qdrant_url: self.qdrant_url.clone(),
+            nats_url: self.nats_url.clone(),
             ..ConfigLayer::default()
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -161,9 +165,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let mut services = roncho::server::Services::store_only(store.clone());
     services.semantic = runtime.semantic.clone();
-    let queue: Arc<dyn roncho_core::queue::WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
-    services.queue = Some(queue.clone());
     let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
+    let queue = roncho::wiring::work_queue(&config, &store).await?;
+    if let Some(nats) = queue.nats.clone() {
+        // Tasks written with messages are published right after the write.
+        nudges.push(Arc::new(move || nats.kick()));
+    }
+    let queue = queue.queue;
+    services.queue = Some(queue.clone());
     // Background workers; each finishes the unit or batch in hand after shutdown.
     let mut workers = tokio::task::JoinSet::new();
     if let Some(reconciler) = &runtime.reconciler {
@@ -174,7 +183,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if config.roles.contains(&roncho::config::Role::Deriver) {
         let mut worker = roncho_deriver::worker::Worker::new(
             store.clone(),
-            queue,
+            queue.clone(),
             roncho_deriver::worker::WorkerConfig {
                 lease: config.deriver_lease,
                 ..roncho_deriver::worker::WorkerConfig::default()
@@ -218,6 +227,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     {
         tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task (their work is redelivered)");
     }
+    // Hands this process's partitions and undelivered work to the others.
+    queue.close().await;
     store.close().await;
     tracing::info!("stopped");
     Ok(())

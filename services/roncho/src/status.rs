@@ -41,6 +41,9 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     });
     checks.push(semantic_check(config));
     checks.push(vector_store_check(config).await);
+    if let Some(check) = nats_check(config).await {
+        checks.push(check);
+    }
     // Capabilities that are not built yet are reported as degraded, never hidden.
     let deriver = match &config.llm {
         Some(llm) => format!(
@@ -114,6 +117,51 @@ async fn vector_store_check(config: &Config) -> Check {
             ),
         },
     }
+}
+
+/// The NATS work queue: reachable, and how much work is in flight.
+async fn nats_check(config: &Config) -> Option<Check> {
+    let nats = config.nats.as_ref()?;
+    let url = roncho_store::redact_url(&nats.url);
+    let mut options = config.store_options();
+    options.max_connections = 1;
+    let store = std::sync::Arc::new(roncho_store::connect(&options).await.ok()?);
+    let ledger = roncho_store::SqlWorkQueue::new(store.clone());
+    let unpublished = ledger
+        .unpublished(10_000, None)
+        .await
+        .map(|rows| rows.len())
+        .unwrap_or(0);
+    let mut queue = nats.options();
+    queue.relay = false;
+    let check = match roncho_nats::NatsWorkQueue::connect(queue, ledger).await {
+        Ok(queue) => {
+            let waiting = queue.stream_messages().await;
+            roncho_core::queue::WorkQueue::close(&queue).await;
+            match waiting {
+                Ok(waiting) => Check {
+                    name: "nats",
+                    ok: true,
+                    detail: format!(
+                        "{url}: stream {}_work holds {waiting} undelivered or unacked tasks; {unpublished} waiting to be published",
+                        nats.prefix
+                    ),
+                },
+                Err(error) => Check {
+                    name: "nats",
+                    ok: false,
+                    detail: format!("{url}: {error}"),
+                },
+            }
+        }
+        Err(error) => Check {
+            name: "nats",
+            ok: false,
+            detail: format!("degraded: {error}; new work waits in the outbox ({unpublished} tasks) until NATS is back"),
+        },
+    };
+    store.close().await;
+    Some(check)
 }
 
 async fn store_checks(config: &Config) -> Vec<Check> {

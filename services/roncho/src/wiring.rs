@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use roncho_core::embed::Embedder;
+use roncho_core::queue::WorkQueue;
 use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
@@ -178,5 +179,45 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         semantic: Some(Semantic { embedder, vectors }),
         reconciler,
         embedder_description: description,
+    })
+}
+
+/// The work queue of a process, and the NATS queue itself when that is it.
+pub struct Queue {
+    pub queue: Arc<dyn WorkQueue>,
+    /// Set in the distributed mode: ingest kicks its relay after writes.
+    pub nats: Option<roncho_nats::NatsWorkQueue>,
+}
+
+/// Builds the configured work queue: NATS JetStream over the store's task
+/// ledger, or the SQL queue in the store itself. A process with the
+/// deriver role consumes representation and summary work.
+pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
+    let ledger = roncho_store::SqlWorkQueue::new(store.clone());
+    let Some(nats) = &config.nats else {
+        return Ok(Queue {
+            queue: Arc::new(ledger),
+            nats: None,
+        });
+    };
+    let mut options = nats.options();
+    if config.roles.contains(&Role::Deriver) {
+        options.consume = roncho_deriver::worker::TASK_TYPES
+            .iter()
+            .map(|kind| (*kind).to_owned())
+            .collect();
+    }
+    let queue = roncho_nats::NatsWorkQueue::connect(options, ledger)
+        .await
+        .with_context(|| {
+            format!(
+                "connecting the NATS work queue at {}",
+                roncho_store::redact_url(&nats.url)
+            )
+        })?;
+    tracing::info!(url = %roncho_store::redact_url(&nats.url), prefix = %nats.prefix, partitions = nats.partitions, "work queue: NATS JetStream");
+    Ok(Queue {
+        queue: Arc::new(queue.clone()),
+        nats: Some(queue),
     })
 }

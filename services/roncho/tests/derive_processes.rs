@@ -1,15 +1,18 @@
 //! Separate `roncho serve --roles deriver` processes over one Postgres share
-//! the work queue; one is killed with SIGKILL mid-batch. Every expected
-//! observation exists exactly once, each work unit's batches were derived
-//! in message order, and the queue drains with nothing failed.
+//! the work queue — the SQL queue, or NATS JetStream (`--nats-url`) — and
+//! one is killed with SIGKILL mid-batch. Every expected observation exists
+//! exactly once, each work unit's batches were derived in message order,
+//! and the queue drains with nothing failed.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
-use roncho_core::model::{JsonObject, NewMessage, PageRequest, SessionPeerConfig};
+use roncho_core::model::PageRequest;
 use roncho_core::store::Store;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use serde_json::{Value, json};
 
 type Script = roncho_http::Script<()>;
@@ -34,18 +37,22 @@ async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> J
     Json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}))
 }
 
-fn deriver(database_url: &str, llm_url: &str, log: &std::path::Path) -> Child {
+/// NATS for the queue: the server URL and this test's stream prefix.
+type Nats = Option<(String, String)>;
+
+/// Starts `roncho serve --roles {roles} --listen {listen}` on the test's database and queue.
+fn serve(roles: &str, listen: &str, database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path) -> Child {
     let log = std::fs::File::create(log).unwrap();
-    Command::new(env!("CARGO_BIN_EXE_roncho"))
-        .args([
-            "serve",
-            "--roles",
-            "deriver",
-            "--listen",
-            "127.0.0.1:0",
-            "--log",
-            "warn",
-        ])
+    let mut command = Command::new(env!("CARGO_BIN_EXE_roncho"));
+    if let Some((url, prefix)) = nats {
+        command
+            .env("RONCHO_NATS_URL", url)
+            .env("RONCHO_NATS_PREFIX", prefix)
+            .env("RONCHO_NATS_PARTITIONS", "4")
+            .env("RONCHO_NATS_ACK_WAIT_SECS", "2");
+    }
+    command
+        .args(["serve", "--roles", roles, "--listen", listen, "--log", "warn"])
         .env("RONCHO_DATABASE_URL", database_url)
         .env("RONCHO_LLM_BASE_URL", llm_url)
         .env("RONCHO_LLM_MODEL", "scripted")
@@ -54,48 +61,107 @@ fn deriver(database_url: &str, llm_url: &str, log: &std::path::Path) -> Child {
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
-        .expect("starting a deriver process")
+        .expect("starting a roncho process")
+}
+
+fn deriver(database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path) -> Child {
+    serve("deriver", "127.0.0.1:0", database_url, llm_url, nats, log)
+}
+
+/// Connects to a process that is starting, waiting up to 30 s.
+async fn connect(address: &str) -> IngestServiceClient<tonic::transport::Channel> {
+    let started = Instant::now();
+    loop {
+        match IngestServiceClient::connect(format!("http://{address}")).await {
+            Ok(client) => return client,
+            Err(error) => assert!(
+                started.elapsed() < Duration::from_secs(30),
+                "the ingest process never listened: {error}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
 }
 
 #[tokio::test]
 async fn a_killed_deriver_loses_nothing_and_duplicates_nothing() {
+    kill_one_of_two(None).await;
+}
+
+#[tokio::test]
+async fn a_killed_deriver_loses_nothing_and_duplicates_nothing_over_nats() {
+    let Some(url) = roncho_store::testing::integration_env(roncho_store::testing::NATS_URL_VAR) else {
+        return;
+    };
+    kill_one_of_two(Some((url, roncho_store::testing::unique_name()))).await;
+}
+
+async fn kill_one_of_two(nats: Nats) {
     let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
         return;
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
-    let watcher = SessionPeerConfig {
-        observe_me: None,
-        observe_others: Some(true),
-    };
-    let peers = ["alice", "bob", "carol"];
-    for session in ["s1", "s2", "s3"] {
-        store
-            .get_or_create_session("w", session, None, None, vec![("carol".into(), watcher)])
-            .await
-            .unwrap();
-        for batch in 0..2 {
-            let messages = (0..40)
-                .map(|i| NewMessage {
-                    peer_id: peers[i % 2].to_owned(),
-                    content: format!("{session} batch {batch} line {i}"),
-                    metadata: JsonObject::new(),
-                    configuration: JsonObject::new(),
-                    created_at: None,
-                    token_count: 6,
-                })
-                .collect();
-            store.create_messages("w", session, messages).await.unwrap();
-        }
-    }
     let script = Script::new(vec![()]);
     let app = axum::Router::new()
         .route("/v1/chat/completions", axum::routing::post(completions))
         .with_state(script.clone());
     let llm_url = format!("{}/v1", roncho_http::serve_for_test(app).await);
-
     let logs = tempfile::tempdir().unwrap();
-    let mut doomed = deriver(&database.url, &llm_url, &logs.path().join("doomed.log"));
-    let mut survivor = deriver(&database.url, &llm_url, &logs.path().join("survivor.log"));
+
+    // The conversation goes in through an ingest process, which writes each
+    // message with its work and (with NATS) publishes that work.
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let mut ingest_process = serve(
+        "ingest",
+        &address,
+        &database.url,
+        &llm_url,
+        &nats,
+        &logs.path().join("ingest.log"),
+    );
+    let mut ingest = connect(&address).await;
+    let peers = ["alice", "bob", "carol"];
+    for session in ["s1", "s2", "s3"] {
+        ingest
+            .get_or_create_session(pb::GetOrCreateSessionRequest {
+                workspace_id: "w".into(),
+                id: session.into(),
+                peers: [(
+                    "carol".to_owned(),
+                    pb::SessionPeerConfig {
+                        observe_me: None,
+                        observe_others: Some(true),
+                    },
+                )]
+                .into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+        for batch in 0..2 {
+            let messages = (0..40)
+                .map(|i| pb::MessageCreate {
+                    peer_id: peers[i % 2].to_owned(),
+                    content: format!("{session} batch {batch} line {i}"),
+                    ..Default::default()
+                })
+                .collect();
+            ingest
+                .create_messages(pb::CreateMessagesRequest {
+                    workspace_id: "w".into(),
+                    session_id: session.into(),
+                    messages,
+                })
+                .await
+                .unwrap();
+        }
+    }
+
+    let mut doomed = deriver(&database.url, &llm_url, &nats, &logs.path().join("doomed.log"));
+    let mut survivor = deriver(&database.url, &llm_url, &nats, &logs.path().join("survivor.log"));
     let started = Instant::now();
     while script.count() < 3 {
         assert!(
@@ -130,9 +196,42 @@ async fn a_killed_deriver_loses_nothing_and_duplicates_nothing() {
         );
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
-    survivor.kill().unwrap();
-    survivor.wait().unwrap();
-    for name in ["doomed.log", "survivor.log"] {
+    // Stale deliveries (done in the ledger, never acked by the killed
+    // process) come back after the ack wait and are acked by the survivor.
+    let nats_queue = match &nats {
+        Some((url, prefix)) => {
+            let mut options = roncho_nats::NatsOptions::new(url);
+            options.prefix = prefix.clone();
+            options.ack_wait = Duration::from_secs(2);
+            options.lease_ttl = options.ack_wait;
+            let observer = roncho_nats::NatsWorkQueue::connect(options, queue.clone())
+                .await
+                .unwrap();
+            let published = observer.stream_state().await.unwrap().last_sequence;
+            assert!(published >= 252, "the work went through NATS: {published} published");
+            loop {
+                let waiting = observer.stream_messages().await.unwrap();
+                if waiting == 0 {
+                    break;
+                }
+                assert!(
+                    started.elapsed() < Duration::from_secs(120),
+                    "{waiting} deliveries never acked"
+                );
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            Some(observer)
+        }
+        None => None,
+    };
+    for process in [&mut survivor, &mut ingest_process] {
+        process.kill().unwrap();
+        process.wait().unwrap();
+    }
+    if let Some(observer) = nats_queue {
+        observer.delete_streams().await.unwrap();
+    }
+    for name in ["ingest.log", "doomed.log", "survivor.log"] {
         eprintln!(
             "== {name}\n{}",
             std::fs::read_to_string(logs.path().join(name)).unwrap_or_default()

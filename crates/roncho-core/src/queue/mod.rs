@@ -141,4 +141,15 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// more than `dead_age` ago; returns how many. Pending work is never
     /// removed. (A `dedup_id` is remembered only while its task is kept.)
     async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64>;
+
+    /// Resolves when new work may have arrived (a delivery from a broker),
+    /// so an idle worker claims again before its poll interval; queues
+    /// without such a signal never resolve it.
+    async fn work_arrived(&self) {
+        std::future::pending::<()>().await;
+    }
+
+    /// Stops background delivery and hands undelivered work back to the
+    /// other workers (on shutdown, after the last claim is released).
+    async fn close(&self) {}
 }

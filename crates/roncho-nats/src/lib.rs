@@ -1,0 +1,820 @@
+//! `NatsWorkQueue`: the distributed mode's `WorkQueue` — tasks travel over
+//! NATS JetStream, keyed by Honcho's `work_unit_key`; their state lives in
+//! the SQL task ledger (`work_tasks` in Postgres, the same rows the message
+//! transaction writes).
+//!
+//! How the pieces divide the work (docs/adr/0005-nats-work-queue.md):
+//! - **Ledger (SQL)** — the truth: order, attempts, dead letters and their
+//!   errors, queue status, retention, and the unit lease that lets one
+//!   worker at a time hold a work unit. Ingest writes tasks in the message
+//!   transaction (the outbox), so a message is never stored without its work.
+//! - **Relay** — publishes unpublished ledger rows to the stream
+//!   (`Nats-Msg-Id` = the task id, so a republish is dropped by JetStream's
+//!   duplicate window) and marks them published; every process sweeps for
+//!   rows a dead publisher left behind.
+//! - **Stream** `{prefix}_work` (work-queue retention) on subjects
+//!   `{prefix}.work.{type}.{partition}.{key hash}` ([`subjects`]), one
+//!   durable pull consumer per partition.
+//! - **Partition leases** in the KV bucket `{prefix}_leases` (created by hand:
+//!   async-nats's `create_key_value` fails on nats-server 2.9): a process
+//!   consumes a partition only while it holds its lease, takes at most its
+//!   fair share (partitions / live workers), renews every third of the TTL
+//!   and hands partitions to newcomers. Deliveries are buffered per work
+//!   unit and kept alive with in-progress acks while buffered.
+//! - **Claims** hand out a unit's delivered tasks in ledger order; a task
+//!   that was published late holds back the ones behind it. A task is acked
+//!   on the stream once the ledger records it done; a redelivered task the
+//!   ledger already finished is acked and dropped, so a worker killed
+//!   between the two loses nothing and repeats nothing.
+
+pub mod subjects;
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::{self, AckKind, consumer, kv, message::Acker, stream};
+use async_trait::async_trait;
+use futures::StreamExt;
+use roncho_core::model::now_micros;
+use roncho_core::queue::{Claim, NewTask, QueueStatus, StatusFilter, WorkQueue};
+use roncho_core::{Error, Result};
+use roncho_store::SqlWorkQueue;
+use tokio::sync::Notify;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// Units a claim considers at once.
+const CANDIDATES: usize = 16;
+/// Rows the relay publishes per round.
+const RELAY_BATCH: i64 = 256;
+/// How often every process sweeps the outbox for rows a dead publisher left.
+const RELAY_SWEEP: Duration = Duration::from_secs(2);
+
+/// How the queue connects and behaves.
+#[derive(Debug, Clone)]
+pub struct NatsOptions {
+    /// `nats://host:4222`.
+    pub url: String,
+    /// Names the stream, consumers and bucket (`[A-Za-z0-9_-]+`), so several
+    /// deployments can share one NATS.
+    pub prefix: String,
+    /// Partitions per task type: the most processes that can share one task
+    /// type's work. Fixed for the life of the stream.
+    pub partitions: u32,
+    /// Task types this process works on (none: it only enqueues).
+    pub consume: Vec<String>,
+    /// How long a delivery may go without an ack or in-progress ack before
+    /// the stream redelivers it (a dead process's work moves on after this).
+    pub ack_wait: Duration,
+    /// How long a partition lease lives without renewal. Set by the first
+    /// process that creates the bucket; no shorter than `ack_wait`.
+    pub lease_ttl: Duration,
+    /// Unacked deliveries per partition (the consumer's `max_ack_pending`).
+    pub max_buffered: i64,
+    /// How long a claim that finds nothing waits for deliveries in flight.
+    pub arrival_wait: Duration,
+    /// Stream and bucket replicas (3 on a clustered NATS).
+    pub replicas: usize,
+    /// Identifies this process in leases and logs.
+    pub instance: String,
+    /// Whether this process publishes the outbox (off for observers such as
+    /// `roncho status`).
+    pub relay: bool,
+}
+
+impl NatsOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        Self {
+            url: url.into(),
+            prefix: "roncho".into(),
+            partitions: 16,
+            consume: Vec::new(),
+            ack_wait: Duration::from_secs(30),
+            lease_ttl: Duration::from_secs(30),
+            max_buffered: 256,
+            arrival_wait: Duration::from_millis(500),
+            replicas: 1,
+            instance: format!("{}-{}", std::process::id(), roncho_core::model::new_public_id()),
+            relay: true,
+        }
+    }
+
+    fn stream_name(&self) -> String {
+        format!("{}_work", self.prefix)
+    }
+
+    fn bucket(&self) -> String {
+        format!("{}_leases", self.prefix)
+    }
+}
+
+/// The NATS JetStream work queue over a SQL ledger.
+#[derive(Clone)]
+pub struct NatsWorkQueue {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for NatsWorkQueue {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("NatsWorkQueue")
+            .field("url", &self.inner.options.url)
+            .field("prefix", &self.inner.options.prefix)
+            .finish_non_exhaustive()
+    }
+}
+
+struct Inner {
+    options: NatsOptions,
+    ledger: SqlWorkQueue,
+    jetstream: jetstream::Context,
+    stream: stream::Stream,
+    leases: kv::Store,
+    buffer: Mutex<Buffer>,
+    arrived: Notify,
+    relay_kick: Notify,
+    /// Serialises this process's relay rounds.
+    relaying: tokio::sync::Mutex<()>,
+    /// Partition leases held: lease key → (revision, its consumer's stop token).
+    owned: tokio::sync::Mutex<BTreeMap<String, (u64, CancellationToken)>>,
+    shutdown: CancellationToken,
+}
+
+/// Deliveries not yet acked, by work unit, and this process's unit claims.
+/// A unit's deliveries: task id → how to ack it.
+type Deliveries = BTreeMap<i64, Arc<Acker>>;
+
+#[derive(Default)]
+struct Buffer {
+    units: HashMap<String, Deliveries>,
+    /// Units claimed here: key → lease deadline.
+    held: HashMap<String, Instant>,
+}
+
+impl Buffer {
+    fn candidates(&self, task_types: &[&str], now: Instant) -> Vec<(String, BTreeSet<i64>)> {
+        let mut units: Vec<(i64, &String, &Deliveries)> = self
+            .units
+            .iter()
+            .filter(|(key, _)| task_types.contains(&roncho_core::queue::task_type(key)))
+            .filter(|(key, _)| self.held.get(*key).is_none_or(|deadline| *deadline <= now))
+            .filter_map(|(key, tasks)| Some((*tasks.keys().next()?, key, tasks)))
+            .collect();
+        units.sort_unstable_by_key(|(first, _, _)| *first);
+        units
+            .into_iter()
+            .take(CANDIDATES)
+            .map(|(_, key, tasks)| (key.clone(), tasks.keys().copied().collect()))
+            .collect()
+    }
+
+    /// Takes the ackers of `ids` of unit `key` out of the buffer.
+    fn take(&mut self, key: &str, ids: impl IntoIterator<Item = i64>) -> Vec<Arc<Acker>> {
+        let Some(tasks) = self.units.get_mut(key) else {
+            return Vec::new();
+        };
+        let taken = ids.into_iter().filter_map(|id| tasks.remove(&id)).collect();
+        if tasks.is_empty() {
+            self.units.remove(key);
+        }
+        taken
+    }
+
+    /// Takes every delivery of the partitions `lease_keys`.
+    fn take_partitions(&mut self, lease_keys: &BTreeSet<String>, partitions: u32) -> Vec<Arc<Acker>> {
+        let keys: Vec<String> = self
+            .units
+            .keys()
+            .filter(|key| lease_keys.contains(&subjects::lease_key_of(key, partitions)))
+            .cloned()
+            .collect();
+        keys.iter()
+            .filter_map(|key| self.units.remove(key))
+            .flat_map(BTreeMap::into_values)
+            .collect()
+    }
+}
+
+/// What a published task carries; the ledger row holds the rest.
+#[derive(serde::Serialize, serde::Deserialize)]
+struct Envelope {
+    id: i64,
+    key: String,
+}
+
+fn unavailable(what: &str, error: impl std::fmt::Display) -> Error {
+    Error::Unavailable(format!("NATS: {what}: {error}"))
+}
+
+/// Acks (or naks) deliveries, logging failures: an unacked delivery is
+/// redelivered and found stale, so nothing is lost by a failed ack.
+async fn settle(ackers: Vec<Arc<Acker>>, kind: AckKind) {
+    for acker in ackers {
+        if let Err(error) = acker.ack_with(kind).await {
+            tracing::debug!(%error, "NATS ack failed; the delivery will come back and be dropped");
+        }
+    }
+}
+
+impl NatsWorkQueue {
+    /// Connects, creates the stream and lease bucket if missing, takes this
+    /// process's share of partitions and starts delivery and the relay.
+    pub async fn connect(options: NatsOptions, ledger: SqlWorkQueue) -> Result<Self> {
+        if !subjects::valid_token(&options.prefix) {
+            return Err(Error::invalid(
+                "nats_prefix",
+                format!("{:?} must be letters, digits, `_` or `-`", options.prefix),
+            ));
+        }
+        if options.lease_ttl < options.ack_wait {
+            return Err(Error::invalid(
+                "lease_ttl",
+                format!(
+                    "the NATS partition lease ({:?}) must be no shorter than ack_wait ({:?}): a new owner would \
+                     see newer work before the old owner's unacked work",
+                    options.lease_ttl, options.ack_wait
+                ),
+            ));
+        }
+        let client = async_nats::ConnectOptions::new()
+            .name(format!("roncho {}", options.instance))
+            .connection_timeout(Duration::from_secs(5))
+            .connect(options.url.as_str())
+            .await
+            .map_err(|error| unavailable(&format!("cannot connect to {}", options.url), error))?;
+        let jetstream = jetstream::new(client);
+        let stream = jetstream
+            .get_or_create_stream(stream::Config {
+                name: options.stream_name(),
+                subjects: vec![format!("{}.work.>", options.prefix)],
+                retention: stream::RetentionPolicy::WorkQueue,
+                storage: stream::StorageType::File,
+                duplicate_window: Duration::from_secs(600),
+                num_replicas: options.replicas,
+                ..stream::Config::default()
+            })
+            .await
+            .map_err(|error| unavailable("creating the work stream", error))?;
+        let leases = lease_bucket(&jetstream, &options).await?;
+        let inner = Arc::new(Inner {
+            options,
+            ledger,
+            jetstream,
+            stream,
+            leases,
+            buffer: Mutex::new(Buffer::default()),
+            arrived: Notify::new(),
+            relay_kick: Notify::new(),
+            relaying: tokio::sync::Mutex::new(()),
+            owned: tokio::sync::Mutex::new(BTreeMap::new()),
+            shutdown: CancellationToken::new(),
+        });
+        if !inner.options.consume.is_empty() {
+            inner.maintain().await?;
+            tokio::spawn(inner.clone().maintain_loop());
+            tokio::spawn(inner.clone().progress_loop());
+        }
+        if inner.options.relay {
+            tokio::spawn(inner.clone().relay_loop());
+        }
+        Ok(Self { inner })
+    }
+
+    /// Publishes tasks the message transaction wrote (call after a write;
+    /// cheap when there are none).
+    pub fn kick(&self) {
+        self.inner.relay_kick.notify_one();
+    }
+
+    /// Publishes every unpublished task now; returns how many.
+    pub async fn relay(&self) -> Result<usize> {
+        self.inner.relay(None).await
+    }
+
+    /// Stops every background loop the way a killed process stops: no lease
+    /// renewal, no release, no in-progress acks (for failover tests).
+    pub fn abandon(&self) {
+        self.inner.shutdown.cancel();
+    }
+
+    /// The partitions this process holds (`type.p`), for status and tests.
+    pub async fn owned_partitions(&self) -> Vec<String> {
+        self.inner.owned.lock().await.keys().cloned().collect()
+    }
+
+    /// Deletes the stream and the lease bucket (tests, teardown).
+    pub async fn delete_streams(&self) -> Result<()> {
+        self.close().await;
+        for name in [
+            self.inner.options.stream_name(),
+            format!("KV_{}", self.inner.options.bucket()),
+        ] {
+            self.inner
+                .jetstream
+                .delete_stream(&name)
+                .await
+                .map_err(|error| unavailable(&format!("deleting stream {name}"), error))?;
+        }
+        Ok(())
+    }
+
+    /// Messages waiting in the stream (published, not yet acked).
+    pub async fn stream_messages(&self) -> Result<u64> {
+        Ok(self.stream_state().await?.messages)
+    }
+
+    /// The stream's state: messages waiting, sequence numbers (published so far).
+    pub async fn stream_state(&self) -> Result<stream::State> {
+        let mut stream = self.inner.stream.clone();
+        let info = stream.info().await.map_err(|error| unavailable("stream info", error))?;
+        Ok(info.state.clone())
+    }
+}
+
+/// Creates the lease bucket's stream by hand (async-nats's
+/// `create_key_value` fails on nats-server 2.9: rust-stack §4.1) and binds it.
+async fn lease_bucket(jetstream: &jetstream::Context, options: &NatsOptions) -> Result<kv::Store> {
+    let bucket = options.bucket();
+    let created = jetstream
+        .get_or_create_stream(stream::Config {
+            name: format!("KV_{bucket}"),
+            subjects: vec![format!("$KV.{bucket}.>")],
+            max_messages_per_subject: 1,
+            max_age: options.lease_ttl,
+            discard: stream::DiscardPolicy::New,
+            allow_rollup: true,
+            deny_delete: true,
+            allow_direct: true,
+            storage: stream::StorageType::File,
+            num_replicas: options.replicas,
+            ..stream::Config::default()
+        })
+        .await
+        .map_err(|error| unavailable("creating the lease bucket", error))?;
+    let ttl = created.cached_info().config.max_age;
+    if ttl != options.lease_ttl {
+        tracing::warn!(bucket, existing = ?ttl, configured = ?options.lease_ttl, "the lease bucket exists with another TTL; using the existing one");
+    }
+    jetstream
+        .get_key_value(&bucket)
+        .await
+        .map_err(|error| unavailable("binding the lease bucket", error))
+}
+
+impl Inner {
+    fn lease_ttl(&self) -> Duration {
+        self.options.lease_ttl
+    }
+
+    /// Every partition lease key of the consumed task types.
+    fn partition_keys(&self) -> Vec<(String, String, u32)> {
+        self.options
+            .consume
+            .iter()
+            .flat_map(|kind| (0..self.options.partitions).map(move |p| (subjects::lease_key(kind, p), kind.clone(), p)))
+            .collect()
+    }
+
+    async fn maintain_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.lease_ttl() / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            if let Err(error) = self.maintain().await {
+                tracing::warn!(%error, "NATS partition leases: maintenance failed");
+            }
+        }
+    }
+
+    /// Registers this worker, renews its leases, then gives up or takes
+    /// partitions to hold its fair share.
+    async fn maintain(self: &Arc<Self>) -> Result<()> {
+        let me = self.options.instance.clone();
+        self.leases
+            .put(format!("workers.{me}"), me.clone().into())
+            .await
+            .map_err(|error| unavailable("registering the worker", error))?;
+        let mut owned = self.owned.lock().await;
+        let mut lost = BTreeSet::new();
+        for (key, (revision, _)) in owned.iter_mut() {
+            match self.leases.update(key, me.clone().into(), *revision).await {
+                Ok(next) => *revision = next,
+                Err(error) => {
+                    tracing::warn!(partition = %key, %error, "lost a partition lease; dropping its deliveries");
+                    lost.insert(key.clone());
+                }
+            }
+        }
+        for key in &lost {
+            if let Some((_, stop)) = owned.remove(key) {
+                stop.cancel();
+            }
+        }
+        // Deliveries of a lost partition go back: its new owner gets them.
+        let dropped = self
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .take_partitions(&lost, self.options.partitions);
+        settle(dropped, AckKind::Nak(None)).await;
+
+        let live = self.live_workers().await?.max(1);
+        let keys = self.partition_keys();
+        let share = keys.len().div_ceil(live);
+        if owned.len() > share {
+            let held_partitions: BTreeSet<String> = {
+                let buffer = self.buffer.lock().expect("buffer lock");
+                buffer
+                    .held
+                    .keys()
+                    .map(|key| subjects::lease_key_of(key, self.options.partitions))
+                    .collect()
+            };
+            let extra: Vec<String> = owned
+                .keys()
+                .filter(|key| !held_partitions.contains(*key))
+                .rev()
+                .take(owned.len() - share)
+                .cloned()
+                .collect();
+            for key in extra {
+                if let Some((revision, stop)) = owned.remove(&key) {
+                    self.release_partition(&key, revision, stop).await;
+                    tracing::info!(partition = %key, live, share, "handed a partition to another worker");
+                }
+            }
+        }
+        if owned.len() < share {
+            // Start at an offset of our own so workers do not all race for partition 0.
+            let offset = subjects::partition(&me, u32::try_from(keys.len()).unwrap_or(1)) as usize;
+            for index in 0..keys.len() {
+                let (key, kind, partition) = &keys[(offset + index) % keys.len()];
+                if owned.len() >= share {
+                    break;
+                }
+                if owned.contains_key(key) {
+                    continue;
+                }
+                match self.leases.create(key, me.clone().into()).await {
+                    Ok(revision) => {
+                        let stop = self.shutdown.child_token();
+                        tokio::spawn(self.clone().consume(kind.clone(), *partition, stop.clone()));
+                        owned.insert(key.clone(), (revision, stop));
+                        tracing::debug!(partition = %key, "took a partition");
+                    }
+                    Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}
+                    Err(error) => return Err(unavailable("taking a partition lease", error)),
+                }
+            }
+        }
+        Ok(())
+    }
+
+    async fn live_workers(&self) -> Result<usize> {
+        let mut keys = self
+            .leases
+            .keys()
+            .await
+            .map_err(|error| unavailable("listing workers", error))?;
+        let mut live = 0;
+        while let Some(key) = keys.next().await {
+            if key
+                .map_err(|error| unavailable("listing workers", error))?
+                .starts_with("workers.")
+            {
+                live += 1;
+            }
+        }
+        Ok(live)
+    }
+
+    async fn release_partition(&self, key: &str, revision: u64, stop: CancellationToken) {
+        stop.cancel();
+        let dropped = self
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .take_partitions(&BTreeSet::from([key.to_owned()]), self.options.partitions);
+        settle(dropped, AckKind::Nak(None)).await;
+        if let Err(error) = self.leases.delete_expect_revision(key, Some(revision)).await {
+            tracing::debug!(partition = %key, %error, "releasing a partition lease failed; it expires");
+        }
+    }
+
+    /// Pulls one partition's deliveries into the buffer until `stop`.
+    async fn consume(self: Arc<Self>, kind: String, partition: u32, stop: CancellationToken) {
+        let name = format!("{}_{}_{partition}", self.options.stream_name(), kind);
+        let config = consumer::pull::Config {
+            durable_name: Some(name.clone()),
+            filter_subject: format!("{}.work.{kind}.{partition}.>", self.options.prefix),
+            ack_policy: consumer::AckPolicy::Explicit,
+            ack_wait: self.options.ack_wait,
+            max_ack_pending: self.options.max_buffered,
+            max_deliver: -1,
+            ..consumer::pull::Config::default()
+        };
+        while !stop.is_cancelled() {
+            let messages = async {
+                let consumer = self
+                    .stream
+                    .get_or_create_consumer(&name, config.clone())
+                    .await
+                    .map_err(|error| error.to_string())?;
+                consumer
+                    .stream()
+                    .max_messages_per_batch(64)
+                    .expires(Duration::from_secs(5))
+                    .heartbeat(Duration::from_secs(2))
+                    .messages()
+                    .await
+                    .map_err(|error| error.to_string())
+            };
+            let mut messages = tokio::select! {
+                () = stop.cancelled() => return,
+                messages = messages => match messages {
+                    Ok(messages) => messages,
+                    Err(error) => {
+                        tracing::warn!(consumer = %name, %error, "NATS consumer unavailable; retrying");
+                        tokio::time::sleep(Duration::from_secs(1)).await;
+                        continue;
+                    }
+                },
+            };
+            loop {
+                let next = tokio::select! {
+                    () = stop.cancelled() => return,
+                    next = messages.next() => next,
+                };
+                match next {
+                    Some(Ok(message)) => self.deliver(message).await,
+                    Some(Err(error)) => {
+                        tracing::warn!(consumer = %name, %error, "NATS delivery failed; pulling again");
+                        break;
+                    }
+                    None => break,
+                }
+            }
+        }
+    }
+
+    async fn deliver(&self, message: jetstream::Message) {
+        let (message, acker) = message.split();
+        let Ok(envelope) = serde_json::from_slice::<Envelope>(&message.payload) else {
+            tracing::error!(subject = %message.subject, "dropping a work message that is not a task envelope");
+            settle(vec![Arc::new(acker)], AckKind::Term).await;
+            return;
+        };
+        self.buffer
+            .lock()
+            .expect("buffer lock")
+            .units
+            .entry(envelope.key)
+            .or_default()
+            .insert(envelope.id, Arc::new(acker));
+        self.arrived.notify_one();
+    }
+
+    /// Keeps buffered deliveries from being redelivered while they wait.
+    async fn progress_loop(self: Arc<Self>) {
+        let mut tick = tokio::time::interval(self.options.ack_wait / 3);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                _ = tick.tick() => {}
+            }
+            let ackers: Vec<Arc<Acker>> = self
+                .buffer
+                .lock()
+                .expect("buffer lock")
+                .units
+                .values()
+                .flat_map(|tasks| tasks.values().cloned())
+                .collect();
+            settle(ackers, AckKind::Progress).await;
+        }
+    }
+
+    async fn relay_loop(self: Arc<Self>) {
+        loop {
+            let older_than = tokio::select! {
+                () = self.shutdown.cancelled() => return,
+                () = self.relay_kick.notified() => None,
+                () = tokio::time::sleep(RELAY_SWEEP) => Some(now_micros() - micros(RELAY_SWEEP)),
+            };
+            if let Err(error) = self.relay(older_than).await {
+                tracing::warn!(%error, "publishing queued work to NATS failed; it stays in the outbox and is retried");
+            }
+        }
+    }
+
+    /// Publishes unpublished ledger rows (written before `older_than`, if
+    /// set) and marks them published.
+    async fn relay(&self, older_than: Option<i64>) -> Result<usize> {
+        let _round = self.relaying.lock().await;
+        let mut total = 0;
+        loop {
+            let rows = self.ledger.unpublished(RELAY_BATCH, older_than).await?;
+            let mut acks = Vec::with_capacity(rows.len());
+            let mut failure = None;
+            for (id, key) in &rows {
+                let mut headers = async_nats::HeaderMap::new();
+                headers.insert(
+                    async_nats::header::NATS_MESSAGE_ID,
+                    format!("{}-task-{id}", self.options.prefix).as_str(),
+                );
+                let payload = serde_json::to_vec(&Envelope {
+                    id: *id,
+                    key: key.clone(),
+                })
+                .map_err(|error| Error::Internal(error.to_string()))?;
+                let subject = subjects::subject(&self.options.prefix, key, self.options.partitions);
+                match self
+                    .jetstream
+                    .publish_with_headers(subject, headers, payload.into())
+                    .await
+                {
+                    Ok(ack) => acks.push((*id, ack)),
+                    Err(error) => {
+                        failure = Some(unavailable("publishing work", error));
+                        break;
+                    }
+                }
+            }
+            let mut published = Vec::with_capacity(acks.len());
+            for (id, ack) in acks {
+                match ack.await {
+                    Ok(_) => published.push(id),
+                    Err(error) => failure = Some(unavailable("publishing work (no ack)", error)),
+                }
+            }
+            self.ledger.mark_published(&published).await?;
+            total += published.len();
+            if let Some(error) = failure {
+                return Err(error);
+            }
+            if rows.len() < usize::try_from(RELAY_BATCH).unwrap_or(usize::MAX) {
+                return Ok(total);
+            }
+        }
+    }
+
+    /// One claim attempt over what is buffered now.
+    async fn try_claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>> {
+        let candidates = self
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .candidates(task_types, Instant::now());
+        if candidates.is_empty() {
+            return Ok(None);
+        }
+        let ids: Vec<i64> = candidates.iter().flat_map(|(_, ids)| ids.iter().copied()).collect();
+        let pending = self.ledger.pending_among(&ids).await?;
+        let mut stale = Vec::new();
+        let mut live = Vec::with_capacity(candidates.len());
+        {
+            let mut buffer = self.buffer.lock().expect("buffer lock");
+            for (key, ids) in candidates {
+                let (still, done): (BTreeSet<i64>, BTreeSet<i64>) =
+                    ids.into_iter().partition(|id| pending.contains(id));
+                stale.extend(buffer.take(&key, done));
+                if !still.is_empty() {
+                    live.push((key, still));
+                }
+            }
+        }
+        // Deliveries of tasks the ledger already finished (a worker died
+        // between the two): acknowledged, not repeated.
+        settle(stale, AckKind::Ack).await;
+        let claim = self.ledger.claim_delivered(worker, &live, max, lease).await?;
+        if let Some(claim) = &claim {
+            self.buffer
+                .lock()
+                .expect("buffer lock")
+                .held
+                .insert(claim.work_unit_key.clone(), Instant::now() + lease);
+        }
+        Ok(claim)
+    }
+}
+
+fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
+}
+
+#[async_trait]
+impl WorkQueue for NatsWorkQueue {
+    async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
+        let added = self.inner.ledger.enqueue(tasks).await?;
+        if added > 0 {
+            // Published before returning; if NATS is down they wait in the outbox.
+            if let Err(error) = self.inner.relay(None).await {
+                tracing::warn!(%error, "queued work waits in the outbox until NATS is back");
+            }
+        }
+        Ok(added)
+    }
+
+    async fn claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>> {
+        let consumed: Vec<&str> = task_types
+            .iter()
+            .copied()
+            .filter(|kind| self.inner.options.consume.iter().any(|consumed| consumed == kind))
+            .collect();
+        if consumed.is_empty() || max == 0 {
+            return Ok(None);
+        }
+        let deadline = Instant::now() + self.inner.options.arrival_wait;
+        loop {
+            let arrived = self.inner.arrived.notified();
+            if let Some(claim) = self.inner.try_claim(worker, &consumed, max, lease).await? {
+                return Ok(Some(claim));
+            }
+            tokio::select! {
+                () = arrived => {}
+                () = tokio::time::sleep_until(deadline) => return Ok(None),
+            }
+        }
+    }
+
+    async fn renew(&self, claim: &Claim, lease: Duration) -> Result<()> {
+        self.inner.ledger.renew(claim, lease).await?;
+        self.inner
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .held
+            .insert(claim.work_unit_key.clone(), Instant::now() + lease);
+        Ok(())
+    }
+
+    async fn complete(&self, claim: &Claim, task_ids: &[i64]) -> Result<()> {
+        self.inner.ledger.complete(claim, task_ids).await?;
+        let done = self
+            .inner
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .take(&claim.work_unit_key, task_ids.iter().copied());
+        settle(done, AckKind::Ack).await;
+        Ok(())
+    }
+
+    async fn fail(
+        &self,
+        claim: &Claim,
+        task_ids: &[i64],
+        error: &str,
+        retry_after: Duration,
+        max_attempts: i64,
+    ) -> Result<()> {
+        // Retried tasks stay buffered (kept alive by in-progress acks); dead
+        // ones are found finished by the next claim and acked.
+        self.inner
+            .ledger
+            .fail(claim, task_ids, error, retry_after, max_attempts)
+            .await
+    }
+
+    async fn release(&self, claim: &Claim) -> Result<()> {
+        self.inner
+            .buffer
+            .lock()
+            .expect("buffer lock")
+            .held
+            .remove(&claim.work_unit_key);
+        self.inner.ledger.release(claim).await?;
+        // The unit may have more buffered work for the next claim.
+        self.inner.arrived.notify_one();
+        Ok(())
+    }
+
+    async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {
+        self.inner.ledger.status(filter).await
+    }
+
+    async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64> {
+        self.inner.ledger.purge(done_age, dead_age).await
+    }
+
+    async fn work_arrived(&self) {
+        self.inner.arrived.notified().await;
+    }
+
+    async fn close(&self) {
+        let inner = &self.inner;
+        inner.shutdown.cancel();
+        let owned = std::mem::take(&mut *inner.owned.lock().await);
+        for (key, (revision, stop)) in owned {
+            inner.release_partition(&key, revision, stop).await;
+        }
+        if !inner.options.consume.is_empty() {
+            let _ = inner.leases.purge(format!("workers.{}", inner.options.instance)).await;
+        }
+    }
+}
