@@ -64,6 +64,17 @@ enum Scenario {
         #[arg(long, value_enum, default_value_t = Corpus::Zipf)]
         corpus: Corpus,
     },
+    /// Time from CreateMessages to the derived observation being returned by
+    /// QueryConclusions (needs a running deriver), one message at a time.
+    Visibility {
+        #[arg(long, default_value_t = 10)]
+        samples: usize,
+        #[arg(long, default_value = "visibility")]
+        workspace: String,
+        /// Gives up on a sample after this many seconds.
+        #[arg(long, default_value_t = 120)]
+        timeout_secs: u64,
+    },
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
         /// Batches to send in total.
@@ -202,6 +213,76 @@ async fn ingest(
         wall: started.elapsed(),
     };
     Ok(vec![create_phase, list_phase])
+}
+
+/// Writes one message per sample and polls QueryConclusions (every 20 ms)
+/// until an observation quoting it comes back.
+async fn visibility(target: &str, samples: usize, workspace: &str, timeout: Duration) -> anyhow::Result<Vec<Phase>> {
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await?;
+    let mut ingest = IngestServiceClient::new(channel.clone());
+    let mut recall = RecallServiceClient::new(channel);
+    let nonce = std::process::id();
+    let started = Instant::now();
+    let mut latencies = histogram();
+    for sample in 0..samples {
+        let probe = format!("visibility probe {nonce} number {sample} about sailing");
+        let start = Instant::now();
+        ingest
+            .create_messages(pb::CreateMessagesRequest {
+                workspace_id: workspace.to_owned(),
+                session_id: format!("probe-{nonce}-{sample}"),
+                messages: vec![pb::MessageCreate {
+                    peer_id: "alice".into(),
+                    content: probe.clone(),
+                    ..Default::default()
+                }],
+            })
+            .await
+            .context("CreateMessages failed")?;
+        let text = |value: &str| prost_types::Value {
+            kind: Some(prost_types::value::Kind::StringValue(value.to_owned())),
+        };
+        let filters = prost_types::Struct {
+            fields: [
+                ("observer_id".to_owned(), text("alice")),
+                ("observed_id".to_owned(), text("alice")),
+            ]
+            .into(),
+        };
+        loop {
+            let found = recall
+                .query_conclusions(pb::QueryConclusionsRequest {
+                    workspace_id: workspace.to_owned(),
+                    query: probe.clone(),
+                    top_k: Some(5),
+                    filters: Some(filters.clone()),
+                    ..Default::default()
+                })
+                .await
+                .context("QueryConclusions failed")?
+                .into_inner()
+                .conclusions
+                .iter()
+                .any(|conclusion| conclusion.content.contains(&probe));
+            if found {
+                break;
+            }
+            anyhow::ensure!(
+                start.elapsed() < timeout,
+                "sample {sample}: no observation after {timeout:?}; is a deriver running?"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        latencies.record(elapsed_micros(start))?;
+    }
+    Ok(vec![Phase {
+        name: "visible",
+        latencies,
+        items_per_request: 1,
+        wall: started.elapsed(),
+    }])
 }
 
 async fn search_ingest(
@@ -347,6 +428,11 @@ async fn main() -> anyhow::Result<()> {
             workspace,
             corpus,
         } => search_ingest(&cli.target, corpus, messages, session_size, &workspace).await?,
+        Scenario::Visibility {
+            samples,
+            workspace,
+            timeout_secs,
+        } => visibility(&cli.target, samples, &workspace, Duration::from_secs(timeout_secs)).await?,
         Scenario::Search {
             queries,
             concurrency,

@@ -46,6 +46,23 @@ pub async fn post_json(
     body: &serde_json::Value,
     policy: RetryPolicy,
 ) -> Result<String, HttpError> {
+    let response = post(client, url, bearer, headers, body, policy).await?;
+    response.text().await.map_err(|error| HttpError::Exhausted {
+        attempts: 1,
+        last: format!("unreadable response: {error}"),
+    })
+}
+
+/// Posts `body` as JSON to `url` with the retry rules and returns the first
+/// 2xx response unread (for streamed bodies).
+pub async fn post(
+    client: &reqwest::Client,
+    url: &str,
+    bearer: Option<&str>,
+    headers: &[(&str, &str)],
+    body: &serde_json::Value,
+    policy: RetryPolicy,
+) -> Result<reqwest::Response, HttpError> {
     let mut backoff = policy.initial_backoff;
     let mut last = String::new();
     for attempt in 0..=policy.max_retries {
@@ -61,10 +78,7 @@ pub async fn post_json(
             Ok(response) => {
                 let status = response.status();
                 if status.is_success() {
-                    match response.text().await {
-                        Ok(text) => return Ok(text),
-                        Err(error) => last = format!("unreadable response: {error}"),
-                    }
+                    return Ok(response);
                 } else if status.as_u16() == 429 || status.is_server_error() {
                     if let Some(after) = response
                         .headers()

@@ -1,12 +1,16 @@
 //! The provider-neutral LLM layer: one [`Llm`] trait, chat requests with
-//! optional JSON-schema structured output, token usage, error
-//! classification, a [`FallbackChain`] across providers, and
-//! [`chat_json`]: structured output with a repair step that never turns a
-//! malformed reply into an empty success.
+//! optional JSON-schema structured output and tools, streamed replies
+//! ([`StreamEvent`]), token usage, error classification, a
+//! [`FallbackChain`] across providers, [`chat_json`]: structured output with
+//! a repair step that never turns a malformed reply into an empty success,
+//! and [`run_tools`]: the tool-call / tool-result loop.
 //!
 //! # Layout
 //! - [`openai`]: OpenAI-compatible Chat Completions (OpenAI, OpenRouter,
 //!   vLLM, Ollama, LM Studio, ...).
+//! - [`anthropic`]: Anthropic Messages.
+//! - [`gemini`]: Google Gemini `generateContent`.
+//! - [`sse`]: the server-sent-events reader the streaming adapters share.
 //!
 //! Errors: an unreachable or overloaded provider (after retries) is
 //! `UNAVAILABLE` / `RESOURCE_EXHAUSTED`, which a fallback chain moves past;
@@ -14,20 +18,63 @@
 //! with its reason; a reply that is not the JSON asked for, even after the
 //! repair turn, is `INTERNAL` naming the parse error.
 
+use std::pin::Pin;
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use futures::Stream;
 use roncho_core::{Error, Result};
 use serde::de::DeserializeOwned;
 
+pub mod anthropic;
+pub mod gemini;
 pub mod openai;
+pub mod sse;
+
+/// Where and how to call a provider: the settings every adapter shares.
+#[derive(Debug, Clone)]
+pub struct ProviderConfig {
+    /// The provider's base URL (each adapter documents what it appends).
+    pub base_url: String,
+    pub model: String,
+    pub api_key: Option<String>,
+    /// Limit on one request, streamed bodies included.
+    pub timeout: std::time::Duration,
+    pub retry: roncho_http::RetryPolicy,
+}
+
+impl ProviderConfig {
+    pub fn new(base_url: &str, model: &str) -> Self {
+        Self {
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            model: model.to_owned(),
+            api_key: None,
+            timeout: std::time::Duration::from_secs(120),
+            retry: roncho_http::RetryPolicy {
+                max_retries: 3,
+                initial_backoff: std::time::Duration::from_secs(1),
+            },
+        }
+    }
+
+    /// The HTTP client for these settings.
+    pub(crate) fn client(&self) -> Result<reqwest::Client> {
+        reqwest::Client::builder()
+            .timeout(self.timeout)
+            .build()
+            .map_err(|error| Error::Internal(format!("building the HTTP client: {error}")))
+    }
+}
 
 /// Who says a chat message.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum Role {
     System,
+    #[default]
     User,
     Assistant,
+    /// The result of a tool call (`ChatMessage::tool_result`).
+    Tool,
 }
 
 impl Role {
@@ -37,14 +84,20 @@ impl Role {
             Role::System => "system",
             Role::User => "user",
             Role::Assistant => "assistant",
+            Role::Tool => "tool",
         }
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatMessage {
     pub role: Role,
     pub content: String,
+    /// An assistant turn's tool calls (to continue after them).
+    pub tool_calls: Vec<ToolCall>,
+    /// A tool result: the call it answers (id, and name for providers that key by name).
+    pub tool_call_id: Option<String>,
+    pub tool_name: Option<String>,
 }
 
 impl ChatMessage {
@@ -52,8 +105,49 @@ impl ChatMessage {
         Self {
             role,
             content: content.into(),
+            ..Self::default()
         }
     }
+
+    /// The assistant turn that asked for `calls` (with any text it said).
+    pub fn assistant_tool_calls(content: impl Into<String>, calls: Vec<ToolCall>) -> Self {
+        Self {
+            role: Role::Assistant,
+            content: content.into(),
+            tool_calls: calls,
+            ..Self::default()
+        }
+    }
+
+    /// The result of `call`, to send back.
+    pub fn tool_result(call: &ToolCall, content: impl Into<String>) -> Self {
+        Self {
+            role: Role::Tool,
+            content: content.into(),
+            tool_call_id: Some(call.id.clone()),
+            tool_name: Some(call.name.clone()),
+            ..Self::default()
+        }
+    }
+}
+
+/// A function the model may call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Tool {
+    pub name: String,
+    pub description: String,
+    /// JSON schema of the arguments object.
+    pub parameters: serde_json::Value,
+}
+
+/// A call the model asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The provider's id for the call (generated where a provider has none).
+    pub id: String,
+    pub name: String,
+    /// The arguments object.
+    pub arguments: serde_json::Value,
 }
 
 /// A JSON schema the reply must follow.
@@ -63,13 +157,15 @@ pub struct JsonSchema {
     pub schema: serde_json::Value,
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatRequest {
     pub messages: Vec<ChatMessage>,
     pub max_tokens: u32,
     pub temperature: Option<f32>,
     /// Ask for structured output following this schema.
     pub json_schema: Option<JsonSchema>,
+    /// Functions the model may call instead of answering.
+    pub tools: Vec<Tool>,
 }
 
 /// Tokens a call consumed.
@@ -86,20 +182,128 @@ impl std::ops::AddAssign for Usage {
     }
 }
 
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatResponse {
     pub content: String,
+    /// Calls the model asked for (answer them with [`ChatMessage::tool_result`]).
+    pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
-    /// `stop`, `length`, ... as the provider says.
+    /// `stop`, `length`, `tool_calls`, ... as the provider says.
     pub finish_reason: Option<String>,
 }
+
+/// A piece of a streamed reply.
+#[derive(Debug, Clone, PartialEq)]
+pub enum StreamEvent {
+    /// More text.
+    Text(String),
+    /// A complete tool call (streamed arguments are assembled first).
+    ToolCall(ToolCall),
+    /// The end: usage and why it stopped.
+    Done {
+        usage: Usage,
+        finish_reason: Option<String>,
+    },
+}
+
+/// A streamed reply; an error mid-stream ends it.
+pub type EventStream = Pin<Box<dyn Stream<Item = Result<StreamEvent>> + Send>>;
 
 /// A chat model behind some provider.
 #[async_trait]
 pub trait Llm: Send + Sync + 'static {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse>;
+
+    /// Streams the reply. Providers without streaming answer in one piece.
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream> {
+        let response = self.chat(request).await?;
+        Ok(Box::pin(futures::stream::iter(events_of(response).into_iter().map(Ok))))
+    }
+
     /// Provider and model, for logs and status (`openai-compatible/gpt-4o-mini`).
     fn model_id(&self) -> String;
+}
+
+/// The events a whole reply streams as.
+fn events_of(response: ChatResponse) -> Vec<StreamEvent> {
+    let mut events = Vec::new();
+    if !response.content.is_empty() {
+        events.push(StreamEvent::Text(response.content));
+    }
+    events.extend(response.tool_calls.into_iter().map(StreamEvent::ToolCall));
+    events.push(StreamEvent::Done {
+        usage: response.usage,
+        finish_reason: response.finish_reason,
+    });
+    events
+}
+
+/// Reads a stream to its end and returns the whole reply.
+pub async fn collect(mut stream: EventStream) -> Result<ChatResponse> {
+    use futures::StreamExt;
+    let mut response = ChatResponse::default();
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Text(text) => response.content.push_str(&text),
+            StreamEvent::ToolCall(call) => response.tool_calls.push(call),
+            StreamEvent::Done { usage, finish_reason } => {
+                response.usage = usage;
+                response.finish_reason = finish_reason;
+                return Ok(response);
+            }
+        }
+    }
+    Err(Error::Unavailable(
+        "the model's stream ended before its final event".into(),
+    ))
+}
+
+/// Runs the tool loop: asks `llm`, runs each tool call it makes through
+/// `run` and sends the results back, until it answers without calls or
+/// `max_turns` model calls were made (then the last reply is returned with
+/// `finish_reason` `max_turns`). A tool error is sent to the model as the
+/// result (`error: ...`), so it can recover; a model error ends the loop.
+pub async fn run_tools<F, Fut>(
+    llm: &dyn Llm,
+    mut request: ChatRequest,
+    max_turns: usize,
+    mut run: F,
+) -> Result<(ChatResponse, Vec<ChatMessage>)>
+where
+    F: FnMut(ToolCall) -> Fut + Send,
+    Fut: std::future::Future<Output = Result<String>> + Send,
+{
+    let mut usage = Usage::default();
+    for _ in 0..max_turns.max(1) {
+        let mut response = llm.chat(&request).await?;
+        usage += response.usage;
+        if response.tool_calls.is_empty() {
+            response.usage = usage;
+            return Ok((response, request.messages));
+        }
+        request.messages.push(ChatMessage::assistant_tool_calls(
+            response.content.clone(),
+            response.tool_calls.clone(),
+        ));
+        for call in response.tool_calls.clone() {
+            let result = match run(call.clone()).await {
+                Ok(result) => result,
+                Err(error) => format!("error: {error}"),
+            };
+            request.messages.push(ChatMessage::tool_result(&call, result));
+        }
+        if request.messages.len() > 10_000 {
+            break;
+        }
+    }
+    Ok((
+        ChatResponse {
+            finish_reason: Some("max_turns".into()),
+            usage,
+            ..ChatResponse::default()
+        },
+        request.messages,
+    ))
 }
 
 /// Providers tried in order: the next one is asked when a provider is
@@ -121,6 +325,23 @@ impl Llm for FallbackChain {
         for provider in &self.providers {
             match provider.chat(request).await {
                 Ok(response) => return Ok(response),
+                Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_))) => {
+                    tracing::warn!(model = %provider.model_id(), %error, "LLM provider failed; trying the next");
+                    last = error;
+                }
+                Err(error) => return Err(error),
+            }
+        }
+        Err(last)
+    }
+
+    /// Falls back only while starting a stream; once events flow, an error
+    /// ends the stream (its text may already have been shown).
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream> {
+        let mut last = Error::FailedPrecondition("the LLM fallback chain is empty".into());
+        for provider in &self.providers {
+            match provider.chat_stream(request).await {
+                Ok(stream) => return Ok(stream),
                 Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_))) => {
                     tracing::warn!(model = %provider.model_id(), %error, "LLM provider failed; trying the next");
                     last = error;

@@ -2,44 +2,23 @@
 //! OpenAI, OpenRouter, vLLM, Ollama, LM Studio and others. Structured output
 //! asks for `response_format: json_schema`; a server that rejects it (many
 //! local servers) is asked again with `json_object` and the schema in the
-//! system prompt, and later calls go straight to that fallback.
+//! system prompt, and later calls go straight to that fallback. Tools are
+//! `tools: [{type: function, ...}]`; streaming reads `data:` chunks until
+//! `[DONE]`, assembling tool-call arguments from their fragments.
 
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::Duration;
 
 use async_trait::async_trait;
 use roncho_core::{Error, Result};
-use roncho_http::{HttpError, RetryPolicy, post_json};
+use roncho_http::HttpError;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::{ChatRequest, ChatResponse, Llm, Usage};
+use crate::sse::{Decoder, SseEvent};
+use crate::{ChatRequest, ChatResponse, EventStream, Llm, Role, StreamEvent, ToolCall, Usage};
 
-/// Where and how to call the server.
-#[derive(Debug, Clone)]
-pub struct OpenAiChatConfig {
-    /// e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`.
-    pub base_url: String,
-    pub model: String,
-    pub api_key: Option<String>,
-    pub timeout: Duration,
-    pub retry: RetryPolicy,
-}
-
-impl OpenAiChatConfig {
-    pub fn new(base_url: &str, model: &str) -> Self {
-        Self {
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            model: model.to_owned(),
-            api_key: None,
-            timeout: Duration::from_secs(120),
-            retry: RetryPolicy {
-                max_retries: 3,
-                initial_backoff: Duration::from_secs(1),
-            },
-        }
-    }
-}
+/// Where and how to call the API (`base_url`: e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`).
+pub type OpenAiChatConfig = crate::ProviderConfig;
 
 /// The OpenAI-compatible chat client.
 #[derive(Debug)]
@@ -68,6 +47,39 @@ struct Choice {
 struct WireMessage {
     #[serde(default)]
     content: Option<String>,
+    #[serde(default)]
+    tool_calls: Vec<WireToolCall>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireToolCall {
+    #[serde(default)]
+    index: Option<usize>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    function: WireFunction,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct WireFunction {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    arguments: Option<String>,
+}
+
+/// Parses a tool call's arguments (a JSON string on this wire).
+pub(crate) fn parse_arguments(model: &str, name: &str, arguments: &str) -> Result<Value> {
+    if arguments.trim().is_empty() {
+        return Ok(json!({}));
+    }
+    serde_json::from_str(arguments).map_err(|error| {
+        Error::Internal(format!(
+            "{model}: the arguments of tool call {name} are not JSON ({error}): {}",
+            arguments.chars().take(200).collect::<String>()
+        ))
+    })
 }
 
 #[derive(Debug, Deserialize)]
@@ -80,10 +92,7 @@ struct WireUsage {
 
 impl OpenAiChat {
     pub fn new(config: OpenAiChatConfig) -> Result<Self> {
-        let client = reqwest::Client::builder()
-            .timeout(config.timeout)
-            .build()
-            .map_err(|error| Error::Internal(format!("building the HTTP client: {error}")))?;
+        let client = config.client()?;
         Ok(Self {
             config,
             client,
@@ -92,12 +101,19 @@ impl OpenAiChat {
     }
 
     fn body(&self, request: &ChatRequest, schema_mode: bool) -> Value {
-        let mut messages: Vec<Value> = request
-            .messages
-            .iter()
-            .map(|message| json!({"role": message.role.name(), "content": message.content}))
-            .collect();
+        let mut messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({"model": self.config.model, "max_tokens": request.max_tokens});
+        if !request.tools.is_empty() {
+            body["tools"] = request
+                .tools
+                .iter()
+                .map(|tool| {
+                    json!({"type": "function", "function": {
+                        "name": tool.name, "description": tool.description, "parameters": tool.parameters,
+                    }})
+                })
+                .collect();
+        }
         if let Some(temperature) = request.temperature {
             body["temperature"] = json!(temperature);
         }
@@ -126,8 +142,16 @@ impl OpenAiChat {
     }
 
     async fn post(&self, body: &Value) -> std::result::Result<String, HttpError> {
+        let response = self.post_stream(body).await?;
+        response.text().await.map_err(|error| HttpError::Exhausted {
+            attempts: 1,
+            last: format!("unreadable response: {error}"),
+        })
+    }
+
+    async fn post_stream(&self, body: &Value) -> std::result::Result<reqwest::Response, HttpError> {
         let url = format!("{}/chat/completions", self.config.base_url);
-        post_json(
+        roncho_http::post(
             &self.client,
             &url,
             self.config.api_key.as_deref(),
@@ -139,7 +163,15 @@ impl OpenAiChat {
     }
 
     fn classify(&self, error: HttpError) -> Error {
-        let model = self.model_id();
+        classify(&self.model_id(), error)
+    }
+}
+
+/// Error classes shared by the providers: a refused key or request is
+/// final (`FAILED_PRECONDITION`), exhausted 429s are `RESOURCE_EXHAUSTED`,
+/// anything else retried to exhaustion is `UNAVAILABLE`.
+pub(crate) fn classify(model: &str, error: HttpError) -> Error {
+    {
         match error {
             HttpError::Status {
                 status: 401 | 403,
@@ -157,6 +189,123 @@ impl OpenAiChat {
             }
             HttpError::Exhausted { .. } => Error::Unavailable(format!("{model}: {error}")),
         }
+    }
+}
+
+/// One message on the Chat Completions wire.
+fn wire_message(message: &crate::ChatMessage) -> Value {
+    match message.role {
+        Role::Tool => json!({
+            "role": "tool",
+            "tool_call_id": message.tool_call_id,
+            "content": message.content,
+        }),
+        Role::Assistant if !message.tool_calls.is_empty() => json!({
+            "role": "assistant",
+            "content": if message.content.is_empty() { Value::Null } else { json!(message.content) },
+            "tool_calls": message.tool_calls.iter().map(|call| json!({
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments.to_string()},
+            })).collect::<Vec<_>>(),
+        }),
+        role => json!({"role": role.name(), "content": message.content}),
+    }
+}
+
+/// Assembles streamed Chat Completions chunks.
+struct ChunkDecoder {
+    model: String,
+    /// Tool calls by index: id, name, argument fragments.
+    calls: std::collections::BTreeMap<usize, (String, String, String)>,
+    usage: Usage,
+    finish_reason: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+struct Chunk {
+    #[serde(default)]
+    choices: Vec<ChunkChoice>,
+    #[serde(default)]
+    usage: Option<WireUsage>,
+}
+
+#[derive(Debug, Deserialize)]
+struct ChunkChoice {
+    #[serde(default)]
+    delta: Option<WireMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+impl Decoder for ChunkDecoder {
+    fn decode(&mut self, event: &SseEvent) -> Result<Vec<StreamEvent>> {
+        if event.data.trim() == "[DONE]" {
+            return self.complete();
+        }
+        let chunk: Chunk = serde_json::from_str(&event.data).map_err(|error| {
+            Error::Unavailable(format!(
+                "{}: malformed stream chunk ({error}): {}",
+                self.model,
+                event.data.chars().take(200).collect::<String>()
+            ))
+        })?;
+        if let Some(usage) = chunk.usage {
+            self.usage = Usage {
+                input_tokens: usage.prompt_tokens,
+                output_tokens: usage.completion_tokens,
+            };
+        }
+        let mut events = Vec::new();
+        for choice in chunk.choices {
+            if let Some(reason) = choice.finish_reason {
+                self.finish_reason = Some(reason);
+            }
+            let Some(delta) = choice.delta else { continue };
+            if let Some(text) = delta.content.filter(|text| !text.is_empty()) {
+                events.push(StreamEvent::Text(text));
+            }
+            for (position, call) in delta.tool_calls.into_iter().enumerate() {
+                let entry = self.calls.entry(call.index.unwrap_or(position)).or_default();
+                if let Some(id) = call.id {
+                    entry.0 = id;
+                }
+                if let Some(name) = call.function.name {
+                    entry.1.push_str(&name);
+                }
+                if let Some(arguments) = call.function.arguments {
+                    entry.2.push_str(&arguments);
+                }
+            }
+        }
+        Ok(events)
+    }
+
+    fn finish(&mut self) -> Result<Vec<StreamEvent>> {
+        // Without `[DONE]`, only a finish reason says the reply is whole.
+        if self.finish_reason.is_none() {
+            return Ok(Vec::new());
+        }
+        self.complete()
+    }
+}
+
+impl ChunkDecoder {
+    /// The assembled tool calls and the final event.
+    fn complete(&mut self) -> Result<Vec<StreamEvent>> {
+        let mut events = Vec::new();
+        for (index, (id, name, arguments)) in std::mem::take(&mut self.calls) {
+            events.push(StreamEvent::ToolCall(ToolCall {
+                id: if id.is_empty() { format!("call_{index}") } else { id },
+                arguments: parse_arguments(&self.model, &name, &arguments)?,
+                name,
+            }));
+        }
+        events.push(StreamEvent::Done {
+            usage: self.usage,
+            finish_reason: self.finish_reason.take(),
+        });
+        Ok(events)
     }
 }
 
@@ -197,11 +346,53 @@ impl Llm for OpenAiChat {
             .into_iter()
             .next()
             .ok_or_else(|| Error::Unavailable(format!("{}: the completion has no choices", self.model_id())))?;
+        let model = self.model_id();
+        let tool_calls = choice
+            .message
+            .tool_calls
+            .into_iter()
+            .enumerate()
+            .map(|(index, call)| {
+                let name = call.function.name.unwrap_or_default();
+                Ok(ToolCall {
+                    id: call.id.unwrap_or_else(|| format!("call_{index}")),
+                    arguments: parse_arguments(&model, &name, call.function.arguments.as_deref().unwrap_or(""))?,
+                    name,
+                })
+            })
+            .collect::<Result<Vec<_>>>()?;
         Ok(ChatResponse {
             content: choice.message.content.unwrap_or_default(),
+            tool_calls,
             usage,
             finish_reason: choice.finish_reason,
         })
+    }
+
+    async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream> {
+        let schema_mode = request.json_schema.is_some() && !self.schema_unsupported.load(Ordering::Relaxed);
+        let with_stream = |mut body: Value| {
+            body["stream"] = json!(true);
+            body["stream_options"] = json!({"include_usage": true});
+            body
+        };
+        let response = match self.post_stream(&with_stream(self.body(request, schema_mode))).await {
+            Ok(response) => response,
+            Err(error) if schema_mode && rejects_schema(&error) => {
+                self.schema_unsupported.store(true, Ordering::Relaxed);
+                self.post_stream(&with_stream(self.body(request, false)))
+                    .await
+                    .map_err(|error| self.classify(error))?
+            }
+            Err(error) => return Err(self.classify(error)),
+        };
+        let decoder = ChunkDecoder {
+            model: self.model_id(),
+            calls: std::collections::BTreeMap::new(),
+            usage: Usage::default(),
+            finish_reason: None,
+        };
+        Ok(crate::sse::stream(response, decoder, self.model_id()))
     }
 
     fn model_id(&self) -> String {

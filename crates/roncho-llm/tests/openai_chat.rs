@@ -69,6 +69,7 @@ fn request(schema: bool) -> ChatRequest {
             name: "facts".into(),
             schema: json!({"type": "object", "properties": {"facts": {"type": "array", "items": {"type": "string"}}}, "required": ["facts"]}),
         }),
+        ..ChatRequest::default()
     }
 }
 

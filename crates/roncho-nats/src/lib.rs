@@ -48,6 +48,8 @@ use tokio_util::sync::CancellationToken;
 const CANDIDATES: usize = 16;
 /// Rows the relay publishes per round.
 const RELAY_BATCH: i64 = 256;
+/// How often a worker renews its leases and rebalances, at most.
+const REBALANCE_EVERY: Duration = Duration::from_secs(2);
 /// How often every process sweeps the outbox for rows a dead publisher left.
 const RELAY_SWEEP: Duration = Duration::from_secs(2);
 
@@ -377,7 +379,9 @@ impl Inner {
     }
 
     async fn maintain_loop(self: Arc<Self>) {
-        let mut tick = tokio::time::interval(self.lease_ttl() / 3);
+        // Renewal needs a third of the TTL; rebalancing when workers come
+        // and go wants more often than that.
+        let mut tick = tokio::time::interval((self.lease_ttl() / 3).min(REBALANCE_EVERY));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
             tokio::select! {

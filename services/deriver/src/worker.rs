@@ -334,6 +334,7 @@ impl Worker {
                     "additionalProperties": false,
                 }),
             }),
+            ..ChatRequest::default()
         };
         let (observations, usage) = chat_json::<Observations>(llm, request).await?;
         tracing::debug!(model = %llm.model_id(), input = usage.input_tokens, output = usage.output_tokens, "derived");
@@ -511,6 +512,7 @@ impl Worker {
             max_tokens,
             temperature: Some(0.2),
             json_schema: None,
+            ..ChatRequest::default()
         };
         let reply = llm.chat(&request).await?;
         let text = reply.content.trim().to_owned();
