@@ -50,6 +50,8 @@ const CANDIDATES: usize = 16;
 const RELAY_BATCH: i64 = 256;
 /// How often a worker renews its leases and rebalances, at most.
 const REBALANCE_EVERY: Duration = Duration::from_secs(2);
+/// How long one pull request waits at the server.
+const PULL_EXPIRES: Duration = Duration::from_secs(3);
 /// How often every process sweeps the outbox for rows a dead publisher left.
 const RELAY_SWEEP: Duration = Duration::from_secs(2);
 
@@ -207,6 +209,16 @@ struct Envelope {
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> Error {
     Error::Unavailable(format!("NATS: {what}: {error}"))
+}
+
+/// Naks released deliveries once this process's pull requests have
+/// expired, so the partition's new owner gets them right away.
+async fn give_back(ackers: Vec<Arc<Acker>>) {
+    if ackers.is_empty() {
+        return;
+    }
+    tokio::time::sleep(PULL_EXPIRES + Duration::from_millis(500)).await;
+    settle(ackers, AckKind::Nak(None)).await;
 }
 
 /// Acks (or naks) deliveries, logging failures: an unacked delivery is
@@ -424,7 +436,7 @@ impl Inner {
             .lock()
             .expect("buffer lock")
             .take_partitions(&lost, self.options.partitions);
-        settle(dropped, AckKind::Nak(None)).await;
+        tokio::spawn(give_back(dropped));
 
         let live = self.live_workers().await?.max(1);
         let keys = self.partition_keys();
@@ -447,7 +459,7 @@ impl Inner {
                 .collect();
             for key in extra {
                 if let Some((revision, stop)) = owned.remove(&key) {
-                    self.release_partition(&key, revision, stop).await;
+                    tokio::spawn(give_back(self.release_partition(&key, revision, stop).await));
                     tracing::info!(partition = %key, live, share, "handed a partition to another worker");
                 }
             }
@@ -496,17 +508,22 @@ impl Inner {
         Ok(live)
     }
 
-    async fn release_partition(&self, key: &str, revision: u64, stop: CancellationToken) {
+    /// Stops consuming a partition and frees its lease at once; returns its
+    /// buffered deliveries, to give back with [`give_back`] — not before
+    /// this process's last pull request on the partition has expired, or
+    /// the server would redeliver them into that dead request and they
+    /// would wait out the whole ack wait.
+    async fn release_partition(&self, key: &str, revision: u64, stop: CancellationToken) -> Vec<Arc<Acker>> {
         stop.cancel();
         let dropped = self
             .buffer
             .lock()
             .expect("buffer lock")
             .take_partitions(&BTreeSet::from([key.to_owned()]), self.options.partitions);
-        settle(dropped, AckKind::Nak(None)).await;
         if let Err(error) = self.leases.delete_expect_revision(key, Some(revision)).await {
             tracing::debug!(partition = %key, %error, "releasing a partition lease failed; it expires");
         }
+        dropped
     }
 
     /// Pulls one partition's deliveries into the buffer until `stop`.
@@ -531,8 +548,8 @@ impl Inner {
                 consumer
                     .stream()
                     .max_messages_per_batch(64)
-                    .expires(Duration::from_secs(5))
-                    .heartbeat(Duration::from_secs(2))
+                    .expires(PULL_EXPIRES)
+                    .heartbeat(PULL_EXPIRES / 3)
                     .messages()
                     .await
                     .map_err(|error| error.to_string())
@@ -814,9 +831,11 @@ impl WorkQueue for NatsWorkQueue {
         let inner = &self.inner;
         inner.shutdown.cancel();
         let owned = std::mem::take(&mut *inner.owned.lock().await);
+        let mut released = Vec::new();
         for (key, (revision, stop)) in owned {
-            inner.release_partition(&key, revision, stop).await;
+            released.extend(inner.release_partition(&key, revision, stop).await);
         }
+        give_back(released).await;
         if !inner.options.consume.is_empty() {
             let _ = inner.leases.purge(format!("workers.{}", inner.options.instance)).await;
         }
