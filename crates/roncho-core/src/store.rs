@@ -187,6 +187,11 @@ pub trait Store: Send + Sync + 'static {
     async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()>;
     /// Soft-deletes a conclusion: it disappears from every read but is kept.
     async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// Replaces conclusion `old_id` with `new` in one transaction: the old one
+    /// is soft-deleted (its vector tombstoned) and the new one carries its
+    /// `times_derived` plus one. Honcho's semantic dedup keeps the better
+    /// worded of two near-identical facts this way.
+    async fn supersede_conclusion(&self, workspace_id: &str, old_id: &str, new: NewConclusion) -> Result<Conclusion>;
     /// The newest and the most derived live conclusions of one collection.
     async fn collection_conclusions(
         &self,

@@ -168,57 +168,33 @@ impl SqlStore {
         let mut tx = self.begin_write().await?;
         let mut created = Vec::with_capacity(conclusions.len());
         for new in conclusions {
-            load_peer(tx.conn(), workspace_id, &new.observer_id).await?;
-            load_peer(tx.conn(), workspace_id, &new.observed_id).await?;
-            if let Some(session_id) = &new.session_id {
-                load_session(tx.conn(), workspace_id, session_id).await?;
-            }
-            let conclusion = Conclusion {
-                id: new_public_id(),
-                workspace_id: workspace_id.to_owned(),
-                observer_id: new.observer_id,
-                observed_id: new.observed_id,
-                session_id: new.session_id,
-                level: new.level,
-                content: new.content,
-                premises: new.premises,
-                source_ids: new.source_ids,
-                times_derived: 1,
-                metadata: new.metadata,
-                created_at: now,
-            };
-            let mut sql = Sql::new(
-                "INSERT INTO documents (public_id, workspace_name, observer, observed, session_name, level, content, \
-                 premises, source_ids, times_derived, metadata, created_at) VALUES (",
-            );
-            sql.bind(conclusion.id.as_str())
-                .push(", ")
-                .bind(workspace_id)
-                .push(", ");
-            sql.bind(conclusion.observer_id.as_str())
-                .push(", ")
-                .bind(conclusion.observed_id.as_str())
-                .push(", ");
-            match &conclusion.session_id {
-                Some(session_id) => sql.bind(session_id.as_str()),
-                None => sql.push("NULL"),
-            };
-            sql.push(", ")
-                .bind(conclusion.level.as_str())
-                .push(", ")
-                .bind(conclusion.content.as_str())
-                .push(", ");
-            sql.bind(to_json_list(&conclusion.premises))
-                .push(", ")
-                .bind(to_json_list(&conclusion.source_ids));
-            sql.push(", 1, ")
-                .bind(to_json(&conclusion.metadata))
-                .push(", ")
-                .bind(now)
-                .push(")");
-            execute(tx.conn(), &sql).await?;
-            created.push(conclusion);
+            created.push(insert_conclusion(tx.conn(), workspace_id, new, 1, now).await?);
         }
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    /// Soft-deletes `old_id` (tombstoning its vector) and inserts `new`
+    /// carrying the old `times_derived` plus one, in one transaction.
+    pub(crate) async fn supersede_conclusion_impl(
+        &self,
+        workspace_id: &str,
+        old_id: &str,
+        new: NewConclusion,
+    ) -> Result<Conclusion> {
+        let now = now_micros();
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("SELECT times_derived FROM documents WHERE workspace_name = ");
+        sql.bind(workspace_id)
+            .push(" AND public_id = ")
+            .bind(old_id)
+            .push(" AND deleted_at IS NULL");
+        let row = crate::store::fetch_optional(tx.conn(), &sql)
+            .await?
+            .ok_or_else(|| Error::not_found("conclusion", old_id))?;
+        let times_derived: i64 = rows::get(&row, "times_derived")?;
+        soft_delete_conclusion(tx.conn(), workspace_id, old_id, now).await?;
+        let created = insert_conclusion(tx.conn(), workspace_id, new, times_derived + 1, now).await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -246,20 +222,7 @@ impl SqlStore {
 
     pub(crate) async fn delete_conclusion_impl(&self, workspace_id: &str, id: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        crate::sync::tombstone_documents(tx.conn(), |sql| {
-            sql.push("d.workspace_name = ")
-                .bind(workspace_id)
-                .push(" AND d.public_id = ")
-                .bind(id);
-            sql.push(" AND d.deleted_at IS NULL");
-        })
-        .await?;
-        let mut sql = Sql::new("UPDATE documents SET deleted_at = ");
-        sql.bind(now_micros())
-            .push(" WHERE workspace_name = ")
-            .bind(workspace_id);
-        sql.push(" AND public_id = ").bind(id).push(" AND deleted_at IS NULL");
-        if execute(tx.conn(), &sql).await? == 0 {
+        if !soft_delete_conclusion(tx.conn(), workspace_id, id, now_micros()).await? {
             return Err(Error::not_found("conclusion", id));
         }
         tx.commit().await
@@ -448,6 +411,87 @@ impl SqlStore {
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
+}
+
+/// Inserts one conclusion with `times_derived`, checking its peers and session.
+async fn insert_conclusion(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    new: NewConclusion,
+    times_derived: i64,
+    now: i64,
+) -> Result<Conclusion> {
+    load_peer(conn, workspace_id, &new.observer_id).await?;
+    load_peer(conn, workspace_id, &new.observed_id).await?;
+    if let Some(session_id) = &new.session_id {
+        load_session(conn, workspace_id, session_id).await?;
+    }
+    let conclusion = Conclusion {
+        id: new_public_id(),
+        workspace_id: workspace_id.to_owned(),
+        observer_id: new.observer_id,
+        observed_id: new.observed_id,
+        session_id: new.session_id,
+        level: new.level,
+        content: new.content,
+        premises: new.premises,
+        source_ids: new.source_ids,
+        times_derived,
+        metadata: new.metadata,
+        created_at: now,
+    };
+    let mut sql = Sql::new(
+        "INSERT INTO documents (public_id, workspace_name, observer, observed, session_name, level, content, \
+         premises, source_ids, times_derived, metadata, created_at) VALUES (",
+    );
+    sql.bind(conclusion.id.as_str())
+        .push(", ")
+        .bind(workspace_id)
+        .push(", ");
+    sql.bind(conclusion.observer_id.as_str())
+        .push(", ")
+        .bind(conclusion.observed_id.as_str())
+        .push(", ");
+    match &conclusion.session_id {
+        Some(session_id) => sql.bind(session_id.as_str()),
+        None => sql.push("NULL"),
+    };
+    sql.push(", ")
+        .bind(conclusion.level.as_str())
+        .push(", ")
+        .bind(conclusion.content.as_str())
+        .push(", ");
+    sql.bind(to_json_list(&conclusion.premises))
+        .push(", ")
+        .bind(to_json_list(&conclusion.source_ids))
+        .push(", ")
+        .bind(times_derived)
+        .push(", ");
+    sql.bind(to_json(&conclusion.metadata)).push(", ").bind(now).push(")");
+    execute(conn, &sql).await?;
+    Ok(conclusion)
+}
+
+/// Soft-deletes one live conclusion and tombstones its vector; returns
+/// whether there was one.
+async fn soft_delete_conclusion(
+    conn: &mut sqlx::AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    now: i64,
+) -> Result<bool> {
+    crate::sync::tombstone_documents(conn, |sql| {
+        sql.push("d.workspace_name = ")
+            .bind(workspace_id)
+            .push(" AND d.public_id = ")
+            .bind(id);
+        sql.push(" AND d.deleted_at IS NULL");
+    })
+    .await?;
+    let mut sql = Sql::new("UPDATE documents SET deleted_at = ");
+    sql.bind(now).push(" WHERE workspace_name = ").bind(workspace_id);
+    sql.push(" AND public_id = ").bind(id).push(" AND deleted_at IS NULL");
+    Ok(execute(conn, &sql).await? > 0)
 }
 
 #[cfg(test)]

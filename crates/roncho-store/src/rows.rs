@@ -14,7 +14,7 @@ pub const SESSION_COLUMNS: &str = "s.workspace_name, s.name, s.is_active, s.meta
 pub const MESSAGE_COLUMNS: &str = "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, m.metadata, m.created_at, m.token_count, m.seq_in_session";
 pub const WEBHOOK_COLUMNS: &str = "id, workspace_name, url, created_at";
 
-fn get<'r, T>(row: &'r AnyRow, column: &str) -> Result<T>
+pub(crate) fn get<'r, T>(row: &'r AnyRow, column: &str) -> Result<T>
 where
     T: sqlx::Decode<'r, sqlx::Any> + sqlx::Type<sqlx::Any>,
 {

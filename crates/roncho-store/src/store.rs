@@ -69,7 +69,7 @@ async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
     sql.query()?.fetch_all(conn).await.map_err(db_error)
 }
 
-async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<AnyRow>> {
+pub(crate) async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<AnyRow>> {
     sql.query()?.fetch_optional(conn).await.map_err(db_error)
 }
 
@@ -1231,6 +1231,10 @@ impl Store for SqlStore {
 
     async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()> {
         self.delete_conclusion_impl(workspace_id, id).await
+    }
+
+    async fn supersede_conclusion(&self, workspace_id: &str, old_id: &str, new: NewConclusion) -> Result<Conclusion> {
+        self.supersede_conclusion_impl(workspace_id, old_id, new).await
     }
 
     async fn collection_conclusions(

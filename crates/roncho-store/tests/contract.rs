@@ -102,6 +102,7 @@ store_contract_suite!(
     session_summaries_are_set_replaced_and_bound_context,
     conclusions_are_created_listed_and_soft_deleted,
     rederived_conclusions_count_up,
+    a_superseded_conclusion_hands_on_its_count,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
@@ -1415,4 +1416,44 @@ async fn rederived_conclusions_count_up(store: &dyn Store) {
         3,
         "scoped to the workspace"
     );
+}
+
+async fn a_superseded_conclusion_hands_on_its_count(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let old = store
+        .create_conclusions("w", vec![new_conclusion("alice", "alice", "Alice likes tea")])
+        .await
+        .unwrap()
+        .remove(0);
+    store
+        .increment_times_derived("w", std::slice::from_ref(&old.id))
+        .await
+        .unwrap();
+    let before = store.tombstones(100).await.unwrap().len();
+    let better = store
+        .supersede_conclusion("w", &old.id, new_conclusion("alice", "alice", "Alice likes green tea"))
+        .await
+        .unwrap();
+    assert_eq!(better.times_derived, 3, "the old count (2) plus this derivation");
+    let stored = store
+        .conclusions_by_ids("w", &[old.id.clone(), better.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|c| (c.content.as_str(), c.times_derived))
+            .collect::<Vec<_>>(),
+        [("Alice likes green tea", 3)],
+        "the old one is soft-deleted"
+    );
+    let tombstones = store.tombstones(100).await.unwrap();
+    assert_eq!(tombstones.len(), before + 1, "its vector goes too");
+    assert!(tombstones.iter().any(|t| t.id == old.id));
+    assert!(matches!(
+        store
+            .supersede_conclusion("w", &old.id, new_conclusion("alice", "alice", "again"))
+            .await,
+        Err(Error::NotFound { .. })
+    ));
 }

@@ -16,10 +16,42 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_server::DeriverService;
 use tonic::Request;
 
+/// How the deriver works, for queue status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Derivation {
+    /// The deriver's model, `None`: extractive observations.
+    pub observations: Option<String>,
+    /// The summariser's model, `None`: extractive summaries.
+    pub summaries: Option<String>,
+}
+
+impl Derivation {
+    /// Says which models run, or that the work is extractive.
+    pub fn describe(&self) -> String {
+        match (&self.observations, &self.summaries) {
+            (None, None) => {
+                "extractive (no LLM configured): observations quote the messages, summaries list the turns".to_owned()
+            }
+            (observations, summaries) => {
+                let name = |model: &Option<String>| model.clone().unwrap_or_else(|| "extractive".to_owned());
+                format!("observations: {}; summaries: {}", name(observations), name(summaries))
+            }
+        }
+    }
+}
+
+fn mode(model: &Option<String>) -> pb::DerivationMode {
+    match model {
+        Some(_) => pb::DerivationMode::Llm,
+        None => pb::DerivationMode::Extractive,
+    }
+}
+
 /// Serves `DeriverService`.
 #[derive(Clone)]
 pub struct Deriver {
     queue: Option<Arc<dyn WorkQueue>>,
+    derivation: Derivation,
 }
 
 impl std::fmt::Debug for Deriver {
@@ -31,8 +63,8 @@ impl std::fmt::Debug for Deriver {
 impl Deriver {
     /// Returns the service over `queue`; without one, status calls fail
     /// with `FAILED_PRECONDITION` saying so.
-    pub fn new(queue: Option<Arc<dyn WorkQueue>>) -> Self {
-        Self { queue }
+    pub fn new(queue: Option<Arc<dyn WorkQueue>>, derivation: Derivation) -> Self {
+        Self { queue, derivation }
     }
 
     async fn queue_status(&self, request: pb::GetQueueStatusRequest) -> Result<pb::QueueStatus> {
@@ -52,7 +84,11 @@ impl Deriver {
             Error::FailedPrecondition("this process has no work queue configured (see roncho status)".into())
         })?;
         let by_session = filter.session_id.is_none();
-        Ok(to_proto(queue.status(&filter).await?, by_session))
+        let mut status = to_proto(queue.status(&filter).await?, by_session);
+        status.set_observation_mode(mode(&self.derivation.observations));
+        status.set_summary_mode(mode(&self.derivation.summaries));
+        status.derivation_detail = self.derivation.describe();
+        Ok(status)
     }
 }
 
@@ -99,6 +135,7 @@ fn to_proto(status: QueueStatus, by_session: bool) -> pb::QueueStatus {
                 last_error: failure.last_error,
             })
             .collect(),
+        ..pb::QueueStatus::default()
     }
 }
 

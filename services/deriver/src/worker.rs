@@ -9,14 +9,23 @@
 //! turns — deterministic, labelled as such in their metadata and text, and
 //! never an empty success. Handlers are idempotent: a redelivered task
 //! (after a crash or a lost lease) finds its conclusions and adds none.
+//!
+//! Saving follows Honcho's dedup: a fact the collection already holds
+//! (same level and session, ignoring case and spacing) counts one more
+//! derivation (`times_derived`); with an embedder, a fact within cosine
+//! distance [`SEMANTIC_DUPLICATE`] of a stored one is the same fact, and the
+//! better worded of the two (more words, more distinct words) is kept
+//! carrying the count.
 
 use std::sync::Arc;
 use std::time::Duration;
 
+use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
 use roncho_core::store::Store;
+use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
 use roncho_core::{Error, Result, representation, tokens};
 use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
 use serde::Deserialize;
@@ -44,6 +53,10 @@ pub struct WorkerConfig {
     pub keep_dead: Duration,
     /// Wait before a failed task is retried, times its attempts.
     pub retry_after: Duration,
+    /// Reply budget of a derivation call.
+    pub deriver_max_tokens: u32,
+    /// Reply budget of a long summary; a short one gets at most 1,000.
+    pub summary_max_tokens: u32,
 }
 
 impl Default for WorkerConfig {
@@ -57,6 +70,8 @@ impl Default for WorkerConfig {
             keep_done: Duration::from_secs(7 * 24 * 3600),
             keep_dead: Duration::from_secs(30 * 24 * 3600),
             retry_after: Duration::from_secs(5),
+            deriver_max_tokens: 2_000,
+            summary_max_tokens: 4_000,
         }
     }
 }
@@ -70,6 +85,8 @@ const MAX_SENTENCES: usize = 3;
 const MIN_WORDS: usize = 3;
 /// Longest quoted sentence, in characters.
 const MAX_SENTENCE_CHARS: usize = 300;
+/// Cosine distance at or under which two facts are one (Honcho's 0.05).
+pub const SEMANTIC_DUPLICATE: f32 = 0.05;
 /// Turns listed by the short and the long extractive summary.
 const SHORT_TURNS: usize = 20;
 const LONG_TURNS: usize = 60;
@@ -80,8 +97,14 @@ pub struct Worker {
     queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
     wake: Notify,
-    /// The deriver's and the summariser's models; `None`: extractive.
-    llms: Option<(Arc<dyn Llm>, Arc<dyn Llm>)>,
+    /// The deriver's model; `None`: extractive.
+    deriver: Option<Arc<dyn Llm>>,
+    /// The summariser's model; `None`: extractive.
+    summarizer: Option<Arc<dyn Llm>>,
+    /// Embedder and vectors for semantic dedup; `None`: exact dedup only.
+    semantic: Option<(Arc<dyn Embedder>, Arc<dyn VectorStore>)>,
+    /// Called after conclusions are written (wakes a reconciler in this process).
+    on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -95,10 +118,8 @@ struct Observation {
     content: String,
 }
 
-/// Reply budget of a derivation call and of summaries.
-const DERIVER_MAX_TOKENS: u32 = 2_000;
+/// Reply budget of a short summary, at most (Honcho's).
 const SHORT_SUMMARY_MAX_TOKENS: u32 = 1_000;
-const LONG_SUMMARY_MAX_TOKENS: u32 = 4_000;
 
 impl std::fmt::Debug for Worker {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -115,13 +136,39 @@ impl Worker {
             queue,
             config,
             wake: Notify::new(),
-            llms: None,
+            deriver: None,
+            summarizer: None,
+            semantic: None,
+            on_saved: None,
         }
     }
 
+    /// Deduplicates semantically against the collection's vectors too.
+    pub fn with_semantic_dedup(mut self, embedder: Arc<dyn Embedder>, vectors: Arc<dyn VectorStore>) -> Self {
+        self.semantic = Some((embedder, vectors));
+        self
+    }
+
+    /// Calls `hook` after each write of conclusions.
+    pub fn with_saved_hook(mut self, hook: Arc<dyn Fn() + Send + Sync>) -> Self {
+        self.on_saved = Some(hook);
+        self
+    }
+
     /// Derives and summarises with these models instead of extractively.
-    pub fn with_llms(mut self, deriver: Arc<dyn Llm>, summarizer: Arc<dyn Llm>) -> Self {
-        self.llms = Some((deriver, summarizer));
+    pub fn with_llms(self, deriver: Arc<dyn Llm>, summarizer: Arc<dyn Llm>) -> Self {
+        self.with_deriver_llm(deriver).with_summary_llm(summarizer)
+    }
+
+    /// Derives observations with this model instead of extractively.
+    pub fn with_deriver_llm(mut self, deriver: Arc<dyn Llm>) -> Self {
+        self.deriver = Some(deriver);
+        self
+    }
+
+    /// Writes summaries with this model instead of extractively.
+    pub fn with_summary_llm(mut self, summarizer: Arc<dyn Llm>) -> Self {
+        self.summarizer = Some(summarizer);
         self
     }
 
@@ -211,7 +258,7 @@ impl Worker {
                 claim.work_unit_key
             )));
         };
-        if let (Some((deriver, _)), "representation") = (&self.llms, task_type(&claim.work_unit_key)) {
+        if let (Some(deriver), "representation") = (&self.deriver, task_type(&claim.work_unit_key)) {
             return self
                 .represent_with_llm(deriver.as_ref(), workspace, session, &claim.tasks)
                 .await;
@@ -239,35 +286,35 @@ impl Worker {
             .map(|list| list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
         let statements = extract(&message);
-        let mut new = Vec::new();
         for observer in &observers {
+            // A redelivery finds what its first delivery saved.
             let existing = self.existing(workspace, observer, &message).await?;
-            for statement in &statements {
-                if existing.iter().any(|content| content == statement) {
-                    continue;
-                }
-                new.push(NewConclusion {
-                    observer_id: observer.clone(),
-                    observed_id: message.peer_id.clone(),
-                    session_id: Some(session.to_owned()),
-                    level: "explicit".into(),
-                    content: statement.clone(),
-                    premises: Vec::new(),
-                    source_ids: vec![message.id.clone()],
-                    metadata: extractive_metadata(),
-                });
-            }
-        }
-        if !new.is_empty() {
-            self.store.create_conclusions(workspace, new).await?;
+            let facts = statements
+                .iter()
+                .filter(|statement| !existing.contains(statement))
+                .cloned()
+                .collect();
+            let target = Collection {
+                workspace,
+                observer,
+                observed: &message.peer_id,
+                session,
+            };
+            self.save_facts(
+                &target,
+                facts,
+                std::slice::from_ref(&message.id),
+                &extractive_metadata(),
+            )
+            .await?;
         }
         Ok(())
     }
 
     /// One structured call over the batch's messages; the facts go to every
-    /// observer's collection with the batch's messages as sources. A batch
-    /// whose first message already has conclusions was derived before (a
-    /// redelivery) and is skipped.
+    /// observer's collection with the batch's messages as sources. An
+    /// observer whose collection already has conclusions from the batch's
+    /// first message was served before (a redelivery) and is skipped.
     async fn represent_with_llm(&self, llm: &dyn Llm, workspace: &str, session: &str, tasks: &[Task]) -> Result<()> {
         let mut messages = Vec::new();
         let mut observers: Vec<String> = Vec::new();
@@ -291,9 +338,15 @@ impl Worker {
         }
         let Some(first) = messages.first() else { return Ok(()) };
         let observed = first.peer_id.clone();
-        if let Some(observer) = observers.first()
-            && !self.existing(workspace, observer, first).await?.is_empty()
-        {
+        // Each observer's collection is written in its own transaction: a
+        // redelivery after a crash skips the observers already served.
+        let mut pending = Vec::with_capacity(observers.len());
+        for observer in observers {
+            if self.existing(workspace, &observer, first).await?.is_empty() {
+                pending.push(observer);
+            }
+        }
+        if pending.is_empty() {
             return Ok(());
         }
         let transcript: String = messages
@@ -321,7 +374,7 @@ impl Worker {
                 ),
                 ChatMessage::new(Role::User, transcript),
             ],
-            max_tokens: DERIVER_MAX_TOKENS,
+            max_tokens: self.config.deriver_max_tokens,
             temperature: Some(0.0),
             json_schema: Some(JsonSchema {
                 name: "observations".into(),
@@ -339,45 +392,185 @@ impl Worker {
         let (observations, usage) = chat_json::<Observations>(llm, request).await?;
         tracing::debug!(model = %llm.model_id(), input = usage.input_tokens, output = usage.output_tokens, "derived");
         let sources: Vec<String> = messages.iter().map(|message| message.id.clone()).collect();
-        let mut facts: Vec<(String, String)> = Vec::new();
-        for observation in observations.explicit {
-            let content = observation.content.trim().to_owned();
+        let facts: Vec<String> = observations
+            .explicit
+            .into_iter()
+            .map(|observation| observation.content.trim().to_owned())
+            .collect();
+        let metadata = json!({"derived_by": llm.model_id()})
+            .as_object()
+            .cloned()
+            .unwrap_or_default();
+        for observer in &pending {
+            let target = Collection {
+                workspace,
+                observer,
+                observed: &observed,
+                session,
+            };
+            self.save_facts(&target, facts.clone(), &sources, &metadata).await?;
+        }
+        Ok(())
+    }
+
+    /// Saves explicit facts into one collection with Honcho's dedup: exact
+    /// (ignoring case and spacing), then semantic when an embedder is set.
+    async fn save_facts(
+        &self,
+        target: &Collection<'_>,
+        facts: Vec<String>,
+        sources: &[String],
+        metadata: &JsonObject,
+    ) -> Result<()> {
+        let Collection {
+            workspace,
+            observer,
+            observed,
+            session,
+        } = *target;
+        let known = self.collection_facts(workspace, observer, observed, session).await?;
+        let mut rederived = Vec::new();
+        let mut fresh: Vec<String> = Vec::new();
+        for content in facts {
             let key = normalized(&content);
-            if !content.is_empty() && !facts.iter().any(|(known, _)| *known == key) {
-                facts.push((key, content));
+            if content.is_empty() || fresh.iter().any(|seen| normalized(seen) == key) {
+                continue;
+            }
+            match known.iter().find(|(known, _)| *known == key) {
+                Some((_, id)) => rederived.push(id.clone()),
+                None => fresh.push(content),
             }
         }
-        // Honcho's exact dedup: a fact the collection already holds (same
-        // session, ignoring case and spacing) counts one more derivation.
-        let mut rederived = Vec::new();
+        let conclusion = |content: String| NewConclusion {
+            observer_id: observer.to_owned(),
+            observed_id: observed.to_owned(),
+            session_id: Some(session.to_owned()),
+            level: "explicit".into(),
+            content,
+            premises: Vec::new(),
+            source_ids: sources.to_vec(),
+            metadata: metadata.clone(),
+        };
         let mut new = Vec::new();
-        for observer in &observers {
-            let known = self.collection_facts(workspace, observer, &observed, session).await?;
-            for (key, content) in &facts {
-                if let Some((_, id)) = known.iter().find(|(known, _)| known == key) {
-                    rederived.push(id.clone());
-                    continue;
+        let mut superseded = 0;
+        for placed in self.place_semantically(target, fresh).await {
+            match placed {
+                Placement::New(content) => new.push(conclusion(content)),
+                Placement::Rederived(id) => rederived.push(id),
+                Placement::Supersedes(old, content) => {
+                    match self
+                        .store
+                        .supersede_conclusion(workspace, &old, conclusion(content.clone()))
+                        .await
+                    {
+                        Ok(_) => superseded += 1,
+                        // Deleted meanwhile: the fact is simply new.
+                        Err(Error::NotFound { .. }) => new.push(conclusion(content)),
+                        Err(error) => return Err(error),
+                    }
                 }
-                new.push(NewConclusion {
-                    observer_id: observer.clone(),
-                    observed_id: observed.clone(),
-                    session_id: Some(session.to_owned()),
-                    level: "explicit".into(),
-                    content: content.clone(),
-                    premises: Vec::new(),
-                    source_ids: sources.clone(),
-                    metadata: json!({"derived_by": llm.model_id()})
-                        .as_object()
-                        .cloned()
-                        .unwrap_or_default(),
-                });
             }
         }
         self.store.increment_times_derived(workspace, &rederived).await?;
+        let created = new.len();
         if !new.is_empty() {
             self.store.create_conclusions(workspace, new).await?;
         }
+        if created + superseded > 0
+            && let Some(hook) = &self.on_saved
+        {
+            hook();
+        }
+        tracing::debug!(
+            workspace,
+            observer,
+            observed,
+            session,
+            created,
+            superseded,
+            rederived = rederived.len(),
+            "saved facts"
+        );
         Ok(())
+    }
+
+    /// Decides where each fact goes by its embedding: new, a re-derivation
+    /// of a stored fact, or a better wording replacing one. Facts of the
+    /// same batch within the threshold keep the better one. Without an
+    /// embedder, or when it fails, every fact is new (logged; nothing is lost).
+    async fn place_semantically(&self, target: &Collection<'_>, facts: Vec<String>) -> Vec<Placement> {
+        let Some((embedder, vectors)) = &self.semantic else {
+            return facts.into_iter().map(Placement::New).collect();
+        };
+        if facts.is_empty() {
+            return Vec::new();
+        }
+        match self
+            .semantic_placements(embedder.as_ref(), vectors.as_ref(), target, &facts)
+            .await
+        {
+            Ok(placements) => placements,
+            Err(error) => {
+                tracing::warn!(%error, observer = target.observer, observed = target.observed, "semantic dedup unavailable; saving without it");
+                facts.into_iter().map(Placement::New).collect()
+            }
+        }
+    }
+
+    async fn semantic_placements(
+        &self,
+        embedder: &dyn Embedder,
+        vectors: &dyn VectorStore,
+        target: &Collection<'_>,
+        facts: &[String],
+    ) -> Result<Vec<Placement>> {
+        let embedded = embedder.embed(facts).await?;
+        // Within the batch: of two near-identical facts keep the better worded.
+        let mut kept: Vec<usize> = Vec::new();
+        for (index, vector) in embedded.iter().enumerate() {
+            match kept
+                .iter()
+                .position(|&other| 1.0 - cosine(vector, &embedded[other]) <= SEMANTIC_DUPLICATE)
+            {
+                Some(slot) if wording_score(&facts[index]) > wording_score(&facts[kept[slot]]) => kept[slot] = index,
+                Some(_) => {}
+                None => kept.push(index),
+            }
+        }
+        let namespace = documents_namespace(target.workspace, target.observer, target.observed);
+        let filter = VectorFilter {
+            session_ids: Some(vec![target.session.to_owned()]),
+            levels: Some(vec!["explicit".to_owned()]),
+            ..VectorFilter::default()
+        };
+        let mut placements = Vec::new();
+        let mut matched: Vec<String> = Vec::new();
+        for index in kept {
+            let content = facts[index].clone();
+            let hit = vectors
+                .query(&namespace, &embedded[index], 1, &filter, Some(SEMANTIC_DUPLICATE))
+                .await?
+                .into_iter()
+                .next();
+            let stored = match hit {
+                Some(hit) => self.store.conclusions_by_ids(target.workspace, &[hit.id]).await?.pop(),
+                None => None,
+            };
+            placements.push(match stored {
+                // Another fact of this batch already answered for it.
+                Some(stored) if matched.contains(&stored.id) => continue,
+                Some(stored) => {
+                    matched.push(stored.id.clone());
+                    if wording_score(&content) >= wording_score(&stored.content) {
+                        Placement::Supersedes(stored.id, content)
+                    } else {
+                        Placement::Rederived(stored.id)
+                    }
+                }
+                None => Placement::New(content),
+            });
+        }
+        Ok(placements)
     }
 
     /// The collection's newest explicit conclusions from this session, as
@@ -444,8 +637,8 @@ impl Worker {
                 other => return Err(Error::Internal(format!("unknown summary kind {other}"))),
             };
             let from = recent.len().saturating_sub(turns);
-            let content = match &self.llms {
-                Some((_, summarizer)) => {
+            let content = match &self.summarizer {
+                Some(summarizer) => {
                     self.llm_summary(summarizer.as_ref(), workspace, session, kind, &recent[from..])
                         .await?
                 }
@@ -486,10 +679,12 @@ impl Worker {
             .find(|summary| summary.kind == kind)
             .map(|summary| summary.content)
             .unwrap_or_default();
-        let (words, max_tokens) = match kind {
-            SummaryKind::Short => (750, SHORT_SUMMARY_MAX_TOKENS),
-            SummaryKind::Long => (3_000, LONG_SUMMARY_MAX_TOKENS),
+        let max_tokens = match kind {
+            SummaryKind::Short => SHORT_SUMMARY_MAX_TOKENS.min(self.config.summary_max_tokens),
+            SummaryKind::Long => self.config.summary_max_tokens,
         };
+        // Honcho asks for three words per four tokens of budget.
+        let words = max_tokens * 3 / 4;
         let transcript: String = messages
             .iter()
             .map(|message| format!("{}: {}\n", message.peer_id, message.content))
@@ -521,6 +716,32 @@ impl Worker {
         }
         Ok(text)
     }
+}
+
+/// One observer's collection of facts about one peer, within a session.
+#[derive(Debug, Clone, Copy)]
+struct Collection<'a> {
+    workspace: &'a str,
+    observer: &'a str,
+    observed: &'a str,
+    session: &'a str,
+}
+
+/// Where a fact goes after semantic dedup.
+#[derive(Debug)]
+enum Placement {
+    New(String),
+    /// The stored conclusion with this id is the same fact.
+    Rederived(String),
+    /// The fact replaces the stored conclusion with this id.
+    Supersedes(String, String),
+}
+
+/// Honcho's measure of the better wording: words plus ten per distinct word.
+fn wording_score(content: &str) -> usize {
+    let words: Vec<String> = content.split_whitespace().map(str::to_lowercase).collect();
+    let distinct: std::collections::HashSet<&String> = words.iter().collect();
+    words.len() + 10 * distinct.len()
 }
 
 /// Content compared ignoring case and runs of whitespace.
@@ -593,6 +814,13 @@ mod tests {
             token_count: 1,
             seq_in_session: 1,
         }
+    }
+
+    #[test]
+    fn the_better_wording_has_more_and_more_distinct_words() {
+        assert_eq!(wording_score("Alice works as a nurse"), 5 + 50);
+        assert_eq!(wording_score("alice ALICE nurse"), 3 + 20);
+        assert!(wording_score("Alice works night shifts as a nurse") > wording_score("Alice is a nurse"));
     }
 
     #[test]

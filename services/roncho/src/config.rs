@@ -81,7 +81,8 @@ pub enum LogFormat {
 }
 
 /// Settings as one layer gives them; `None` defers to the layer below.
-#[derive(Debug, Clone, Default, PartialEq, Deserialize)]
+/// Each field is a TOML key and, upper-cased after `RONCHO_`, a variable.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
     pub listen: Option<SocketAddr>,
@@ -101,11 +102,39 @@ pub struct ConfigLayer {
     pub qdrant_url: Option<String>,
     pub qdrant_api_key: Option<String>,
     pub qdrant_collection: Option<String>,
+    /// Provider of bare model names and of `llm_base_url` / `llm_api_key`.
+    pub llm_provider: Option<LlmProvider>,
     pub llm_base_url: Option<String>,
     pub llm_api_key: Option<String>,
+    pub openai_base_url: Option<String>,
+    pub openai_api_key: Option<String>,
+    pub anthropic_base_url: Option<String>,
+    pub anthropic_api_key: Option<String>,
+    pub gemini_base_url: Option<String>,
+    pub gemini_api_key: Option<String>,
+    pub llm_timeout_secs: Option<u64>,
+    pub llm_max_retries: Option<u32>,
+    /// Every role's model unless the role names its own.
     pub llm_model: Option<String>,
     pub deriver_model: Option<String>,
     pub summary_model: Option<String>,
+    /// Every dialectic level's model unless the level names its own.
+    pub dialectic_model: Option<String>,
+    pub dialectic_minimal_model: Option<String>,
+    pub dialectic_low_model: Option<String>,
+    pub dialectic_medium_model: Option<String>,
+    pub dialectic_high_model: Option<String>,
+    pub dialectic_max_model: Option<String>,
+    pub dream_model: Option<String>,
+    pub deriver_max_tokens: Option<u32>,
+    pub summary_max_tokens: Option<u32>,
+    pub dialectic_max_tokens: Option<u32>,
+    pub dialectic_minimal_max_tokens: Option<u32>,
+    pub dialectic_low_max_tokens: Option<u32>,
+    pub dialectic_medium_max_tokens: Option<u32>,
+    pub dialectic_high_max_tokens: Option<u32>,
+    pub dialectic_max_max_tokens: Option<u32>,
+    pub dream_max_tokens: Option<u32>,
     pub deriver_lease_secs: Option<u64>,
     pub nats_url: Option<String>,
     pub nats_prefix: Option<String>,
@@ -129,116 +158,70 @@ pub enum EmbeddingProvider {
     TestHashing,
 }
 
-impl std::str::FromStr for EmbeddingProvider {
-    type Err = anyhow::Error;
-
-    fn from_str(text: &str) -> anyhow::Result<Self> {
-        Ok(match text {
-            "auto" => Self::Auto,
-            "local" => Self::Local,
-            "openai" => Self::Openai,
-            "none" => Self::None,
-            "test-hashing" => Self::TestHashing,
-            other => bail!("embedding provider `{other}` is not one of auto, local, openai, none, test-hashing"),
-        })
-    }
-}
-
 impl ConfigLayer {
     /// Returns `self` with every field `upper` sets written over it.
     fn overlay(self, upper: ConfigLayer) -> ConfigLayer {
-        ConfigLayer {
-            listen: upper.listen.or(self.listen),
-            data_dir: upper.data_dir.or(self.data_dir),
-            database_url: upper.database_url.or(self.database_url),
-            roles: upper.roles.or(self.roles),
-            log: upper.log.or(self.log),
-            log_format: upper.log_format.or(self.log_format),
-            shutdown_grace_secs: upper.shutdown_grace_secs.or(self.shutdown_grace_secs),
-            max_connections: upper.max_connections.or(self.max_connections),
-            embedding_provider: upper.embedding_provider.or(self.embedding_provider),
-            embedding_model_dir: upper.embedding_model_dir.or(self.embedding_model_dir),
-            embedding_base_url: upper.embedding_base_url.or(self.embedding_base_url),
-            embedding_model: upper.embedding_model.or(self.embedding_model),
-            embedding_dimensions: upper.embedding_dimensions.or(self.embedding_dimensions),
-            embedding_api_key: upper.embedding_api_key.or(self.embedding_api_key),
-            qdrant_url: upper.qdrant_url.or(self.qdrant_url),
-            qdrant_api_key: upper.qdrant_api_key.or(self.qdrant_api_key),
-            qdrant_collection: upper.qdrant_collection.or(self.qdrant_collection),
-            llm_base_url: upper.llm_base_url.or(self.llm_base_url),
-            llm_api_key: upper.llm_api_key.or(self.llm_api_key),
-            llm_model: upper.llm_model.or(self.llm_model),
-            deriver_model: upper.deriver_model.or(self.deriver_model),
-            summary_model: upper.summary_model.or(self.summary_model),
-            deriver_lease_secs: upper.deriver_lease_secs.or(self.deriver_lease_secs),
-            nats_url: upper.nats_url.or(self.nats_url),
-            nats_prefix: upper.nats_prefix.or(self.nats_prefix),
-            nats_partitions: upper.nats_partitions.or(self.nats_partitions),
-            nats_ack_wait_secs: upper.nats_ack_wait_secs.or(self.nats_ack_wait_secs),
+        let (serde_json::Value::Object(mut lower), serde_json::Value::Object(upper)) =
+            (to_json(&self), to_json(&upper))
+        else {
+            unreachable!("a config layer serializes to an object");
+        };
+        lower.extend(upper.into_iter().filter(|(_, value)| !value.is_null()));
+        serde_json::from_value(serde_json::Value::Object(lower)).expect("a merged layer deserializes")
+    }
+
+    /// The keys a layer can set.
+    fn keys() -> Vec<String> {
+        match to_json(&ConfigLayer::default()) {
+            serde_json::Value::Object(fields) => fields.into_iter().map(|(key, _)| key).collect(),
+            _ => Vec::new(),
         }
     }
 
-    /// Reads the layer of `RONCHO_*` variables from `env`.
+    /// Reads the layer of `RONCHO_*` variables from `env`: `RONCHO_NATS_URL`
+    /// sets `nats_url`. Empty values and variables that name no setting
+    /// (`RONCHO_CONFIG`, test variables) are skipped.
     pub fn from_env(env: &HashMap<String, String>) -> anyhow::Result<ConfigLayer> {
-        let get = |name: &str| env.get(name).filter(|value| !value.is_empty()).cloned();
-        let parsed = |name: &str| -> anyhow::Result<Option<u64>> {
-            get(name)
-                .map(|value| {
-                    value
-                        .parse()
-                        .with_context(|| format!("{name}=`{value}` is not a number"))
-                })
-                .transpose()
-        };
-        Ok(ConfigLayer {
-            listen: get("RONCHO_LISTEN")
-                .map(|value| {
-                    value
-                        .parse()
-                        .with_context(|| format!("RONCHO_LISTEN=`{value}` is not an address"))
-                })
-                .transpose()?,
-            data_dir: get("RONCHO_DATA_DIR").map(PathBuf::from),
-            database_url: get("RONCHO_DATABASE_URL"),
-            roles: get("RONCHO_ROLES"),
-            log: get("RONCHO_LOG"),
-            log_format: match get("RONCHO_LOG_FORMAT").as_deref() {
-                None => None,
-                Some("text") => Some(LogFormat::Text),
-                Some("json") => Some(LogFormat::Json),
-                Some(other) => bail!("RONCHO_LOG_FORMAT=`{other}` must be text or json"),
-            },
-            shutdown_grace_secs: parsed("RONCHO_SHUTDOWN_GRACE_SECS")?,
-            max_connections: parsed("RONCHO_MAX_CONNECTIONS")?.map(|value| u32::try_from(value).unwrap_or(u32::MAX)),
-            embedding_provider: get("RONCHO_EMBEDDING_PROVIDER")
-                .map(|value| value.parse())
-                .transpose()?,
-            embedding_model_dir: get("RONCHO_EMBEDDING_MODEL_DIR").map(PathBuf::from),
-            embedding_base_url: get("RONCHO_EMBEDDING_BASE_URL"),
-            embedding_model: get("RONCHO_EMBEDDING_MODEL"),
-            embedding_dimensions: parsed("RONCHO_EMBEDDING_DIMENSIONS")?
-                .map(|value| usize::try_from(value).unwrap_or(0)),
-            embedding_api_key: get("RONCHO_EMBEDDING_API_KEY"),
-            qdrant_url: get("RONCHO_QDRANT_URL"),
-            qdrant_api_key: get("RONCHO_QDRANT_API_KEY"),
-            qdrant_collection: get("RONCHO_QDRANT_COLLECTION"),
-            llm_base_url: get("RONCHO_LLM_BASE_URL"),
-            llm_api_key: get("RONCHO_LLM_API_KEY"),
-            llm_model: get("RONCHO_LLM_MODEL"),
-            deriver_model: get("RONCHO_DERIVER_MODEL"),
-            summary_model: get("RONCHO_SUMMARY_MODEL"),
-            deriver_lease_secs: parsed("RONCHO_DERIVER_LEASE_SECS")?,
-            nats_url: get("RONCHO_NATS_URL"),
-            nats_prefix: get("RONCHO_NATS_PREFIX"),
-            nats_partitions: parsed("RONCHO_NATS_PARTITIONS")?.map(|n: u64| u32::try_from(n).unwrap_or(u32::MAX)),
-            nats_ack_wait_secs: parsed("RONCHO_NATS_ACK_WAIT_SECS")?,
-        })
+        let mut fields = serde_json::Map::new();
+        for key in Self::keys() {
+            let name = format!("RONCHO_{}", key.to_uppercase());
+            let Some(value) = env.get(&name).filter(|value| !value.is_empty()) else {
+                continue;
+            };
+            // A number where the setting takes one, else the text as given.
+            let candidates = value
+                .parse::<u64>()
+                .ok()
+                .map(serde_json::Value::from)
+                .into_iter()
+                .chain([serde_json::Value::String(value.clone())]);
+            let mut last_error = None;
+            for candidate in candidates {
+                let one = serde_json::Map::from_iter([(key.clone(), candidate.clone())]);
+                match serde_json::from_value::<ConfigLayer>(serde_json::Value::Object(one)) {
+                    Ok(_) => {
+                        fields.insert(key.clone(), candidate);
+                        last_error = None;
+                        break;
+                    }
+                    Err(error) => last_error = Some(error),
+                }
+            }
+            if let Some(error) = last_error {
+                bail!("{name}=`{value}` is not valid: {error}");
+            }
+        }
+        serde_json::from_value(serde_json::Value::Object(fields)).context("reading RONCHO_* variables")
     }
 
     /// Reads a TOML file layer.
     pub fn from_toml(text: &str) -> anyhow::Result<ConfigLayer> {
         toml::from_str(text).context("invalid config file")
     }
+}
+
+fn to_json(layer: &ConfigLayer) -> serde_json::Value {
+    serde_json::to_value(layer).expect("a config layer serializes")
 }
 
 /// The effective configuration of a process.
@@ -261,7 +244,7 @@ pub struct Config {
     pub embedding: EmbeddingConfig,
     /// Qdrant for vectors; `None` keeps them in the relational store (exact search).
     pub qdrant: Option<QdrantConfig>,
-    /// An OpenAI-compatible LLM; `None`: the deriver and summariser are extractive.
+    /// The models of the LLM roles; `None`: every agent is extractive.
     pub llm: Option<LlmConfig>,
     /// How long a deriver holds a work unit without renewing; a killed worker's
     /// units are taken over after it.
@@ -284,17 +267,282 @@ pub struct NatsConfig {
     pub ack_wait: Duration,
 }
 
-/// The LLM the background roles use.
+/// An LLM provider, by the wire format roncho speaks to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LlmProvider {
+    /// OpenAI Chat Completions and every server speaking it (OpenRouter,
+    /// vLLM, Ollama, LM Studio, ...).
+    Openai,
+    /// Anthropic Messages.
+    Anthropic,
+    /// Google Gemini `generateContent`.
+    Gemini,
+}
+
+impl LlmProvider {
+    pub const ALL: [LlmProvider; 3] = [LlmProvider::Openai, LlmProvider::Anthropic, LlmProvider::Gemini];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            LlmProvider::Openai => "openai",
+            LlmProvider::Anthropic => "anthropic",
+            LlmProvider::Gemini => "gemini",
+        }
+    }
+
+    /// The provider's public API, used when no base URL is configured.
+    pub fn default_base_url(self) -> &'static str {
+        match self {
+            LlmProvider::Openai => "https://api.openai.com/v1",
+            LlmProvider::Anthropic => "https://api.anthropic.com",
+            LlmProvider::Gemini => "https://generativelanguage.googleapis.com",
+        }
+    }
+}
+
+/// A part of roncho that calls an LLM, each with its own models and limits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LlmRole {
+    Deriver,
+    Summary,
+    DialecticMinimal,
+    DialecticLow,
+    DialecticMedium,
+    DialecticHigh,
+    DialecticMax,
+    Dream,
+}
+
+impl LlmRole {
+    pub const ALL: [LlmRole; 8] = [
+        LlmRole::Deriver,
+        LlmRole::Summary,
+        LlmRole::DialecticMinimal,
+        LlmRole::DialecticLow,
+        LlmRole::DialecticMedium,
+        LlmRole::DialecticHigh,
+        LlmRole::DialecticMax,
+        LlmRole::Dream,
+    ];
+
+    /// The role's name, the prefix of its `_model` and `_max_tokens` keys.
+    pub fn name(self) -> &'static str {
+        match self {
+            LlmRole::Deriver => "deriver",
+            LlmRole::Summary => "summary",
+            LlmRole::DialecticMinimal => "dialectic_minimal",
+            LlmRole::DialecticLow => "dialectic_low",
+            LlmRole::DialecticMedium => "dialectic_medium",
+            LlmRole::DialecticHigh => "dialectic_high",
+            LlmRole::DialecticMax => "dialectic_max",
+            LlmRole::Dream => "dream",
+        }
+    }
+
+    /// Reply budget when none is configured (Honcho's defaults: 250 for a
+    /// minimal answer, 8192 for the agents; the summary's is the long one).
+    pub fn default_max_tokens(self) -> u32 {
+        match self {
+            LlmRole::Deriver => 2_000,
+            LlmRole::Summary => 4_000,
+            LlmRole::DialecticMinimal => 250,
+            LlmRole::DialecticLow | LlmRole::DialecticMedium | LlmRole::DialecticHigh | LlmRole::DialecticMax => 8_192,
+            LlmRole::Dream => 8_192,
+        }
+    }
+
+    fn is_dialectic(self) -> bool {
+        self.name().starts_with("dialectic_")
+    }
+
+    /// The layer's (model, max tokens) for this role, before fallbacks.
+    fn settings(self, layer: &ConfigLayer) -> (Option<&String>, Option<u32>) {
+        match self {
+            LlmRole::Deriver => (layer.deriver_model.as_ref(), layer.deriver_max_tokens),
+            LlmRole::Summary => (layer.summary_model.as_ref(), layer.summary_max_tokens),
+            LlmRole::DialecticMinimal => (
+                layer.dialectic_minimal_model.as_ref(),
+                layer.dialectic_minimal_max_tokens,
+            ),
+            LlmRole::DialecticLow => (layer.dialectic_low_model.as_ref(), layer.dialectic_low_max_tokens),
+            LlmRole::DialecticMedium => (layer.dialectic_medium_model.as_ref(), layer.dialectic_medium_max_tokens),
+            LlmRole::DialecticHigh => (layer.dialectic_high_model.as_ref(), layer.dialectic_high_max_tokens),
+            LlmRole::DialecticMax => (layer.dialectic_max_model.as_ref(), layer.dialectic_max_max_tokens),
+            LlmRole::Dream => (layer.dream_model.as_ref(), layer.dream_max_tokens),
+        }
+    }
+}
+
+/// One model of a chain, written `provider:model` (`anthropic:claude-haiku-4-5`)
+/// or as a bare name for `llm_provider` (`qwen3:8b` stays whole: `qwen3` is no provider).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ModelRef {
+    pub provider: LlmProvider,
+    pub model: String,
+}
+
+impl std::fmt::Display for ModelRef {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "{}:{}", self.provider.name(), self.model)
+    }
+}
+
+/// Parses `a, b, c` (a fallback chain) into models.
+pub fn parse_model_chain(text: &str, default: LlmProvider) -> anyhow::Result<Vec<ModelRef>> {
+    let chain: Vec<ModelRef> = text
+        .split(',')
+        .map(str::trim)
+        .filter(|model| !model.is_empty())
+        .map(|spec| {
+            let named = spec.split_once(':').and_then(|(prefix, model)| {
+                LlmProvider::ALL
+                    .into_iter()
+                    .find(|provider| provider.name() == prefix)
+                    .map(|provider| (provider, model))
+            });
+            let (provider, model) = named.unwrap_or((default, spec));
+            ModelRef {
+                provider,
+                model: model.trim().to_owned(),
+            }
+        })
+        .collect();
+    if chain.is_empty() || chain.iter().any(|model| model.model.is_empty()) {
+        bail!("`{text}` names no model; write `model`, `provider:model` or a comma-separated fallback chain");
+    }
+    Ok(chain)
+}
+
+/// A role's models, tried in order (the next when a provider is unavailable
+/// or rate-limited), and its reply budget.
 #[derive(Debug, Clone, PartialEq, Serialize)]
-pub struct LlmConfig {
-    /// OpenAI-compatible base URL (`https://api.openai.com/v1`, `http://localhost:11434/v1`).
+pub struct RoleModels {
+    pub chain: Vec<ModelRef>,
+    pub max_tokens: u32,
+}
+
+/// Where a provider is reached.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmEndpoint {
     pub base_url: String,
     #[serde(skip_serializing)]
     pub api_key: Option<String>,
-    /// Model of the deriver (`deriver_model`, else `llm_model`).
-    pub deriver_model: String,
-    /// Model of the summariser (`summary_model`, else `llm_model`).
-    pub summary_model: String,
+}
+
+/// The LLMs of the agents: per role a fallback chain and limits.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LlmConfig {
+    /// The providers some chain uses.
+    pub endpoints: std::collections::BTreeMap<LlmProvider, LlmEndpoint>,
+    /// Limit on one request, streamed replies included.
+    pub timeout: Duration,
+    /// Retries of a 429, 5xx or time-out before the chain moves on.
+    pub max_retries: u32,
+    /// Roles with no model here run extractively.
+    pub roles: std::collections::BTreeMap<LlmRole, RoleModels>,
+}
+
+impl LlmConfig {
+    /// Resolves the layer's LLM keys; `None` when none is set.
+    fn resolve(merged: &ConfigLayer) -> anyhow::Result<Option<LlmConfig>> {
+        let default = merged.llm_provider.unwrap_or(LlmProvider::Openai);
+        let mut roles = std::collections::BTreeMap::new();
+        for role in LlmRole::ALL {
+            let (model, max_tokens) = role.settings(merged);
+            let (dialectic_model, dialectic_tokens) = if role.is_dialectic() {
+                (merged.dialectic_model.as_ref(), merged.dialectic_max_tokens)
+            } else {
+                (None, None)
+            };
+            let Some(text) = model.or(dialectic_model).or(merged.llm_model.as_ref()) else {
+                continue;
+            };
+            let chain = parse_model_chain(text, default).with_context(|| format!("the {} model", role.name()))?;
+            let max_tokens = max_tokens
+                .or(dialectic_tokens)
+                .unwrap_or_else(|| role.default_max_tokens())
+                .max(1);
+            roles.insert(role, RoleModels { chain, max_tokens });
+        }
+        let any_endpoint = merged.llm_base_url.is_some()
+            || merged.llm_api_key.is_some()
+            || merged.llm_provider.is_some()
+            || [
+                &merged.openai_base_url,
+                &merged.anthropic_base_url,
+                &merged.gemini_base_url,
+            ]
+            .iter()
+            .any(|url| url.is_some());
+        if roles.is_empty() {
+            if any_endpoint {
+                bail!(
+                    "an LLM provider is configured but no model: set llm_model (or deriver_model, summary_model, ...)"
+                );
+            }
+            return Ok(None);
+        }
+        let mut endpoints = std::collections::BTreeMap::new();
+        for provider in roles.values().flat_map(|role| &role.chain).map(|model| model.provider) {
+            let (base_url, api_key) = match provider {
+                LlmProvider::Openai => (&merged.openai_base_url, &merged.openai_api_key),
+                LlmProvider::Anthropic => (&merged.anthropic_base_url, &merged.anthropic_api_key),
+                LlmProvider::Gemini => (&merged.gemini_base_url, &merged.gemini_api_key),
+            };
+            let (fallback_url, fallback_key) = if provider == default {
+                (merged.llm_base_url.as_ref(), merged.llm_api_key.as_ref())
+            } else {
+                (None, None)
+            };
+            let base_url = base_url
+                .as_ref()
+                .or(fallback_url)
+                .map_or_else(|| provider.default_base_url().to_owned(), Clone::clone);
+            if !(base_url.starts_with("http://") || base_url.starts_with("https://")) {
+                bail!(
+                    "the {} base URL must be http:// or https://, not `{base_url}`",
+                    provider.name()
+                );
+            }
+            endpoints.insert(
+                provider,
+                LlmEndpoint {
+                    base_url,
+                    api_key: api_key.as_ref().or(fallback_key).cloned(),
+                },
+            );
+        }
+        Ok(Some(LlmConfig {
+            endpoints,
+            timeout: Duration::from_secs(merged.llm_timeout_secs.unwrap_or(120).max(1)),
+            max_retries: merged.llm_max_retries.unwrap_or(3),
+            roles,
+        }))
+    }
+
+    /// One line per role: its chain and budget, or that it is extractive.
+    pub fn describe(&self) -> String {
+        LlmRole::ALL
+            .iter()
+            .map(|role| match self.roles.get(role) {
+                Some(models) => format!(
+                    "{} {} (max {} tokens)",
+                    role.name(),
+                    models
+                        .chain
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join(" > "),
+                    models.max_tokens
+                ),
+                None => format!("{} extractive", role.name()),
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
 }
 
 /// Where the distributed mode keeps vectors.
@@ -403,22 +651,7 @@ impl Config {
                 ack_wait: Duration::from_secs(merged.nats_ack_wait_secs.unwrap_or(30).max(1)),
             }),
         };
-        let llm = match (&merged.llm_base_url, &merged.llm_model) {
-            (None, _) => None,
-            (Some(base_url), model) => {
-                let pick = |role: &Option<String>, key: &str| {
-                    role.clone()
-                        .or_else(|| model.clone())
-                        .with_context(|| format!("llm_base_url is set: set llm_model (or {key})"))
-                };
-                Some(LlmConfig {
-                    base_url: base_url.clone(),
-                    api_key: merged.llm_api_key.clone(),
-                    deriver_model: pick(&merged.deriver_model, "deriver_model")?,
-                    summary_model: pick(&merged.summary_model, "summary_model")?,
-                })
-            }
-        };
+        let llm = LlmConfig::resolve(&merged)?;
         let config = Config {
             embedding,
             qdrant,
@@ -531,15 +764,132 @@ mod tests {
         .unwrap();
         let config = Config::resolve(ConfigLayer::default(), layer, ConfigLayer::default()).unwrap();
         let llm = config.llm.as_ref().unwrap();
+        let chain = |role: LlmRole| {
+            llm.roles[&role]
+                .chain
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(chain(LlmRole::Deriver), ["openai:qwen3:8b"], "`qwen3` is no provider");
+        assert_eq!(chain(LlmRole::Summary), ["openai:qwen3:1.7b"]);
+        assert_eq!(chain(LlmRole::DialecticMax), ["openai:qwen3:8b"]);
         assert_eq!(
-            (llm.deriver_model.as_str(), llm.summary_model.as_str()),
-            ("qwen3:8b", "qwen3:1.7b")
+            llm.endpoints[&LlmProvider::Openai],
+            LlmEndpoint {
+                base_url: "http://localhost:11434/v1".into(),
+                api_key: Some("sk-secret".into())
+            }
         );
         assert!(!config.redacted().to_string().contains("sk-secret"));
         let no_model = ConfigLayer::from_env(&env(&[("RONCHO_LLM_BASE_URL", "http://x/v1")])).unwrap();
         assert!(Config::resolve(ConfigLayer::default(), no_model, ConfigLayer::default()).is_err());
         let none = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
         assert!(none.llm.is_none(), "no LLM by default: extractive");
+    }
+
+    #[test]
+    fn each_role_has_its_provider_chain_and_limits() {
+        let file = ConfigLayer::from_toml(
+            r#"
+llm_provider = "anthropic"
+anthropic_api_key = "sk-ant"
+gemini_api_key = "g-key"
+openai_base_url = "http://vllm:8000/v1"
+llm_model = "claude-haiku-4-5"
+deriver_model = "gemini:gemini-2.5-flash-lite, openai:qwen3-8b"
+dialectic_model = "claude-sonnet-4-5"
+dialectic_minimal_model = "claude-haiku-4-5"
+dialectic_max_tokens = 4000
+dialectic_minimal_max_tokens = 300
+deriver_max_tokens = 1500
+"#,
+        )
+        .unwrap();
+        let variables = ConfigLayer::from_env(&env(&[
+            ("RONCHO_DREAM_MAX_TOKENS", "6000"),
+            ("RONCHO_LLM_MAX_RETRIES", "1"),
+        ]))
+        .unwrap();
+        let config = Config::resolve(file, variables, ConfigLayer::default()).unwrap();
+        let llm = config.llm.as_ref().unwrap();
+        let role = |role: LlmRole| {
+            let models = &llm.roles[&role];
+            let chain: Vec<String> = models.chain.iter().map(ToString::to_string).collect();
+            (chain.join(" > "), models.max_tokens)
+        };
+        assert_eq!(
+            role(LlmRole::Deriver),
+            ("gemini:gemini-2.5-flash-lite > openai:qwen3-8b".into(), 1500),
+            "a fallback chain across providers"
+        );
+        assert_eq!(role(LlmRole::Summary), ("anthropic:claude-haiku-4-5".into(), 4000));
+        assert_eq!(
+            role(LlmRole::DialecticMinimal),
+            ("anthropic:claude-haiku-4-5".into(), 300)
+        );
+        assert_eq!(
+            role(LlmRole::DialecticHigh),
+            ("anthropic:claude-sonnet-4-5".into(), 4000)
+        );
+        assert_eq!(role(LlmRole::Dream), ("anthropic:claude-haiku-4-5".into(), 6000));
+        assert_eq!(llm.max_retries, 1);
+        let endpoint = |provider: LlmProvider| {
+            let endpoint = &llm.endpoints[&provider];
+            (endpoint.base_url.as_str(), endpoint.api_key.as_deref())
+        };
+        assert_eq!(
+            endpoint(LlmProvider::Anthropic),
+            ("https://api.anthropic.com", Some("sk-ant"))
+        );
+        assert_eq!(
+            endpoint(LlmProvider::Gemini),
+            ("https://generativelanguage.googleapis.com", Some("g-key"))
+        );
+        assert_eq!(endpoint(LlmProvider::Openai), ("http://vllm:8000/v1", None));
+        let text = config.redacted().to_string();
+        assert!(!text.contains("sk-ant") && !text.contains("g-key"), "{text}");
+        assert!(
+            llm.describe()
+                .contains("deriver gemini:gemini-2.5-flash-lite > openai:qwen3-8b (max 1500 tokens)")
+        );
+
+        let only_deriver = ConfigLayer::from_env(&env(&[("RONCHO_DERIVER_MODEL", "gpt-4.1-mini")])).unwrap();
+        let config = Config::resolve(ConfigLayer::default(), only_deriver, ConfigLayer::default()).unwrap();
+        let llm = config.llm.unwrap();
+        assert_eq!(llm.roles.keys().copied().collect::<Vec<_>>(), [LlmRole::Deriver]);
+        assert!(llm.describe().contains("summary extractive"));
+        assert!(parse_model_chain(" , ", LlmProvider::Openai).is_err());
+        assert!(parse_model_chain("anthropic:", LlmProvider::Openai).is_err());
+    }
+
+    #[test]
+    fn every_setting_reads_from_its_variable() {
+        let layer = ConfigLayer::from_env(&env(&[
+            ("RONCHO_NATS_PARTITIONS", "8"),
+            ("RONCHO_LLM_API_KEY", "12345"),
+            ("RONCHO_EMBEDDING_PROVIDER", "test-hashing"),
+            ("RONCHO_LOG_FORMAT", "json"),
+            ("RONCHO_DATA_DIR", "/var/lib/roncho"),
+            ("RONCHO_TEST_DATABASE_URL", "ignored: names no setting"),
+            ("RONCHO_CONFIG", "ignored: the file itself"),
+            ("RONCHO_LOG", ""),
+        ]))
+        .unwrap();
+        assert_eq!(layer.nats_partitions, Some(8));
+        assert_eq!(
+            layer.llm_api_key.as_deref(),
+            Some("12345"),
+            "digits stay text where text is wanted"
+        );
+        assert_eq!(layer.embedding_provider, Some(EmbeddingProvider::TestHashing));
+        assert_eq!(layer.log_format, Some(LogFormat::Json));
+        assert_eq!(layer.data_dir, Some(PathBuf::from("/var/lib/roncho")));
+        assert_eq!(layer.log, None, "empty is unset");
+        let error = ConfigLayer::from_env(&env(&[("RONCHO_NATS_PARTITIONS", "many")])).unwrap_err();
+        assert!(error.to_string().contains("RONCHO_NATS_PARTITIONS=`many`"), "{error}");
+        let error = ConfigLayer::from_env(&env(&[("RONCHO_LLM_PROVIDER", "cohere")])).unwrap_err();
+        assert!(error.to_string().contains("anthropic"), "names the choices: {error}");
     }
 
     #[test]

@@ -181,25 +181,51 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.roles.contains(&roncho::config::Role::Deriver) {
+        use roncho::config::LlmRole;
+        let limit = |role: LlmRole| {
+            config
+                .llm
+                .as_ref()
+                .and_then(|llm| llm.roles.get(&role))
+                .map_or_else(|| role.default_max_tokens(), |models| models.max_tokens)
+        };
         let mut worker = roncho_deriver::worker::Worker::new(
             store.clone(),
             queue.clone(),
             roncho_deriver::worker::WorkerConfig {
                 lease: config.deriver_lease,
+                deriver_max_tokens: limit(LlmRole::Deriver),
+                summary_max_tokens: limit(LlmRole::Summary),
                 ..roncho_deriver::worker::WorkerConfig::default()
             },
         );
-        match &config.llm {
-            Some(llm) => {
-                let model = |name: &str| -> anyhow::Result<Arc<dyn roncho_llm::Llm>> {
-                    let mut chat = roncho_llm::openai::OpenAiChatConfig::new(&llm.base_url, name);
-                    chat.api_key = llm.api_key.clone();
-                    Ok(Arc::new(roncho_llm::openai::OpenAiChat::new(chat)?))
-                };
-                worker = worker.with_llms(model(&llm.deriver_model)?, model(&llm.summary_model)?);
-                tracing::info!(base_url = %llm.base_url, deriver = %llm.deriver_model, summary = %llm.summary_model, "deriver worker: LLM");
-            }
-            None => tracing::info!("deriver worker: extractive (no LLM configured)"),
+        let deriver = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
+        let summarizer = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
+        tracing::info!(
+            deriver = deriver
+                .as_ref()
+                .map_or_else(|| "extractive".to_owned(), |llm| llm.model_id()),
+            summary = summarizer
+                .as_ref()
+                .map_or_else(|| "extractive".to_owned(), |llm| llm.model_id()),
+            "deriver worker"
+        );
+        services.derivation = roncho_deriver::Derivation {
+            observations: deriver.as_ref().map(|llm| llm.model_id()),
+            summaries: summarizer.as_ref().map(|llm| llm.model_id()),
+        };
+        if let Some(deriver) = deriver {
+            worker = worker.with_deriver_llm(deriver);
+        }
+        if let Some(summarizer) = summarizer {
+            worker = worker.with_summary_llm(summarizer);
+        }
+        if let Some(semantic) = &runtime.semantic {
+            worker = worker.with_semantic_dedup(semantic.embedder.clone(), semantic.vectors.clone());
+        }
+        if let Some(reconciler) = runtime.reconciler.clone() {
+            // New conclusions are embedded right away, not at the next poll.
+            worker = worker.with_saved_hook(Arc::new(move || reconciler.nudge()));
         }
         let worker = Arc::new(worker);
         workers.spawn(worker.clone().run(shutdown.clone()));

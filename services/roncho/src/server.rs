@@ -30,6 +30,8 @@ pub struct Services {
     pub after_write: Option<roncho_ingest::AfterWrite>,
     /// The background work queue (queue status; the workers' source).
     pub queue: Option<Arc<dyn WorkQueue>>,
+    /// How the deriver works, reported by queue status.
+    pub derivation: roncho_deriver::Derivation,
 }
 
 impl Services {
@@ -40,6 +42,10 @@ impl Services {
             semantic: None,
             after_write: None,
             queue: None,
+            derivation: roncho_deriver::Derivation {
+                observations: None,
+                summaries: None,
+            },
         }
     }
 }
@@ -94,6 +100,7 @@ pub async fn run(
                 served.push(<DeriverServiceServer<roncho_deriver::Deriver> as NamedService>::NAME);
                 router.add_service(DeriverServiceServer::new(roncho_deriver::Deriver::new(
                     services.queue.clone(),
+                    services.derivation.clone(),
                 )))
             }
             Role::Dreamer => {

@@ -46,10 +46,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     }
     // Capabilities that are not built yet are reported as degraded, never hidden.
     let deriver = match &config.llm {
-        Some(llm) => format!(
-            "deriver {} and summariser {} at {}",
-            llm.deriver_model, llm.summary_model, llm.base_url
-        ),
+        Some(llm) => llm.describe(),
         None => "the deriver is extractive (no LLM configured): conclusions quote messages and summaries list turns"
             .to_owned(),
     };

@@ -9,11 +9,12 @@ use roncho_core::queue::WorkQueue;
 use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
+use roncho_llm::Llm;
 use roncho_recall::Semantic;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use roncho_store::{SqlStore, SqlVectorStore};
 
-use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, Role};
+use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, LlmConfig, LlmProvider, LlmRole, Role};
 
 /// The ports of one process.
 pub struct Runtime {
@@ -180,6 +181,36 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         reconciler,
         embedder_description: description,
     })
+}
+
+/// Builds the LLM of `role`: its model, or its fallback chain; `None` when
+/// the role has no model (it runs extractively).
+pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<Arc<dyn Llm>>> {
+    let Some((config, models)) = config.and_then(|config| Some((config, config.roles.get(&role)?))) else {
+        return Ok(None);
+    };
+    let mut chain = Vec::with_capacity(models.chain.len());
+    for model in &models.chain {
+        let endpoint = config
+            .endpoints
+            .get(&model.provider)
+            .with_context(|| format!("no endpoint for {model}"))?;
+        let mut settings = roncho_llm::ProviderConfig::new(&endpoint.base_url, &model.model);
+        settings.api_key = endpoint.api_key.clone();
+        settings.timeout = config.timeout;
+        settings.retry.max_retries = config.max_retries;
+        let built: Arc<dyn Llm> = match model.provider {
+            LlmProvider::Openai => Arc::new(roncho_llm::openai::OpenAiChat::new(settings)?),
+            LlmProvider::Anthropic => Arc::new(roncho_llm::anthropic::AnthropicChat::new(settings)?),
+            LlmProvider::Gemini => Arc::new(roncho_llm::gemini::GeminiChat::new(settings)?),
+        };
+        chain.push(built);
+    }
+    Ok(Some(if chain.len() == 1 {
+        chain.remove(0)
+    } else {
+        Arc::new(roncho_llm::FallbackChain::new(chain))
+    }))
 }
 
 /// The work queue of a process, and the NATS queue itself when that is it.

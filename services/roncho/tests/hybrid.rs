@@ -93,13 +93,12 @@ async fn outage_degrades_search_and_loses_nothing(
     ));
     let nudged = reconciler.clone();
     let services = Services {
-        store: dyn_store,
         semantic: Some(roncho_recall::Semantic {
             embedder: embedder.clone(),
             vectors,
         }),
         after_write: Some(Arc::new(move || nudged.nudge())),
-        queue: None,
+        ..Services::store_only(dyn_store)
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

@@ -169,3 +169,141 @@ async fn a_fact_derived_again_counts_up_instead_of_repeating() {
         ]
     );
 }
+
+#[tokio::test]
+async fn a_near_identical_fact_is_the_same_fact_and_the_better_wording_wins() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    // The test embedder hashes alphanumeric words, so punctuation changes
+    // the text (and its wording score: words split at spaces) but not the
+    // vector. Batch 2 says one fact again word for word (exact dedup) and
+    // the other worse worded ("her-sister": fewer words); batch 3 words the
+    // first better (one more word, ":)").
+    let (llm, _) = model(vec![
+        r#"{"explicit": [{"content": "Alice works as a nurse"}, {"content": "Alice moved to Berlin in 2019 with her sister"}]}"#,
+        r#"{"explicit": [{"content": "alice works as a  nurse"}, {"content": "Alice moved to Berlin in 2019 with her-sister"}]}"#,
+        r#"{"explicit": [{"content": "Alice works as a nurse :)"}]}"#,
+    ])
+    .await;
+    let embedder: Arc<dyn roncho_core::embed::Embedder> =
+        Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(256));
+    let vectors: Arc<dyn roncho_core::vector::VectorStore> = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let reconciler = roncho_reconciler::Reconciler::new(
+        dyn_store.clone(),
+        embedder.clone(),
+        vectors.clone(),
+        roncho_reconciler::ReconcilerConfig::default(),
+    );
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let worker = Worker::new(dyn_store, queue, WorkerConfig::default())
+        .with_llms(llm.clone(), llm)
+        .with_semantic_dedup(embedder, vectors);
+    let say = |content: &'static str| {
+        vec![NewMessage {
+            peer_id: "alice".into(),
+            content: content.into(),
+            metadata: JsonObject::new(),
+            configuration: JsonObject::new(),
+            created_at: None,
+            token_count: 5,
+        }]
+    };
+    while worker.run_once().await.unwrap() {}
+    reconciler.pass().await.unwrap();
+    store.create_messages("w", "s", say("Nursing, yes.")).await.unwrap();
+    while worker.run_once().await.unwrap() {}
+    reconciler.pass().await.unwrap();
+    store.create_messages("w", "s", say("Still nursing.")).await.unwrap();
+    while worker.run_once().await.unwrap() {}
+
+    let live = alice_observes(&store).await;
+    let ids: Vec<String> = live.iter().map(|c| c.id.clone()).collect();
+    let mut seen: Vec<(String, i64)> = store
+        .conclusions_by_ids("w", &ids)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.content, c.times_derived))
+        .collect();
+    seen.sort();
+    assert_eq!(
+        seen,
+        [
+            ("Alice moved to Berlin in 2019 with her sister".to_owned(), 2),
+            ("Alice works as a nurse :)".to_owned(), 3),
+        ],
+        "near-identical facts count up; a better wording replaces the stored one and carries its count"
+    );
+}
+
+#[tokio::test]
+async fn the_configured_fallback_chain_moves_past_an_unavailable_provider() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    // An overloaded Anthropic first in the chain, then an OpenAI-compatible server.
+    let overloaded_calls = Arc::new(AtomicUsize::new(0));
+    let counted = overloaded_calls.clone();
+    let overloaded = axum::Router::new().route(
+        "/v1/messages",
+        axum::routing::post(move || {
+            counted.fetch_add(1, Ordering::SeqCst);
+            async {
+                (
+                    axum::http::StatusCode::SERVICE_UNAVAILABLE,
+                    Json(json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}})),
+                )
+            }
+        }),
+    );
+    let anthropic = roncho_http::serve_for_test(overloaded).await;
+    let script = Script::new(vec![r#"{"explicit": [{"content": "Alice works as a nurse"}]}"#]);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(script.clone());
+    let openai = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let variables: std::collections::HashMap<String, String> = [
+        ("RONCHO_ANTHROPIC_BASE_URL", anthropic.as_str()),
+        ("RONCHO_OPENAI_BASE_URL", openai.as_str()),
+        ("RONCHO_DERIVER_MODEL", "anthropic:claude-haiku-4-5, openai:scripted"),
+        ("RONCHO_LLM_MAX_RETRIES", "0"),
+    ]
+    .into_iter()
+    .map(|(name, value)| (name.to_owned(), value.to_owned()))
+    .collect();
+    let layer = roncho::config::ConfigLayer::from_env(&variables).unwrap();
+    let config = roncho::config::Config::resolve(Default::default(), layer, Default::default()).unwrap();
+    let llm = roncho::wiring::llm(config.llm.as_ref(), roncho::config::LlmRole::Deriver)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        llm.model_id(),
+        "anthropic/claude-haiku-4-5 > openai-compatible/scripted"
+    );
+    assert!(
+        roncho::wiring::llm(config.llm.as_ref(), roncho::config::LlmRole::Summary)
+            .unwrap()
+            .is_none(),
+        "no summary model: summaries stay extractive"
+    );
+
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let worker = Worker::new(dyn_store, queue, WorkerConfig::default()).with_deriver_llm(llm);
+    while worker.run_once().await.unwrap() {}
+    assert_eq!(
+        (overloaded_calls.load(Ordering::SeqCst), script.count()),
+        (1, 1),
+        "one refused call, then the next provider"
+    );
+    let conclusions = alice_observes(&store).await;
+    assert_eq!(
+        conclusions.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+        ["Alice works as a nurse"]
+    );
+    assert_eq!(
+        conclusions[0].metadata["derived_by"], "anthropic/claude-haiku-4-5 > openai-compatible/scripted",
+        "the chain that derived it"
+    );
+}
