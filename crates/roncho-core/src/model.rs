@@ -283,6 +283,25 @@ pub struct CollectionQuery {
     pub most_derived: i64,
 }
 
+/// A scan of one workspace's messages in time order, for the agents' tools
+/// (grep, date ranges, the context around a message).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct MessageScan {
+    /// Only these sessions (an allowlist); `None`: every session.
+    pub session_ids: Option<Vec<String>>,
+    /// Only messages of sessions this peer is or was a member of, while it was.
+    pub peer_perspective: Option<String>,
+    /// Case-insensitive substring of the content.
+    pub contains: Option<String>,
+    /// `created_at` strictly after / before, in microseconds.
+    pub after: Option<i64>,
+    pub before: Option<i64>,
+    /// `seq_in_session` within `[from, to]` (meant with one session).
+    pub seq_range: Option<(i64, i64)>,
+    pub newest_first: bool,
+    pub limit: i64,
+}
+
 /// A full-text search over messages of one workspace.
 #[derive(Debug, Clone, PartialEq)]
 pub struct MessageSearch {

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::{
-    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone,
-    WebhookEndpoint, Workspace,
+    CollectionQuery, Conclusion, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page,
+    PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind,
+    Tombstone, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -245,4 +245,9 @@ pub trait Store: Send + Sync + 'static {
 
     /// Returns live conclusions of a workspace by public id, in no particular order.
     async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>>;
+    /// Returns the live conclusions that list conclusion `id` among their
+    /// `source_ids` (what was derived from it), oldest first.
+    async fn conclusions_citing(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>>;
+    /// Returns messages by a [`MessageScan`], in time order.
+    async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>>;
 }

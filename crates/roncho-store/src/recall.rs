@@ -3,8 +3,8 @@
 
 use roncho_core::filter::Filter;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, JsonObject, Message, MessageSearch, NewConclusion, Page, PageRequest, SessionSummary,
-    SummaryKind, new_public_id, now_micros,
+    CollectionQuery, Conclusion, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, Page, PageRequest,
+    SessionSummary, SummaryKind, new_public_id, now_micros,
 };
 use roncho_core::{Error, Result};
 use sqlx::Row;
@@ -139,12 +139,7 @@ impl SqlStore {
             sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
         }
         if let Some(observer) = &search.peer_perspective {
-            sql.push(
-                " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
-                 AND sp.session_name = m.session_name AND sp.peer_name = ",
-            );
-            sql.bind(observer.as_str())
-                .push(" AND (sp.left_at IS NULL OR m.created_at <= sp.left_at))");
+            push_perspective(&mut sql, observer);
         }
         sql.push(" AND ");
         crate::sql::render_filter(&mut sql, self.dialect(), filter, message_column)?;
@@ -288,6 +283,57 @@ impl SqlStore {
         self.read(&sql).await?.iter().map(rows::conclusion).collect()
     }
 
+    pub(crate) async fn conclusions_citing_impl(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>> {
+        // source_ids is a JSON list of strings; ids hold no quote.
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+            rows::CONCLUSION_COLUMNS
+        ));
+        sql.bind(workspace_id)
+            .push(" AND d.source_ids LIKE ")
+            .bind(format!("%\"{}\"%", escape_like(id)))
+            .push(" ESCAPE '\\' ORDER BY d.created_at, d.id");
+        self.read(&sql).await?.iter().map(rows::conclusion).collect()
+    }
+
+    pub(crate) async fn scan_messages_impl(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id);
+        if let Some(sessions) = &scan.session_ids {
+            if sessions.is_empty() {
+                return Ok(Vec::new());
+            }
+            sql.push(" AND m.session_name IN ").push_list(sessions);
+        }
+        if let Some(observer) = &scan.peer_perspective {
+            push_perspective(&mut sql, observer);
+        }
+        if let Some(text) = scan.contains.as_deref().filter(|text| !text.is_empty()) {
+            sql.push(" AND LOWER(m.content) LIKE ")
+                .bind(format!("%{}%", escape_like(&text.to_lowercase())))
+                .push(" ESCAPE '\\'");
+        }
+        if let Some(after) = scan.after {
+            sql.push(" AND m.created_at > ").bind(after);
+        }
+        if let Some(before) = scan.before {
+            sql.push(" AND m.created_at < ").bind(before);
+        }
+        if let Some((from, to)) = scan.seq_range {
+            sql.push(" AND m.seq_in_session >= ")
+                .bind(from)
+                .push(" AND m.seq_in_session <= ")
+                .bind(to);
+        }
+        let dir = if scan.newest_first { "DESC" } else { "ASC" };
+        sql.push(&format!(" ORDER BY m.created_at {dir}, m.id {dir} LIMIT "))
+            .bind(scan.limit.max(0));
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
     pub(crate) async fn get_peer_card_impl(
         &self,
         workspace_id: &str,
@@ -411,6 +457,28 @@ impl SqlStore {
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
+}
+
+/// Restricts messages `m` to sessions `observer` is or was a member of, while it was.
+pub(crate) fn push_perspective(sql: &mut Sql, observer: &str) {
+    sql.push(
+        " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
+         AND sp.session_name = m.session_name AND sp.peer_name = ",
+    );
+    sql.bind(observer)
+        .push(" AND (sp.left_at IS NULL OR m.created_at <= sp.left_at))");
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+fn escape_like(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
 }
 
 /// Inserts one conclusion with `times_derived`, checking its peers and session.

@@ -85,12 +85,7 @@ impl SqlStore {
         sql.bind(workspace_id).push(" AND m.public_id IN ");
         sql.push_list(ids);
         if let Some(observer) = peer_perspective {
-            sql.push(
-                " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \
-                 AND sp.session_name = m.session_name AND sp.peer_name = ",
-            );
-            sql.bind(observer)
-                .push(" AND (sp.left_at IS NULL OR m.created_at <= sp.left_at))");
+            crate::recall::push_perspective(&mut sql, observer);
         }
         sql.push(" AND ");
         render_filter(&mut sql, self.dialect(), filter, message_column)?;

@@ -8,7 +8,7 @@ use roncho_core::filter::{self, Filter};
 use roncho_core::model::{
     CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
 };
-use roncho_core::model::{SummaryKind, SyncKind};
+use roncho_core::model::{MessageScan, SummaryKind, SyncKind};
 use roncho_core::store::Store;
 use roncho_store::testing::FreshDatabase;
 use roncho_store::{SqlStore, StoreOptions};
@@ -103,6 +103,8 @@ store_contract_suite!(
     conclusions_are_created_listed_and_soft_deleted,
     rederived_conclusions_count_up,
     a_superseded_conclusion_hands_on_its_count,
+    message_scans_grep_date_and_window,
+    conclusions_citing_walks_source_ids,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
@@ -1456,4 +1458,155 @@ async fn a_superseded_conclusion_hands_on_its_count(store: &dyn Store) {
             .await,
         Err(Error::NotFound { .. })
     ));
+}
+
+async fn message_scans_grep_date_and_window(store: &dyn Store) {
+    let dated = |peer: &str, content: &str, day: i64| NewMessage {
+        created_at: Some(1_700_000_000_000_000 + day * 86_400_000_000),
+        ..new_message(peer, content)
+    };
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                dated("alice", "I adopted a cat named 100%_Mochi", 0),
+                dated("bob", "What colour is MOCHI?", 1),
+                dated("alice", "Mochi is grey.", 2),
+                dated("alice", "I also like dogs.", 3),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "other", vec![dated("carol", "mochi ice cream", 4)])
+        .await
+        .unwrap();
+    let scan = |scan: MessageScan| async move {
+        store
+            .scan_messages("w", &MessageScan { limit: 10, ..scan })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("mochi".into()),
+            ..MessageScan::default()
+        })
+        .await,
+        [
+            "I adopted a cat named 100%_Mochi",
+            "What colour is MOCHI?",
+            "Mochi is grey.",
+            "mochi ice cream"
+        ],
+        "case-insensitive, oldest first"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("0%_m".into()),
+            ..MessageScan::default()
+        })
+        .await,
+        ["I adopted a cat named 100%_Mochi"],
+        "% and _ are literal"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("mochi".into()),
+            peer_perspective: Some("bob".into()),
+            newest_first: true,
+            ..MessageScan::default()
+        })
+        .await,
+        [
+            "Mochi is grey.",
+            "What colour is MOCHI?",
+            "I adopted a cat named 100%_Mochi"
+        ],
+        "only sessions bob is in"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            after: Some(1_700_000_000_000_000 + 86_400_000_000),
+            before: Some(1_700_000_000_000_000 + 4 * 86_400_000_000),
+            session_ids: Some(vec!["s".into(), "other".into()]),
+            ..MessageScan::default()
+        })
+        .await,
+        ["Mochi is grey.", "I also like dogs."],
+        "both bounds exclusive"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            session_ids: Some(vec!["s".into()]),
+            seq_range: Some((2, 3)),
+            ..MessageScan::default()
+        })
+        .await,
+        ["What colour is MOCHI?", "Mochi is grey."]
+    );
+    assert!(
+        scan(MessageScan {
+            session_ids: Some(Vec::new()),
+            ..MessageScan::default()
+        })
+        .await
+        .is_empty(),
+        "an empty allowlist selects nothing"
+    );
+}
+
+async fn conclusions_citing_walks_source_ids(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let facts = store
+        .create_conclusions(
+            "w",
+            vec![
+                new_conclusion("alice", "alice", "Alice has a cat"),
+                new_conclusion("alice", "alice", "Alice has a dog"),
+            ],
+        )
+        .await
+        .unwrap();
+    let derived = |content: &str, sources: Vec<String>| NewConclusion {
+        level: "deductive".into(),
+        premises: vec!["premise".into()],
+        source_ids: sources,
+        ..new_conclusion("alice", "alice", content)
+    };
+    let made = store
+        .create_conclusions(
+            "w",
+            vec![
+                derived("Alice has pets", vec![facts[0].id.clone(), facts[1].id.clone()]),
+                derived("Alice buys cat food", vec![facts[0].id.clone()]),
+            ],
+        )
+        .await
+        .unwrap();
+    let citing = |id: String| async move {
+        store
+            .conclusions_citing("w", &id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.content)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        citing(facts[0].id.clone()).await,
+        ["Alice has pets", "Alice buys cat food"]
+    );
+    assert_eq!(citing(facts[1].id.clone()).await, ["Alice has pets"]);
+    store.delete_conclusion("w", &made[0].id).await.unwrap();
+    assert_eq!(
+        citing(facts[1].id.clone()).await,
+        Vec::<String>::new(),
+        "deleted ones are gone"
+    );
+    assert!(citing("_".into()).await.is_empty(), "a wildcard matches nothing");
 }

@@ -79,12 +79,7 @@ pub async fn nearest_conclusions(
     query: &str,
     top_k: i64,
 ) -> Result<Vec<Conclusion>> {
-    let vector = semantic
-        .embedder
-        .embed(&[query.to_owned()])
-        .await?
-        .pop()
-        .unwrap_or_default();
+    let vector = semantic.embed_query(query).await?;
     let filter = VectorFilter {
         session_ids: options.allowed_sessions.clone(),
         peer_id: None,

@@ -5,7 +5,7 @@
 //! `QueryConclusions` need an embedder; summaries need the summariser: those
 //! answer `UNIMPLEMENTED` or report degraded mode until they land.
 
-mod context;
+pub mod context;
 
 use std::sync::Arc;
 
@@ -30,6 +30,18 @@ use tonic::Request;
 pub struct Semantic {
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorStore>,
+}
+
+impl Semantic {
+    /// Returns the embedding of one query.
+    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
+        Ok(self
+            .embedder
+            .embed(&[query.to_owned()])
+            .await?
+            .pop()
+            .unwrap_or_default())
+    }
 }
 
 /// Serves `RecallService` over a store, with semantic search when configured.
@@ -422,12 +434,7 @@ impl Recall {
         search: &MessageSearch,
         filter: &filter::Filter,
     ) -> Result<Vec<roncho_core::model::Message>> {
-        let vector = semantic
-            .embedder
-            .embed(&[query.to_owned()])
-            .await?
-            .pop()
-            .unwrap_or_default();
+        let vector = semantic.embed_query(query).await?;
         let vector_filter = VectorFilter {
             session_ids: search.session_id.clone().map(|id| vec![id]),
             peer_id: search.peer_id.clone(),

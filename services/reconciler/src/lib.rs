@@ -40,7 +40,7 @@ impl Default for ReconcilerConfig {
             batch_size: 64,
             max_attempts: 20,
             backoff: Duration::from_secs(5),
-            interval: Duration::from_secs(5),
+            interval: Duration::from_secs(1),
         }
     }
 }

@@ -136,6 +136,7 @@ pub struct ConfigLayer {
     pub dialectic_max_max_tokens: Option<u32>,
     pub dream_max_tokens: Option<u32>,
     pub deriver_lease_secs: Option<u64>,
+    pub reconciler_interval_ms: Option<u64>,
     pub nats_url: Option<String>,
     pub nats_prefix: Option<String>,
     pub nats_partitions: Option<u32>,
@@ -249,6 +250,9 @@ pub struct Config {
     /// How long a deriver holds a work unit without renewing; a killed worker's
     /// units are taken over after it.
     pub deriver_lease: Duration,
+    /// How often the reconciler looks for rows to embed when nobody nudges
+    /// it (a deriver or ingest in its own process nudges it at once).
+    pub reconciler_interval: Duration,
     /// NATS JetStream for background work; `None`: the SQL queue in the store.
     pub nats: Option<NatsConfig>,
 }
@@ -657,6 +661,7 @@ impl Config {
             qdrant,
             llm,
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
+            reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
             nats,
             listen: merged
                 .listen

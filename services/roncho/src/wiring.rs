@@ -172,7 +172,10 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             store,
             embedder.clone(),
             vectors.clone(),
-            ReconcilerConfig::default(),
+            ReconcilerConfig {
+                interval: config.reconciler_interval,
+                ..ReconcilerConfig::default()
+            },
         ))
     });
     Ok(Runtime {
