@@ -34,12 +34,7 @@ fn said(peer: &str, content: &str, day: i64) -> NewMessage {
 /// Bob holds two explicit facts about Alice.
 async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
     let mut messages = Vec::new();
     for (session, batch) in [
         (

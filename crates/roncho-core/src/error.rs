@@ -23,6 +23,9 @@ pub enum Error {
     /// The operation belongs to a capability that is not built yet.
     #[error("{0} is not implemented yet")]
     Unimplemented(&'static str),
+    /// The operation ran past its deadline (a slow model, say).
+    #[error("deadline exceeded: {0}")]
+    DeadlineExceeded(String),
     /// A dependency (database, queue, ...) cannot be reached.
     #[error("unavailable: {0}")]
     Unavailable(String),
@@ -57,6 +60,7 @@ impl Error {
             Error::ResourceExhausted(_) => tonic::Code::ResourceExhausted,
             Error::Unimplemented(_) => tonic::Code::Unimplemented,
             Error::Unavailable(_) => tonic::Code::Unavailable,
+            Error::DeadlineExceeded(_) => tonic::Code::DeadlineExceeded,
             Error::Internal(_) => tonic::Code::Internal,
         }
     }

@@ -116,9 +116,16 @@ impl FreshDatabase {
 
 /// Connects to `url` and applies the migrations: a store ready for a test.
 pub async fn open_migrated(url: &str) -> std::sync::Arc<crate::SqlStore> {
-    let store = crate::connect(&crate::StoreOptions::new(url.to_owned()))
-        .await
-        .expect("connecting the test store");
+    open_with(&crate::StoreOptions::new(url.to_owned())).await
+}
+
+/// Opens the embedded SQLite store in `dir`, migrated.
+pub async fn open_embedded(dir: &std::path::Path) -> std::sync::Arc<crate::SqlStore> {
+    open_with(&crate::StoreOptions::embedded(dir)).await
+}
+
+async fn open_with(options: &crate::StoreOptions) -> std::sync::Arc<crate::SqlStore> {
+    let store = crate::connect(options).await.expect("connecting the test store");
     crate::migrate(&store).await.expect("migrating the test store");
     std::sync::Arc::new(store)
 }

@@ -1,25 +1,183 @@
-//! The dialectic role: `roncho.v1.DialecticService`, natural-language answers
-//! about a peer. The agent arrives with the dialectic milestone; until then
-//! both RPCs answer `UNIMPLEMENTED` with the reason.
+//! The dialectic role: `roncho.v1.DialecticService`, natural-language
+//! answers about a peer from what an observer knows ([`agent`]), at
+//! Honcho's five reasoning levels, each with its own model (or none:
+//! extractive), reply budget and deadline.
 
-use roncho_core::rpc::{RpcResult, not_yet};
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod agent;
+pub mod schema;
+
+use agent::{Ask, Level, LevelModel};
+use roncho_agent::ToolContext;
+use roncho_core::json::struct_to_json;
+use roncho_core::rpc::{RpcResult, reply};
+use roncho_core::store::Store;
+use roncho_core::{Error, Result, validate};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::dialectic_service_server::DialecticService;
+use roncho_recall::Semantic;
+use serde_json::Value;
 use tonic::{Request, Status};
 
+/// Longest question, in characters.
+pub const MAX_QUERY_CHARS: usize = 10_000;
+
 /// Serves `DialecticService`.
-#[derive(Debug, Clone, Default)]
-pub struct Dialectic;
+#[derive(Clone)]
+pub struct Dialectic {
+    store: Arc<dyn Store>,
+    semantic: Option<Semantic>,
+    models: [Option<LevelModel>; 5],
+    deadlines: [Duration; 5],
+}
+
+impl std::fmt::Debug for Dialectic {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Dialectic")
+            .field("deadlines", &self.deadlines)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Dialectic {
+    /// Returns the service with no models: every level answers extractively.
+    pub fn new(store: Arc<dyn Store>, semantic: Option<Semantic>) -> Self {
+        Self {
+            store,
+            semantic,
+            models: Default::default(),
+            deadlines: Level::ALL.map(Level::default_deadline),
+        }
+    }
+
+    /// Answers `level` with this model and reply budget.
+    pub fn with_model(mut self, level: Level, llm: Arc<dyn roncho_llm::Llm>, max_tokens: u32) -> Self {
+        self.models[level.index()] = Some(LevelModel { llm, max_tokens });
+        self
+    }
+
+    /// Gives `level` this deadline.
+    pub fn with_deadline(mut self, level: Level, deadline: Duration) -> Self {
+        self.deadlines[level.index()] = deadline;
+        self
+    }
+
+    fn ask(request: pb::ChatRequest) -> Result<Ask> {
+        let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let observer = validate::reference_id("peer_id", &request.peer_id)?;
+        let target = match request.target.filter(|target| !target.is_empty()) {
+            Some(target) => validate::reference_id("target", &target)?,
+            None => observer.clone(),
+        };
+        let query = validate::strip_nul(&request.query);
+        if query.trim().is_empty() {
+            return Err(Error::invalid("query", "is required"));
+        }
+        if query.chars().count() > MAX_QUERY_CHARS {
+            return Err(Error::invalid(
+                "query",
+                format!("is longer than {MAX_QUERY_CHARS} characters"),
+            ));
+        }
+        let session = match request.session_id.filter(|session| !session.is_empty()) {
+            Some(session) => Some(validate::reference_id("session_id", &session)?),
+            None => None,
+        };
+        let response_format = match request.response_format {
+            Some(format) => {
+                let object = struct_to_json(&format);
+                schema::check_format(&object)?;
+                Some(Value::Object(object))
+            }
+            None => None,
+        };
+        Ok(Ask {
+            workspace,
+            observer,
+            target,
+            query,
+            session,
+            allowed_sessions: roncho_recall::session_allowlist(request.filters)?,
+            level: Level::parse(&request.reasoning_level)?,
+            response_format,
+        })
+    }
+
+    /// Answers `ask`, sending the final answer's pieces to `sink` when
+    /// streaming; bounded by the level's deadline.
+    async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<Option<String>> {
+        // The observer must exist (NOT_FOUND otherwise); an unknown target simply has no memory.
+        self.store
+            .get_peer_card(&ask.workspace, &ask.observer, &ask.observer)
+            .await?;
+        let tools = ToolContext::new(
+            self.store.clone(),
+            self.semantic.clone(),
+            &ask.workspace,
+            &ask.observer,
+            &ask.target,
+            ask.session.clone(),
+        )
+        .with_allowed_sessions(ask.allowed_sessions.clone());
+        let deadline = self.deadlines[ask.level.index()];
+        let work = async {
+            match &self.models[ask.level.index()] {
+                Some(model) => agent::answer_with_model(&tools, ask, model, sink).await,
+                None => {
+                    let text = agent::answer_extractively(&tools, ask).await?;
+                    if let (Some(sink), Some(text)) = (sink, &text) {
+                        sink(text.clone());
+                    }
+                    Ok(text)
+                }
+            }
+        };
+        tokio::time::timeout(deadline, work).await.map_err(|_| {
+            Error::DeadlineExceeded(format!(
+                "the {} level's answer took longer than {} s",
+                ask.level.name(),
+                deadline.as_secs_f32()
+            ))
+        })?
+    }
+}
 
 #[tonic::async_trait]
 impl DialecticService for Dialectic {
-    type ChatStreamStream = futures::stream::BoxStream<'static, Result<pb::ChatStreamResponse, Status>>;
+    type ChatStreamStream = futures::stream::BoxStream<'static, std::result::Result<pb::ChatStreamResponse, Status>>;
 
-    async fn chat(&self, _: Request<pb::ChatRequest>) -> RpcResult<pb::ChatResponse> {
-        not_yet("Chat")
+    async fn chat(&self, request: Request<pb::ChatRequest>) -> RpcResult<pb::ChatResponse> {
+        let result = async {
+            let ask = Self::ask(request.into_inner())?;
+            let content = self.answer(&ask, None).await?;
+            Ok(pb::ChatResponse { content })
+        }
+        .await;
+        reply(result)
     }
 
-    async fn chat_stream(&self, _: Request<pb::ChatRequest>) -> RpcResult<Self::ChatStreamStream> {
-        not_yet("ChatStream")
+    async fn chat_stream(&self, request: Request<pb::ChatRequest>) -> RpcResult<Self::ChatStreamStream> {
+        let ask = Self::ask(request.into_inner()).map_err(Status::from)?;
+        let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
+        let this = self.clone();
+        tokio::spawn(async move {
+            let pieces = sender.clone();
+            let sink = move |delta: String| {
+                // A closed channel means the client went away; the select below stops the work.
+                let _ = pieces.send(Ok(pb::ChatStreamResponse { delta, done: false }));
+            };
+            tokio::select! {
+                () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
+                result = this.answer(&ask, Some(&sink)) => {
+                    let last = result.map(|_| pb::ChatStreamResponse { delta: String::new(), done: true });
+                    let _ = sender.send(last.map_err(Status::from));
+                }
+            }
+        });
+        let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(receiver);
+        Ok(tonic::Response::new(Box::pin(stream)))
     }
 }

@@ -129,7 +129,7 @@ fn search_query(query: Option<&str>) -> Result<Option<String>> {
 }
 
 /// Parses the recall-route filter subset: only `session_id`, as an id, a list or `{"in": [...]}`.
-fn session_allowlist(filters: Option<prost_types::Struct>) -> Result<Option<Vec<String>>> {
+pub fn session_allowlist(filters: Option<prost_types::Struct>) -> Result<Option<Vec<String>>> {
     let Some(filters) = filters else { return Ok(None) };
     let object = struct_to_json(&filters);
     let mut allowlist = None;

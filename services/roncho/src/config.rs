@@ -526,6 +526,13 @@ impl LlmConfig {
         }))
     }
 
+    /// The reply budget of `role` (its default when it has no model).
+    pub fn max_tokens(config: Option<&LlmConfig>, role: LlmRole) -> u32 {
+        config
+            .and_then(|llm| llm.roles.get(&role))
+            .map_or_else(|| role.default_max_tokens(), |models| models.max_tokens)
+    }
+
     /// One line per role: its chain and budget, or that it is extractive.
     pub fn describe(&self) -> String {
         LlmRole::ALL

@@ -165,6 +165,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let mut services = roncho::server::Services::store_only(store.clone());
     services.semantic = runtime.semantic.clone();
+    services.dialectic = Some(roncho::wiring::dialectic(&config, &services)?);
     let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
     let queue = roncho::wiring::work_queue(&config, &store).await?;
     if let Some(nats) = queue.nats.clone() {
@@ -181,14 +182,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.roles.contains(&roncho::config::Role::Deriver) {
-        use roncho::config::LlmRole;
-        let limit = |role: LlmRole| {
-            config
-                .llm
-                .as_ref()
-                .and_then(|llm| llm.roles.get(&role))
-                .map_or_else(|| role.default_max_tokens(), |models| models.max_tokens)
-        };
+        use roncho::config::{LlmConfig, LlmRole};
+        let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
         let mut worker = roncho_deriver::worker::Worker::new(
             store.clone(),
             queue.clone(),

@@ -32,6 +32,8 @@ pub struct Services {
     pub queue: Option<Arc<dyn WorkQueue>>,
     /// How the deriver works, reported by queue status.
     pub derivation: roncho_deriver::Derivation,
+    /// The dialectic with its models; `None`: every level extractive.
+    pub dialectic: Option<roncho_dialectic::Dialectic>,
 }
 
 impl Services {
@@ -46,6 +48,7 @@ impl Services {
                 observations: None,
                 summaries: None,
             },
+            dialectic: None,
         }
     }
 }
@@ -94,7 +97,10 @@ pub async fn run(
             }
             Role::Dialectic => {
                 served.push(<DialecticServiceServer<roncho_dialectic::Dialectic> as NamedService>::NAME);
-                router.add_service(DialecticServiceServer::new(roncho_dialectic::Dialectic))
+                let dialectic = services.dialectic.clone().unwrap_or_else(|| {
+                    roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone())
+                });
+                router.add_service(DialecticServiceServer::new(dialectic))
             }
             Role::Deriver => {
                 served.push(<DeriverServiceServer<roncho_deriver::Deriver> as NamedService>::NAME);

@@ -44,16 +44,17 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     if let Some(check) = nats_check(config).await {
         checks.push(check);
     }
-    // Capabilities that are not built yet are reported as degraded, never hidden.
-    let deriver = match &config.llm {
+    // Extractive agents and capabilities not built yet are degraded, never hidden.
+    let models = match &config.llm {
         Some(llm) => llm.describe(),
-        None => "the deriver is extractive (no LLM configured): conclusions quote messages and summaries list turns"
+        None => "no LLM configured: the deriver and the dialectic are extractive (conclusions quote messages, \
+                 summaries list turns, answers quote memory with ids)"
             .to_owned(),
     };
     checks.push(Check {
-        name: "derivation",
+        name: "agents",
         ok: false,
-        detail: format!("degraded: {deriver}; dialectic and dreamer answer UNIMPLEMENTED"),
+        detail: format!("degraded: {models}; the dreamer answers UNIMPLEMENTED"),
     });
     checks
 }

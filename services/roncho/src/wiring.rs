@@ -216,6 +216,25 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
     }))
 }
 
+/// Builds the dialectic with each level's configured model (levels without
+/// one answer extractively).
+pub fn dialectic(config: &Config, services: &crate::server::Services) -> anyhow::Result<roncho_dialectic::Dialectic> {
+    use roncho_dialectic::agent::Level;
+    let mut dialectic = roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone());
+    for (level, role) in [
+        (Level::Minimal, LlmRole::DialecticMinimal),
+        (Level::Low, LlmRole::DialecticLow),
+        (Level::Medium, LlmRole::DialecticMedium),
+        (Level::High, LlmRole::DialecticHigh),
+        (Level::Max, LlmRole::DialecticMax),
+    ] {
+        if let Some(llm) = llm(config.llm.as_ref(), role)? {
+            dialectic = dialectic.with_model(level, llm, LlmConfig::max_tokens(config.llm.as_ref(), role));
+        }
+    }
+    Ok(dialectic)
+}
+
 /// The work queue of a process, and the NATS queue itself when that is it.
 pub struct Queue {
     pub queue: Arc<dyn WorkQueue>,

@@ -39,12 +39,7 @@ async fn search(
 #[tokio::test]
 async fn embedder_outage_degrades_search_and_loses_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let store = Arc::new(
-        roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
     let embedder = Arc::new(SwitchableTestEmbedder::down(128));
     let switch = embedder.clone();

@@ -37,12 +37,7 @@ async fn model(replies: Vec<&'static str>) -> (Arc<dyn Llm>, Script) {
 }
 
 async fn store_with_messages(dir: &std::path::Path) -> Arc<roncho_store::SqlStore> {
-    let store = Arc::new(
-        roncho_store::connect(&roncho_store::StoreOptions::embedded(dir))
-            .await
-            .unwrap(),
-    );
-    roncho_store::migrate(&store).await.unwrap();
+    let store = roncho_store::testing::open_embedded(dir).await;
     let messages = ["I moved to Berlin in 2019.", "I work as a nurse."]
         .iter()
         .map(|content| NewMessage {

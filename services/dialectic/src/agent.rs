@@ -1,0 +1,377 @@
+//! The dialectic agent: answers a question about a peer from what the
+//! observer knows. With a model: preflight (peer cards, explicit and derived
+//! observations prefetched separately, recent session history), then the
+//! tool loop of the level, then the answer (and, with a response format,
+//! the answer as validated JSON). Without one: an extractive answer that
+//! quotes the best observations and messages with their ids.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roncho_agent::ToolContext;
+use roncho_agent::executor::{message_line, observation_line};
+use roncho_agent::tools;
+use roncho_core::{Error, Result};
+use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, StreamEvent};
+use serde_json::Value;
+
+/// Honcho's reasoning levels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Level {
+    Minimal,
+    Low,
+    Medium,
+    High,
+    Max,
+}
+
+impl Level {
+    pub const ALL: [Level; 5] = [Level::Minimal, Level::Low, Level::Medium, Level::High, Level::Max];
+
+    /// Parses the request's level; empty means `low`, Honcho's default.
+    pub fn parse(text: &str) -> Result<Level> {
+        match text {
+            "" | "low" => Ok(Level::Low),
+            "minimal" => Ok(Level::Minimal),
+            "medium" => Ok(Level::Medium),
+            "high" => Ok(Level::High),
+            "max" => Ok(Level::Max),
+            other => Err(Error::invalid(
+                "reasoning_level",
+                format!("`{other}` is not one of minimal, low, medium, high, max"),
+            )),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Level::Minimal => "minimal",
+            Level::Low => "low",
+            Level::Medium => "medium",
+            Level::High => "high",
+            Level::Max => "max",
+        }
+    }
+
+    /// Model calls with tools before the answer is asked for (Honcho's
+    /// `MAX_TOOL_ITERATIONS`; tool choice is `auto` at every level).
+    pub fn max_tool_iterations(self) -> usize {
+        match self {
+            Level::Minimal => 1,
+            Level::Low => 5,
+            Level::Medium => 2,
+            Level::High => 4,
+            Level::Max => 10,
+        }
+    }
+
+    /// The tools the model may call.
+    pub fn tools(self) -> &'static [&'static str] {
+        match self {
+            Level::Minimal => tools::DIALECTIC_TOOLS_MINIMAL,
+            _ => tools::DIALECTIC_TOOLS,
+        }
+    }
+
+    /// Observations prefetched per kind (explicit, derived).
+    pub fn prefetch(self) -> i64 {
+        match self {
+            Level::Minimal => 10,
+            _ => 25,
+        }
+    }
+
+    /// How long an answer may take before `DEADLINE_EXCEEDED`.
+    pub fn default_deadline(self) -> Duration {
+        Duration::from_secs(match self {
+            Level::Minimal => 30,
+            Level::Low => 60,
+            Level::Medium => 90,
+            Level::High => 120,
+            Level::Max => 180,
+        })
+    }
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// A level's model and reply budget.
+#[derive(Clone)]
+pub struct LevelModel {
+    pub llm: Arc<dyn Llm>,
+    pub max_tokens: u32,
+}
+
+/// A validated question.
+#[derive(Debug, Clone)]
+pub struct Ask {
+    pub workspace: String,
+    pub observer: String,
+    pub target: String,
+    pub query: String,
+    pub session: Option<String>,
+    pub allowed_sessions: Option<Vec<String>>,
+    pub level: Level,
+    pub response_format: Option<Value>,
+}
+
+/// Tokens of recent session history put before the question.
+const SESSION_HISTORY_TOKENS: i64 = 4_096;
+/// Observations and messages quoted by an extractive answer.
+const EXTRACTIVE_OBSERVATIONS: i64 = 5;
+const EXTRACTIVE_MESSAGES: i64 = 3;
+
+/// Where the pieces of the final answer go (streaming); `None`: nowhere.
+pub type Sink<'a> = Option<&'a (dyn Fn(String) + Send + Sync)>;
+
+/// Answers with the model: `None` when no answer could be produced (a
+/// response format the model's JSON does not satisfy).
+pub async fn answer_with_model(
+    tools: &ToolContext,
+    ask: &Ask,
+    model: &LevelModel,
+    sink: Sink<'_>,
+) -> Result<Option<String>> {
+    let preflight = preflight(tools, ask).await?;
+    let mut request = ChatRequest {
+        messages: vec![
+            ChatMessage::new(Role::System, system_prompt(ask)),
+            ChatMessage::new(Role::User, format!("{preflight}\n\nQuestion: {}", ask.query)),
+        ],
+        max_tokens: model.max_tokens,
+        temperature: Some(0.2),
+        tools: tools::definitions(ask.level.tools()),
+        ..ChatRequest::default()
+    };
+    let allowed = ask.level.tools();
+    let mut text = None;
+    for _ in 0..ask.level.max_tool_iterations() {
+        let reply = model.llm.chat(&request).await?;
+        if reply.tool_calls.is_empty() {
+            text = Some(reply.content);
+            break;
+        }
+        request.messages.push(ChatMessage::assistant_tool_calls(
+            reply.content.clone(),
+            reply.tool_calls.clone(),
+        ));
+        for call in &reply.tool_calls {
+            let result = if allowed.contains(&call.name.as_str()) {
+                tools.execute(&call.name, &call.arguments).await?
+            } else {
+                format!("error: the tool `{}` is not available here", call.name)
+            };
+            tracing::debug!(tool = %call.name, chars = result.len(), "dialectic tool call");
+            request.messages.push(ChatMessage::tool_result(call, result));
+        }
+    }
+    // Out of tool iterations: the answer from what was found, no more tools.
+    let streamed_final = text.is_none();
+    let text = match text {
+        Some(text) => text,
+        None => {
+            request.tools.clear();
+            request.messages.push(ChatMessage::new(
+                Role::User,
+                "Answer the question now from what you have found; do not call tools.",
+            ));
+            match (sink, &ask.response_format) {
+                (Some(sink), None) => stream_reply(model.llm.as_ref(), &request, sink).await?,
+                _ => model.llm.chat(&request).await?.content,
+            }
+        }
+    };
+    if text.trim().is_empty() {
+        tracing::warn!(model = %model.llm.model_id(), level = ask.level.name(), "the model's answer is empty; answering null");
+        return Ok(None);
+    }
+    let Some(format) = &ask.response_format else {
+        if let Some(sink) = sink
+            && !streamed_final
+        {
+            send_in_pieces(&text, sink);
+        }
+        return Ok(Some(text));
+    };
+    let json = structured(model, ask, &text, format).await?;
+    if let (Some(sink), Some(json)) = (sink, &json) {
+        sink(json.clone());
+    }
+    Ok(json)
+}
+
+/// Streams a reply's text to `sink` as it comes and returns all of it.
+async fn stream_reply(llm: &dyn Llm, request: &ChatRequest, sink: &(dyn Fn(String) + Send + Sync)) -> Result<String> {
+    use futures::StreamExt;
+    let mut stream = llm.chat_stream(request).await?;
+    let mut text = String::new();
+    while let Some(event) = stream.next().await {
+        match event? {
+            StreamEvent::Text(piece) => {
+                text.push_str(&piece);
+                sink(piece);
+            }
+            StreamEvent::ToolCall(_) => {}
+            StreamEvent::Done { .. } => return Ok(text),
+        }
+    }
+    Err(Error::Unavailable(format!(
+        "{}: the answer's stream ended early",
+        llm.model_id()
+    )))
+}
+
+/// Sends a finished answer as a stream of word-sized pieces, in order.
+fn send_in_pieces(text: &str, sink: &(dyn Fn(String) + Send + Sync)) {
+    for piece in text.split_inclusive(' ') {
+        sink(piece.to_owned());
+    }
+}
+
+/// The answer as JSON following the response format, or `None` when the
+/// model's JSON does not validate.
+async fn structured(model: &LevelModel, ask: &Ask, answer: &str, format: &Value) -> Result<Option<String>> {
+    let request = ChatRequest {
+        messages: vec![
+            ChatMessage::new(
+                Role::System,
+                "Restate the answer below as JSON that follows the given schema exactly. Use only what the \
+                 answer says; where it does not say, use null if the schema allows it.",
+            ),
+            ChatMessage::new(Role::User, format!("Question: {}\n\nAnswer: {answer}", ask.query)),
+        ],
+        max_tokens: model.max_tokens,
+        temperature: Some(0.0),
+        json_schema: Some(JsonSchema {
+            name: "answer".into(),
+            schema: format.clone(),
+        }),
+        ..ChatRequest::default()
+    };
+    let value = match roncho_llm::chat_json::<Value>(model.llm.as_ref(), request).await {
+        Ok((value, _)) => value,
+        Err(Error::Internal(reason)) => {
+            tracing::warn!(%reason, "the model gave no JSON for the response format; answering null");
+            return Ok(None);
+        }
+        Err(error) => return Err(error),
+    };
+    match crate::schema::validate(format, &value) {
+        Ok(()) => Ok(Some(value.to_string())),
+        Err(reason) => {
+            tracing::warn!(%reason, "the model's JSON does not follow the response format; answering null");
+            Ok(None)
+        }
+    }
+}
+
+fn system_prompt(ask: &Ask) -> String {
+    let Ask { observer, target, .. } = ask;
+    let whose = if observer == target {
+        format!("{target}'s own memory of themself")
+    } else {
+        format!("what {observer} knows about {target}")
+    };
+    format!(
+        "You answer questions about the peer `{target}` from {whose}: their observations and the \
+         conversations {observer} took part in, nothing else. The memory below was prefetched for the \
+         question; use the tools to look further when it is not enough. Explicit observations are facts \
+         stated in conversation; derived ones (deductive, inductive) were reasoned from them. Answer \
+         directly and concisely, cite the observations and messages you rely on by their ids as [id:...], \
+         and when memory does not hold the answer, say so plainly instead of guessing."
+    )
+}
+
+/// Peer cards, prefetched observations and recent history, as text.
+async fn preflight(tools: &ToolContext, ask: &Ask) -> Result<String> {
+    let mut text = String::new();
+    let store = tools.store.as_ref();
+    let mut cards = vec![(ask.observer.as_str(), ask.observer.as_str())];
+    if ask.target != ask.observer {
+        cards.push((ask.observer.as_str(), ask.target.as_str()));
+    }
+    for (observer, observed) in cards {
+        if let Some(card) = roncho_recall::context::peer_card(store, &ask.workspace, observer, observed).await?
+            && !card.is_empty()
+        {
+            let title = if observer == observed {
+                format!("{observer}'s card of themself")
+            } else {
+                format!("{observer}'s card of {observed}")
+            };
+            text.push_str(&format!("## {title}\n{}\n\n", card.join("\n")));
+        }
+    }
+    let prefetch = ask.level.prefetch();
+    let explicit = tools
+        .find_observations(&ask.query, prefetch, Some(&["explicit"]))
+        .await?;
+    text.push_str(&format!("## Explicit observations about {}\n", ask.target));
+    push_or_none(&mut text, explicit.iter().map(observation_line));
+    // Under an allowlist only explicit observations are visible.
+    if ask.allowed_sessions.is_none() {
+        let derived = tools
+            .find_observations(&ask.query, prefetch, Some(&["deductive", "inductive", "contradiction"]))
+            .await?;
+        text.push_str(&format!("\n## Derived observations about {}\n", ask.target));
+        push_or_none(&mut text, derived.iter().map(observation_line));
+    }
+    if let Some(session) = &ask.session {
+        let history = store
+            .context_messages(&ask.workspace, session, SESSION_HISTORY_TOKENS, 0)
+            .await?;
+        text.push_str(&format!("\n## Recent messages of session {session}\n"));
+        push_or_none(&mut text, history.iter().map(|m| message_line(m).trim_end().to_owned()));
+    }
+    Ok(text)
+}
+
+fn push_or_none(text: &mut String, lines: impl Iterator<Item = String>) {
+    let before = text.len();
+    for line in lines {
+        text.push_str(&line);
+        text.push('\n');
+    }
+    if text.len() == before {
+        text.push_str("(none)\n");
+    }
+}
+
+/// The answer without a model: the most related observations and messages,
+/// quoted with their ids. `None` when a response format is asked for (there
+/// is no model to fill it).
+pub async fn answer_extractively(tools: &ToolContext, ask: &Ask) -> Result<Option<String>> {
+    if ask.response_format.is_some() {
+        return Ok(None);
+    }
+    let observations = tools
+        .find_observations(&ask.query, EXTRACTIVE_OBSERVATIONS, None)
+        .await?;
+    let messages = tools.find_messages(&ask.query, EXTRACTIVE_MESSAGES, None, None).await?;
+    let whose = if ask.observer == ask.target {
+        format!("{}'s memory", ask.target)
+    } else {
+        format!("{}'s memory of {}", ask.observer, ask.target)
+    };
+    if observations.is_empty() && messages.is_empty() {
+        return Ok(Some(format!(
+            "No LLM is configured, and nothing in {whose} relates to the question."
+        )));
+    }
+    let mut text = format!("No LLM is configured; this is what {whose} holds that relates to the question.\n");
+    if !observations.is_empty() {
+        text.push_str("\nObservations:\n");
+        for observation in &observations {
+            text.push_str(&format!("- {}\n", observation_line(observation)));
+        }
+    }
+    if !messages.is_empty() {
+        text.push_str("\nMessages:\n");
+        for message in &messages {
+            text.push_str(&format!("- {}", message_line(message)));
+        }
+    }
+    Ok(Some(text.trim_end().to_owned()))
+}
