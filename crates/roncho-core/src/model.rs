@@ -283,6 +283,18 @@ pub struct CollectionQuery {
     pub most_derived: i64,
 }
 
+/// A collection's dream bookkeeping (one observer's view of one peer).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DreamState {
+    /// Dreams finished so far.
+    pub generation: i64,
+    /// When the last one finished, in microseconds.
+    pub last_dream_at: Option<i64>,
+    /// Live explicit observations then, and now.
+    pub last_dream_document_count: i64,
+    pub explicit_count: i64,
+}
+
 /// A scan of one workspace's messages in time order, for the agents' tools
 /// (grep, date ranges, the context around a message).
 #[derive(Debug, Clone, Default, PartialEq)]

@@ -10,9 +10,9 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::{
-    CollectionQuery, Conclusion, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page,
-    PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind,
-    Tombstone, WebhookEndpoint, Workspace,
+    CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
+    NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
+    SyncKind, Tombstone, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -248,6 +248,17 @@ pub trait Store: Send + Sync + 'static {
     /// Returns the live conclusions that list conclusion `id` among their
     /// `source_ids` (what was derived from it), oldest first.
     async fn conclusions_citing(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>>;
+    /// Returns a collection's dream state (zeros for one never dreamt).
+    async fn dream_state(&self, workspace_id: &str, observer_id: &str, observed_id: &str) -> Result<DreamState>;
+    /// Records a finished dream: one more generation, now, and the live
+    /// explicit observations it saw.
+    async fn record_dream(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        document_count: i64,
+    ) -> Result<()>;
     /// Returns messages by a [`MessageScan`], in time order.
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>>;
 }

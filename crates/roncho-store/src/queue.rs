@@ -290,7 +290,8 @@ pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) ->
                 .bind(now)
                 .push(")");
         }
-        sql.push(" ON CONFLICT (dedup_id) DO NOTHING");
+        // Any conflict: a dedup id seen before, or a second pending dream of a unit.
+        sql.push(" ON CONFLICT DO NOTHING");
         added += execute(conn, &sql).await?;
     }
     Ok(added)

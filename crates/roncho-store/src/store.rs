@@ -5,9 +5,9 @@ use async_trait::async_trait;
 use roncho_core::derivation::{Member, Settings, tasks_for_message};
 use roncho_core::filter::Filter;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page,
-    PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind,
-    Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
+    CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
+    NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
+    SyncKind, Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -1309,6 +1309,21 @@ impl Store for SqlStore {
 
     async fn conclusions_citing(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>> {
         self.conclusions_citing_impl(workspace_id, id).await
+    }
+
+    async fn dream_state(&self, workspace_id: &str, observer_id: &str, observed_id: &str) -> Result<DreamState> {
+        self.dream_state_impl(workspace_id, observer_id, observed_id).await
+    }
+
+    async fn record_dream(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        document_count: i64,
+    ) -> Result<()> {
+        self.record_dream_impl(workspace_id, observer_id, observed_id, document_count)
+            .await
     }
 
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>> {

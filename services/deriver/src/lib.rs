@@ -7,6 +7,7 @@
 
 use std::sync::Arc;
 
+pub mod runner;
 pub mod worker;
 
 use roncho_core::queue::{Counts, QueueStatus, StatusFilter, WorkQueue, task_type};

@@ -76,9 +76,6 @@ impl Default for WorkerConfig {
     }
 }
 
-/// How often a worker purges finished tasks past their retention.
-const PURGE_EVERY: Duration = Duration::from_secs(3600);
-
 /// Sentences of a message that become conclusions, at most.
 const MAX_SENTENCES: usize = 3;
 /// Shortest sentence (in words) worth a conclusion.
@@ -179,73 +176,19 @@ impl Worker {
 
     /// Claims one work unit and processes it; returns whether there was one.
     pub async fn run_once(&self) -> Result<bool> {
-        let Some(claim) = self
-            .queue
-            .claim(
-                &self.config.worker_id,
-                &TASK_TYPES,
-                self.config.batch,
-                self.config.lease,
-            )
-            .await?
-        else {
-            return Ok(false);
-        };
-        // Renew the lease every third of it while the work runs (LLM calls can be long).
-        let process = self.process(&claim);
-        tokio::pin!(process);
-        let mut heartbeat = tokio::time::interval(self.config.lease / 3);
-        heartbeat.tick().await;
-        let outcome = loop {
-            tokio::select! {
-                outcome = &mut process => break outcome,
-                _ = heartbeat.tick() => {
-                    if let Err(error) = self.queue.renew(&claim, self.config.lease).await {
-                        tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
-                    }
-                }
-            }
-        };
-        let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
-        match outcome {
-            Ok(()) => self.queue.complete(&claim, &ids).await?,
-            Err(error) => {
-                tracing::warn!(work_unit = %claim.work_unit_key, %error, "derivation failed; will retry");
-                let attempts = claim.tasks.first().map_or(0, |task| task.attempts);
-                let retry_after = self.config.retry_after * u32::try_from(attempts + 1).unwrap_or(u32::MAX);
-                self.queue
-                    .fail(&claim, &ids, &error.to_string(), retry_after, self.config.max_attempts)
-                    .await?;
-            }
-        }
-        self.queue.release(&claim).await?;
-        Ok(true)
+        crate::runner::run_once(self.queue.as_ref(), &self.config, self).await
     }
 
     /// Processes work until `shutdown`; a unit in hand is finished first.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let mut purged_at = tokio::time::Instant::now();
-        while !shutdown.is_cancelled() {
-            if purged_at.elapsed() >= PURGE_EVERY {
-                purged_at = tokio::time::Instant::now();
-                match self.queue.purge(self.config.keep_done, self.config.keep_dead).await {
-                    Ok(0) => {}
-                    Ok(purged) => tracing::info!(purged, "purged finished work"),
-                    Err(error) => tracing::warn!(%error, "purging finished work failed"),
-                }
-            }
-            match self.run_once().await {
-                Ok(true) => continue,
-                Ok(false) => {}
-                Err(error) => tracing::error!(%error, "deriver worker: queue error"),
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => break,
-                () = self.wake.notified() => {}
-                () = self.queue.work_arrived() => {}
-                () = tokio::time::sleep(self.config.idle_poll) => {}
-            }
-        }
+        crate::runner::run(self.queue.as_ref(), &self.config, self.as_ref(), &self.wake, shutdown).await;
+    }
+}
+
+#[async_trait::async_trait]
+impl crate::runner::Handler for Worker {
+    fn task_types(&self) -> &[&'static str] {
+        &TASK_TYPES
     }
 
     async fn process(&self, claim: &Claim) -> Result<()> {
@@ -272,7 +215,9 @@ impl Worker {
         }
         Ok(())
     }
+}
 
+impl Worker {
     async fn represent(&self, workspace: &str, session: &str, task: &Task) -> Result<()> {
         let message_id = payload_str(task, "message_id")?;
         let message = match self.store.get_message(workspace, session, message_id).await {

@@ -181,6 +181,32 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
+    if config.roles.contains(&roncho::config::Role::Dreamer) {
+        use roncho::config::{LlmConfig, LlmRole};
+        match roncho::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? {
+            Some(llm) => {
+                services.dream_model = Some(llm.model_id());
+                tracing::info!(model = %llm.model_id(), "dreamer worker");
+                let worker = Arc::new(roncho_dreamer::worker::DreamWorker::new(
+                    store.clone(),
+                    queue.clone(),
+                    runtime.semantic.clone(),
+                    llm,
+                    LlmConfig::max_tokens(config.llm.as_ref(), LlmRole::Dream),
+                    roncho_deriver::worker::WorkerConfig {
+                        worker_id: format!("dreamer-{}", std::process::id()),
+                        lease: config.deriver_lease,
+                        ..roncho_deriver::worker::WorkerConfig::default()
+                    },
+                ));
+                workers.spawn(worker.clone().run(shutdown.clone()));
+                nudges.push(Arc::new(move || worker.nudge()));
+            }
+            None => tracing::warn!(
+                "dreamer: no dream model configured (dream_model or llm_model); ScheduleDream answers FAILED_PRECONDITION"
+            ),
+        }
+    }
     if config.roles.contains(&roncho::config::Role::Deriver) {
         use roncho::config::{LlmConfig, LlmRole};
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);

@@ -34,6 +34,8 @@ pub struct Services {
     pub derivation: roncho_deriver::Derivation,
     /// The dialectic with its models; `None`: every level extractive.
     pub dialectic: Option<roncho_dialectic::Dialectic>,
+    /// The dream model's id; `None`: ScheduleDream is FAILED_PRECONDITION.
+    pub dream_model: Option<String>,
 }
 
 impl Services {
@@ -49,6 +51,7 @@ impl Services {
                 summaries: None,
             },
             dialectic: None,
+            dream_model: None,
         }
     }
 }
@@ -111,7 +114,11 @@ pub async fn run(
             }
             Role::Dreamer => {
                 served.push(<DreamerServiceServer<roncho_dreamer::Dreamer> as NamedService>::NAME);
-                router.add_service(DreamerServiceServer::new(roncho_dreamer::Dreamer))
+                router.add_service(DreamerServiceServer::new(roncho_dreamer::Dreamer::new(
+                    services.store.clone(),
+                    services.queue.clone(),
+                    services.dream_model.clone(),
+                )))
             }
             // The reconciler is a worker without a service of its own.
             Role::Reconciler => router,

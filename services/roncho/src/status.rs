@@ -48,13 +48,17 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     let models = match &config.llm {
         Some(llm) => llm.describe(),
         None => "no LLM configured: the deriver and the dialectic are extractive (conclusions quote messages, \
-                 summaries list turns, answers quote memory with ids)"
+                 summaries list turns, answers quote memory with ids) and dreams cannot run"
             .to_owned(),
     };
+    let every_role = config
+        .llm
+        .as_ref()
+        .is_some_and(|llm| llm.roles.len() == crate::config::LlmRole::ALL.len());
     checks.push(Check {
         name: "agents",
-        ok: false,
-        detail: format!("degraded: {models}; the dreamer answers UNIMPLEMENTED"),
+        ok: every_role,
+        detail: if every_role { models } else { format!("degraded: {models}") },
     });
     checks
 }

@@ -255,10 +255,14 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
     };
     let mut options = nats.options();
     if config.roles.contains(&Role::Deriver) {
-        options.consume = roncho_deriver::worker::TASK_TYPES
-            .iter()
-            .map(|kind| (*kind).to_owned())
-            .collect();
+        options
+            .consume
+            .extend(roncho_deriver::worker::TASK_TYPES.map(str::to_owned));
+    }
+    if config.roles.contains(&Role::Dreamer) && llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+        options
+            .consume
+            .extend(roncho_dreamer::worker::TASK_TYPES.map(str::to_owned));
     }
     let queue = roncho_nats::NatsWorkQueue::connect(options, ledger)
         .await

@@ -1,0 +1,96 @@
+//! The loop every background worker runs (the deriver, the dreamer): claim
+//! a work unit of its task types, process it while renewing the lease,
+//! complete it or record the failure (retried with growing delays, dead
+//! after the allowed attempts), and wait for more when idle.
+
+use std::time::Duration;
+
+use roncho_core::Result;
+use roncho_core::queue::{Claim, WorkQueue};
+use tokio::sync::Notify;
+use tokio_util::sync::CancellationToken;
+
+use crate::worker::WorkerConfig;
+
+/// How often a worker purges finished tasks past their retention.
+const PURGE_EVERY: Duration = Duration::from_secs(3600);
+
+/// What a worker does with the work units it claims.
+#[async_trait::async_trait]
+pub trait Handler: Send + Sync {
+    /// The task types it claims.
+    fn task_types(&self) -> &[&'static str];
+    /// Processes a claimed unit's tasks; an error fails them all (retried).
+    async fn process(&self, claim: &Claim) -> Result<()>;
+}
+
+/// Claims one work unit and processes it; returns whether there was one.
+pub async fn run_once(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dyn Handler) -> Result<bool> {
+    let Some(claim) = queue
+        .claim(&config.worker_id, handler.task_types(), config.batch, config.lease)
+        .await?
+    else {
+        return Ok(false);
+    };
+    // Renew the lease every third of it while the work runs (LLM calls can be long).
+    let process = handler.process(&claim);
+    tokio::pin!(process);
+    let mut heartbeat = tokio::time::interval(config.lease / 3);
+    heartbeat.tick().await;
+    let outcome = loop {
+        tokio::select! {
+            outcome = &mut process => break outcome,
+            _ = heartbeat.tick() => {
+                if let Err(error) = queue.renew(&claim, config.lease).await {
+                    tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
+                }
+            }
+        }
+    };
+    let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
+    match outcome {
+        Ok(()) => queue.complete(&claim, &ids).await?,
+        Err(error) => {
+            tracing::warn!(work_unit = %claim.work_unit_key, %error, "work failed; will retry");
+            let attempts = claim.tasks.first().map_or(0, |task| task.attempts);
+            let retry_after = config.retry_after * u32::try_from(attempts + 1).unwrap_or(u32::MAX);
+            queue
+                .fail(&claim, &ids, &error.to_string(), retry_after, config.max_attempts)
+                .await?;
+        }
+    }
+    queue.release(&claim).await?;
+    Ok(true)
+}
+
+/// Processes work until `shutdown`; a unit in hand is finished first.
+pub async fn run(
+    queue: &dyn WorkQueue,
+    config: &WorkerConfig,
+    handler: &dyn Handler,
+    wake: &Notify,
+    shutdown: CancellationToken,
+) {
+    let mut purged_at = tokio::time::Instant::now();
+    while !shutdown.is_cancelled() {
+        if purged_at.elapsed() >= PURGE_EVERY {
+            purged_at = tokio::time::Instant::now();
+            match queue.purge(config.keep_done, config.keep_dead).await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged finished work"),
+                Err(error) => tracing::warn!(%error, "purging finished work failed"),
+            }
+        }
+        match run_once(queue, config, handler).await {
+            Ok(true) => continue,
+            Ok(false) => {}
+            Err(error) => tracing::error!(%error, worker = %config.worker_id, "worker: queue error"),
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => break,
+            () = wake.notified() => {}
+            () = queue.work_arrived() => {}
+            () = tokio::time::sleep(config.idle_poll) => {}
+        }
+    }
+}
