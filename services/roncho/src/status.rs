@@ -58,7 +58,11 @@ pub async fn checks(config: &Config) -> Vec<Check> {
     checks.push(Check {
         name: "agents",
         ok: every_role,
-        detail: if every_role { models } else { format!("degraded: {models}") },
+        detail: if every_role {
+            models
+        } else {
+            format!("degraded: {models}")
+        },
     });
     checks
 }

@@ -2,7 +2,8 @@
 //! the work queue — the SQL queue, or NATS JetStream (`--nats-url`) — and
 //! one is killed with SIGKILL mid-batch. Every expected observation exists
 //! exactly once, each work unit's batches were derived in message order,
-//! and the queue drains with nothing failed.
+//! and the queue drains with nothing failed. Dialectic processes answer
+//! from the same database, with a model and without.
 
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -42,6 +43,18 @@ type Nats = Option<(String, String)>;
 
 /// Starts `roncho serve --roles {roles} --listen {listen}` on the test's database and queue.
 fn serve(roles: &str, listen: &str, database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path) -> Child {
+    serve_with(roles, listen, database_url, Some(llm_url), nats, log)
+}
+
+/// Like [`serve`]; `llm_url: None` runs without a model.
+fn serve_with(
+    roles: &str,
+    listen: &str,
+    database_url: &str,
+    llm_url: Option<&str>,
+    nats: &Nats,
+    log: &std::path::Path,
+) -> Child {
     let log = std::fs::File::create(log).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_roncho"));
     if let Some((url, prefix)) = nats {
@@ -51,11 +64,14 @@ fn serve(roles: &str, listen: &str, database_url: &str, llm_url: &str, nats: &Na
             .env("RONCHO_NATS_PARTITIONS", "4")
             .env("RONCHO_NATS_ACK_WAIT_SECS", "2");
     }
+    if let Some(llm_url) = llm_url {
+        command
+            .env("RONCHO_LLM_BASE_URL", llm_url)
+            .env("RONCHO_LLM_MODEL", "scripted");
+    }
     command
         .args(["serve", "--roles", roles, "--listen", listen, "--log", "warn"])
         .env("RONCHO_DATABASE_URL", database_url)
-        .env("RONCHO_LLM_BASE_URL", llm_url)
-        .env("RONCHO_LLM_MODEL", "scripted")
         .env("RONCHO_EMBEDDING_PROVIDER", "none")
         .env("RONCHO_DERIVER_LEASE_SECS", "2")
         .stdout(Stdio::null())
@@ -69,18 +85,28 @@ fn deriver(database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path
 }
 
 /// Connects to a process that is starting, waiting up to 30 s.
-async fn connect(address: &str) -> IngestServiceClient<tonic::transport::Channel> {
+async fn connect(address: &str) -> tonic::transport::Channel {
     let started = Instant::now();
     loop {
-        match IngestServiceClient::connect(format!("http://{address}")).await {
-            Ok(client) => return client,
+        match tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            Ok(channel) => return channel,
             Err(error) => assert!(
                 started.elapsed() < Duration::from_secs(30),
-                "the ingest process never listened: {error}"
+                "the process at {address} never listened: {error}"
             ),
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+}
+
+/// A free loopback address for a process to listen on.
+fn free_address() -> String {
+    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    probe.local_addr().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -110,10 +136,7 @@ async fn kill_one_of_two(nats: Nats) {
 
     // The conversation goes in through an ingest process, which writes each
     // message with its work and (with NATS) publishes that work.
-    let address = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().to_string()
-    };
+    let address = free_address();
     let mut ingest_process = serve(
         "ingest",
         &address,
@@ -122,7 +145,7 @@ async fn kill_one_of_two(nats: Nats) {
         &nats,
         &logs.path().join("ingest.log"),
     );
-    let mut ingest = connect(&address).await;
+    let mut ingest = IngestServiceClient::new(connect(&address).await);
     let peers = ["alice", "bob", "carol"];
     for session in ["s1", "s2", "s3"] {
         ingest
@@ -285,5 +308,104 @@ async fn kill_one_of_two(nats: Nats) {
         }
     }
     store.close().await;
+    database.drop_database().await;
+}
+
+#[tokio::test]
+async fn dialectic_processes_answer_with_and_without_a_model() {
+    use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let message = store
+        .create_messages(
+            "w",
+            "s",
+            vec![roncho_core::model::NewMessage {
+                peer_id: "alice".into(),
+                content: "I keep bees on my roof.".into(),
+                metadata: Default::default(),
+                configuration: Default::default(),
+                created_at: None,
+                token_count: 7,
+            }],
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    let fact = store
+        .create_conclusions(
+            "w",
+            vec![roncho_core::model::NewConclusion {
+                observer_id: "alice".into(),
+                observed_id: "alice".into(),
+                session_id: Some("s".into()),
+                level: "explicit".into(),
+                content: "Alice keeps bees".into(),
+                premises: Vec::new(),
+                source_ids: vec![message.id.clone()],
+                metadata: Default::default(),
+            }],
+        )
+        .await
+        .unwrap()
+        .remove(0);
+    let script = Script::new(vec![()]);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(completions))
+        .with_state(script.clone());
+    let llm_url = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let logs = tempfile::tempdir().unwrap();
+    let (with_model, without_model) = (free_address(), free_address());
+    let mut processes = [
+        serve_with(
+            "dialectic",
+            &with_model,
+            &database.url,
+            Some(&llm_url),
+            &None,
+            &logs.path().join("model.log"),
+        ),
+        serve_with(
+            "dialectic",
+            &without_model,
+            &database.url,
+            None,
+            &None,
+            &logs.path().join("extractive.log"),
+        ),
+    ];
+    let ask = pb::ChatRequest {
+        workspace_id: "w".into(),
+        peer_id: "alice".into(),
+        query: "Does Alice keep bees?".into(),
+        reasoning_level: "minimal".into(),
+        ..Default::default()
+    };
+    let mut modelled = DialecticServiceClient::new(connect(&with_model).await);
+    let answer = modelled.chat(ask.clone()).await.unwrap().into_inner().content;
+    assert_eq!(answer.as_deref(), Some("summary"), "the scripted model's text");
+    let mut stream = modelled.chat_stream(ask.clone()).await.unwrap().into_inner();
+    let mut streamed = String::new();
+    while let Some(piece) = stream.message().await.unwrap() {
+        streamed.push_str(&piece.delta);
+    }
+    assert_eq!(streamed, "summary");
+    let first = script.requests.lock().unwrap()[0].clone();
+    assert!(
+        first.to_string().contains(&fact.id),
+        "the process prefetched the observation from Postgres"
+    );
+
+    let mut extractive = DialecticServiceClient::new(connect(&without_model).await);
+    let answer = extractive.chat(ask).await.unwrap().into_inner().content.unwrap();
+    assert!(answer.starts_with("No LLM is configured"), "{answer}");
+    assert!(answer.contains(&format!("[id:{}]", fact.id)), "{answer}");
+    for process in &mut processes {
+        process.kill().ok();
+        process.wait().ok();
+    }
+    drop(store);
     database.drop_database().await;
 }
