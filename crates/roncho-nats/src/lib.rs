@@ -731,7 +731,13 @@ fn micros(duration: Duration) -> i64 {
 #[async_trait]
 impl WorkQueue for NatsWorkQueue {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
-        let added = self.inner.ledger.enqueue(tasks).await?;
+        self.enqueue_delayed(tasks, Duration::ZERO).await
+    }
+
+    /// The message is published at once; the ledger's ready time holds the
+    /// delivered task back until then.
+    async fn enqueue_delayed(&self, tasks: Vec<NewTask>, delay: Duration) -> Result<usize> {
+        let added = self.inner.ledger.enqueue_delayed(tasks, delay).await?;
         if added > 0 {
             // Published before returning; if NATS is down they wait in the outbox.
             if let Err(error) = self.inner.relay(None).await {
@@ -813,6 +819,10 @@ impl WorkQueue for NatsWorkQueue {
         // The unit may have more buffered work for the next claim.
         self.inner.arrived.notify_one();
         Ok(())
+    }
+
+    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64> {
+        self.inner.ledger.postpone(work_unit_key, delay).await
     }
 
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {

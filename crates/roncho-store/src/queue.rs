@@ -39,12 +39,15 @@ impl SqlWorkQueue {
 
     /// Counts every workspace's tasks by state (for `roncho status`).
     pub async fn totals(&self) -> Result<Counts> {
+        let now = now_micros();
         let mut sql = Sql::new(
             "SELECT t.state, CASE WHEN t.state = 'pending' AND EXISTS (SELECT 1 FROM work_leases l \
              WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
         );
-        sql.bind(now_micros())
-            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t GROUP BY 1, 2");
+        sql.bind(now)
+            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t WHERE ");
+        push_not_scheduled(&mut sql, now);
+        sql.push(" GROUP BY 1, 2");
         let mut counts = Counts::default();
         for row in self.store.read(&sql).await? {
             let state: String = row.try_get("state").map_err(db_error)?;
@@ -255,11 +258,26 @@ async fn claim_first(
     Ok(None)
 }
 
+/// Leaves out tasks enqueued for later and not yet due (a dream waiting for
+/// its peer to go quiet): they are not work yet, and a client waiting for
+/// the queue to drain must not wait for them. Retries (attempts > 0) count.
+fn push_not_scheduled(sql: &mut Sql, now: i64) {
+    sql.push("NOT (t.state = 'pending' AND t.attempts = 0 AND t.available_at > ")
+        .bind(now)
+        .push(")");
+}
+
 /// Inserts tasks in the caller's transaction (so a message and its work
 /// commit together), skipping `dedup_id`s already queued; returns how many
 /// were new.
 pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) -> Result<u64> {
+    insert_tasks_ready_in(conn, tasks, Duration::ZERO).await
+}
+
+/// Like [`insert_tasks`]; the tasks are ready `delay` from now.
+async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], delay: Duration) -> Result<u64> {
     let now = now_micros();
+    let ready_at = now + micros(delay);
     let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
     let mut added = 0;
     for chunk in tasks.chunks(50) {
@@ -285,7 +303,7 @@ pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) ->
                 .push(", ")
                 .bind(task.payload.to_string())
                 .push(", ")
-                .bind(now)
+                .bind(ready_at)
                 .push(", ")
                 .bind(now)
                 .push(")");
@@ -300,13 +318,31 @@ pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) ->
 #[async_trait]
 impl WorkQueue for SqlWorkQueue {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
+        self.enqueue_delayed(tasks, Duration::ZERO).await
+    }
+
+    async fn enqueue_delayed(&self, tasks: Vec<NewTask>, delay: Duration) -> Result<usize> {
         if tasks.is_empty() {
             return Ok(0);
         }
         let mut tx = self.store.begin_write().await?;
-        let added = insert_tasks(tx.conn(), &tasks).await?;
+        let added = insert_tasks_ready_in(tx.conn(), &tasks, delay).await?;
         tx.commit().await?;
         Ok(usize::try_from(added).unwrap_or(usize::MAX))
+    }
+
+    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64> {
+        let until = now_micros() + micros(delay);
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("UPDATE work_tasks SET available_at = ");
+        sql.bind(until)
+            .push(" WHERE state = 'pending' AND work_unit_key = ")
+            .bind(work_unit_key)
+            .push(" AND available_at < ")
+            .bind(until);
+        let moved = execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(moved)
     }
 
     async fn claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>> {
@@ -436,6 +472,8 @@ impl WorkQueue for SqlWorkQueue {
         sql.bind(now)
             .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t");
         push_filter(&mut sql, filter);
+        sql.push(" AND ");
+        push_not_scheduled(&mut sql, now);
         sql.push(" GROUP BY 1, 2, 3");
         let mut status = QueueStatus::default();
         let mut sessions: BTreeMap<String, Counts> = BTreeMap::new();

@@ -102,6 +102,15 @@ pub struct Worker {
     semantic: Option<(Arc<dyn Embedder>, Arc<dyn VectorStore>)>,
     /// Called after conclusions are written (wakes a reconciler in this process).
     on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
+    /// Told which collections gained observations (the dream scheduler).
+    listener: Option<Arc<dyn CollectionListener>>,
+}
+
+/// Told when a collection gained observations.
+#[async_trait::async_trait]
+pub trait CollectionListener: Send + Sync {
+    /// `observer`'s collection about `observed` has new observations.
+    async fn gained(&self, workspace: &str, observer: &str, observed: &str);
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -137,7 +146,14 @@ impl Worker {
             summarizer: None,
             semantic: None,
             on_saved: None,
+            listener: None,
         }
+    }
+
+    /// Tells `listener` which collections gain observations.
+    pub fn with_listener(mut self, listener: Arc<dyn CollectionListener>) -> Self {
+        self.listener = Some(listener);
+        self
     }
 
     /// Deduplicates semantically against the collection's vectors too.
@@ -421,10 +437,13 @@ impl Worker {
         if !new.is_empty() {
             self.store.create_conclusions(workspace, new).await?;
         }
-        if created + superseded > 0
-            && let Some(hook) = &self.on_saved
-        {
-            hook();
+        if created + superseded > 0 {
+            if let Some(hook) = &self.on_saved {
+                hook();
+            }
+            if let Some(listener) = &self.listener {
+                listener.gained(workspace, observer, observed).await;
+            }
         }
         tracing::debug!(
             workspace,

@@ -5,6 +5,7 @@
 //! asks for one.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 pub mod worker;
 
@@ -41,28 +42,125 @@ pub fn dream_key(request: &DreamRequest) -> String {
     )
 }
 
-/// Enqueues a dream; `false` when one of this key is already pending.
-pub async fn schedule(queue: &dyn WorkQueue, request: &DreamRequest) -> Result<bool> {
+/// Enqueues a dream, ready after `delay`; `false` when one of this key is
+/// already pending.
+pub async fn schedule(queue: &dyn WorkQueue, request: &DreamRequest, delay: Duration) -> Result<bool> {
     let key = dream_key(request);
     let added = queue
-        .enqueue(vec![NewTask {
-            dedup_id: format!("{key}#{}", nanoid::nanoid!()),
-            work_unit_key: key,
-            workspace_id: request.workspace.clone(),
-            session_id: request.session.clone(),
-            observer_id: Some(request.observer.clone()),
-            sender_id: None,
-            payload: json!({
-                "dream_type": request.dream_type,
-                "observer": request.observer,
-                "observed": request.observed,
-                "session_name": request.session,
-                "rebuild": request.rebuild,
-                "trigger_reason": request.reason,
-            }),
-        }])
+        .enqueue_delayed(
+            vec![NewTask {
+                dedup_id: format!("{key}#{}", nanoid::nanoid!()),
+                work_unit_key: key,
+                workspace_id: request.workspace.clone(),
+                session_id: request.session.clone(),
+                observer_id: Some(request.observer.clone()),
+                sender_id: None,
+                payload: json!({
+                    "dream_type": request.dream_type,
+                    "observer": request.observer,
+                    "observed": request.observed,
+                    "session_name": request.session,
+                    "rebuild": request.rebuild,
+                    "trigger_reason": request.reason,
+                }),
+            }],
+            delay,
+        )
         .await?;
     Ok(added == 1)
+}
+
+/// When a collection is due a dream (Honcho's defaults: 50 new explicit
+/// observations, 8 hours apart, after 60 idle minutes).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DreamPolicy {
+    /// New explicit observations since the last dream.
+    pub document_threshold: i64,
+    /// Least time between two dreams of a collection.
+    pub min_between: Duration,
+    /// Quiet time of the observed peer before a due dream runs; activity
+    /// pushes it back.
+    pub idle: Duration,
+}
+
+impl Default for DreamPolicy {
+    fn default() -> Self {
+        Self {
+            document_threshold: 50,
+            min_between: Duration::from_secs(8 * 3600),
+            idle: Duration::from_secs(60 * 60),
+        }
+    }
+}
+
+/// Schedules `omni` dreams as collections grow: told by the deriver of new
+/// observations about a peer, it postpones that collection's pending dream
+/// (the peer is active) and schedules one when the policy's thresholds are
+/// met, ready after the idle time.
+pub struct DreamScheduler {
+    store: Arc<dyn Store>,
+    queue: Arc<dyn WorkQueue>,
+    policy: DreamPolicy,
+}
+
+impl std::fmt::Debug for DreamScheduler {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("DreamScheduler")
+            .field("policy", &self.policy)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DreamScheduler {
+    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn WorkQueue>, policy: DreamPolicy) -> Self {
+        Self { store, queue, policy }
+    }
+
+    /// Postpones a pending dream of the collection and schedules one when
+    /// it is due; returns whether one was scheduled.
+    pub async fn observed(&self, workspace: &str, observer: &str, observed: &str) -> Result<bool> {
+        let request = DreamRequest {
+            workspace: workspace.to_owned(),
+            observer: observer.to_owned(),
+            observed: observed.to_owned(),
+            dream_type: "omni".into(),
+            session: None,
+            rebuild: false,
+            reason: "threshold".into(),
+        };
+        self.queue.postpone(&dream_key(&request), self.policy.idle).await?;
+        let state = self.store.dream_state(workspace, observer, observed).await?;
+        if state.explicit_count - state.last_dream_document_count < self.policy.document_threshold {
+            return Ok(false);
+        }
+        let min_between = i64::try_from(self.policy.min_between.as_micros()).unwrap_or(i64::MAX);
+        if state
+            .last_dream_at
+            .is_some_and(|last| roncho_core::model::now_micros() - last < min_between)
+        {
+            return Ok(false);
+        }
+        let scheduled = schedule(self.queue.as_ref(), &request, self.policy.idle).await?;
+        if scheduled {
+            tracing::info!(
+                workspace, observer, observed,
+                new_observations = state.explicit_count - state.last_dream_document_count,
+                ready_in = ?self.policy.idle,
+                "dream scheduled"
+            );
+        }
+        Ok(scheduled)
+    }
+}
+
+#[async_trait::async_trait]
+impl roncho_deriver::worker::CollectionListener for DreamScheduler {
+    async fn gained(&self, workspace: &str, observer: &str, observed: &str) {
+        if let Err(error) = self.observed(workspace, observer, observed).await {
+            tracing::warn!(%error, workspace, observer, observed, "dream scheduling failed; the next observation tries again");
+        }
+    }
 }
 
 /// Serves `DreamerService`.
@@ -136,6 +234,7 @@ impl Dreamer {
                 rebuild: request.rebuild,
                 reason: "manual".into(),
             },
+            Duration::ZERO,
         )
         .await?;
         Ok(pb::ScheduleDreamResponse { scheduled })

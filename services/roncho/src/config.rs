@@ -137,6 +137,9 @@ pub struct ConfigLayer {
     pub dream_max_tokens: Option<u32>,
     pub deriver_lease_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
+    pub dream_document_threshold: Option<u64>,
+    pub dream_min_hours: Option<u64>,
+    pub dream_idle_minutes: Option<u64>,
     pub nats_url: Option<String>,
     pub nats_prefix: Option<String>,
     pub nats_partitions: Option<u32>,
@@ -253,8 +256,21 @@ pub struct Config {
     /// How often the reconciler looks for rows to embed when nobody nudges
     /// it (a deriver or ingest in its own process nudges it at once).
     pub reconciler_interval: Duration,
+    /// When the deriver schedules dreams (with a dream model configured).
+    pub dreams: DreamConfig,
     /// NATS JetStream for background work; `None`: the SQL queue in the store.
     pub nats: Option<NatsConfig>,
+}
+
+/// When a collection is due a dream (Honcho's thresholds).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct DreamConfig {
+    /// New explicit observations since the collection's last dream.
+    pub document_threshold: u64,
+    /// Least time between two dreams of a collection.
+    pub min_between: Duration,
+    /// How long the observed peer must be quiet before a due dream runs.
+    pub idle: Duration,
 }
 
 /// The distributed mode's work queue (see `roncho_nats`).
@@ -669,6 +685,11 @@ impl Config {
             llm,
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
             reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
+            dreams: DreamConfig {
+                document_threshold: merged.dream_document_threshold.unwrap_or(50).max(1),
+                min_between: Duration::from_secs(merged.dream_min_hours.unwrap_or(8) * 3600),
+                idle: Duration::from_secs(merged.dream_idle_minutes.unwrap_or(60) * 60),
+            },
             nats,
             listen: merged
                 .listen

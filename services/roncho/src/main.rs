@@ -248,6 +248,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             // New conclusions are embedded right away, not at the next poll.
             worker = worker.with_saved_hook(Arc::new(move || reconciler.nudge()));
         }
+        if roncho::wiring::llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+            // Dreams run wherever a dreamer role is; the deriver schedules them.
+            let policy = roncho_dreamer::DreamPolicy {
+                document_threshold: i64::try_from(config.dreams.document_threshold).unwrap_or(i64::MAX),
+                min_between: config.dreams.min_between,
+                idle: config.dreams.idle,
+            };
+            worker = worker.with_listener(Arc::new(roncho_dreamer::DreamScheduler::new(
+                store.clone(),
+                queue.clone(),
+                policy,
+            )));
+        }
         let worker = Arc::new(worker);
         workers.spawn(worker.clone().run(shutdown.clone()));
         nudges.push(Arc::new(move || worker.nudge()));

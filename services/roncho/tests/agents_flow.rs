@@ -341,3 +341,93 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
     );
     shutdown.cancel();
 }
+
+#[tokio::test]
+async fn the_deriver_schedules_a_dream_as_a_collection_grows_and_activity_postpones_it() {
+    let requests = Requests::default();
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(batch_facts))
+        .with_state(requests.clone());
+    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let llm: Arc<dyn roncho_llm::Llm> = Arc::new(
+        roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let idle = std::time::Duration::from_secs(1);
+    let scheduler = roncho_dreamer::DreamScheduler::new(
+        dyn_store.clone(),
+        queue.clone(),
+        roncho_dreamer::DreamPolicy {
+            document_threshold: 3,
+            min_between: std::time::Duration::ZERO,
+            idle,
+        },
+    );
+    let deriver = roncho_deriver::worker::Worker::new(dyn_store.clone(), queue.clone(), Default::default())
+        .with_llms(llm.clone(), llm.clone())
+        .with_listener(Arc::new(scheduler));
+    let dreams = || async {
+        let rows: Vec<(i64, String)> = sqlx::query_as(
+            "SELECT available_at, work_unit_key FROM work_tasks WHERE task_type = 'dream' AND state = 'pending'",
+        )
+        .fetch_all(store.pool())
+        .await
+        .unwrap();
+        rows
+    };
+    let say = |n: u32| {
+        let (store, deriver) = (&store, &deriver);
+        async move {
+            store
+                .create_messages("w", "s", vec![said(&format!("Message number {n} from me."))])
+                .await
+                .unwrap();
+            while deriver.run_once().await.unwrap() {}
+        }
+    };
+    say(1).await;
+    assert!(dreams().await.is_empty(), "2 observations: under the threshold of 3");
+    say(2).await;
+    let scheduled = dreams().await;
+    assert_eq!(scheduled.len(), 1, "4 observations: due");
+    assert_eq!(scheduled[0].1, "dream:omni:w:alice:alice");
+    let probe = |queue: Arc<dyn WorkQueue>| async move {
+        queue
+            .claim("probe", &["dream"], 1, std::time::Duration::from_secs(30))
+            .await
+            .unwrap()
+    };
+    assert!(probe(queue.clone()).await.is_none(), "not before alice has been quiet");
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    say(3).await;
+    let postponed = dreams().await;
+    assert_eq!(postponed.len(), 1, "still one dream");
+    assert!(postponed[0].0 > scheduled[0].0, "alice spoke: the dream waits longer");
+    let ready_at = postponed[0].0;
+    let now = roncho_core::model::now_micros();
+    tokio::time::sleep(std::time::Duration::from_micros(
+        u64::try_from(ready_at - now).unwrap_or(0) + 200_000,
+    ))
+    .await;
+    let claim = probe(queue.clone()).await.expect("ready once alice was quiet");
+    assert_eq!(claim.tasks[0].payload["trigger_reason"], "threshold");
+}
+
+/// A deriver model: two facts per batch, named after the batch's line.
+async fn batch_facts(State(requests): State<Requests>, Json(body): Json<Value>) -> Json<Value> {
+    requests.lock().unwrap().push(body.clone());
+    let transcript = body["messages"][1]["content"].as_str().unwrap_or_default();
+    let n = transcript
+        .split("number ")
+        .nth(1)
+        .and_then(|rest| rest.split(' ').next())
+        .unwrap_or("0");
+    let facts = json!({"explicit": [{"content": format!("Alice said thing {n}")}, {"content": format!("Alice means thing {n}")}]});
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": facts.to_string()}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 10}
+    }))
+}

@@ -73,6 +73,9 @@ fn serve_with(
         .args(["serve", "--roles", roles, "--listen", listen, "--log", "warn"])
         .env("RONCHO_DATABASE_URL", database_url)
         .env("RONCHO_EMBEDDING_PROVIDER", "none")
+        // These processes derive; dreams (the model would schedule them) are
+        // tested in agents_flow.rs and no process here runs them.
+        .env("RONCHO_DREAM_DOCUMENT_THRESHOLD", "1000000")
         .env("RONCHO_DERIVER_LEASE_SECS", "2")
         .stdout(Stdio::null())
         .stderr(log)

@@ -27,6 +27,7 @@ macro_rules! work_queue_contract {
                 status_counts_by_state_session_observer_and_sender,
                 concurrent_workers_never_share_a_unit_and_lose_nothing,
                 purging_removes_old_finished_tasks_only,
+                delayed_tasks_wait_and_postponing_moves_them,
             );
         }
     };
@@ -368,4 +369,56 @@ pub async fn purging_removes_old_finished_tasks_only(queue: &dyn WorkQueue) {
         "the dead one, never the pending"
     );
     assert_eq!(queue.status(&all).await.unwrap().counts.pending, 1);
+}
+
+pub async fn delayed_tasks_wait_and_postponing_moves_them(queue: &dyn WorkQueue) {
+    let started = std::time::Instant::now();
+    let added = queue
+        .enqueue_delayed(vec![task(A, "later")], Duration::from_millis(1500))
+        .await
+        .unwrap();
+    assert_eq!(added, 1);
+    assert!(
+        queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().is_none(),
+        "not ready before its delay"
+    );
+    assert_eq!(
+        pending_in_w(queue).await,
+        0,
+        "scheduled for later is not pending work yet"
+    );
+    // Postponed to 3 s from now: still waiting after the first delay.
+    assert_eq!(queue.postpone(A, Duration::from_secs(3)).await.unwrap(), 1);
+    assert_eq!(
+        queue.postpone(B, Duration::from_secs(3)).await.unwrap(),
+        0,
+        "no pending task of B"
+    );
+    tokio::time::sleep(Duration::from_millis(1700)).await;
+    assert!(
+        queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().is_none(),
+        "postponed past the first delay"
+    );
+    tokio::time::sleep(Duration::from_millis(3500).saturating_sub(started.elapsed())).await;
+    assert_eq!(pending_in_w(queue).await, 1, "due now");
+    let mut claimed = None;
+    for _ in 0..20 {
+        claimed = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap();
+        if claimed.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let claim = claimed.expect("ready after the postponed time");
+    assert_eq!(dedup_ids(&claim), ["later"]);
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+}
+
+async fn pending_in_w(queue: &dyn WorkQueue) -> i64 {
+    let filter = StatusFilter {
+        workspace_id: "w".into(),
+        ..StatusFilter::default()
+    };
+    queue.status(&filter).await.unwrap().counts.pending
 }

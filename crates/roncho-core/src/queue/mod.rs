@@ -108,6 +108,14 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// Enqueues tasks and returns how many were new (not seen by `dedup_id`).
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize>;
 
+    /// Enqueues tasks that become ready `delay` from now (a dream waiting
+    /// for its peer to go quiet); otherwise as [`WorkQueue::enqueue`].
+    async fn enqueue_delayed(&self, tasks: Vec<NewTask>, delay: Duration) -> Result<usize>;
+
+    /// Makes the pending tasks of `work_unit_key` ready no sooner than
+    /// `delay` from now (never sooner than they were); returns how many moved.
+    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64>;
+
     /// Leases the work unit of `task_types` whose next task is oldest and
     /// ready, to `worker` for `lease`, and returns up to `max` of its tasks
     /// in order; `None` when nothing is ready.
