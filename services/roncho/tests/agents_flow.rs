@@ -106,6 +106,39 @@ async fn completions(State(requests): State<Requests>, Json(body): Json<Value>) 
     }))
 }
 
+/// A model server playing `handler`, and an embedded store with its queue.
+struct World {
+    requests: Requests,
+    llm: Arc<dyn roncho_llm::Llm>,
+    store: Arc<roncho_store::SqlStore>,
+    dyn_store: Arc<dyn Store>,
+    queue: Arc<dyn WorkQueue>,
+    _dir: tempfile::TempDir,
+}
+
+impl World {
+    async fn new(handler: axum::routing::MethodRouter<Requests>) -> World {
+        let requests = Requests::default();
+        let app = axum::Router::new()
+            .route("/v1/chat/completions", handler)
+            .with_state(requests.clone());
+        let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
+        let llm: Arc<dyn roncho_llm::Llm> = Arc::new(
+            roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::testing::open_embedded(dir.path()).await;
+        World {
+            requests,
+            llm,
+            dyn_store: store.clone(),
+            queue: Arc::new(roncho_store::SqlWorkQueue::new(store.clone())),
+            store,
+            _dir: dir,
+        }
+    }
+}
+
 fn said(content: &str) -> NewMessage {
     NewMessage {
         peer_id: "alice".into(),
@@ -119,18 +152,14 @@ fn said(content: &str) -> NewMessage {
 
 #[tokio::test]
 async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
-    let requests = Requests::default();
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(completions))
-        .with_state(requests.clone());
-    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
-    let llm: Arc<dyn roncho_llm::Llm> = Arc::new(
-        roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let store = roncho_store::testing::open_embedded(dir.path()).await;
-    let dyn_store: Arc<dyn Store> = store.clone();
-    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let World {
+        requests,
+        llm,
+        store,
+        dyn_store,
+        queue,
+        _dir,
+    } = World::new(axum::routing::post(completions)).await;
 
     // The deriver: two batches, the second contradicting the first.
     let deriver = roncho_deriver::worker::Worker::new(dyn_store.clone(), queue.clone(), Default::default())
@@ -344,18 +373,14 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
 
 #[tokio::test]
 async fn the_deriver_schedules_a_dream_as_a_collection_grows_and_activity_postpones_it() {
-    let requests = Requests::default();
-    let app = axum::Router::new()
-        .route("/v1/chat/completions", axum::routing::post(batch_facts))
-        .with_state(requests.clone());
-    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
-    let llm: Arc<dyn roncho_llm::Llm> = Arc::new(
-        roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
-    );
-    let dir = tempfile::tempdir().unwrap();
-    let store = roncho_store::testing::open_embedded(dir.path()).await;
-    let dyn_store: Arc<dyn Store> = store.clone();
-    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let World {
+        requests: _,
+        llm,
+        store,
+        dyn_store,
+        queue,
+        _dir,
+    } = World::new(axum::routing::post(batch_facts)).await;
     let idle = std::time::Duration::from_secs(1);
     let scheduler = roncho_dreamer::DreamScheduler::new(
         dyn_store.clone(),
