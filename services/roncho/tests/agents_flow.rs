@@ -88,6 +88,16 @@ fn reply_to(body: &Value) -> Value {
                 "pattern_type": "tendency", "confidence": "low"}]}),
         )]);
     }
+    if system.contains("You maintain the peer card") {
+        if used_tools {
+            return says("Done.");
+        }
+        assert!(user.contains("rebuilding"), "a rebuild hides the old card: {user}");
+        return tool_calls(&[(
+            "update_peer_card",
+            json!({"content": ["IDENTITY: Alice", "lives in Berlin", "INSTRUCTION: call her Ali"]}),
+        )]);
+    }
     if system.contains("You answer questions about the peer") {
         let deduction = id_near(user, "now lives in Berlin");
         let berlin = id_near(user, "moved to Berlin");
@@ -296,6 +306,29 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
         ]
     );
     assert_eq!(store.dream_state("w", "alice", "alice").await.unwrap().generation, 1);
+
+    // A card refresh from scratch: the old card is not shown, the new one
+    // replaces it (prefixed), and no dream is recorded.
+    let refresh = dreamer
+        .schedule_dream(pb::ScheduleDreamRequest {
+            dream_type: "card_refresh".into(),
+            rebuild: true,
+            ..schedule.clone()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(refresh.scheduled);
+    assert!(dream_worker.run_once().await.unwrap());
+    assert_eq!(
+        store.get_peer_card("w", "alice", "alice").await.unwrap().unwrap(),
+        [
+            "IDENTITY: Alice",
+            "ATTRIBUTE: lives in Berlin",
+            "INSTRUCTION: call her Ali"
+        ]
+    );
+    assert_eq!(store.dream_state("w", "alice", "alice").await.unwrap().generation, 1);
     assert!(
         dreamer.schedule_dream(schedule).await.unwrap().into_inner().scheduled,
         "after the dream another can be scheduled"
@@ -365,8 +398,8 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
         .collect();
     assert_eq!(
         agents.len(),
-        2 + 2 + 2 + 1,
-        "two derivations, two rounds per specialist, one answer: {agents:?}"
+        2 + 2 + 2 + 2 + 1,
+        "two derivations, two rounds per specialist and the card refresh, one answer: {agents:?}"
     );
     shutdown.cancel();
 }
