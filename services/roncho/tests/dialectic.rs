@@ -434,3 +434,30 @@ async fn a_slow_model_is_a_deadline_not_a_hang() {
     assert_eq!(error.code(), tonic::Code::DeadlineExceeded);
     server.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn a_client_that_goes_away_stops_the_run() {
+    // A model that keeps asking for tools, 300 ms a call: the max level
+    // would make 11 calls (over 3 s) if nobody stopped it.
+    let (llm, script) = model(
+        vec![calls_tool("search_memory", json!({"query": "cat"}))],
+        Duration::from_millis(300),
+    )
+    .await;
+    let mut server = start(|dialectic| dialectic.with_model(Level::Max, llm, 100)).await;
+    let stream = server
+        .client
+        .chat_stream(ask("What does Alice's cat eat?", "max"))
+        .await
+        .unwrap()
+        .into_inner();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    drop(stream);
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    let after_cancel = script.calls.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let later = script.calls.load(Ordering::SeqCst);
+    assert!(after_cancel < 11, "the run was cut short: {after_cancel} calls");
+    assert_eq!(later, after_cancel, "no model call after the client left");
+    server.shutdown.cancel();
+}
