@@ -135,6 +135,11 @@ pub struct ConfigLayer {
     pub dialectic_high_max_tokens: Option<u32>,
     pub dialectic_max_max_tokens: Option<u32>,
     pub dream_max_tokens: Option<u32>,
+    pub dialectic_minimal_timeout_secs: Option<u64>,
+    pub dialectic_low_timeout_secs: Option<u64>,
+    pub dialectic_medium_timeout_secs: Option<u64>,
+    pub dialectic_high_timeout_secs: Option<u64>,
+    pub dialectic_max_timeout_secs: Option<u64>,
     pub deriver_lease_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
     pub dream_document_threshold: Option<u64>,
@@ -258,6 +263,8 @@ pub struct Config {
     pub reconciler_interval: Duration,
     /// When the deriver schedules dreams (with a dream model configured).
     pub dreams: DreamConfig,
+    /// Per dialectic level (minimal … max), a deadline that replaces the default.
+    pub dialectic_timeouts: [Option<Duration>; 5],
     /// NATS JetStream for background work; `None`: the SQL queue in the store.
     pub nats: Option<NatsConfig>,
 }
@@ -685,6 +692,14 @@ impl Config {
             llm,
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
             reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
+            dialectic_timeouts: [
+                merged.dialectic_minimal_timeout_secs,
+                merged.dialectic_low_timeout_secs,
+                merged.dialectic_medium_timeout_secs,
+                merged.dialectic_high_timeout_secs,
+                merged.dialectic_max_timeout_secs,
+            ]
+            .map(|secs| secs.map(|secs| Duration::from_secs(secs.max(1)))),
             dreams: DreamConfig {
                 document_threshold: merged.dream_document_threshold.unwrap_or(50).max(1),
                 min_between: Duration::from_secs(merged.dream_min_hours.unwrap_or(8) * 3600),
@@ -842,6 +857,7 @@ deriver_max_tokens = 1500
         let variables = ConfigLayer::from_env(&env(&[
             ("RONCHO_DREAM_MAX_TOKENS", "6000"),
             ("RONCHO_LLM_MAX_RETRIES", "1"),
+            ("RONCHO_DIALECTIC_MAX_TIMEOUT_SECS", "300"),
         ]))
         .unwrap();
         let config = Config::resolve(file, variables, ConfigLayer::default()).unwrap();
@@ -867,6 +883,8 @@ deriver_max_tokens = 1500
         );
         assert_eq!(role(LlmRole::Dream), ("anthropic:claude-haiku-4-5".into(), 6000));
         assert_eq!(llm.max_retries, 1);
+        assert_eq!(config.dialectic_timeouts[0], None, "defaults unless set");
+        assert_eq!(config.dialectic_timeouts[4], Some(Duration::from_secs(300)));
         let endpoint = |provider: LlmProvider| {
             let endpoint = &llm.endpoints[&provider];
             (endpoint.base_url.as_str(), endpoint.api_key.as_deref())

@@ -221,13 +221,19 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
 pub fn dialectic(config: &Config, services: &crate::server::Services) -> anyhow::Result<roncho_dialectic::Dialectic> {
     use roncho_dialectic::agent::Level;
     let mut dialectic = roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone());
-    for (level, role) in [
+    for ((level, role), timeout) in [
         (Level::Minimal, LlmRole::DialecticMinimal),
         (Level::Low, LlmRole::DialecticLow),
         (Level::Medium, LlmRole::DialecticMedium),
         (Level::High, LlmRole::DialecticHigh),
         (Level::Max, LlmRole::DialecticMax),
-    ] {
+    ]
+    .into_iter()
+    .zip(config.dialectic_timeouts)
+    {
+        if let Some(timeout) = timeout {
+            dialectic = dialectic.with_deadline(level, timeout);
+        }
         if let Some(llm) = llm(config.llm.as_ref(), role)? {
             dialectic = dialectic.with_model(level, llm, LlmConfig::max_tokens(config.llm.as_ref(), role));
         }
