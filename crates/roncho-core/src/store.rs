@@ -33,6 +33,8 @@ pub struct StoreInfo {
 pub trait Store: Send + Sync + 'static {
     /// Returns the backend, location and schema version.
     async fn info(&self) -> Result<StoreInfo>;
+    /// Checks that the database answers (readiness); `UNAVAILABLE` when not.
+    async fn ping(&self) -> Result<()>;
 
     /// Returns the workspace, creating it with `metadata` and `configuration` when absent.
     async fn get_or_create_workspace(

@@ -498,6 +498,10 @@ impl Store for SqlStore {
         })
     }
 
+    async fn ping(&self) -> Result<()> {
+        self.read(&Sql::new("SELECT 1 AS one")).await.map(drop)
+    }
+
     async fn get_or_create_workspace(
         &self,
         id: &str,

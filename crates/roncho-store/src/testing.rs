@@ -99,6 +99,31 @@ impl FreshDatabase {
         })
     }
 
+    /// Takes the database away (`available: false`: no new connections,
+    /// existing ones terminated) or gives it back: an outage for tests.
+    pub async fn set_available(&self, available: bool) {
+        let mut admin = sqlx::PgConnection::connect(&self.server_url)
+            .await
+            .expect("connecting to the test server");
+        admin
+            .execute(sqlx::AssertSqlSafe(format!(
+                "ALTER DATABASE \"{}\" ALLOW_CONNECTIONS {available}",
+                self.name
+            )))
+            .await
+            .expect("changing the test database's connections");
+        if !available {
+            admin
+                .execute(sqlx::AssertSqlSafe(format!(
+                    "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{}'",
+                    self.name
+                )))
+                .await
+                .expect("terminating the test database's connections");
+        }
+        admin.close().await.ok();
+    }
+
     /// Drops the database, disconnecting anyone still on it.
     pub async fn drop_database(self) {
         if let Ok(mut admin) = sqlx::PgConnection::connect(&self.server_url).await {

@@ -36,7 +36,16 @@ pub struct Services {
     pub dialectic: Option<roncho_dialectic::Dialectic>,
     /// The dream model's id; `None`: ScheduleDream is FAILED_PRECONDITION.
     pub dream_model: Option<String>,
+    /// How often readiness checks the store.
+    pub readiness_interval: std::time::Duration,
 }
+
+/// The health service name that only says the process is alive (liveness
+/// probes), whatever its dependencies do.
+pub const LIVENESS: &str = "liveness";
+/// The health service name that says the process can serve: its store
+/// answers and it is not draining (readiness probes; also `""`).
+pub const READINESS: &str = "readiness";
 
 impl Services {
     /// Returns services over a store alone: full-text search, no reconciler.
@@ -52,6 +61,7 @@ impl Services {
             },
             dialectic: None,
             dream_model: None,
+            readiness_interval: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -124,10 +134,20 @@ pub async fn run(
             Role::Reconciler => router,
         };
     }
+    health_reporter
+        .set_service_status(LIVENESS, ServingStatus::Serving)
+        .await;
+    served.extend([READINESS, ""]);
     for name in &served {
         health_reporter.set_service_status(*name, ServingStatus::Serving).await;
     }
-    health_reporter.set_service_status("", ServingStatus::Serving).await;
+    tokio::spawn(watch_readiness(
+        store.clone(),
+        health_reporter.clone(),
+        served.clone(),
+        services.readiness_interval,
+        shutdown.clone(),
+    ));
 
     let address = listener.local_addr()?;
     tracing::info!(%address, roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(), "serving gRPC");
@@ -136,7 +156,6 @@ pub async fn run(
     let stopping = async move {
         drain.cancelled().await;
         // Report NOT_SERVING first so load balancers stop sending new work.
-        reporter.set_service_status("", ServingStatus::NotServing).await;
         for name in served {
             reporter.set_service_status(name, ServingStatus::NotServing).await;
         }
@@ -146,4 +165,42 @@ pub async fn run(
     let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
     router.serve_with_incoming_shutdown(incoming, stopping).await?;
     Ok(())
+}
+
+/// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING
+/// while the store does not answer within a few seconds, and SERVING again
+/// when it does; stops at shutdown (draining reports NOT_SERVING itself).
+async fn watch_readiness(
+    store: Arc<dyn Store>,
+    reporter: tonic_health::server::HealthReporter,
+    names: Vec<&'static str>,
+    interval: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ready = true;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let check = tokio::time::timeout(std::time::Duration::from_secs(3), store.ping()).await;
+        let now_ready = matches!(check, Ok(Ok(_)));
+        if now_ready == ready || shutdown.is_cancelled() {
+            continue;
+        }
+        ready = now_ready;
+        match &check {
+            Ok(Ok(_)) => tracing::info!("the store answers again: ready"),
+            Ok(Err(error)) => tracing::warn!(%error, "the store does not answer: not ready"),
+            Err(_) => tracing::warn!("the store did not answer within 3 s: not ready"),
+        }
+        let status = if ready {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        for name in &names {
+            reporter.set_service_status(*name, status).await;
+        }
+    }
 }

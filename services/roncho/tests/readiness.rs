@@ -1,0 +1,92 @@
+//! Readiness follows the store: a Postgres outage turns the `readiness`
+//! health service (and the role services) NOT_SERVING while `liveness`
+//! stays SERVING, so Kubernetes stops routing to the pod without
+//! restarting it; when the database is back the pod is ready again.
+
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+use tonic_health::ServingStatus;
+use tonic_health::pb::HealthCheckRequest;
+use tonic_health::pb::health_client::HealthClient;
+
+async fn status(client: &mut HealthClient<tonic::transport::Channel>, service: &str) -> i32 {
+    client
+        .check(HealthCheckRequest {
+            service: service.into(),
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .status
+}
+
+/// Polls until `service` reports `wanted`, failing after 20 s.
+async fn wait_for(client: &mut HealthClient<tonic::transport::Channel>, service: &str, wanted: ServingStatus) {
+    let started = Instant::now();
+    while status(client, service).await != wanted as i32 {
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "{service} never became {wanted:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_database_outage_makes_the_process_unready_not_dead() {
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    let services = roncho::server::Services {
+        readiness_interval: Duration::from_millis(200),
+        ..roncho::server::Services::store_only(store.clone())
+    };
+    let server =
+        tokio::spawn(
+            async move { roncho::server::run(listener, services, &[roncho::config::Role::Recall], token).await },
+        );
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = HealthClient::new(channel);
+    let recall = "roncho.v1.RecallService";
+    for service in ["", "readiness", "liveness", recall] {
+        assert_eq!(
+            status(&mut health, service).await,
+            ServingStatus::Serving as i32,
+            "{service}"
+        );
+    }
+
+    database.set_available(false).await;
+    wait_for(&mut health, "readiness", ServingStatus::NotServing).await;
+    for service in ["", recall] {
+        assert_eq!(
+            status(&mut health, service).await,
+            ServingStatus::NotServing as i32,
+            "{service}"
+        );
+    }
+    assert_eq!(
+        status(&mut health, "liveness").await,
+        ServingStatus::Serving as i32,
+        "alive: a restart would not bring the database back"
+    );
+
+    database.set_available(true).await;
+    wait_for(&mut health, "readiness", ServingStatus::Serving).await;
+    assert_eq!(status(&mut health, recall).await, ServingStatus::Serving as i32);
+
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+    store.close().await;
+    database.drop_database().await;
+}
