@@ -49,4 +49,21 @@ for bad in "config.database_url=postgres://x" "roles.derivr.enabled=true"; do
   fi
 done
 "$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml "$chart/values.yaml" "$chart"/ci/
+# compose.yaml cannot run here (no Docker): check its shape instead.
+"$venv/bin/python" - <<'PY'
+import yaml
+compose = yaml.safe_load(open("compose.yaml"))
+services = compose["services"]
+for infrastructure in ["postgres", "nats", "qdrant", "migrate"]:
+    assert infrastructure in services, f"compose.yaml lacks {infrastructure}"
+for role in ["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"]:
+    service = services.get(role)
+    assert service, f"compose.yaml lacks the {role} role"
+    assert service["command"] == ["serve", "--roles", role], f"{role}: {service['command']}"
+    assert "healthcheck" in service, f"{role} has no health check"
+    assert service["depends_on"]["migrate"]["condition"] == "service_completed_successfully", role
+assert services["deriver"].get("deploy", {}).get("replicas", 1) >= 2, "two derivers"
+assert services["migrate"]["command"] == ["migrate"]
+print(f"compose.yaml ok: {len(services)} services")
+PY
 echo "deploy checks passed"
