@@ -109,7 +109,13 @@ async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>
 /// Connects, migrates and builds every port `config` asks for. An embedder
 /// whose dimension differs from the stored vectors stops start-up here.
 pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
-    let store = Arc::new(roncho_store::connect(&config.store_options()).await?);
+    let options = config.store_options();
+    let store = Arc::new(
+        with_startup_retries("the database", config.startup_timeout, || {
+            roncho_store::connect(&options)
+        })
+        .await?,
+    );
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
     let Some(embedder) = embedder(&config.embedding).await? else {
@@ -184,6 +190,32 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         reconciler,
         embedder_description: description,
     })
+}
+
+/// Retries `attempt` while it fails with `UNAVAILABLE` (a dependency that
+/// is not up yet: processes start in any order), backing off from 0.5 s to
+/// 15 s, for up to `limit`; any other error, or the last one, is returned.
+pub async fn with_startup_retries<T, F, Fut>(
+    what: &str,
+    limit: std::time::Duration,
+    mut attempt: F,
+) -> roncho_core::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = roncho_core::Result<T>>,
+{
+    let started = tokio::time::Instant::now();
+    let mut backoff = std::time::Duration::from_millis(500);
+    loop {
+        match attempt().await {
+            Err(roncho_core::Error::Unavailable(reason)) if started.elapsed() + backoff < limit => {
+                tracing::warn!(%reason, retry_in = ?backoff, "{what} is not reachable yet; retrying");
+                tokio::time::sleep(backoff).await;
+                backoff = (backoff * 2).min(std::time::Duration::from_secs(15));
+            }
+            result => return result,
+        }
+    }
 }
 
 /// Builds the LLM of `role`: its model, or its fallback chain; `None` when
@@ -270,14 +302,16 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
             .consume
             .extend(roncho_dreamer::worker::TASK_TYPES.map(str::to_owned));
     }
-    let queue = roncho_nats::NatsWorkQueue::connect(options, ledger)
-        .await
-        .with_context(|| {
-            format!(
-                "connecting the NATS work queue at {}",
-                roncho_store::redact_url(&nats.url)
-            )
-        })?;
+    let queue = with_startup_retries("NATS", config.startup_timeout, || {
+        roncho_nats::NatsWorkQueue::connect(options.clone(), ledger.clone())
+    })
+    .await
+    .with_context(|| {
+        format!(
+            "connecting the NATS work queue at {}",
+            roncho_store::redact_url(&nats.url)
+        )
+    })?;
     tracing::info!(url = %roncho_store::redact_url(&nats.url), prefix = %nats.prefix, partitions = nats.partitions, "work queue: NATS JetStream");
     Ok(Queue {
         queue: Arc::new(queue.clone()),

@@ -90,3 +90,49 @@ async fn a_database_outage_makes_the_process_unready_not_dead() {
     store.close().await;
     database.drop_database().await;
 }
+
+#[tokio::test]
+async fn a_process_started_before_its_database_waits_for_it() {
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    database.set_available(false).await;
+    let address = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap().to_string()
+    };
+    let logs = tempfile::tempdir().unwrap();
+    let mut process = std::process::Command::new(env!("CARGO_BIN_EXE_roncho"))
+        .args(["serve", "--roles", "recall", "--listen", &address])
+        .env("RONCHO_DATABASE_URL", &database.url)
+        .env("RONCHO_EMBEDDING_PROVIDER", "none")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(logs.path().join("recall.log")).unwrap())
+        .spawn()
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        process.try_wait().unwrap().is_none(),
+        "still waiting, not crashed: {}",
+        std::fs::read_to_string(logs.path().join("recall.log")).unwrap_or_default()
+    );
+    database.set_available(true).await;
+    let started = Instant::now();
+    let mut health = loop {
+        if let Ok(channel) = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+        {
+            break HealthClient::new(channel);
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "never came up");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(status(&mut health, "readiness").await, ServingStatus::Serving as i32);
+    let log = std::fs::read_to_string(logs.path().join("recall.log")).unwrap_or_default();
+    assert!(log.contains("not reachable yet; retrying"), "{log}");
+    process.kill().ok();
+    process.wait().ok();
+    database.drop_database().await;
+}
