@@ -37,6 +37,36 @@ impl SqlWorkQueue {
         Self { store }
     }
 
+    /// Counts tasks by type and state (`pending`, `in_progress` for pending
+    /// tasks of held units, `done`, `dead`), with the creation time of the
+    /// oldest ready pending task of each type (for metrics). Tasks queued
+    /// for later and not yet due are left out.
+    pub async fn type_stats(&self) -> Result<Vec<TypeStats>> {
+        let now = now_micros();
+        let mut sql = Sql::new(
+            "SELECT t.task_type, CASE WHEN t.state = 'pending' AND EXISTS (SELECT 1 FROM work_leases l \
+             WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
+        );
+        sql.bind(now).push(
+            ") THEN 'in_progress' ELSE t.state END AS state, COUNT(*) AS n, \
+             MIN(CASE WHEN t.state = 'pending' AND t.available_at <= ",
+        );
+        sql.bind(now)
+            .push(" THEN t.created_at END) AS oldest FROM work_tasks t WHERE ");
+        push_not_scheduled(&mut sql, now);
+        sql.push(" GROUP BY 1, 2");
+        let mut stats = Vec::new();
+        for row in self.store.read(&sql).await? {
+            stats.push(TypeStats {
+                task_type: row.try_get("task_type").map_err(db_error)?,
+                state: row.try_get("state").map_err(db_error)?,
+                count: row.try_get("n").map_err(db_error)?,
+                oldest_ready_pending: row.try_get("oldest").map_err(db_error)?,
+            });
+        }
+        Ok(stats)
+    }
+
     /// Counts every workspace's tasks by state (for `roncho status`).
     pub async fn totals(&self) -> Result<Counts> {
         let now = now_micros();
@@ -256,6 +286,16 @@ async fn claim_first(
         }));
     }
     Ok(None)
+}
+
+/// Tasks of one type in one state (see [`SqlWorkQueue::type_stats`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TypeStats {
+    pub task_type: String,
+    pub state: String,
+    pub count: i64,
+    /// Creation time (microseconds) of the oldest ready pending task.
+    pub oldest_ready_pending: Option<i64>,
 }
 
 /// Leaves out tasks enqueued for later and not yet due (a dream waiting for

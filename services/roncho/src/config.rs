@@ -142,6 +142,7 @@ pub struct ConfigLayer {
     pub dialectic_max_timeout_secs: Option<u64>,
     pub deriver_lease_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
+    pub metrics_listen: Option<SocketAddr>,
     pub startup_timeout_secs: Option<u64>,
     pub dream_document_threshold: Option<u64>,
     pub dream_min_hours: Option<u64>,
@@ -262,6 +263,8 @@ pub struct Config {
     /// How often the reconciler looks for rows to embed when nobody nudges
     /// it (a deriver or ingest in its own process nudges it at once).
     pub reconciler_interval: Duration,
+    /// Where Prometheus metrics are served (`GET /metrics`); `None`: off.
+    pub metrics_listen: Option<SocketAddr>,
     /// How long start-up waits for unreachable dependencies (the database,
     /// NATS) before giving up.
     pub startup_timeout: Duration,
@@ -697,6 +700,7 @@ impl Config {
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
             reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
             startup_timeout: Duration::from_secs(merged.startup_timeout_secs.unwrap_or(120)),
+            metrics_listen: merged.metrics_listen,
             dialectic_timeouts: [
                 merged.dialectic_minimal_timeout_secs,
                 merged.dialectic_low_timeout_secs,

@@ -7,6 +7,7 @@
 //! - [`wiring`]: the ports a configuration asks for.
 
 pub mod config;
+pub mod metrics;
 pub mod server;
 pub mod status;
 pub mod wiring;

@@ -164,6 +164,22 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         signal_token.cancel();
     });
     let mut services = roncho::server::Services::store_only(store.clone());
+    if let Some(address) = config.metrics_listen {
+        let metrics = Arc::new(roncho::metrics::Metrics::new());
+        roncho::metrics::install(metrics.clone());
+        services.metrics = Some(metrics.clone());
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the metrics address {address}"))?;
+        let ledger = roncho_store::SqlWorkQueue::new(store.clone());
+        let (store, stop) = (store.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            let refresh = std::time::Duration::from_secs(15);
+            if let Err(error) = roncho::metrics::serve(listener, metrics, store, Some(ledger), refresh, stop).await {
+                tracing::error!(%error, "the metrics server stopped");
+            }
+        });
+    }
     services.semantic = runtime.semantic.clone();
     services.dialectic = Some(roncho::wiring::dialectic(&config, &services)?);
     let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();

@@ -38,6 +38,8 @@ pub struct Services {
     pub dream_model: Option<String>,
     /// How often readiness checks the store.
     pub readiness_interval: std::time::Duration,
+    /// Where requests are counted and timed; `None`: nowhere.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
 /// The health service name that only says the process is alive (liveness
@@ -62,6 +64,7 @@ impl Services {
             dialectic: None,
             dream_model: None,
             readiness_interval: std::time::Duration::from_secs(5),
+            metrics: None,
         }
     }
 }
@@ -87,6 +90,7 @@ pub async fn run(
 
     let mut served = Vec::new();
     let mut router = tonic::transport::Server::builder()
+        .layer(crate::metrics::MetricsLayer::new(services.metrics.clone()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);

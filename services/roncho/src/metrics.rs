@@ -1,0 +1,401 @@
+//! Prometheus metrics of a process, served at `GET /metrics` on
+//! `metrics_listen`: request latency and outcome by RPC, work queue depth
+//! and age by task type, vector sync state, and LLM calls, tokens and
+//! errors by model.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, OnceLock};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
+
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use roncho_core::model::SyncKind;
+use roncho_core::store::Store;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RpcCode {
+    rpc: String,
+    code: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Rpc {
+    rpc: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskState {
+    task_type: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct TaskType {
+    task_type: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct SyncState {
+    kind: String,
+    state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelOutcome {
+    model: String,
+    outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ModelTokens {
+    model: String,
+    kind: String,
+}
+
+fn latency_histogram() -> Histogram {
+    // 1 ms .. ~33 s.
+    Histogram::new(exponential_buckets(0.001, 2.0, 16))
+}
+
+/// The metrics of one process.
+pub struct Metrics {
+    registry: Registry,
+    rpc_requests: Family<RpcCode, Counter>,
+    rpc_seconds: Family<Rpc, Histogram, fn() -> Histogram>,
+    queue_tasks: Family<TaskState, Gauge>,
+    queue_oldest_pending_seconds: Family<TaskType, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    sync_rows: Family<SyncState, Gauge>,
+    llm_calls: Family<ModelOutcome, Counter>,
+    llm_tokens: Family<ModelTokens, Counter>,
+}
+
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Metrics").finish_non_exhaustive()
+    }
+}
+
+static GLOBAL: OnceLock<Arc<Metrics>> = OnceLock::new();
+
+/// The process's metrics, once [`install`]ed.
+pub fn global() -> Option<Arc<Metrics>> {
+    GLOBAL.get().cloned()
+}
+
+/// Makes `metrics` the process's (the LLM wrappers find them there).
+pub fn install(metrics: Arc<Metrics>) {
+    let _ = GLOBAL.set(metrics);
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("roncho");
+        let rpc_requests = Family::<RpcCode, Counter>::default();
+        registry.register(
+            "rpc_requests",
+            "gRPC requests by method and status code",
+            rpc_requests.clone(),
+        );
+        let rpc_seconds = Family::<Rpc, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registry.register(
+            "rpc_duration_seconds",
+            "gRPC request latency (to the response headers) by method",
+            rpc_seconds.clone(),
+        );
+        let queue_tasks = Family::<TaskState, Gauge>::default();
+        registry.register(
+            "queue_tasks",
+            "work queue tasks by type and state (pending, in_progress, done, dead)",
+            queue_tasks.clone(),
+        );
+        let queue_oldest_pending_seconds = Family::default();
+        registry.register(
+            "queue_oldest_pending_age_seconds",
+            "age of the oldest ready pending task by type",
+            Family::clone(&queue_oldest_pending_seconds),
+        );
+        let sync_rows = Family::<SyncState, Gauge>::default();
+        registry.register(
+            "vector_sync_rows",
+            "rows by vector sync state (pending, synced, failed) and kind",
+            sync_rows.clone(),
+        );
+        let llm_calls = Family::<ModelOutcome, Counter>::default();
+        registry.register("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
+        let llm_tokens = Family::<ModelTokens, Counter>::default();
+        registry.register("llm_tokens", "LLM tokens by model, input or output", llm_tokens.clone());
+        Self {
+            registry,
+            rpc_requests,
+            rpc_seconds,
+            queue_tasks,
+            queue_oldest_pending_seconds,
+            sync_rows,
+            llm_calls,
+            llm_tokens,
+        }
+    }
+
+    /// The metrics in Prometheus' text format.
+    pub fn encode(&self) -> String {
+        let mut text = String::new();
+        // Writing into a String cannot fail.
+        let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
+        text
+    }
+
+    fn record_rpc(&self, rpc: &str, code: &str, elapsed: Duration) {
+        self.rpc_requests
+            .get_or_create(&RpcCode {
+                rpc: rpc.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+        self.rpc_seconds
+            .get_or_create(&Rpc { rpc: rpc.to_owned() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one LLM call: its outcome (`ok` or the error class) and tokens.
+    pub fn record_llm(&self, model: &str, outcome: &str, usage: roncho_llm::Usage) {
+        self.llm_calls
+            .get_or_create(&ModelOutcome {
+                model: model.to_owned(),
+                outcome: outcome.to_owned(),
+            })
+            .inc();
+        for (kind, tokens) in [("input", usage.input_tokens), ("output", usage.output_tokens)] {
+            self.llm_tokens
+                .get_or_create(&ModelTokens {
+                    model: model.to_owned(),
+                    kind: kind.to_owned(),
+                })
+                .inc_by(tokens);
+        }
+    }
+
+    /// Refreshes the queue and sync gauges from the database.
+    pub async fn refresh(&self, store: &dyn Store, ledger: Option<&roncho_store::SqlWorkQueue>) {
+        if let Some(ledger) = ledger {
+            match ledger.type_stats().await {
+                Ok(stats) => {
+                    self.queue_tasks.clear();
+                    self.queue_oldest_pending_seconds.clear();
+                    let now = roncho_core::model::now_micros();
+                    for stat in stats {
+                        self.queue_tasks
+                            .get_or_create(&TaskState {
+                                task_type: stat.task_type.clone(),
+                                state: stat.state.clone(),
+                            })
+                            .set(stat.count);
+                        if let Some(oldest) = stat.oldest_ready_pending {
+                            self.queue_oldest_pending_seconds
+                                .get_or_create(&TaskType {
+                                    task_type: stat.task_type,
+                                })
+                                .set((now - oldest).max(0) as f64 / 1e6);
+                        }
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "metrics: reading the queue failed"),
+            }
+        }
+        for kind in [SyncKind::Message, SyncKind::Conclusion] {
+            match store.sync_counts(kind).await {
+                Ok(counts) => {
+                    for (state, n) in [
+                        ("pending", counts.pending),
+                        ("synced", counts.synced),
+                        ("failed", counts.failed),
+                    ] {
+                        self.sync_rows
+                            .get_or_create(&SyncState {
+                                kind: kind.name().to_owned(),
+                                state: state.to_owned(),
+                            })
+                            .set(n);
+                    }
+                }
+                Err(error) => tracing::warn!(%error, "metrics: reading sync counts failed"),
+            }
+        }
+    }
+}
+
+/// Serves `GET /metrics` until `shutdown`, refreshing the database gauges
+/// every `every`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    metrics: Arc<Metrics>,
+    store: Arc<dyn Store>,
+    ledger: Option<roncho_store::SqlWorkQueue>,
+    every: Duration,
+    shutdown: tokio_util::sync::CancellationToken,
+) -> anyhow::Result<()> {
+    let refresher = {
+        let (metrics, shutdown) = (metrics.clone(), shutdown.clone());
+        tokio::spawn(async move {
+            loop {
+                metrics.refresh(store.as_ref(), ledger.as_ref()).await;
+                tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    () = tokio::time::sleep(every) => {}
+                }
+            }
+        })
+    };
+    let app = axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        "content-type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    );
+    tracing::info!(address = %listener.local_addr()?, "serving metrics at /metrics");
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .await?;
+    refresher.abort();
+    Ok(())
+}
+
+/// Records every gRPC request's latency and status code.
+#[derive(Debug, Clone, Default)]
+pub struct MetricsLayer {
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl MetricsLayer {
+    pub fn new(metrics: Option<Arc<Metrics>>) -> Self {
+        Self { metrics }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for MetricsLayer {
+    type Service = MetricsService<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        MetricsService {
+            inner,
+            metrics: self.metrics.clone(),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct MetricsService<S> {
+    inner: S,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for MetricsService<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
+        let rpc = request.uri().path().trim_start_matches('/').to_owned();
+        let started = Instant::now();
+        let response = self.inner.call(request);
+        let metrics = self.metrics.clone();
+        Box::pin(async move {
+            let result = response.await;
+            if let Some(metrics) = metrics {
+                // Errors come back trailers-only: the status is in the headers.
+                let code = match &result {
+                    Ok(response) => response
+                        .headers()
+                        .get("grpc-status")
+                        .and_then(|value| value.to_str().ok())
+                        .and_then(|value| value.parse::<i32>().ok())
+                        .map_or_else(|| "Ok".to_owned(), |code| format!("{:?}", tonic::Code::from(code))),
+                    Err(_) => "transport_error".to_owned(),
+                };
+                metrics.record_rpc(&rpc, &code, started.elapsed());
+            }
+            result
+        })
+    }
+}
+
+/// An LLM whose calls are counted in the process's metrics.
+pub struct MeteredLlm {
+    inner: Arc<dyn roncho_llm::Llm>,
+    metrics: Arc<Metrics>,
+}
+
+impl MeteredLlm {
+    pub fn wrap(inner: Arc<dyn roncho_llm::Llm>, metrics: Arc<Metrics>) -> Arc<dyn roncho_llm::Llm> {
+        Arc::new(Self { inner, metrics })
+    }
+}
+
+fn outcome(error: &roncho_core::Error) -> &'static str {
+    match error {
+        roncho_core::Error::ResourceExhausted(_) => "rate_limited",
+        roncho_core::Error::Unavailable(_) => "unavailable",
+        roncho_core::Error::FailedPrecondition(_) => "refused",
+        roncho_core::Error::DeadlineExceeded(_) => "timeout",
+        _ => "error",
+    }
+}
+
+#[async_trait::async_trait]
+impl roncho_llm::Llm for MeteredLlm {
+    async fn chat(&self, request: &roncho_llm::ChatRequest) -> roncho_core::Result<roncho_llm::ChatResponse> {
+        let result = self.inner.chat(request).await;
+        let model = self.inner.model_id();
+        match &result {
+            Ok(response) => self.metrics.record_llm(&model, "ok", response.usage),
+            Err(error) => self
+                .metrics
+                .record_llm(&model, outcome(error), roncho_llm::Usage::default()),
+        }
+        result
+    }
+
+    /// Counts the call when the stream starts (its tokens are not counted).
+    async fn chat_stream(&self, request: &roncho_llm::ChatRequest) -> roncho_core::Result<roncho_llm::EventStream> {
+        let result = self.inner.chat_stream(request).await;
+        let model = self.inner.model_id();
+        let label = match &result {
+            Ok(_) => "ok",
+            Err(error) => outcome(error),
+        };
+        self.metrics.record_llm(&model, label, roncho_llm::Usage::default());
+        result
+    }
+
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+}
