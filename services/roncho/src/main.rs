@@ -218,7 +218,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 workers.spawn(worker.clone().run(shutdown.clone()));
                 nudges.push(Arc::new(move || worker.nudge()));
             }
-            None => tracing::warn!(
+            None => tracing::info!(
                 "dreamer: no dream model configured (dream_model or llm_model); ScheduleDream answers FAILED_PRECONDITION"
             ),
         }
