@@ -1,6 +1,9 @@
 //! `roncho-loadtest`: a gRPC load generator for roncho.
 //!
-//! Scenario `ingest` drives `CreateMessages` in batches and then
+//! Scenarios: `ingest`, `search-ingest` + `search` (search and session
+//! context), `visibility` (CreateMessages → derived observation), and
+//! `turn` (context → chat → create messages, the agent loop). Scenario
+//! `ingest` drives `CreateMessages` in batches and then
 //! `ListMessages` pages against a running server, from `--concurrency`
 //! concurrent clients, and reports throughput and latency percentiles
 //! (HDR histograms) as text or JSON. Requests are bounded in count; the run
@@ -74,6 +77,22 @@ enum Scenario {
         /// Gives up on a sample after this many seconds.
         #[arg(long, default_value_t = 120)]
         timeout_secs: u64,
+    },
+    /// Agent turns, as an agent framework makes them: GetSessionContext,
+    /// then Chat about the user, then CreateMessages with the user's and
+    /// the assistant's messages; each concurrent client is one conversation.
+    Turn {
+        /// Turns in total.
+        #[arg(long, default_value_t = 200)]
+        turns: usize,
+        #[arg(long, default_value_t = 4)]
+        concurrency: usize,
+        /// Reasoning level of the Chat calls.
+        #[arg(long, default_value = "minimal")]
+        level: String,
+        /// Token budget of GetSessionContext.
+        #[arg(long, default_value_t = 2_000)]
+        context_tokens: i32,
     },
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
@@ -213,6 +232,137 @@ async fn ingest(
         wall: started.elapsed(),
     };
     Ok(vec![create_phase, list_phase])
+}
+
+/// Runs `turns` agent turns from `concurrency` conversations; reports each
+/// RPC and the whole turn.
+async fn turn(
+    target: &str,
+    turns: usize,
+    concurrency: usize,
+    level: &str,
+    context_tokens: i32,
+) -> anyhow::Result<Vec<Phase>> {
+    use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {target}"))?;
+    let workspace_id = format!("turns-{}", std::process::id());
+    let started = Instant::now();
+    let mut clients = Vec::new();
+    for conversation in 0..concurrency {
+        let mut ingest = IngestServiceClient::new(channel.clone());
+        let mut recall = RecallServiceClient::new(channel.clone());
+        let mut dialectic = DialecticServiceClient::new(channel.clone());
+        let (workspace_id, level) = (workspace_id.clone(), level.to_owned());
+        let my_turns = turns / concurrency + usize::from(conversation < turns % concurrency);
+        clients.push(tokio::spawn(async move {
+            let session_id = format!("conversation-{conversation}");
+            let user = format!("user-{conversation}");
+            let mut latencies = [histogram(), histogram(), histogram(), histogram()];
+            // The conversation exists before its first context is asked for.
+            ingest
+                .create_messages(pb::CreateMessagesRequest {
+                    workspace_id: workspace_id.clone(),
+                    session_id: session_id.clone(),
+                    messages: vec![pb::MessageCreate {
+                        peer_id: user.clone(),
+                        content: "Hi! I am planning a trip to Lisbon and I love flat whites.".into(),
+                        ..Default::default()
+                    }],
+                })
+                .await
+                .context("CreateMessages failed")?;
+            for turn_index in 0..my_turns {
+                let turn_start = Instant::now();
+                let start = Instant::now();
+                recall
+                    .get_session_context(pb::GetSessionContextRequest {
+                        workspace_id: workspace_id.clone(),
+                        session_id: session_id.clone(),
+                        tokens: Some(context_tokens),
+                        ..Default::default()
+                    })
+                    .await
+                    .context("GetSessionContext failed")?;
+                latencies[0].record(elapsed_micros(start))?;
+                let start = Instant::now();
+                let answer = dialectic
+                    .chat(pb::ChatRequest {
+                        workspace_id: workspace_id.clone(),
+                        peer_id: user.clone(),
+                        query: format!("What does {user} like to drink, and where are they going? (turn {turn_index})"),
+                        session_id: Some(session_id.clone()),
+                        reasoning_level: level.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .context("Chat failed")?
+                    .into_inner()
+                    .content
+                    .unwrap_or_default();
+                latencies[1].record(elapsed_micros(start))?;
+                let start = Instant::now();
+                ingest
+                    .create_messages(pb::CreateMessagesRequest {
+                        workspace_id: workspace_id.clone(),
+                        session_id: session_id.clone(),
+                        messages: vec![
+                            pb::MessageCreate {
+                                peer_id: user.clone(),
+                                content: format!("Turn {turn_index}: any tips for cafes near the river in Lisbon?"),
+                                ..Default::default()
+                            },
+                            pb::MessageCreate {
+                                peer_id: "assistant".into(),
+                                content: answer.chars().take(500).collect(),
+                                ..Default::default()
+                            },
+                        ],
+                    })
+                    .await
+                    .context("CreateMessages failed")?;
+                latencies[2].record(elapsed_micros(start))?;
+                latencies[3].record(elapsed_micros(turn_start))?;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut totals = [histogram(), histogram(), histogram(), histogram()];
+    for client in clients {
+        for (total, part) in totals.iter_mut().zip(client.await??) {
+            total.add(part)?;
+        }
+    }
+    let wall = started.elapsed();
+    let [context, chat, create, whole] = totals;
+    Ok(vec![
+        Phase {
+            name: "GetSessionContext",
+            latencies: context,
+            items_per_request: 1,
+            wall,
+        },
+        Phase {
+            name: "Chat",
+            latencies: chat,
+            items_per_request: 1,
+            wall,
+        },
+        Phase {
+            name: "CreateMessages",
+            latencies: create,
+            items_per_request: 2,
+            wall,
+        },
+        Phase {
+            name: "turn",
+            latencies: whole,
+            items_per_request: 1,
+            wall,
+        },
+    ])
 }
 
 /// Writes one message per sample and polls QueryConclusions (every 20 ms)
@@ -422,6 +572,12 @@ async fn main() -> anyhow::Result<()> {
             lists,
             page_size,
         } => ingest(&cli.target, batches, batch_size, concurrency.max(1), lists, page_size).await?,
+        Scenario::Turn {
+            turns,
+            concurrency,
+            level,
+            context_tokens,
+        } => turn(&cli.target, turns, concurrency.max(1), &level, context_tokens).await?,
         Scenario::SearchIngest {
             messages,
             session_size,

@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Agent-turn benchmark: a release `roncho serve` (every role in one process),
+# embedded and on Postgres, driven by `roncho-loadtest turn`: per turn
+# GetSessionContext → Chat → CreateMessages, from concurrent conversations.
+# Without RONCHO_LLM_* the dialectic is extractive, so this measures
+# roncho's own cost per turn; with the scripted model (200 ms) it shows the
+# turn with a model's latency in it.
+#
+#   loadtests/run-turn.sh [extra roncho-loadtest turn flags]
+#   RONCHO_SCRIPTED_LLM=1 loadtests/run-turn.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+port=50981
+source loadtests/common.sh
+if [ -n "${RONCHO_SCRIPTED_LLM:-}" ]; then
+  python3 loadtests/scripted_llm.py --latency 0.2 > "$work/llm.port" &
+  llm_pid=$!
+  trap 'kill $llm_pid 2>/dev/null; cleanup' EXIT
+  for _ in $(seq 1 50); do [ -s "$work/llm.port" ] && break; sleep 0.1; done
+  export RONCHO_LLM_BASE_URL=http://127.0.0.1:$(head -1 "$work/llm.port")/v1 RONCHO_LLM_MODEL=scripted
+fi
+export RONCHO_EMBEDDING_PROVIDER=${RONCHO_EMBEDDING_PROVIDER:-none}
+
+run() { # label serve-args...
+  local label=$1; shift
+  start_server "$@"
+  "$CARGO_TARGET_DIR/release/roncho-loadtest" --target "http://127.0.0.1:$port" --label "$label" turn "${extra[@]}"
+  stop_server
+}
+
+extra=("$@")
+echo "# $(date -u +%F) $(nproc) cores; roncho-loadtest turn ${extra[*]}; model: ${RONCHO_LLM_MODEL:-none (extractive)}"
+run embedded --data-dir "$work/data"
+run postgres "$(postgres_args)"
