@@ -29,3 +29,14 @@ postgres_args() {
   psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
   echo "--database-url=${server_url%/*}/$database"
 }
+
+# run_loadtest label scenario serve-args...: starts roncho with serve-args,
+# runs one roncho-loadtest scenario against it with the caller's "${extra[@]}"
+# flags, and stops it.
+run_loadtest() {
+  local label=$1 scenario=$2
+  shift 2
+  start_server "$@"
+  "$CARGO_TARGET_DIR/release/roncho-loadtest" --target "http://127.0.0.1:$port" --label "$label" "$scenario" "${extra[@]}"
+  stop_server
+}

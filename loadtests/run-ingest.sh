@@ -9,14 +9,7 @@ cd "$(dirname "$0")/.."
 port=50971
 source loadtests/common.sh
 
-run() { # label serve-args...
-  local label=$1; shift
-  start_server "$@"
-  "$CARGO_TARGET_DIR/release/roncho-loadtest" --target "http://127.0.0.1:$port" --label "$label" ingest "${extra[@]}"
-  stop_server
-}
-
 extra=("$@")
 echo "# $(date -u +%F) $(nproc) cores; roncho-loadtest ingest ${extra[*]}"
-run embedded --data-dir "$work/data"
-run postgres "$(postgres_args)"
+run_loadtest embedded ingest --data-dir "$work/data"
+run_loadtest postgres ingest "$(postgres_args)"

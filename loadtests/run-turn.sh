@@ -21,14 +21,7 @@ if [ -n "${RONCHO_SCRIPTED_LLM:-}" ]; then
 fi
 export RONCHO_EMBEDDING_PROVIDER=${RONCHO_EMBEDDING_PROVIDER:-none}
 
-run() { # label serve-args...
-  local label=$1; shift
-  start_server "$@"
-  "$CARGO_TARGET_DIR/release/roncho-loadtest" --target "http://127.0.0.1:$port" --label "$label" turn "${extra[@]}"
-  stop_server
-}
-
 extra=("$@")
 echo "# $(date -u +%F) $(nproc) cores; roncho-loadtest turn ${extra[*]}; model: ${RONCHO_LLM_MODEL:-none (extractive)}"
-run embedded --data-dir "$work/data"
-run postgres "$(postgres_args)"
+run_loadtest embedded turn --data-dir "$work/data"
+run_loadtest postgres turn "$(postgres_args)"
