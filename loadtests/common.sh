@@ -8,18 +8,49 @@ roncho=$CARGO_TARGET_DIR/release/roncho
 work=$(mktemp -d)
 database=roncho_bench_$$
 pid=""
+pids=()
 cleanup() {
   [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null && wait "${pids[@]}" 2>/dev/null
   psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 
-# start_server serve-args...: starts roncho and waits until it serves.
+# start_scripted_llm: starts loadtests/scripted_llm.py (200 ms a call),
+# sets llm_url to it and stops it on exit; llm_calls prints its call count.
+start_scripted_llm() {
+  python3 loadtests/scripted_llm.py --latency 0.2 > "$work/llm.port" &
+  llm_pid=$!
+  trap 'kill $llm_pid 2>/dev/null; cleanup' EXIT
+  for _ in $(seq 1 50); do [ -s "$work/llm.port" ] && break; sleep 0.1; done
+  llm_url=http://127.0.0.1:$(head -1 "$work/llm.port")
+}
+llm_calls() { python3 -c "import json,urllib.request;print(json.load(urllib.request.urlopen('$llm_url'))['calls'])"; }
+
+# start_process port serve-args...: starts a roncho process on the loopback
+# port, adds it to $pids and waits until it serves.
+start_process() {
+  local at=$1
+  shift
+  "$roncho" serve --listen "127.0.0.1:$at" --log warn "$@" &
+  pids+=($!)
+  for _ in $(seq 1 100); do "$roncho" status --listen "127.0.0.1:$at" "$@" 2>/dev/null | grep -q "^server .*ok" && return; sleep 0.2; done
+  echo "roncho serve $* did not start on port $at" >&2
+  return 1
+}
+
+# stop_processes: stops every process start_process started (SIGTERM).
+stop_processes() {
+  [ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" && wait "${pids[@]}" 2>/dev/null
+  pids=()
+}
+
+# start_server serve-args...: starts roncho on $port and waits until it serves.
 start_server() {
-  "$roncho" serve --listen "127.0.0.1:$port" --log warn "$@" &
-  pid=$!
-  for _ in $(seq 1 50); do "$roncho" status --listen "127.0.0.1:$port" "$@" 2>/dev/null | grep -q "^server .*ok" && break; sleep 0.2; done
+  start_process "$port" "$@"
+  pid=${pids[-1]}
+  unset 'pids[-1]'
 }
 
 stop_server() { kill -TERM "$pid"; wait "$pid"; pid=""; }

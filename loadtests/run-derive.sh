@@ -19,15 +19,8 @@ queues=${2:-both}
 nats_url=${RONCHO_TEST_NATS_URL:-nats://127.0.0.1:4222}
 loadtest=$CARGO_TARGET_DIR/release/roncho-loadtest
 
-llm_port_file=$work/llm.port
-python3 loadtests/scripted_llm.py --latency 0.2 > "$llm_port_file" &
-llm_pid=$!
-trap 'kill $llm_pid 2>/dev/null; cleanup' EXIT
-for _ in $(seq 1 50); do [ -s "$llm_port_file" ] && break; sleep 0.1; done
-llm_url=http://127.0.0.1:$(head -1 "$llm_port_file")
+start_scripted_llm
 export RONCHO_EMBEDDING_PROVIDER=test-hashing RONCHO_LLM_BASE_URL=$llm_url/v1 RONCHO_LLM_MODEL=scripted
-
-llm_calls() { python3 -c "import json,urllib.request;print(json.load(urllib.request.urlopen('$llm_url'))['calls'])"; }
 
 echo "# $(date -u +%F) $(nproc) cores; $messages messages; scripted LLM 200 ms"
 for queue in $queues; do

@@ -13,11 +13,8 @@ cd "$(dirname "$0")/.."
 port=50981
 source loadtests/common.sh
 if [ -n "${RONCHO_SCRIPTED_LLM:-}" ]; then
-  python3 loadtests/scripted_llm.py --latency 0.2 > "$work/llm.port" &
-  llm_pid=$!
-  trap 'kill $llm_pid 2>/dev/null; cleanup' EXIT
-  for _ in $(seq 1 50); do [ -s "$work/llm.port" ] && break; sleep 0.1; done
-  export RONCHO_LLM_BASE_URL=http://127.0.0.1:$(head -1 "$work/llm.port")/v1 RONCHO_LLM_MODEL=scripted
+  start_scripted_llm
+  export RONCHO_LLM_BASE_URL=$llm_url/v1 RONCHO_LLM_MODEL=scripted
 fi
 export RONCHO_EMBEDDING_PROVIDER=${RONCHO_EMBEDDING_PROVIDER:-none}
 

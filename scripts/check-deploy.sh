@@ -48,7 +48,7 @@ for bad in "config.database_url=postgres://x" "roles.derivr.enabled=true"; do
     exit 1
   fi
 done
-"$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml "$chart/values.yaml" "$chart"/ci/
+"$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml deploy/prometheus.yml "$chart/values.yaml" "$chart"/ci/
 # compose.yaml cannot run here (no Docker): check its shape instead.
 "$venv/bin/python" - <<'PY'
 import yaml
@@ -64,6 +64,13 @@ for role in ["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"
     assert service["depends_on"]["migrate"]["condition"] == "service_completed_successfully", role
 assert services["deriver"].get("deploy", {}).get("replicas", 1) >= 2, "two derivers"
 assert services["migrate"]["command"] == ["migrate"]
+# Every role exports traces to the collector service and serves metrics.
+environment = services["ingest"]["environment"]
+collector = environment["RONCHO_OTLP_ENDPOINT"].split("://")[1].split(":")[0]
+assert collector in services, f"RONCHO_OTLP_ENDPOINT names {collector}, not a service"
+assert environment["RONCHO_METRICS_LISTEN"].endswith(":9464")
+scrape = yaml.safe_load(open("deploy/prometheus.yml"))["scrape_configs"][0]["dns_sd_configs"][0]
+assert sorted(scrape["names"]) == sorted(["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"])
 print(f"compose.yaml ok: {len(services)} services")
 PY
 echo "deploy checks passed"

@@ -1,8 +1,10 @@
 //! `roncho-loadtest`: a gRPC load generator for roncho.
 //!
 //! Scenarios: `ingest`, `search-ingest` + `search` (search and session
-//! context), `visibility` (CreateMessages → derived observation), and
-//! `turn` (context → chat → create messages, the agent loop). Scenario
+//! context), `dialectic` (Chat about a peer), `visibility` (CreateMessages →
+//! derived observation), `turn` (context → chat → create messages, the agent
+//! loop), and `sustained` (a deployment under mixed load, each role at its
+//! own address: ingest rate, read latency and derivation lag). Scenario
 //! `ingest` drives `CreateMessages` in batches and then
 //! `ListMessages` pages against a running server, from `--concurrency`
 //! concurrent clients, and reports throughput and latency percentiles
@@ -19,6 +21,8 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::json;
+
+mod sustained;
 
 #[derive(Debug, Parser)]
 #[command(about = "gRPC load generator for roncho")]
@@ -94,6 +98,21 @@ enum Scenario {
         #[arg(long, default_value_t = 2_000)]
         context_tokens: i32,
     },
+    /// Chat about a peer of a corpus from `search-ingest` (peer `user`).
+    Dialectic {
+        #[arg(long, default_value_t = 200)]
+        queries: usize,
+        #[arg(long, default_value_t = 2)]
+        concurrency: usize,
+        #[arg(long, default_value = "search-bench")]
+        workspace: String,
+        /// Reasoning level of the Chat calls.
+        #[arg(long, default_value = "minimal")]
+        level: String,
+    },
+    /// Writers, readers and derivation probes at once, for `--seconds`,
+    /// against separate role processes.
+    Sustained(sustained::Args),
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
         /// Batches to send in total.
@@ -115,7 +134,7 @@ enum Scenario {
 }
 
 /// Latencies of one RPC and the wall time of the whole phase.
-struct Phase {
+pub(crate) struct Phase {
     name: &'static str,
     latencies: Histogram<u64>,
     items_per_request: u64,
@@ -140,11 +159,11 @@ impl Phase {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 
-fn elapsed_micros(start: Instant) -> u64 {
+pub(crate) fn elapsed_micros(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX).max(1)
 }
 
@@ -365,6 +384,58 @@ async fn turn(
     ])
 }
 
+/// Asks the dialectic `queries` questions about peer `user` from
+/// `concurrency` clients.
+async fn dialectic(
+    target: &str,
+    queries: usize,
+    concurrency: usize,
+    workspace: &str,
+    level: &str,
+) -> anyhow::Result<Vec<Phase>> {
+    use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
+    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
+        .connect()
+        .await
+        .with_context(|| format!("connecting to {target}"))?;
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for client_index in 0..concurrency {
+        let mut client = DialecticServiceClient::new(channel.clone());
+        let (workspace, level) = (workspace.to_owned(), level.to_owned());
+        let mine = queries / concurrency + usize::from(client_index < queries % concurrency);
+        tasks.push(tokio::spawn(async move {
+            let mut latencies = histogram();
+            for query_index in 0..mine {
+                let topic = Corpus::Zipf.query(client_index * 7919 + query_index * 31);
+                let start = Instant::now();
+                client
+                    .chat(pb::ChatRequest {
+                        workspace_id: workspace.clone(),
+                        peer_id: "user".into(),
+                        query: format!("What has user said about this: {topic}"),
+                        reasoning_level: level.clone(),
+                        ..Default::default()
+                    })
+                    .await
+                    .context("Chat failed")?;
+                latencies.record(elapsed_micros(start))?;
+            }
+            anyhow::Ok(latencies)
+        }));
+    }
+    let mut latencies = histogram();
+    for task in tasks {
+        latencies.add(task.await??)?;
+    }
+    Ok(vec![Phase {
+        name: "Chat",
+        latencies,
+        items_per_request: 1,
+        wall: started.elapsed(),
+    }])
+}
+
 /// Writes one message per sample and polls QueryConclusions (every 20 ms)
 /// until an observation quoting it comes back.
 async fn visibility(target: &str, samples: usize, workspace: &str, timeout: Duration) -> anyhow::Result<Vec<Phase>> {
@@ -564,7 +635,19 @@ async fn search(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let mut extra = serde_json::Value::Null;
     let phases = match cli.scenario {
+        Scenario::Dialectic {
+            queries,
+            concurrency,
+            workspace,
+            level,
+        } => dialectic(&cli.target, queries, concurrency.max(1), &workspace, &level).await?,
+        Scenario::Sustained(args) => {
+            let (phases, derivation) = sustained::run(&cli.target, &args).await?;
+            extra = derivation;
+            phases
+        }
         Scenario::Ingest {
             batches,
             batch_size,
@@ -609,7 +692,10 @@ async fn main() -> anyhow::Result<()> {
     };
     let reports: Vec<_> = phases.iter().map(Phase::report).collect();
     if cli.json {
-        println!("{}", json!({"label": cli.label, "phases": reports}));
+        println!(
+            "{}",
+            json!({"label": cli.label, "phases": reports, "derivation": extra})
+        );
     } else {
         for report in reports {
             println!(
@@ -624,6 +710,9 @@ async fn main() -> anyhow::Result<()> {
                 report["p99_ms"].as_f64().unwrap_or_default()
             );
         }
+    }
+    if !cli.json && extra.is_object() {
+        println!("{:<10} derivation        {extra}", cli.label);
     }
     Ok(())
 }

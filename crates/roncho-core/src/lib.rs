@@ -12,6 +12,7 @@
 //! - [`filter`]: parsing of Honcho's filter grammar into a typed tree.
 //! - [`search`]: query text → full-text search terms.
 //! - [`representation`]: Honcho's working representation and its markdown.
+//! - [`trace`]: W3C trace context carried from requests to queued work.
 //! - [`tokens`]: o200k_base token counting.
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
@@ -33,6 +34,7 @@ pub mod rpc;
 pub mod search;
 pub mod store;
 pub mod tokens;
+pub mod trace;
 pub mod validate;
 pub mod vector;
 

@@ -2,6 +2,8 @@
 //! shares: HTTP 429 and 5xx, time-outs and connection failures are retried
 //! with exponential backoff (honouring `Retry-After` in seconds); any other
 //! status is returned at once, with the provider's body for the error.
+//! Requests carry the caller's W3C trace context, so a provider that traces
+//! (a vLLM or LiteLLM gateway) joins the trace.
 
 use std::time::Duration;
 
@@ -65,8 +67,12 @@ pub async fn post(
 ) -> Result<reqwest::Response, HttpError> {
     let mut backoff = policy.initial_backoff;
     let mut last = String::new();
+    let trace = roncho_core::trace::TraceContext::current();
     for attempt in 0..=policy.max_retries {
         let mut request = client.post(url).json(body);
+        for (name, value) in trace.iter().flat_map(|trace| trace.headers()) {
+            request = request.header(name, value);
+        }
         if let Some(key) = bearer {
             request = request.bearer_auth(key);
         }

@@ -38,6 +38,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use roncho_core::model::now_micros;
 use roncho_core::queue::{Claim, NewTask, QueueStatus, StatusFilter, WorkQueue};
+use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
 use roncho_store::SqlWorkQueue;
 use tokio::sync::Notify;
@@ -146,8 +147,14 @@ struct Inner {
 }
 
 /// Deliveries not yet acked, by work unit, and this process's unit claims.
-/// A unit's deliveries: task id → how to ack it.
-type Deliveries = BTreeMap<i64, Arc<Acker>>;
+/// A unit's deliveries by task id.
+type Deliveries = BTreeMap<i64, Delivery>;
+
+/// A delivered task: how to ack it, and the trace its message headers carry.
+struct Delivery {
+    acker: Arc<Acker>,
+    trace: Option<TraceContext>,
+}
 
 #[derive(Default)]
 struct Buffer {
@@ -178,7 +185,11 @@ impl Buffer {
         let Some(tasks) = self.units.get_mut(key) else {
             return Vec::new();
         };
-        let taken = ids.into_iter().filter_map(|id| tasks.remove(&id)).collect();
+        let taken = ids
+            .into_iter()
+            .filter_map(|id| tasks.remove(&id))
+            .map(|delivery| delivery.acker)
+            .collect();
         if tasks.is_empty() {
             self.units.remove(key);
         }
@@ -196,6 +207,7 @@ impl Buffer {
         keys.iter()
             .filter_map(|key| self.units.remove(key))
             .flat_map(BTreeMap::into_values)
+            .map(|delivery| delivery.acker)
             .collect()
     }
 }
@@ -584,6 +596,9 @@ impl Inner {
 
     async fn deliver(&self, message: jetstream::Message) {
         let (message, acker) = message.split();
+        let trace = message.headers.as_ref().and_then(|headers| {
+            TraceContext::from_headers(|name| headers.get(name).map(async_nats::HeaderValue::as_str))
+        });
         let Ok(envelope) = serde_json::from_slice::<Envelope>(&message.payload) else {
             tracing::error!(subject = %message.subject, "dropping a work message that is not a task envelope");
             settle(vec![Arc::new(acker)], AckKind::Term).await;
@@ -595,7 +610,13 @@ impl Inner {
             .units
             .entry(envelope.key)
             .or_default()
-            .insert(envelope.id, Arc::new(acker));
+            .insert(
+                envelope.id,
+                Delivery {
+                    acker: Arc::new(acker),
+                    trace,
+                },
+            );
         self.arrived.notify_one();
     }
 
@@ -614,7 +635,7 @@ impl Inner {
                 .expect("buffer lock")
                 .units
                 .values()
-                .flat_map(|tasks| tasks.values().cloned())
+                .flat_map(|tasks| tasks.values().map(|delivery| delivery.acker.clone()))
                 .collect();
             settle(ackers, AckKind::Progress).await;
         }
@@ -642,24 +663,41 @@ impl Inner {
             let rows = self.ledger.unpublished(RELAY_BATCH, older_than).await?;
             let mut acks = Vec::with_capacity(rows.len());
             let mut failure = None;
-            for (id, key) in &rows {
+            for row in &rows {
+                let id = row.id;
                 let mut headers = async_nats::HeaderMap::new();
                 headers.insert(
                     async_nats::header::NATS_MESSAGE_ID,
                     format!("{}-task-{id}", self.options.prefix).as_str(),
                 );
+                // A traced task's publication is a span of its trace, and the
+                // message carries that span's context to whoever consumes it.
+                let _publishing = row.trace.as_ref().map(|trace| {
+                    let span = tracing::info_span!(
+                        "publish work",
+                        otel.kind = "producer",
+                        messaging.system = "nats",
+                        work_unit_key = %row.work_unit_key,
+                        task_id = id,
+                    );
+                    trace.set_parent_of(&span);
+                    for (name, value) in TraceContext::of(&span).as_ref().unwrap_or(trace).headers() {
+                        headers.insert(name, value);
+                    }
+                    span
+                });
                 let payload = serde_json::to_vec(&Envelope {
-                    id: *id,
-                    key: key.clone(),
+                    id,
+                    key: row.work_unit_key.clone(),
                 })
                 .map_err(|error| Error::Internal(error.to_string()))?;
-                let subject = subjects::subject(&self.options.prefix, key, self.options.partitions);
+                let subject = subjects::subject(&self.options.prefix, &row.work_unit_key, self.options.partitions);
                 match self
                     .jetstream
                     .publish_with_headers(subject, headers, payload.into())
                     .await
                 {
-                    Ok(ack) => acks.push((*id, ack)),
+                    Ok(ack) => acks.push((id, ack)),
                     Err(error) => {
                         failure = Some(unavailable("publishing work", error));
                         break;
@@ -712,13 +750,18 @@ impl Inner {
         // Deliveries of tasks the ledger already finished (a worker died
         // between the two): acknowledged, not repeated.
         settle(stale, AckKind::Ack).await;
-        let claim = self.ledger.claim_delivered(worker, &live, max, lease).await?;
-        if let Some(claim) = &claim {
-            self.buffer
-                .lock()
-                .expect("buffer lock")
-                .held
-                .insert(claim.work_unit_key.clone(), Instant::now() + lease);
+        let mut claim = self.ledger.claim_delivered(worker, &live, max, lease).await?;
+        if let Some(claim) = &mut claim {
+            let mut buffer = self.buffer.lock().expect("buffer lock");
+            // The work joins the trace its message carried.
+            if let Some(deliveries) = buffer.units.get(&claim.work_unit_key) {
+                for task in &mut claim.tasks {
+                    if let Some(trace) = deliveries.get(&task.id).and_then(|delivery| delivery.trace.clone()) {
+                        task.trace = Some(trace);
+                    }
+                }
+            }
+            buffer.held.insert(claim.work_unit_key.clone(), Instant::now() + lease);
         }
         Ok(claim)
     }
@@ -819,6 +862,19 @@ impl WorkQueue for NatsWorkQueue {
         // The unit may have more buffered work for the next claim.
         self.inner.arrived.notify_one();
         Ok(())
+    }
+
+    /// The units' deliveries stay buffered here until [`WorkQueue::close`]
+    /// hands them on with the partitions.
+    async fn release_worker(&self, worker: &str) -> Result<u64> {
+        let released = self.inner.ledger.release_units_of(worker).await?;
+        let mut buffer = self.inner.buffer.lock().expect("buffer lock");
+        for key in &released {
+            buffer.held.remove(key);
+        }
+        drop(buffer);
+        self.inner.arrived.notify_one();
+        Ok(released.len() as u64)
     }
 
     async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64> {

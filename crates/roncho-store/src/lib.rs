@@ -24,7 +24,7 @@ pub mod testing;
 mod vectors;
 
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
-pub use queue::SqlWorkQueue;
+pub use queue::{SqlWorkQueue, Unpublished};
 pub use sql::Dialect;
 pub use store::SqlStore;
 pub use vectors::SqlVectorStore;

@@ -12,6 +12,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use roncho_core::model::{new_public_id, now_micros};
 use roncho_core::queue::{Claim, Counts, FailedTask, NewTask, QueueStatus, StatusFilter, Task, WorkQueue, task_type};
+use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
 use sqlx::Row;
@@ -128,11 +129,12 @@ impl SqlWorkQueue {
     }
 
     /// Returns up to `limit` pending tasks not yet published (the outbox),
-    /// oldest first, as `(id, work_unit_key)`; `older_than` (micros since the
-    /// epoch) leaves out tasks written since, which their writer publishes.
-    pub async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<(i64, String)>> {
-        let mut sql =
-            Sql::new("SELECT id, work_unit_key FROM work_tasks WHERE published_at IS NULL AND state = 'pending'");
+    /// oldest first; `older_than` (micros since the epoch) leaves out tasks
+    /// written since, which their writer publishes.
+    pub async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<Unpublished>> {
+        let mut sql = Sql::new(
+            "SELECT id, work_unit_key, trace_context FROM work_tasks WHERE published_at IS NULL AND state = 'pending'",
+        );
         if let Some(before) = older_than {
             sql.push(" AND created_at < ").bind(before);
         }
@@ -142,11 +144,25 @@ impl SqlWorkQueue {
             .await?
             .iter()
             .map(|row| {
-                Ok((
-                    row.try_get("id").map_err(db_error)?,
-                    row.try_get("work_unit_key").map_err(db_error)?,
-                ))
+                Ok(Unpublished {
+                    id: row.try_get("id").map_err(db_error)?,
+                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                    trace: trace_column(row)?,
+                })
             })
+            .collect()
+    }
+
+    /// Gives back every unit `worker` holds and returns their keys (see
+    /// [`WorkQueue::release_worker`]).
+    pub async fn release_units_of(&self, worker: &str) -> Result<Vec<String>> {
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM work_leases WHERE owner = ");
+        sql.bind(worker).push(" RETURNING work_unit_key");
+        let rows = sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|row| row.try_get("work_unit_key").map_err(db_error))
             .collect()
     }
 
@@ -165,6 +181,22 @@ impl SqlWorkQueue {
         }
         tx.commit().await
     }
+}
+
+/// A task of the outbox, not yet published to the stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpublished {
+    pub id: i64,
+    pub work_unit_key: String,
+    /// The trace it joins, sent with it as message headers.
+    pub trace: Option<TraceContext>,
+}
+
+/// Reads a row's `trace_context` (unreadable text is no context: tracing
+/// never fails work).
+fn trace_column(row: &sqlx::any::AnyRow) -> Result<Option<TraceContext>> {
+    let text: Option<String> = row.try_get("trace_context").map_err(db_error)?;
+    Ok(text.as_deref().and_then(TraceContext::decode))
 }
 
 /// Adds `n` tasks in `state` (`held`: leased now) to `counts`.
@@ -249,7 +281,7 @@ async fn claim_first(
             continue;
         }
         let mut tasks_sql = Sql::new(
-            "SELECT id, dedup_id, payload, attempts, available_at FROM work_tasks \
+            "SELECT id, dedup_id, payload, attempts, available_at, trace_context FROM work_tasks \
              WHERE state = 'pending' AND work_unit_key = ",
         );
         tasks_sql
@@ -271,6 +303,7 @@ async fn claim_first(
                 payload: serde_json::from_str(&payload)
                     .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?,
                 attempts: row.try_get("attempts").map_err(db_error)?,
+                trace: trace_column(&row)?,
             });
         }
         if tasks.is_empty() {
@@ -319,11 +352,13 @@ async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], dela
     let now = now_micros();
     let ready_at = now + micros(delay);
     let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
+    // The work joins the trace of whoever enqueues it (a CreateMessages call, a dream scheduler).
+    let trace_context = TraceContext::current().map(|context| context.encode());
     let mut added = 0;
     for chunk in tasks.chunks(50) {
         let mut sql = Sql::new(
             "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
-             sender, payload, available_at, created_at) VALUES ",
+             sender, payload, available_at, created_at, trace_context) VALUES ",
         );
         for (index, task) in chunk.iter().enumerate() {
             sql.push(if index == 0 { "(" } else { ", (" });
@@ -346,6 +381,8 @@ async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], dela
                 .bind(ready_at)
                 .push(", ")
                 .bind(now)
+                .push(", ")
+                .bind(optional(&trace_context))
                 .push(")");
         }
         // Any conflict: a dedup id seen before, or a second pending dream of a unit.
@@ -488,6 +525,10 @@ impl WorkQueue for SqlWorkQueue {
             .bind(claim.token.as_str());
         execute(tx.conn(), &sql).await?;
         tx.commit().await
+    }
+
+    async fn release_worker(&self, worker: &str) -> Result<u64> {
+        Ok(self.release_units_of(worker).await?.len() as u64)
     }
 
     async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64> {

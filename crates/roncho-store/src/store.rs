@@ -958,6 +958,7 @@ impl Store for SqlStore {
         .await
     }
 
+    #[tracing::instrument(name = "store.create_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id, messages = messages.len()))]
     async fn create_messages(
         &self,
         workspace_id: &str,
@@ -1168,6 +1169,7 @@ impl Store for SqlStore {
         .await
     }
 
+    #[tracing::instrument(name = "store.context_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
     async fn context_messages(
         &self,
         workspace_id: &str,
@@ -1183,6 +1185,7 @@ impl Store for SqlStore {
         self.session_summaries_impl(workspace_id, session_id).await
     }
 
+    #[tracing::instrument(name = "store.set_session_summary", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
     async fn set_session_summary(
         &self,
         workspace_id: &str,
@@ -1196,6 +1199,7 @@ impl Store for SqlStore {
             .await
     }
 
+    #[tracing::instrument(name = "store.search_messages", skip_all, fields(workspace_id = %workspace_id))]
     async fn search_messages(
         &self,
         workspace_id: &str,
@@ -1205,6 +1209,7 @@ impl Store for SqlStore {
         self.search_messages_impl(workspace_id, search, filter).await
     }
 
+    #[tracing::instrument(name = "store.create_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
     async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
         self.create_conclusions_impl(workspace_id, conclusions).await
     }
@@ -1218,6 +1223,7 @@ impl Store for SqlStore {
         self.list_conclusions_impl(workspace_id, filter, page).await
     }
 
+    #[tracing::instrument(name = "store.increment_times_derived", skip_all, fields(workspace_id = %workspace_id, conclusions = ids.len()))]
     async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
@@ -1237,6 +1243,7 @@ impl Store for SqlStore {
         self.delete_conclusion_impl(workspace_id, id).await
     }
 
+    #[tracing::instrument(name = "store.supersede_conclusion", skip_all, fields(workspace_id = %workspace_id))]
     async fn supersede_conclusion(&self, workspace_id: &str, old_id: &str, new: NewConclusion) -> Result<Conclusion> {
         self.supersede_conclusion_impl(workspace_id, old_id, new).await
     }
@@ -1261,6 +1268,7 @@ impl Store for SqlStore {
         self.get_peer_card_impl(workspace_id, observer_id, observed_id).await
     }
 
+    #[tracing::instrument(name = "store.set_peer_card", skip_all, fields(workspace_id = %workspace_id, observer_id = %observer_id, observed_id = %observed_id))]
     async fn set_peer_card(
         &self,
         workspace_id: &str,

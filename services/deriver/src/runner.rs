@@ -3,12 +3,14 @@
 //! complete it or record the failure (retried with growing delays, dead
 //! after the allowed attempts), and wait for more when idle.
 
+use std::collections::BTreeSet;
 use std::time::Duration;
 
 use roncho_core::Result;
-use roncho_core::queue::{Claim, WorkQueue};
+use roncho_core::queue::{Claim, WorkQueue, task_type};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::worker::WorkerConfig;
 
@@ -32,8 +34,53 @@ pub async fn run_once(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dy
     else {
         return Ok(false);
     };
+    let span = work_span(&claim, &config.worker_id);
+    let outcome = process_claimed(queue, config, handler, &claim)
+        .instrument(span.clone())
+        .await;
+    if outcome.is_err() {
+        span.record("otel.status_code", "error");
+    }
+    outcome.map(|()| true)
+}
+
+/// Returns the span of a claim's processing: a child of the trace of the
+/// request that enqueued its first task, linked to the other tasks' traces.
+fn work_span(claim: &Claim, worker_id: &str) -> tracing::Span {
+    let span = tracing::info_span!(
+        "process work",
+        otel.kind = "consumer",
+        otel.status_code = tracing::field::Empty,
+        work_unit_key = %claim.work_unit_key,
+        task_type = task_type(&claim.work_unit_key),
+        tasks = claim.tasks.len(),
+        worker = worker_id,
+    );
+    let mut seen = BTreeSet::new();
+    let mut traces = claim
+        .tasks
+        .iter()
+        .filter_map(|task| task.trace.as_ref())
+        .filter(|trace| seen.insert(trace.traceparent.as_str()));
+    if let Some(parent) = traces.next() {
+        parent.set_parent_of(&span);
+    }
+    for other in traces {
+        other.link_from(&span);
+    }
+    span
+}
+
+/// Processes a claimed unit while renewing its lease, then completes it or
+/// records the failure, and gives the unit back.
+async fn process_claimed(
+    queue: &dyn WorkQueue,
+    config: &WorkerConfig,
+    handler: &dyn Handler,
+    claim: &Claim,
+) -> Result<()> {
     // Renew the lease every third of it while the work runs (LLM calls can be long).
-    let process = handler.process(&claim);
+    let process = handler.process(claim);
     tokio::pin!(process);
     let mut heartbeat = tokio::time::interval(config.lease / 3);
     heartbeat.tick().await;
@@ -41,7 +88,7 @@ pub async fn run_once(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dy
         tokio::select! {
             outcome = &mut process => break outcome,
             _ = heartbeat.tick() => {
-                if let Err(error) = queue.renew(&claim, config.lease).await {
+                if let Err(error) = queue.renew(claim, config.lease).await {
                     tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
                 }
             }
@@ -49,18 +96,19 @@ pub async fn run_once(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dy
     };
     let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
     match outcome {
-        Ok(()) => queue.complete(&claim, &ids).await?,
+        Ok(()) => queue.complete(claim, &ids).await?,
         Err(error) => {
             tracing::warn!(work_unit = %claim.work_unit_key, %error, "work failed; will retry");
+            tracing::Span::current().record("otel.status_code", "error");
             let attempts = claim.tasks.first().map_or(0, |task| task.attempts);
             let retry_after = config.retry_after * u32::try_from(attempts + 1).unwrap_or(u32::MAX);
             queue
-                .fail(&claim, &ids, &error.to_string(), retry_after, config.max_attempts)
+                .fail(claim, &ids, &error.to_string(), retry_after, config.max_attempts)
                 .await?;
         }
     }
-    queue.release(&claim).await?;
-    Ok(true)
+    queue.release(claim).await?;
+    Ok(())
 }
 
 /// Processes work until `shutdown`; a unit in hand is finished first.

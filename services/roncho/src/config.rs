@@ -72,6 +72,18 @@ pub fn parse_roles(text: &str) -> anyhow::Result<Vec<Role>> {
     Ok(roles)
 }
 
+/// `roncho` for a process of every role, else `roncho-` and its roles
+/// (`roncho-ingest-recall`), so a trace shows which process did what.
+fn default_service_name(roles: &[Role]) -> String {
+    if roles.len() == Role::ALL.len() {
+        return "roncho".to_owned();
+    }
+    std::iter::once("roncho")
+        .chain(roles.iter().map(|role| role.name()))
+        .collect::<Vec<_>>()
+        .join("-")
+}
+
 /// Log output format.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -143,6 +155,12 @@ pub struct ConfigLayer {
     pub deriver_lease_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
     pub metrics_listen: Option<SocketAddr>,
+    /// OpenTelemetry collector (OTLP over gRPC, e.g. `http://otel-collector:4317`);
+    /// unset: no trace export.
+    pub otlp_endpoint: Option<String>,
+    pub otlp_service_name: Option<String>,
+    /// Share of new traces kept, 0.0 to 1.0; a caller's sampling decision is followed.
+    pub otlp_sample_ratio: Option<f64>,
     pub startup_timeout_secs: Option<u64>,
     pub dream_document_threshold: Option<u64>,
     pub dream_min_hours: Option<u64>,
@@ -205,6 +223,7 @@ impl ConfigLayer {
                 .ok()
                 .map(serde_json::Value::from)
                 .into_iter()
+                .chain(value.parse::<f64>().ok().map(serde_json::Value::from))
                 .chain([serde_json::Value::String(value.clone())]);
             let mut last_error = None;
             for candidate in candidates {
@@ -265,6 +284,8 @@ pub struct Config {
     pub reconciler_interval: Duration,
     /// Where Prometheus metrics are served (`GET /metrics`); `None`: off.
     pub metrics_listen: Option<SocketAddr>,
+    /// Where spans are exported; `None`: they are not.
+    pub tracing: Option<TracingConfig>,
     /// How long start-up waits for unreachable dependencies (the database,
     /// NATS) before giving up.
     pub startup_timeout: Duration,
@@ -274,6 +295,17 @@ pub struct Config {
     pub dialectic_timeouts: [Option<Duration>; 5],
     /// NATS JetStream for background work; `None`: the SQL queue in the store.
     pub nats: Option<NatsConfig>,
+}
+
+/// OpenTelemetry trace export.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct TracingConfig {
+    /// The collector's OTLP/gRPC endpoint.
+    pub endpoint: String,
+    /// `service.name` of this process's spans.
+    pub service_name: String,
+    /// Share of new traces (no sampled caller) kept.
+    pub sample_ratio: f64,
 }
 
 /// When a collection is due a dream (Honcho's thresholds).
@@ -693,7 +725,31 @@ impl Config {
             }),
         };
         let llm = LlmConfig::resolve(&merged)?;
+        let roles = parse_roles(merged.roles.as_deref().unwrap_or("all"))?;
+        let tracing = match &merged.otlp_endpoint {
+            None => None,
+            Some(url) if !(url.starts_with("http://") || url.starts_with("https://")) => {
+                bail!(
+                    "otlp_endpoint must be the collector's http:// or https:// OTLP/gRPC URL (port 4317), not `{url}`"
+                )
+            }
+            Some(url) => {
+                let sample_ratio = merged.otlp_sample_ratio.unwrap_or(1.0);
+                if !(0.0..=1.0).contains(&sample_ratio) {
+                    bail!("otlp_sample_ratio must be between 0.0 and 1.0, not {sample_ratio}");
+                }
+                Some(TracingConfig {
+                    endpoint: url.clone(),
+                    service_name: merged
+                        .otlp_service_name
+                        .clone()
+                        .unwrap_or_else(|| default_service_name(&roles)),
+                    sample_ratio,
+                })
+            }
+        };
         let config = Config {
+            tracing,
             embedding,
             qdrant,
             llm,
@@ -720,7 +776,7 @@ impl Config {
                 .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             data_dir,
             database_url: merged.database_url,
-            roles: parse_roles(merged.roles.as_deref().unwrap_or("all"))?,
+            roles,
             log: merged.log.unwrap_or_else(|| "info".to_owned()),
             log_format: merged.log_format.unwrap_or(LogFormat::Text),
             shutdown_grace: Duration::from_secs(merged.shutdown_grace_secs.unwrap_or(10)),
@@ -977,6 +1033,53 @@ deriver_max_tokens = 1500
             ("roncho", 8, Duration::from_secs(5), Duration::from_secs(5))
         );
         assert!(!config.redacted().to_string().contains("sekrit"));
+    }
+
+    #[test]
+    fn trace_export_is_off_unless_an_endpoint_is_set() {
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
+        assert_eq!(config.tracing, None);
+        let layer = ConfigLayer::from_env(&env(&[
+            ("RONCHO_OTLP_ENDPOINT", "http://otel-collector:4317"),
+            ("RONCHO_OTLP_SAMPLE_RATIO", "0.25"),
+            ("RONCHO_ROLES", "ingest,recall"),
+        ]))
+        .unwrap();
+        let config = Config::resolve(ConfigLayer::default(), layer, ConfigLayer::default()).unwrap();
+        assert_eq!(
+            config.tracing,
+            Some(TracingConfig {
+                endpoint: "http://otel-collector:4317".into(),
+                service_name: "roncho-ingest-recall".into(),
+                sample_ratio: 0.25,
+            })
+        );
+        let every_role = ConfigLayer {
+            otlp_endpoint: Some("http://127.0.0.1:4317".into()),
+            otlp_sample_ratio: Some(1.0),
+            ..ConfigLayer::default()
+        };
+        let config = Config::resolve(ConfigLayer::default(), every_role.clone(), ConfigLayer::default()).unwrap();
+        assert_eq!(config.tracing.unwrap().service_name, "roncho");
+        for (bad, says) in [
+            (
+                ConfigLayer {
+                    otlp_sample_ratio: Some(1.5),
+                    ..every_role.clone()
+                },
+                "between 0.0 and 1.0",
+            ),
+            (
+                ConfigLayer {
+                    otlp_endpoint: Some("otel-collector:4317".into()),
+                    ..every_role
+                },
+                "http://",
+            ),
+        ] {
+            let error = Config::resolve(ConfigLayer::default(), bad, ConfigLayer::default()).unwrap_err();
+            assert!(error.to_string().contains(says), "{error}");
+        }
     }
 
     #[test]

@@ -2,12 +2,17 @@
 //!
 //! # Layout
 //! - [`config`]: typed configuration, layered defaults < file < env < flags.
+//! - [`metrics`]: Prometheus metrics at `/metrics`.
+//! - [`observe`]: spans and metrics of every gRPC request and LLM call.
+//! - [`telemetry`]: logs and OpenTelemetry trace export (OTLP).
 //! - [`server`]: the gRPC server of the chosen roles, health and reflection.
 //! - [`status`]: `roncho status` checks.
 //! - [`wiring`]: the ports a configuration asks for.
 
 pub mod config;
 pub mod metrics;
+pub mod observe;
 pub mod server;
 pub mod status;
+pub mod telemetry;
 pub mod wiring;

@@ -7,7 +7,8 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use roncho::config::{Config, ConfigLayer, LogFormat};
+use roncho::config::{Config, ConfigLayer};
+use roncho::telemetry::Telemetry;
 use tokio_util::sync::CancellationToken;
 
 /// roncho: memory and social cognition for AI agents, Honcho-compatible.
@@ -95,19 +96,6 @@ impl CommonFlags {
     }
 }
 
-fn init_tracing(config: &Config) -> anyhow::Result<()> {
-    let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
-        .with_context(|| format!("invalid log filter `{}`", config.log))?;
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    match config.log_format {
-        LogFormat::Json => builder.json().init(),
-        LogFormat::Text => builder.init(),
-    }
-    Ok(())
-}
-
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
@@ -115,7 +103,7 @@ async fn main() -> anyhow::Result<()> {
         Command::Serve(flags) => serve(flags.load()?).await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
-            init_tracing(&config)?;
+            let _logs = Telemetry::init(&config, false)?;
             let store = roncho_store::connect(&config.store_options()).await?;
             roncho_store::migrate(&store).await?;
             let info = roncho_core::store::Store::info(&store).await?;
@@ -147,7 +135,7 @@ async fn main() -> anyhow::Result<()> {
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
-    init_tracing(&config)?;
+    let telemetry = Telemetry::init(&config, true)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
     let runtime = roncho::wiring::build(&config).await?;
     tracing::info!(semantic_search = %runtime.embedder_description, "search");
@@ -158,9 +146,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         .with_context(|| format!("binding {}", config.listen))?;
 
     let shutdown = CancellationToken::new();
-    let signal_token = shutdown.clone();
+    // The grace period counts from the signal: draining requests and
+    // finishing work share it.
+    let signalled_at = Arc::new(std::sync::OnceLock::new());
+    let (signal_token, signal_time) = (shutdown.clone(), signalled_at.clone());
     tokio::spawn(async move {
         wait_for_signal().await;
+        let _ = signal_time.set(tokio::time::Instant::now());
         signal_token.cancel();
     });
     let mut services = roncho::server::Services::store_only(store.clone());
@@ -192,6 +184,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.queue = Some(queue.clone());
     // Background workers; each finishes the unit or batch in hand after shutdown.
     let mut workers = tokio::task::JoinSet::new();
+    let mut worker_ids = Vec::new();
     if let Some(reconciler) = &runtime.reconciler {
         workers.spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();
@@ -203,17 +196,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             Some(llm) => {
                 services.dream_model = Some(llm.model_id());
                 tracing::info!(model = %llm.model_id(), "dreamer worker");
+                let worker_config = roncho_deriver::worker::WorkerConfig {
+                    worker_id: format!("dreamer-{}", std::process::id()),
+                    lease: config.deriver_lease,
+                    ..roncho_deriver::worker::WorkerConfig::default()
+                };
+                worker_ids.push(worker_config.worker_id.clone());
                 let worker = Arc::new(roncho_dreamer::worker::DreamWorker::new(
                     store.clone(),
                     queue.clone(),
                     runtime.semantic.clone(),
                     llm,
                     LlmConfig::max_tokens(config.llm.as_ref(), LlmRole::Dream),
-                    roncho_deriver::worker::WorkerConfig {
-                        worker_id: format!("dreamer-{}", std::process::id()),
-                        lease: config.deriver_lease,
-                        ..roncho_deriver::worker::WorkerConfig::default()
-                    },
+                    worker_config,
                 ));
                 workers.spawn(worker.clone().run(shutdown.clone()));
                 nudges.push(Arc::new(move || worker.nudge()));
@@ -226,16 +221,14 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     if config.roles.contains(&roncho::config::Role::Deriver) {
         use roncho::config::{LlmConfig, LlmRole};
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
-        let mut worker = roncho_deriver::worker::Worker::new(
-            store.clone(),
-            queue.clone(),
-            roncho_deriver::worker::WorkerConfig {
-                lease: config.deriver_lease,
-                deriver_max_tokens: limit(LlmRole::Deriver),
-                summary_max_tokens: limit(LlmRole::Summary),
-                ..roncho_deriver::worker::WorkerConfig::default()
-            },
-        );
+        let worker_config = roncho_deriver::worker::WorkerConfig {
+            lease: config.deriver_lease,
+            deriver_max_tokens: limit(LlmRole::Deriver),
+            summary_max_tokens: limit(LlmRole::Summary),
+            ..roncho_deriver::worker::WorkerConfig::default()
+        };
+        worker_ids.push(worker_config.worker_id.clone());
+        let mut worker = roncho_deriver::worker::Worker::new(store.clone(), queue.clone(), worker_config);
         let deriver = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
         let summarizer = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
         tracing::info!(
@@ -293,20 +286,30 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             tokio::time::sleep(config.shutdown_grace).await;
         } => tracing::warn!(grace = ?config.shutdown_grace, "grace period over; exiting with requests in flight"),
     }
-    // The server stopped; drain the workers (bounded by the grace period) before the store closes.
+    // The server stopped; drain the workers, within what is left of the
+    // grace period, before the store closes.
     shutdown.cancel();
-    if tokio::time::timeout(config.shutdown_grace, async {
-        while workers.join_next().await.is_some() {}
-    })
-    .await
-    .is_err()
+    let deadline = signalled_at.get().copied().unwrap_or_else(tokio::time::Instant::now) + config.shutdown_grace;
+    if tokio::time::timeout_at(deadline, async { while workers.join_next().await.is_some() {} })
+        .await
+        .is_err()
     {
-        tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task (their work is redelivered)");
+        tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task and giving their units back");
+        workers.shutdown().await;
+        for worker_id in &worker_ids {
+            match queue.release_worker(worker_id).await {
+                Ok(released) => tracing::info!(worker_id, released, "work units given back for other workers"),
+                Err(error) => {
+                    tracing::warn!(worker_id, %error, "could not give work units back; they move on when their lease runs out")
+                }
+            }
+        }
     }
     // Hands this process's partitions and undelivered work to the others.
     queue.close().await;
     store.close().await;
     tracing::info!("stopped");
+    telemetry.shutdown().await;
     Ok(())
 }
 

@@ -3,11 +3,8 @@
 //! and age by task type, vector sync state, and LLM calls, tokens and
 //! errors by model.
 
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::{Arc, OnceLock};
-use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -156,7 +153,7 @@ impl Metrics {
         text
     }
 
-    fn record_rpc(&self, rpc: &str, code: &str, elapsed: Duration) {
+    pub(crate) fn record_rpc(&self, rpc: &str, code: &str, elapsed: Duration) {
         self.rpc_requests
             .get_or_create(&RpcCode {
                 rpc: rpc.to_owned(),
@@ -278,124 +275,4 @@ pub async fn serve(
         .await?;
     refresher.abort();
     Ok(())
-}
-
-/// Records every gRPC request's latency and status code.
-#[derive(Debug, Clone, Default)]
-pub struct MetricsLayer {
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl MetricsLayer {
-    pub fn new(metrics: Option<Arc<Metrics>>) -> Self {
-        Self { metrics }
-    }
-}
-
-impl<S> tower_layer::Layer<S> for MetricsLayer {
-    type Service = MetricsService<S>;
-
-    fn layer(&self, inner: S) -> Self::Service {
-        MetricsService {
-            inner,
-            metrics: self.metrics.clone(),
-        }
-    }
-}
-
-#[derive(Debug, Clone)]
-pub struct MetricsService<S> {
-    inner: S,
-    metrics: Option<Arc<Metrics>>,
-}
-
-impl<S, B, R> tower_service::Service<http::Request<B>> for MetricsService<S>
-where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
-    S::Future: Send + 'static,
-{
-    type Response = S::Response;
-    type Error = S::Error;
-    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
-
-    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(context)
-    }
-
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let rpc = request.uri().path().trim_start_matches('/').to_owned();
-        let started = Instant::now();
-        let response = self.inner.call(request);
-        let metrics = self.metrics.clone();
-        Box::pin(async move {
-            let result = response.await;
-            if let Some(metrics) = metrics {
-                // Errors come back trailers-only: the status is in the headers.
-                let code = match &result {
-                    Ok(response) => response
-                        .headers()
-                        .get("grpc-status")
-                        .and_then(|value| value.to_str().ok())
-                        .and_then(|value| value.parse::<i32>().ok())
-                        .map_or_else(|| "Ok".to_owned(), |code| format!("{:?}", tonic::Code::from(code))),
-                    Err(_) => "transport_error".to_owned(),
-                };
-                metrics.record_rpc(&rpc, &code, started.elapsed());
-            }
-            result
-        })
-    }
-}
-
-/// An LLM whose calls are counted in the process's metrics.
-pub struct MeteredLlm {
-    inner: Arc<dyn roncho_llm::Llm>,
-    metrics: Arc<Metrics>,
-}
-
-impl MeteredLlm {
-    pub fn wrap(inner: Arc<dyn roncho_llm::Llm>, metrics: Arc<Metrics>) -> Arc<dyn roncho_llm::Llm> {
-        Arc::new(Self { inner, metrics })
-    }
-}
-
-fn outcome(error: &roncho_core::Error) -> &'static str {
-    match error {
-        roncho_core::Error::ResourceExhausted(_) => "rate_limited",
-        roncho_core::Error::Unavailable(_) => "unavailable",
-        roncho_core::Error::FailedPrecondition(_) => "refused",
-        roncho_core::Error::DeadlineExceeded(_) => "timeout",
-        _ => "error",
-    }
-}
-
-#[async_trait::async_trait]
-impl roncho_llm::Llm for MeteredLlm {
-    async fn chat(&self, request: &roncho_llm::ChatRequest) -> roncho_core::Result<roncho_llm::ChatResponse> {
-        let result = self.inner.chat(request).await;
-        let model = self.inner.model_id();
-        match &result {
-            Ok(response) => self.metrics.record_llm(&model, "ok", response.usage),
-            Err(error) => self
-                .metrics
-                .record_llm(&model, outcome(error), roncho_llm::Usage::default()),
-        }
-        result
-    }
-
-    /// Counts the call when the stream starts (its tokens are not counted).
-    async fn chat_stream(&self, request: &roncho_llm::ChatRequest) -> roncho_core::Result<roncho_llm::EventStream> {
-        let result = self.inner.chat_stream(request).await;
-        let model = self.inner.model_id();
-        let label = match &result {
-            Ok(_) => "ok",
-            Err(error) => outcome(error),
-        };
-        self.metrics.record_llm(&model, label, roncho_llm::Usage::default());
-        result
-    }
-
-    fn model_id(&self) -> String {
-        self.inner.model_id()
-    }
 }

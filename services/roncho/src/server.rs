@@ -90,7 +90,7 @@ pub async fn run(
 
     let mut served = Vec::new();
     let mut router = tonic::transport::Server::builder()
-        .layer(crate::metrics::MetricsLayer::new(services.metrics.clone()))
+        .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);

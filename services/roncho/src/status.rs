@@ -17,16 +17,26 @@ pub struct Check {
     pub detail: String,
 }
 
-/// Runs every check of `config` and returns them in report order.
+/// Runs every check of `config` and returns them in report order. The
+/// checks run at once, so several dependencies that do not answer cost one
+/// time-out, not one each (`roncho status` is a container health check).
 pub async fn checks(config: &Config) -> Vec<Check> {
-    let mut checks = store_checks(config).await;
-    checks.push(server_check(config).await);
+    let (mut checks, server, semantic, vector_store, nats, tracing, metrics, agents) = tokio::join!(
+        store_checks(config),
+        server_check(config),
+        semantic_check(config),
+        vector_store_check(config),
+        nats_check(config),
+        tracing_check(config),
+        metrics_check(config),
+        agents_check(config),
+    );
     let embedded = if config.is_embedded() {
         "embedded"
     } else {
         "distributed"
     };
-    checks.push(Check {
+    let mode = Check {
         name: "mode",
         ok: true,
         detail: format!(
@@ -38,12 +48,31 @@ pub async fn checks(config: &Config) -> Vec<Check> {
                 .collect::<Vec<_>>()
                 .join(",")
         ),
-    });
-    checks.push(semantic_check(config));
-    checks.push(vector_store_check(config).await);
-    if let Some(check) = nats_check(config).await {
-        checks.push(check);
-    }
+    };
+    checks.extend([server, mode, semantic, vector_store]);
+    checks.extend(nats);
+    checks.push(tracing);
+    checks.extend(metrics);
+    checks.push(agents);
+    checks
+}
+
+/// The metrics endpoint, when one is configured.
+async fn metrics_check(config: &Config) -> Option<Check> {
+    let address = config.metrics_listen?;
+    let reached = reachable_address(&address.to_string()).await;
+    Some(Check {
+        name: "metrics",
+        ok: reached.is_ok(),
+        detail: match reached {
+            Ok(()) => format!("served at http://{address}/metrics"),
+            Err(error) => format!("nothing answers at {address} ({error})"),
+        },
+    })
+}
+
+/// The agents' models, and whether their providers can be reached.
+async fn agents_check(config: &Config) -> Check {
     // Extractive agents and capabilities not built yet are degraded, never hidden.
     let models = match &config.llm {
         Some(llm) => llm.describe(),
@@ -55,19 +84,91 @@ pub async fn checks(config: &Config) -> Vec<Check> {
         .llm
         .as_ref()
         .is_some_and(|llm| llm.roles.len() == crate::config::LlmRole::ALL.len());
-    checks.push(Check {
+    // A provider nobody can reach fails every call of its roles: say so now.
+    let endpoints: Vec<_> = config.llm.iter().flat_map(|llm| &llm.endpoints).collect();
+    let reached = futures::future::join_all(endpoints.iter().map(|(_, endpoint)| reachable(&endpoint.base_url))).await;
+    let unreachable: Vec<String> = endpoints
+        .iter()
+        .zip(reached)
+        .filter_map(|((provider, endpoint), reached)| {
+            let error = reached.err()?;
+            Some(format!(
+                "{} at {} is unreachable ({error})",
+                provider.name(),
+                endpoint.base_url
+            ))
+        })
+        .collect();
+    let ok = every_role && unreachable.is_empty();
+    Check {
         name: "agents",
-        ok: every_role,
-        detail: if every_role {
+        ok,
+        detail: if ok {
             models
         } else {
-            format!("degraded: {models}")
+            let mut problems = unreachable;
+            problems.push(models);
+            format!("degraded: {}", problems.join("; "))
         },
-    });
-    checks
+    }
 }
 
-fn semantic_check(config: &Config) -> Check {
+/// Where spans go: nowhere, or a collector that does or does not answer.
+async fn tracing_check(config: &Config) -> Check {
+    let Some(tracing) = &config.tracing else {
+        return Check {
+            name: "tracing",
+            ok: true,
+            detail: "off (otlp_endpoint unset)".into(),
+        };
+    };
+    match reachable(&tracing.endpoint).await {
+        Ok(()) => Check {
+            name: "tracing",
+            ok: true,
+            detail: format!(
+                "OTLP to {} as {}, sampling {}",
+                tracing.endpoint, tracing.service_name, tracing.sample_ratio
+            ),
+        },
+        Err(error) => Check {
+            name: "tracing",
+            ok: false,
+            detail: format!(
+                "degraded: the collector at {} is unreachable ({error}); spans are dropped",
+                tracing.endpoint
+            ),
+        },
+    }
+}
+
+/// Opens (and closes) a TCP connection to an `http(s)://host[:port]/...`
+/// URL's host within 3 s.
+pub async fn reachable(url: &str) -> Result<(), String> {
+    let (scheme, rest) = url.split_once("://").ok_or_else(|| format!("`{url}` is not a URL"))?;
+    let authority = rest.split('/').next().unwrap_or_default();
+    let authority = authority.rsplit('@').next().unwrap_or_default();
+    let has_port = match authority.rfind(']') {
+        Some(bracket) => authority[bracket..].contains(':'),
+        None => authority.contains(':'),
+    };
+    let address = if has_port {
+        authority.to_owned()
+    } else {
+        format!("{authority}:{}", if scheme == "https" { 443 } else { 80 })
+    };
+    reachable_address(&address).await
+}
+
+async fn reachable_address(address: &str) -> Result<(), String> {
+    match tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(address)).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(error)) => Err(error.to_string()),
+        Err(_) => Err("no answer within 3 s".into()),
+    }
+}
+
+async fn semantic_check(config: &Config) -> Check {
     use crate::config::EmbeddingProvider;
     let embedding = &config.embedding;
     let (ok, detail) = match embedding.provider {
@@ -76,7 +177,16 @@ fn semantic_check(config: &Config) -> Check {
             "degraded: off (embedding_provider = none); search is full text only".to_owned(),
         ),
         EmbeddingProvider::TestHashing => (false, "degraded: the test hashing embedder is configured".to_owned()),
-        EmbeddingProvider::Openai => (true, format!("{} at {}", embedding.model, embedding.base_url)),
+        EmbeddingProvider::Openai => match reachable(&embedding.base_url).await {
+            Ok(()) => (true, format!("{} at {}", embedding.model, embedding.base_url)),
+            Err(error) => (
+                false,
+                format!(
+                    "degraded: the embedder at {} is unreachable ({error}); new rows wait unembedded, search is full text",
+                    embedding.base_url
+                ),
+            ),
+        },
         EmbeddingProvider::Local | EmbeddingProvider::Auto => match crate::wiring::find_model_dir(embedding) {
             Some(dir) => (true, format!("local model {}", dir.display())),
             None => (

@@ -239,10 +239,7 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
             LlmProvider::Anthropic => Arc::new(roncho_llm::anthropic::AnthropicChat::new(settings)?),
             LlmProvider::Gemini => Arc::new(roncho_llm::gemini::GeminiChat::new(settings)?),
         };
-        chain.push(match crate::metrics::global() {
-            Some(metrics) => crate::metrics::MeteredLlm::wrap(built, metrics),
-            None => built,
-        });
+        chain.push(crate::observe::ObservedLlm::wrap(built, crate::metrics::global()));
     }
     Ok(Some(if chain.len() == 1 {
         chain.remove(0)

@@ -16,26 +16,16 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use serde_json::{Value, json};
 
+mod processes;
+use processes::{connect, free_address};
+
 type Script = roncho_http::Script<()>;
 
 /// A deterministic model: one fact per transcript line, after 300 ms.
 async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> Json<Value> {
     script.answer(body.clone());
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let transcript = body["messages"][1]["content"].as_str().unwrap_or_default().to_owned();
-    let content = if body.get("response_format").is_some() {
-        let facts: Vec<Value> = transcript
-            .lines()
-            .filter_map(|line| {
-                line.split_once(": ")
-                    .map(|(_, text)| json!({"content": format!("fact {text}")}))
-            })
-            .collect();
-        json!({"explicit": facts}).to_string()
-    } else {
-        "summary".to_owned()
-    };
-    Json(json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": content}}]}))
+    Json(processes::facts_reply(&body))
 }
 
 /// NATS for the queue: the server URL and this test's stream prefix.
@@ -54,6 +44,19 @@ fn serve_with(
     llm_url: Option<&str>,
     nats: &Nats,
     log: &std::path::Path,
+) -> Child {
+    serve_with_env(roles, listen, database_url, llm_url, nats, log, &[])
+}
+
+/// Like [`serve_with`], with `env` set last (it overrides the defaults here).
+fn serve_with_env(
+    roles: &str,
+    listen: &str,
+    database_url: &str,
+    llm_url: Option<&str>,
+    nats: &Nats,
+    log: &std::path::Path,
+    env: &[(&str, &str)],
 ) -> Child {
     let log = std::fs::File::create(log).unwrap();
     let mut command = Command::new(env!("CARGO_BIN_EXE_roncho"));
@@ -77,6 +80,7 @@ fn serve_with(
         // tested in agents_flow.rs and no process here runs them.
         .env("RONCHO_DREAM_DOCUMENT_THRESHOLD", "1000000")
         .env("RONCHO_DERIVER_LEASE_SECS", "2")
+        .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(log)
         .spawn()
@@ -85,31 +89,6 @@ fn serve_with(
 
 fn deriver(database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path) -> Child {
     serve("deriver", "127.0.0.1:0", database_url, llm_url, nats, log)
-}
-
-/// Connects to a process that is starting, waiting up to 30 s.
-async fn connect(address: &str) -> tonic::transport::Channel {
-    let started = Instant::now();
-    loop {
-        match tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-            .unwrap()
-            .connect()
-            .await
-        {
-            Ok(channel) => return channel,
-            Err(error) => assert!(
-                started.elapsed() < Duration::from_secs(30),
-                "the process at {address} never listened: {error}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
-/// A free loopback address for a process to listen on.
-fn free_address() -> String {
-    let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-    probe.local_addr().unwrap().to_string()
 }
 
 #[tokio::test]
@@ -409,6 +388,99 @@ async fn dialectic_processes_answer_with_and_without_a_model() {
         process.kill().ok();
         process.wait().ok();
     }
+    drop(store);
+    database.drop_database().await;
+}
+
+/// A model whose first call never ends in time; later calls answer at once.
+async fn stuck_once(
+    State(calls): State<std::sync::Arc<std::sync::atomic::AtomicUsize>>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    if calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 0 {
+        tokio::time::sleep(Duration::from_secs(600)).await;
+    }
+    Json(processes::facts_reply(&body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_gives_back_the_unit_in_hand_when_the_grace_period_ends() {
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let messages = ["I keep bees on my roof.", "The hives face north."]
+        .into_iter()
+        .map(|content| roncho_core::model::NewMessage {
+            peer_id: "alice".into(),
+            content: content.into(),
+            metadata: Default::default(),
+            configuration: Default::default(),
+            created_at: None,
+            token_count: 6,
+        })
+        .collect();
+    store.create_messages("w", "s", messages).await.unwrap();
+    let calls = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(stuck_once))
+        .with_state(calls.clone());
+    let llm_url = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let logs = tempfile::tempdir().unwrap();
+    // A long lease: without the hand-back the unit would wait a minute.
+    let long_lease = [("RONCHO_DERIVER_LEASE_SECS", "60"), ("RONCHO_SHUTDOWN_GRACE_SECS", "1")];
+    let deriver = |log: &str| {
+        serve_with_env(
+            "deriver",
+            "127.0.0.1:0",
+            &database.url,
+            Some(&llm_url),
+            &None,
+            &logs.path().join(log),
+            &long_lease,
+        )
+    };
+    let mut stopping = deriver("stopping.log");
+    let started = Instant::now();
+    while calls.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the deriver never called the model"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let queue = roncho_store::SqlWorkQueue::new(store.clone());
+    assert!(queue.totals().await.unwrap().in_progress > 0, "the unit is held");
+
+    // Grace 1 s, then the exit: well within the time a lease would take.
+    let status = processes::terminate(&mut stopping, Duration::from_secs(15)).await;
+    let log = std::fs::read_to_string(logs.path().join("stopping.log")).unwrap_or_default();
+    assert!(status.success(), "exit status {status}\n{log}");
+    assert!(log.contains("giving their units back"), "{log}");
+    let counts = queue.totals().await.unwrap();
+    assert_eq!(
+        (counts.in_progress, counts.completed),
+        (0, 0),
+        "the unit is free again and nothing was marked done"
+    );
+
+    // Another deriver takes the unit at once, not a minute later.
+    let mut next = deriver("next.log");
+    let restarted = Instant::now();
+    loop {
+        let counts = queue.totals().await.unwrap();
+        if counts.pending == 0 && counts.in_progress == 0 {
+            assert_eq!((counts.completed, counts.failed), (counts.total, 0), "{counts:?}");
+            break;
+        }
+        assert!(
+            restarted.elapsed() < Duration::from_secs(30),
+            "the unit was not taken over: {counts:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    next.kill().ok();
+    next.wait().ok();
     drop(store);
     database.drop_database().await;
 }

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
-use roncho::metrics::{MeteredLlm, Metrics};
+use roncho::metrics::Metrics;
+use roncho::observe::ObservedLlm;
 use roncho_core::store::Store;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
@@ -83,11 +84,11 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         }),
     );
     let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
-    let llm = MeteredLlm::wrap(
+    let llm = ObservedLlm::wrap(
         Arc::new(
             roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
         ),
-        metrics.clone(),
+        Some(metrics.clone()),
     );
     llm.chat(&roncho_llm::ChatRequest {
         messages: vec![roncho_llm::ChatMessage::new(roncho_llm::Role::User, "hello")],

@@ -36,3 +36,54 @@ async fn status_counts_queued_work() {
     assert!(queue.ok, "{queue:?}");
     assert_eq!(queue.detail, "3 pending, 0 in progress, 0 completed, 0 failed");
 }
+
+#[tokio::test]
+async fn status_says_when_the_collector_or_a_model_provider_cannot_be_reached() {
+    let dir = tempfile::tempdir().unwrap();
+    let listening = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let closed = {
+        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        probe.local_addr().unwrap()
+    };
+    let config = |otlp: String, llm: String| {
+        let flags = ConfigLayer {
+            data_dir: Some(dir.path().to_owned()),
+            embedding_provider: Some(EmbeddingProvider::None),
+            otlp_endpoint: Some(otlp),
+            llm_base_url: Some(llm),
+            llm_model: Some("scripted".into()),
+            ..ConfigLayer::default()
+        };
+        Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap()
+    };
+    let find = |checks: &[roncho::status::Check], name: &str| {
+        checks
+            .iter()
+            .find(|check| check.name == name)
+            .cloned()
+            .unwrap_or_else(|| panic!("no {name} line"))
+    };
+
+    let up = format!("http://{}", listening.local_addr().unwrap());
+    let checks = roncho::status::checks(&config(up.clone(), format!("{up}/v1"))).await;
+    let tracing = find(&checks, "tracing");
+    assert!(tracing.ok, "{tracing:?}");
+    assert!(tracing.detail.contains("as roncho, sampling 1"), "{tracing:?}");
+    let agents = find(&checks, "agents");
+    assert!(agents.ok, "{agents:?}");
+
+    let down = format!("http://{closed}");
+    let checks = roncho::status::checks(&config(down.clone(), format!("{down}/v1"))).await;
+    let tracing = find(&checks, "tracing");
+    assert!(!tracing.ok);
+    assert!(
+        tracing.detail.contains("unreachable") && tracing.detail.contains("spans are dropped"),
+        "{tracing:?}"
+    );
+    let agents = find(&checks, "agents");
+    assert!(!agents.ok);
+    assert!(
+        agents.detail.contains(&format!("openai at {down}/v1 is unreachable")),
+        "{agents:?}"
+    );
+}

@@ -23,6 +23,7 @@ macro_rules! work_queue_contract {
                 enqueue_is_idempotent_and_tasks_come_in_order,
                 one_worker_holds_a_unit_and_others_take_the_rest,
                 an_expired_lease_is_claimed_again_and_the_stale_holder_refused,
+                a_stopped_workers_units_are_claimed_again_at_once,
                 failures_retry_in_order_then_die_with_their_error,
                 status_counts_by_state_session_observer_and_sender,
                 concurrent_workers_never_share_a_unit_and_lose_nothing,
@@ -149,6 +150,26 @@ pub async fn an_expired_lease_is_claimed_again_and_the_stale_holder_refused(queu
         2,
         "each task completed once"
     );
+}
+
+pub async fn a_stopped_workers_units_are_claimed_again_at_once(queue: &dyn WorkQueue) {
+    queue.enqueue(vec![task(A, "a1"), task(B, "b1")]).await.unwrap();
+    let stopped = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("A");
+    let other = queue.claim("w2", DERIVER, 10, LEASE).await.unwrap().expect("B");
+    assert_eq!(queue.release_worker("w1").await.unwrap(), 1);
+    // Long before the lease would run out, the unit is free, its task not done.
+    let retaken = queue.claim("w3", DERIVER, 10, LEASE).await.unwrap().expect("A again");
+    assert_eq!((retaken.work_unit_key.as_str(), dedup_ids(&retaken)), (A, vec!["a1"]));
+    let refused = queue.complete(&stopped, &ids(&stopped)).await;
+    assert!(matches!(refused, Err(Error::FailedPrecondition(_))), "{refused:?}");
+    // Another worker's unit is left alone.
+    queue.complete(&other, &ids(&other)).await.unwrap();
+    for claim in [&retaken, &other] {
+        if claim.work_unit_key == A {
+            queue.complete(claim, &ids(claim)).await.unwrap();
+        }
+        queue.release(claim).await.unwrap();
+    }
 }
 
 pub async fn failures_retry_in_order_then_die_with_their_error(queue: &dyn WorkQueue) {

@@ -52,6 +52,9 @@ pub struct Task {
     pub payload: serde_json::Value,
     /// Failed attempts so far.
     pub attempts: i64,
+    /// The trace of the request that enqueued it (when traced), which the
+    /// work joins.
+    pub trace: Option<crate::trace::TraceContext>,
 }
 
 /// A work unit leased to one worker, with its next tasks in order.
@@ -106,6 +109,7 @@ pub struct QueueStatus {
 #[async_trait]
 pub trait WorkQueue: Send + Sync + 'static {
     /// Enqueues tasks and returns how many were new (not seen by `dedup_id`).
+    /// Each keeps the trace context of the span enqueueing it.
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize>;
 
     /// Enqueues tasks that become ready `delay` from now (a dream waiting
@@ -141,6 +145,12 @@ pub trait WorkQueue: Send + Sync + 'static {
 
     /// Gives the work unit back (its remaining tasks wait for the next claim).
     async fn release(&self, claim: &Claim) -> Result<()>;
+
+    /// Gives back every unit `worker` holds, its claims' tasks not done (a
+    /// worker stopped mid-task at shutdown): the next claim takes them at
+    /// once instead of after the lease runs out; `worker`'s calls on those
+    /// claims fail from then on. Returns how many units it held.
+    async fn release_worker(&self, worker: &str) -> Result<u64>;
 
     /// Counts tasks by state.
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus>;

@@ -1,0 +1,111 @@
+//! Logs and traces of a process: `tracing` events written to stderr (text
+//! or JSON, filtered by `log`), and — with `otlp_endpoint` — spans exported
+//! to an OpenTelemetry collector over OTLP/gRPC in batches.
+//!
+//! Spans are exported whatever the log filter says (the export has its own
+//! filter, `info`), and flushed by [`Telemetry::shutdown`] before the
+//! process exits, so the last requests of a draining pod are not lost.
+
+use std::time::Duration;
+
+use anyhow::Context;
+use opentelemetry::trace::TracerProvider as _;
+use opentelemetry_otlp::WithExportConfig as _;
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider};
+use tracing_subscriber::Layer as _;
+use tracing_subscriber::layer::SubscriberExt as _;
+use tracing_subscriber::util::SubscriberInitExt as _;
+
+use crate::config::{Config, LogFormat, TracingConfig};
+
+/// Longest wait for the last spans to reach the collector at shutdown.
+const FLUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The process's trace export, if any; shut it down last.
+#[derive(Debug)]
+pub struct Telemetry {
+    provider: Option<SdkTracerProvider>,
+}
+
+impl Telemetry {
+    /// Installs the process's subscriber: logs per `config.log` and
+    /// `log_format`; with `export` and an `otlp_endpoint`, span export too
+    /// (must run inside the tokio runtime: the exporter's channel lives there).
+    pub fn init(config: &Config, export: bool) -> anyhow::Result<Self> {
+        let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+            .with_context(|| format!("invalid log filter `{}`", config.log))?;
+        let logs = match config.log_format {
+            LogFormat::Json => tracing_subscriber::fmt::layer()
+                .json()
+                .with_writer(std::io::stderr)
+                .boxed(),
+            LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+        }
+        .with_filter(filter);
+        let provider = match (&config.tracing, export) {
+            (Some(tracing), true) => Some(tracer_provider(tracing)?),
+            _ => None,
+        };
+        let spans = provider.as_ref().map(|provider| {
+            tracing_opentelemetry::layer()
+                .with_tracer(provider.tracer("roncho"))
+                .with_filter(tracing_subscriber::EnvFilter::new("info"))
+        });
+        tracing_subscriber::registry()
+            .with(logs)
+            .with(spans)
+            .try_init()
+            .context("installing the log subscriber")?;
+        if let Some(tracing) = config.tracing.as_ref().filter(|_| export) {
+            tracing::info!(
+                endpoint = %tracing.endpoint,
+                service_name = %tracing.service_name,
+                sample_ratio = tracing.sample_ratio,
+                "exporting traces over OTLP"
+            );
+        }
+        Ok(Self { provider })
+    }
+
+    /// Exports the spans still buffered and stops the exporter.
+    pub async fn shutdown(self) {
+        let Some(provider) = self.provider else {
+            return;
+        };
+        // The SDK blocks its caller while it flushes; keep that off the runtime's workers.
+        let flushed = tokio::task::spawn_blocking(move || provider.shutdown_with_timeout(FLUSH_TIMEOUT)).await;
+        match flushed {
+            Ok(Ok(())) => {}
+            Ok(Err(error)) => tracing::warn!(%error, "flushing the last spans failed"),
+            Err(error) => tracing::warn!(%error, "flushing the last spans failed"),
+        }
+    }
+}
+
+/// Builds the tracer provider: batches exported over OTLP/gRPC, new traces
+/// sampled at `sample_ratio`, a caller's decision followed.
+fn tracer_provider(config: &TracingConfig) -> anyhow::Result<SdkTracerProvider> {
+    let exporter = opentelemetry_otlp::SpanExporter::builder()
+        .with_tonic()
+        .with_endpoint(&config.endpoint)
+        .with_timeout(Duration::from_secs(10))
+        .build()
+        .with_context(|| format!("building the OTLP exporter for {}", config.endpoint))?;
+    let resource = opentelemetry_sdk::Resource::builder()
+        .with_service_name(config.service_name.clone())
+        .with_attributes([
+            opentelemetry::KeyValue::new("service.version", env!("CARGO_PKG_VERSION")),
+            opentelemetry::KeyValue::new(
+                "service.instance.id",
+                format!("{}-{}", std::process::id(), roncho_core::model::new_public_id()),
+            ),
+        ])
+        .build();
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            config.sample_ratio,
+        ))))
+        .with_resource(resource)
+        .build())
+}
