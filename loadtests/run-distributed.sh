@@ -8,7 +8,9 @@
 #
 # 1. Capacity: `roncho-loadtest sustained` with unthrottled writers to
 #    ingest and readers (search, session context) on recall, no derivers:
-#    the sustained ingest rate and per-RPC latency across processes.
+#    the sustained ingest rate and per-RPC latency across processes; once
+#    with the reconciler embedding every message (hybrid search over the
+#    vectors kept in Postgres: no Qdrant here), once full text only.
 # 2. Derivation, with 1 and then 3 deriver processes: writers at a fixed
 #    rate, readers, and a derivation probe every second (a message written
 #    under load until its observation is listed); then the queue drains.
@@ -17,7 +19,8 @@
 #   loadtests/run-distributed.sh [seconds, default 60] [messages/s in part 2, default 100]
 set -euo pipefail
 cd "$(dirname "$0")/.."
-port=51100
+# Below Linux's ephemeral range (32768+), where outgoing connections could take it.
+port=21100
 source loadtests/common.sh
 seconds=${1:-60}
 rate=${2:-100}
@@ -31,7 +34,7 @@ export RONCHO_NATS_URL=$nats_url
 # deployment derivers: a fresh database and stream; ingest, recall and
 # reconciler processes, and `derivers` deriver processes.
 deployment() {
-  export RONCHO_NATS_PREFIX=bench_$$_$1
+  export RONCHO_NATS_PREFIX=bench_$$_$1_$RANDOM
   psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null
   db_args=$(postgres_args)
   start_process "$port" --roles ingest "$db_args"
@@ -45,10 +48,12 @@ deployment() {
 targets=(--ingest-target "http://127.0.0.1:$port" --recall-target "http://127.0.0.1:$((port + 1))")
 echo "# $(date -u +%F) $(nproc) cores; sustained load ${seconds} s; scripted LLM 200 ms; NATS + Postgres"
 
-deployment 0
-"$loadtest" --label "capacity" sustained "${targets[@]}" --seconds "$seconds" --writers 4 --readers 2 \
-  --batch-size 20 --probe-every-ms 0
-stop_processes
+for embedding in test-hashing none; do
+  RONCHO_EMBEDDING_PROVIDER=$embedding deployment 0
+  "$loadtest" --label "capacity, embedding $embedding" sustained "${targets[@]}" --seconds "$seconds" \
+    --writers 4 --readers 2 --batch-size 20 --probe-every-ms 0
+  stop_processes
+done
 
 for derivers in 1 3; do
   deployment "$derivers"

@@ -697,7 +697,8 @@ async fn main() -> anyhow::Result<()> {
             json!({"label": cli.label, "phases": reports, "derivation": extra})
         );
     } else {
-        for report in reports {
+        // A phase nobody ran (no probes, say) has nothing to show.
+        for report in reports.iter().filter(|report| report["requests"] != 0) {
             println!(
                 "{:<10} {:<17} {:>6} req  {:>8.1} req/s  {:>9.0} items/s  p50 {:>7.2} ms  p95 {:>7.2} ms  p99 {:>7.2} ms",
                 cli.label,

@@ -146,16 +146,15 @@ pub async fn run(target: &str, args: &Args) -> anyhow::Result<(Vec<Phase>, serde
             while Instant::now() < deadline {
                 index += 31;
                 let start = Instant::now();
-                client
+                let searched = client
                     .search_messages(pb::SearchMessagesRequest {
                         workspace_id: workspace.to_string(),
                         query: Corpus::Zipf.query(index),
                         limit: 10,
                         ..Default::default()
                     })
-                    .await
-                    .context("SearchMessages failed")?;
-                search.record(elapsed_micros(start))?;
+                    .await;
+                record_unless_not_found(&mut search, start, searched, "SearchMessages")?;
                 let start = Instant::now();
                 let asked = client
                     .get_session_context(pb::GetSessionContextRequest {
@@ -165,12 +164,7 @@ pub async fn run(target: &str, args: &Args) -> anyhow::Result<(Vec<Phase>, serde
                         ..Default::default()
                     })
                     .await;
-                // A session no writer reached yet is not there: not a failure of the load.
-                match asked {
-                    Ok(_) => context.record(elapsed_micros(start))?,
-                    Err(status) if status.code() == tonic::Code::NotFound => {}
-                    Err(status) => return Err(anyhow::Error::from(status).context("GetSessionContext failed")),
-                }
+                record_unless_not_found(&mut context, start, asked, "GetSessionContext")?;
             }
             anyhow::Ok((search, context))
         }));
@@ -225,6 +219,21 @@ pub async fn run(target: &str, args: &Args) -> anyhow::Result<(Vec<Phase>, serde
         ],
         derivation,
     ))
+}
+
+/// Records a read's latency; a workspace or session no writer reached yet
+/// is not there, which is not a failure of the load (and not timed).
+fn record_unless_not_found<T>(
+    latencies: &mut hdrhistogram::Histogram<u64>,
+    start: Instant,
+    result: Result<T, tonic::Status>,
+    rpc: &str,
+) -> anyhow::Result<()> {
+    match result {
+        Ok(_) => Ok(latencies.record(elapsed_micros(start))?),
+        Err(status) if status.code() == tonic::Code::NotFound => Ok(()),
+        Err(status) => Err(anyhow::Error::from(status).context(format!("{rpc} failed"))),
+    }
 }
 
 /// Writes one message and returns the microseconds until an observation

@@ -345,6 +345,11 @@ impl NatsWorkQueue {
         Ok(())
     }
 
+    /// Returns whether the connection to NATS is up (it reconnects by itself).
+    pub fn connected(&self) -> bool {
+        self.inner.jetstream.client().connection_state() == async_nats::connection::State::Connected
+    }
+
     /// Messages waiting in the stream (published, not yet acked).
     pub async fn stream_messages(&self) -> Result<u64> {
         Ok(self.stream_state().await?.messages)

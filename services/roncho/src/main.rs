@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::{Args, Parser, Subcommand};
-use roncho::config::{Config, ConfigLayer};
+use roncho::config::{Config, ConfigLayer, Role};
 use roncho::telemetry::Telemetry;
 use tokio_util::sync::CancellationToken;
 
@@ -178,7 +178,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let queue = roncho::wiring::work_queue(&config, &store).await?;
     if let Some(nats) = queue.nats.clone() {
         // Tasks written with messages are published right after the write.
-        nudges.push(Arc::new(move || nats.kick()));
+        let kicked = nats.clone();
+        nudges.push(Arc::new(move || kicked.kick()));
+        // Writers keep writing into the outbox while NATS is away; a worker
+        // without NATS has nothing to do.
+        if config
+            .roles
+            .iter()
+            .any(|role| matches!(role, Role::Deriver | Role::Dreamer))
+        {
+            services.dependencies.push(roncho::server::Dependency::nats(nats));
+        }
     }
     let queue = queue.queue;
     services.queue = Some(queue.clone());
@@ -190,7 +200,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
-    if config.roles.contains(&roncho::config::Role::Dreamer) {
+    if config.roles.contains(&Role::Dreamer) {
         use roncho::config::{LlmConfig, LlmRole};
         match roncho::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? {
             Some(llm) => {
@@ -218,7 +228,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             ),
         }
     }
-    if config.roles.contains(&roncho::config::Role::Deriver) {
+    if config.roles.contains(&Role::Deriver) {
         use roncho::config::{LlmConfig, LlmRole};
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
         let worker_config = roncho_deriver::worker::WorkerConfig {

@@ -40,6 +40,33 @@ pub struct Services {
     pub readiness_interval: std::time::Duration,
     /// Where requests are counted and timed; `None`: nowhere.
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// What else the roles cannot work without (NATS for a consumer);
+    /// readiness follows them as it follows the store.
+    pub dependencies: Vec<Dependency>,
+}
+
+/// A dependency readiness watches: its name and a check that says why it
+/// is down.
+#[derive(Clone)]
+pub struct Dependency {
+    pub name: &'static str,
+    pub check: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+impl Dependency {
+    /// The NATS connection of a process that consumes work from it.
+    pub fn nats(queue: roncho_nats::NatsWorkQueue) -> Self {
+        Self {
+            name: "NATS",
+            check: Arc::new(move || {
+                if queue.connected() {
+                    Ok(())
+                } else {
+                    Err("disconnected; reconnecting".to_owned())
+                }
+            }),
+        }
+    }
 }
 
 /// The health service name that only says the process is alive (liveness
@@ -65,6 +92,7 @@ impl Services {
             dream_model: None,
             readiness_interval: std::time::Duration::from_secs(5),
             metrics: None,
+            dependencies: Vec::new(),
         }
     }
 }
@@ -147,6 +175,7 @@ pub async fn run(
     }
     tokio::spawn(watch_readiness(
         store.clone(),
+        services.dependencies.clone(),
         health_reporter.clone(),
         served.clone(),
         services.readiness_interval,
@@ -172,10 +201,12 @@ pub async fn run(
 }
 
 /// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING
-/// while the store does not answer within a few seconds, and SERVING again
-/// when it does; stops at shutdown (draining reports NOT_SERVING itself).
+/// while the store does not answer within a few seconds or a dependency is
+/// down, and SERVING again when all are back; stops at shutdown (draining
+/// reports NOT_SERVING itself).
 async fn watch_readiness(
     store: Arc<dyn Store>,
+    dependencies: Vec<Dependency>,
     reporter: tonic_health::server::HealthReporter,
     names: Vec<&'static str>,
     interval: std::time::Duration,
@@ -188,15 +219,21 @@ async fn watch_readiness(
             () = tokio::time::sleep(interval) => {}
         }
         let check = tokio::time::timeout(std::time::Duration::from_secs(3), store.ping()).await;
-        let now_ready = matches!(check, Ok(Ok(_)));
+        let down = match check {
+            Ok(Ok(_)) => dependencies
+                .iter()
+                .find_map(|dependency| (dependency.check)().err().map(|error| (dependency.name, error))),
+            Ok(Err(error)) => Some(("the store", error.to_string())),
+            Err(_) => Some(("the store", "no answer within 3 s".to_owned())),
+        };
+        let now_ready = down.is_none();
         if now_ready == ready || shutdown.is_cancelled() {
             continue;
         }
         ready = now_ready;
-        match &check {
-            Ok(Ok(_)) => tracing::info!("the store answers again: ready"),
-            Ok(Err(error)) => tracing::warn!(%error, "the store does not answer: not ready"),
-            Err(_) => tracing::warn!("the store did not answer within 3 s: not ready"),
+        match down {
+            None => tracing::info!("every dependency answers again: ready"),
+            Some((dependency, error)) => tracing::warn!(dependency, %error, "a dependency is down: not ready"),
         }
         let status = if ready {
             ServingStatus::Serving

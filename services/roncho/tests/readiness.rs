@@ -1,7 +1,8 @@
 //! Readiness follows the store: a Postgres outage turns the `readiness`
 //! health service (and the role services) NOT_SERVING while `liveness`
 //! stays SERVING, so Kubernetes stops routing to the pod without
-//! restarting it; when the database is back the pod is ready again.
+//! restarting it; when the database is back the pod is ready again. A
+//! process consuming work from NATS also follows its NATS connection.
 
 use std::time::{Duration, Instant};
 
@@ -33,30 +34,44 @@ async fn wait_for(client: &mut HealthClient<tonic::transport::Channel>, service:
     }
 }
 
-#[tokio::test]
-async fn a_database_outage_makes_the_process_unready_not_dead() {
-    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
-        return;
-    };
-    let store = roncho_store::testing::open_migrated(&database.url).await;
+/// Serves `role` on a loopback port with readiness checked every 200 ms;
+/// returns a health client, the shutdown token and the server task.
+async fn serve(
+    services: roncho::server::Services,
+    role: roncho::config::Role,
+) -> (
+    HealthClient<tonic::transport::Channel>,
+    CancellationToken,
+    tokio::task::JoinHandle<anyhow::Result<()>>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let services = roncho::server::Services {
         readiness_interval: Duration::from_millis(200),
-        ..roncho::server::Services::store_only(store.clone())
+        ..services
     };
-    let server =
-        tokio::spawn(
-            async move { roncho::server::run(listener, services, &[roncho::config::Role::Recall], token).await },
-        );
+    let server = tokio::spawn(async move { roncho::server::run(listener, services, &[role], token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()
         .await
         .unwrap();
-    let mut health = HealthClient::new(channel);
+    (HealthClient::new(channel), shutdown, server)
+}
+
+#[tokio::test]
+async fn a_database_outage_makes_the_process_unready_not_dead() {
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let (mut health, shutdown, server) = serve(
+        roncho::server::Services::store_only(store.clone()),
+        roncho::config::Role::Recall,
+    )
+    .await;
     let recall = "roncho.v1.RecallService";
     for service in ["", "readiness", "liveness", recall] {
         assert_eq!(
@@ -134,5 +149,87 @@ async fn a_process_started_before_its_database_waits_for_it() {
     assert!(log.contains("not reachable yet; retrying"), "{log}");
     process.kill().ok();
     process.wait().ok();
+    database.drop_database().await;
+}
+
+/// A TCP relay to a real server that can be cut and restored: cutting
+/// closes every relayed connection and refuses new ones.
+struct Relay {
+    address: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::Mutex<CancellationToken>>,
+}
+
+impl Relay {
+    async fn start(upstream: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay = Relay {
+            address: listener.local_addr().unwrap(),
+            up: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            cut: std::sync::Arc::default(),
+        };
+        let (up, cut) = (relay.up.clone(), relay.cut.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let cut = cut.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        () = cut.cancelled() => {}
+                    }
+                });
+            }
+        });
+        relay
+    }
+
+    fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        if !up {
+            std::mem::take(&mut *self.cut.lock().unwrap()).cancel();
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
+    let Some(nats_url) = roncho_store::testing::integration_env(roncho_store::testing::NATS_URL_VAR) else {
+        return;
+    };
+    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let relay = Relay::start(nats_url.trim_start_matches("nats://").to_owned()).await;
+    let mut options = roncho_nats::NatsOptions::new(format!("nats://{}", relay.address));
+    options.prefix = roncho_store::testing::unique_name();
+    options.consume = vec!["representation".into(), "summary".into()];
+    let queue = roncho_nats::NatsWorkQueue::connect(options, roncho_store::SqlWorkQueue::new(store.clone()))
+        .await
+        .unwrap();
+    let services = roncho::server::Services {
+        dependencies: vec![roncho::server::Dependency::nats(queue.clone())],
+        ..roncho::server::Services::store_only(store.clone())
+    };
+    let (mut health, shutdown, server) = serve(services, roncho::config::Role::Deriver).await;
+    assert_eq!(status(&mut health, "readiness").await, ServingStatus::Serving as i32);
+
+    relay.set_up(false);
+    wait_for(&mut health, "readiness", ServingStatus::NotServing).await;
+    assert_eq!(status(&mut health, "liveness").await, ServingStatus::Serving as i32);
+    relay.set_up(true);
+    wait_for(&mut health, "readiness", ServingStatus::Serving).await;
+
+    shutdown.cancel();
+    server.await.unwrap().unwrap();
+    queue.delete_streams().await.unwrap();
+    roncho_core::queue::WorkQueue::close(&queue).await;
+    store.close().await;
     database.drop_database().await;
 }
