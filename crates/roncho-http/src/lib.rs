@@ -21,8 +21,13 @@ pub struct RetryPolicy {
 pub enum HttpError {
     /// A status that is not retried (4xx other than 429), with the body.
     Status { status: u16, body: String },
-    /// Every attempt failed with a retryable reason; the last one.
-    Exhausted { attempts: u32, last: String },
+    /// Every attempt failed with a retryable reason; the last one, and
+    /// whether it was a 429 (rate limited) rather than an outage.
+    Exhausted {
+        attempts: u32,
+        last: String,
+        rate_limited: bool,
+    },
 }
 
 impl std::fmt::Display for HttpError {
@@ -31,7 +36,7 @@ impl std::fmt::Display for HttpError {
             HttpError::Status { status, body } => {
                 write!(f, "HTTP {status}: {}", body.chars().take(300).collect::<String>())
             }
-            HttpError::Exhausted { attempts, last } => write!(f, "failed after {attempts} attempts: {last}"),
+            HttpError::Exhausted { attempts, last, .. } => write!(f, "failed after {attempts} attempts: {last}"),
         }
     }
 }
@@ -52,6 +57,7 @@ pub async fn post_json(
     response.text().await.map_err(|error| HttpError::Exhausted {
         attempts: 1,
         last: format!("unreadable response: {error}"),
+        rate_limited: false,
     })
 }
 
@@ -67,6 +73,7 @@ pub async fn post(
 ) -> Result<reqwest::Response, HttpError> {
     let mut backoff = policy.initial_backoff;
     let mut last = String::new();
+    let mut rate_limited = false;
     let trace = roncho_core::trace::TraceContext::current();
     for attempt in 0..=policy.max_retries {
         let mut request = client.post(url).json(body);
@@ -95,6 +102,7 @@ pub async fn post(
                         wait = Duration::from_secs(after);
                     }
                     last = format!("HTTP {status}");
+                    rate_limited = status.as_u16() == 429;
                 } else {
                     let body = response.text().await.unwrap_or_default();
                     return Err(HttpError::Status {
@@ -103,7 +111,10 @@ pub async fn post(
                     });
                 }
             }
-            Err(error) => last = error.to_string(),
+            Err(error) => {
+                last = error.to_string();
+                rate_limited = false;
+            }
         }
         tracing::warn!(attempt, reason = %last, %url, "provider request failed; retrying");
         if attempt < policy.max_retries {
@@ -114,6 +125,7 @@ pub async fn post(
     Err(HttpError::Exhausted {
         attempts: policy.max_retries + 1,
         last,
+        rate_limited,
     })
 }
 

@@ -146,6 +146,7 @@ impl OpenAiChat {
         response.text().await.map_err(|error| HttpError::Exhausted {
             attempts: 1,
             last: format!("unreadable response: {error}"),
+            rate_limited: false,
         })
     }
 
@@ -184,7 +185,7 @@ pub(crate) fn classify(model: &str, error: HttpError) -> Error {
                 "{model}: the provider rejected the request (HTTP {status}): {}",
                 body.chars().take(300).collect::<String>()
             )),
-            HttpError::Exhausted { ref last, .. } if last.contains("429") => {
+            HttpError::Exhausted { rate_limited: true, .. } => {
                 Error::ResourceExhausted(format!("{model}: rate limited: {error}"))
             }
             HttpError::Exhausted { .. } => Error::Unavailable(format!("{model}: {error}")),
