@@ -9,9 +9,18 @@ work=$(mktemp -d)
 database=roncho_bench_$$
 pid=""
 pids=()
+# end_all pid...: SIGTERMs each process still running, waits for each, and
+# reports any that did not exit cleanly.
+end_all() {
+  local each
+  for each in "$@"; do kill -TERM "$each" 2>/dev/null || true; done
+  for each in "$@"; do
+    wait "$each" 2>/dev/null || echo "process $each exited with status $?" >&2
+  done
+}
 cleanup() {
-  [ -n "$pid" ] && kill "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
-  [ ${#pids[@]} -gt 0 ] && kill "${pids[@]}" 2>/dev/null && wait "${pids[@]}" 2>/dev/null
+  [ -z "$pid" ] || end_all "$pid"
+  [ ${#pids[@]} -eq 0 ] || end_all "${pids[@]}"
   psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -42,7 +51,7 @@ start_process() {
 
 # stop_processes: stops every process start_process started (SIGTERM).
 stop_processes() {
-  [ ${#pids[@]} -gt 0 ] && kill -TERM "${pids[@]}" && wait "${pids[@]}" 2>/dev/null
+  [ ${#pids[@]} -eq 0 ] || end_all "${pids[@]}"
   pids=()
 }
 
@@ -53,7 +62,10 @@ start_server() {
   unset 'pids[-1]'
 }
 
-stop_server() { kill -TERM "$pid"; wait "$pid"; pid=""; }
+stop_server() {
+  end_all "$pid"
+  pid=""
+}
 
 # postgres_args: creates the fresh database and prints the serve flag for it.
 postgres_args() {

@@ -59,10 +59,16 @@ pub struct WorkerConfig {
     pub summary_max_tokens: u32,
 }
 
+/// A worker id no other process has: `{kind}-{pid}-{random}`. Leases are
+/// given back by owner at shutdown, and in containers every process is PID 1.
+pub fn unique_worker_id(kind: &str) -> String {
+    format!("{kind}-{}-{}", std::process::id(), roncho_core::model::new_public_id())
+}
+
 impl Default for WorkerConfig {
     fn default() -> Self {
         Self {
-            worker_id: format!("deriver-{}", std::process::id()),
+            worker_id: unique_worker_id("deriver"),
             batch: 32,
             lease: Duration::from_secs(60),
             idle_poll: Duration::from_secs(1),
@@ -765,6 +771,14 @@ pub fn extractive_summary(messages: &[Message], seq: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn worker_ids_differ_between_processes_with_the_same_pid() {
+        // Every container's process is PID 1: the id must not rest on it.
+        let (one, other) = (unique_worker_id("deriver"), unique_worker_id("deriver"));
+        assert_ne!(one, other);
+        assert!(one.starts_with(&format!("deriver-{}-", std::process::id())), "{one}");
+    }
 
     fn message(content: &str) -> Message {
         Message {

@@ -163,20 +163,25 @@ impl DialecticService for Dialectic {
         let ask = Self::ask(request.into_inner()).map_err(Status::from)?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
-        tokio::spawn(async move {
-            let pieces = sender.clone();
-            let sink = move |delta: String| {
-                // A closed channel means the client went away; the select below stops the work.
-                let _ = pieces.send(Ok(pb::ChatStreamResponse { delta, done: false }));
-            };
-            tokio::select! {
-                () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
-                result = this.answer(&ask, Some(&sink)) => {
-                    let last = result.map(|_| pb::ChatStreamResponse { delta: String::new(), done: true });
-                    let _ = sender.send(last.map_err(Status::from));
+        // The answer runs after the reply's headers: in the request's span still.
+        let span = tracing::Span::current();
+        tokio::spawn(tracing::Instrument::instrument(
+            async move {
+                let pieces = sender.clone();
+                let sink = move |delta: String| {
+                    // A closed channel means the client went away; the select below stops the work.
+                    let _ = pieces.send(Ok(pb::ChatStreamResponse { delta, done: false }));
+                };
+                tokio::select! {
+                    () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
+                    result = this.answer(&ask, Some(&sink)) => {
+                        let last = result.map(|_| pb::ChatStreamResponse { delta: String::new(), done: true });
+                        let _ = sender.send(last.map_err(Status::from));
+                    }
                 }
-            }
-        });
+            },
+            span,
+        ));
         let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(receiver);
         Ok(tonic::Response::new(Box::pin(stream)))
     }

@@ -223,7 +223,13 @@ impl ConfigLayer {
                 .ok()
                 .map(serde_json::Value::from)
                 .into_iter()
-                .chain(value.parse::<f64>().ok().map(serde_json::Value::from))
+                .chain(
+                    value
+                        .parse::<f64>()
+                        .ok()
+                        .filter(|number| number.is_finite())
+                        .map(serde_json::Value::from),
+                )
                 .chain([serde_json::Value::String(value.clone())]);
             let mut last_error = None;
             for candidate in candidates {
@@ -1004,6 +1010,18 @@ deriver_max_tokens = 1500
         assert_eq!(layer.log, None, "empty is unset");
         let error = ConfigLayer::from_env(&env(&[("RONCHO_NATS_PARTITIONS", "many")])).unwrap_err();
         assert!(error.to_string().contains("RONCHO_NATS_PARTITIONS=`many`"), "{error}");
+        let not_finite = ConfigLayer::from_env(&env(&[
+            ("RONCHO_OTLP_SAMPLE_RATIO", "NaN"),
+            ("RONCHO_LLM_MODEL", "inf"),
+        ]));
+        let error = not_finite.unwrap_err();
+        assert!(error.to_string().contains("RONCHO_OTLP_SAMPLE_RATIO=`NaN`"), "{error}");
+        let layer = ConfigLayer::from_env(&env(&[("RONCHO_LLM_MODEL", "inf")])).unwrap();
+        assert_eq!(
+            layer.llm_model.as_deref(),
+            Some("inf"),
+            "a word that parses as a float stays text"
+        );
         let error = ConfigLayer::from_env(&env(&[("RONCHO_LLM_PROVIDER", "cohere")])).unwrap_err();
         assert!(error.to_string().contains("anthropic"), "names the choices: {error}");
     }

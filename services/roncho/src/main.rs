@@ -11,6 +11,10 @@ use roncho::config::{Config, ConfigLayer, Role};
 use roncho::telemetry::Telemetry;
 use tokio_util::sync::CancellationToken;
 
+/// How long giving work back and closing the queue and the store may take
+/// once the workers have stopped.
+const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 /// roncho: memory and social cognition for AI agents, Honcho-compatible.
 #[derive(Debug, Parser)]
 #[command(version, about)]
@@ -180,13 +184,17 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         // Tasks written with messages are published right after the write.
         let kicked = nats.clone();
         nudges.push(Arc::new(move || kicked.kick()));
-        // Writers keep writing into the outbox while NATS is away; a worker
-        // without NATS has nothing to do.
-        if config
+        // A worker without NATS has nothing to do; a process that also serves
+        // requests keeps serving them (writes wait in the outbox), so it stays ready.
+        let consumes = config
             .roles
             .iter()
-            .any(|role| matches!(role, Role::Deriver | Role::Dreamer))
-        {
+            .any(|role| matches!(role, Role::Deriver | Role::Dreamer));
+        let serves = config
+            .roles
+            .iter()
+            .any(|role| matches!(role, Role::Ingest | Role::Recall | Role::Dialectic));
+        if consumes && !serves {
             services.dependencies.push(roncho::server::Dependency::nats(nats));
         }
     }
@@ -207,7 +215,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 services.dream_model = Some(llm.model_id());
                 tracing::info!(model = %llm.model_id(), "dreamer worker");
                 let worker_config = roncho_deriver::worker::WorkerConfig {
-                    worker_id: format!("dreamer-{}", std::process::id()),
+                    worker_id: roncho_deriver::worker::unique_worker_id("dreamer"),
                     lease: config.deriver_lease,
                     ..roncho_deriver::worker::WorkerConfig::default()
                 };
@@ -300,24 +308,35 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // grace period, before the store closes.
     shutdown.cancel();
     let deadline = signalled_at.get().copied().unwrap_or_else(tokio::time::Instant::now) + config.shutdown_grace;
-    if tokio::time::timeout_at(deadline, async { while workers.join_next().await.is_some() {} })
+    let workers_finished = tokio::time::timeout_at(deadline, async { while workers.join_next().await.is_some() {} })
         .await
-        .is_err()
-    {
+        .is_ok();
+    if !workers_finished {
         tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task and giving their units back");
         workers.shutdown().await;
-        for worker_id in &worker_ids {
-            match queue.release_worker(worker_id).await {
-                Ok(released) => tracing::info!(worker_id, released, "work units given back for other workers"),
-                Err(error) => {
-                    tracing::warn!(worker_id, %error, "could not give work units back; they move on when their lease runs out")
+    }
+    // What is left is bounded too: the pod's grace period is not much longer
+    // than ours, and the last spans must still go out after this.
+    let closing = async {
+        if !workers_finished {
+            for worker_id in &worker_ids {
+                match queue.release_worker(worker_id).await {
+                    Ok(released) => tracing::info!(worker_id, released, "work units given back for other workers"),
+                    Err(error) => tracing::warn!(
+                        worker_id,
+                        %error,
+                        "could not give work units back; they move on when their lease runs out"
+                    ),
                 }
             }
         }
+        // Hands this process's partitions and undelivered work to the others.
+        queue.close().await;
+        store.close().await;
+    };
+    if tokio::time::timeout(CLOSE_TIMEOUT, closing).await.is_err() {
+        tracing::warn!(limit = ?CLOSE_TIMEOUT, "closing the queue and the store took too long; exiting without");
     }
-    // Hands this process's partitions and undelivered work to the others.
-    queue.close().await;
-    store.close().await;
     tracing::info!("stopped");
     telemetry.shutdown().await;
     Ok(())
