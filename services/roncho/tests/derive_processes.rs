@@ -33,23 +33,12 @@ type Nats = Option<(String, String)>;
 
 /// Starts `roncho serve --roles {roles} --listen {listen}` on the test's database and queue.
 fn serve(roles: &str, listen: &str, database_url: &str, llm_url: &str, nats: &Nats, log: &std::path::Path) -> Child {
-    serve_with(roles, listen, database_url, Some(llm_url), nats, log)
+    serve_with(roles, listen, database_url, Some(llm_url), nats, log, &[])
 }
 
-/// Like [`serve`]; `llm_url: None` runs without a model.
+/// Like [`serve`]; `llm_url: None` runs without a model; `env` is set
+/// last (it overrides the defaults here).
 fn serve_with(
-    roles: &str,
-    listen: &str,
-    database_url: &str,
-    llm_url: Option<&str>,
-    nats: &Nats,
-    log: &std::path::Path,
-) -> Child {
-    serve_with_env(roles, listen, database_url, llm_url, nats, log, &[])
-}
-
-/// Like [`serve_with`], with `env` set last (it overrides the defaults here).
-fn serve_with_env(
     roles: &str,
     listen: &str,
     database_url: &str,
@@ -348,6 +337,7 @@ async fn dialectic_processes_answer_with_and_without_a_model() {
             Some(&llm_url),
             &None,
             &logs.path().join("model.log"),
+            &[],
         ),
         serve_with(
             "dialectic",
@@ -356,6 +346,7 @@ async fn dialectic_processes_answer_with_and_without_a_model() {
             None,
             &None,
             &logs.path().join("extractive.log"),
+            &[],
         ),
     ];
     let ask = pb::ChatRequest {
@@ -430,7 +421,7 @@ async fn sigterm_gives_back_the_unit_in_hand_when_the_grace_period_ends() {
     // A long lease: without the hand-back the unit would wait a minute.
     let long_lease = [("RONCHO_DERIVER_LEASE_SECS", "60"), ("RONCHO_SHUTDOWN_GRACE_SECS", "1")];
     let deriver = |log: &str| {
-        serve_with_env(
+        serve_with(
             "deriver",
             "127.0.0.1:0",
             &database.url,
