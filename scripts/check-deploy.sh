@@ -42,8 +42,17 @@ tomllib.loads("\n".join(lines))
 PY
   echo "chart ok with $values: $(grep -c '^kind:' "$rendered/$name.yaml") manifests"
 done
+# Auth is on unless the values say otherwise: every pod gets the signing secret.
+"$helm" template roncho "$chart" > "$rendered/auth.yaml"
+grep -q 'RONCHO_AUTH_JWT_SECRET: "[A-Za-z0-9]\{64\}"' "$rendered/auth.yaml" || { echo "the chart renders no generated auth secret" >&2; exit 1; }
+"$helm" template roncho "$chart" --set secrets.authJwtSecret=given-secret-of-at-least-32-bytes-xx > "$rendered/auth.yaml"
+grep -q 'RONCHO_AUTH_JWT_SECRET: "given-secret-of-at-least-32-bytes-xx"' "$rendered/auth.yaml" || { echo "the chart ignores secrets.authJwtSecret" >&2; exit 1; }
+! grep -q RONCHO_INSECURE_NO_AUTH "$rendered/auth.yaml" || { echo "the chart turns auth off by default" >&2; exit 1; }
+"$helm" template roncho "$chart" --set insecureNoAuth=true > "$rendered/auth.yaml"
+! grep -q RONCHO_AUTH_JWT_SECRET "$rendered/auth.yaml" && grep -q RONCHO_INSECURE_NO_AUTH "$rendered/auth.yaml" \
+  || { echo "insecureNoAuth does not turn auth off" >&2; exit 1; }
 # The schema keeps secrets out of the ConfigMap and catches misspelt roles.
-for bad in "config.database_url=postgres://x" "roles.derivr.enabled=true"; do
+for bad in "config.database_url=postgres://x" "config.auth_jwt_secret=x" "roles.derivr.enabled=true"; do
   if "$helm" lint "$chart" --set "$bad" >/dev/null 2>&1; then
     echo "values.schema.json accepted --set $bad" >&2
     exit 1
@@ -70,6 +79,11 @@ assert services["deriver"].get("deploy", {}).get("replicas", 1) >= 2, "two deriv
 assert services["migrate"]["command"] == ["migrate"]
 # Every role exports traces to the collector service and serves metrics.
 environment = services["ingest"]["environment"]
+# Every role runs with auth on, the secret required from the environment.
+for role in ["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"]:
+    secret = services[role]["environment"].get("RONCHO_AUTH_JWT_SECRET", "")
+    assert secret.startswith("${RONCHO_AUTH_JWT_SECRET:?"), f"{role} runs without a required auth secret: {secret!r}"
+    assert "RONCHO_INSECURE_NO_AUTH" not in services[role]["environment"], role
 collector = environment["RONCHO_OTLP_ENDPOINT"].split("://")[1].split(":")[0]
 assert collector in services, f"RONCHO_OTLP_ENDPOINT names {collector}, not a service"
 assert environment["RONCHO_METRICS_LISTEN"].endswith(":9464")

@@ -10,6 +10,7 @@ const PROTO_FILES: &[&str] = &[
     "roncho/v1/dialectic.proto",
     "roncho/v1/deriver.proto",
     "roncho/v1/dreamer.proto",
+    "roncho/v1/keys.proto",
 ];
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {

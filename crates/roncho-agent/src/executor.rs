@@ -20,8 +20,8 @@ use roncho_core::representation::format_time;
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, messages_namespace};
 use roncho_core::{Error, Result};
-use roncho_recall::Semantic;
-use roncho_recall::context::{RepresentationOptions, nearest_conclusions};
+use roncho_search::Semantic;
+use roncho_search::context::{RepresentationOptions, nearest_conclusions};
 use serde_json::{Value, json};
 
 /// Longest tool output, in characters (Honcho's `MAX_TOOL_OUTPUT_CHARS`).
@@ -755,7 +755,7 @@ impl ToolContext {
     }
 
     async fn peer_card(&self) -> Result<String> {
-        match roncho_recall::context::peer_card(self.store.as_ref(), &self.workspace, &self.observer, &self.observed)
+        match roncho_search::context::peer_card(self.store.as_ref(), &self.workspace, &self.observer, &self.observed)
             .await?
         {
             Some(card) if !card.is_empty() => Ok(format!("Peer card of {}:\n{}", self.observed, card.join("\n"))),

@@ -8,7 +8,7 @@ use roncho_core::embed::Embedder;
 use roncho_core::model::{JsonObject, NewConclusion, NewMessage};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorRecord, VectorStore, documents_namespace, messages_namespace};
-use roncho_recall::Semantic;
+use roncho_search::Semantic;
 use serde_json::json;
 
 struct World {

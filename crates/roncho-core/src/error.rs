@@ -1,6 +1,5 @@
-//! The domain error, shared by every port, and its single mapping to gRPC.
-
-use tonic_types::{ErrorDetails, StatusExt};
+//! The domain error, shared by every port. Edges map it to their wire's
+//! status in one place each (`roncho-api`).
 
 /// Result of every domain operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -20,6 +19,19 @@ pub enum Error {
     /// A quota or limit was reached.
     #[error("{0}")]
     ResourceExhausted(String),
+    /// The caller is over a rate or the server over its capacity; trying
+    /// again after `retry_after` may succeed. Nothing was done.
+    #[error("{reason}; retry after {retry_after:?}")]
+    Throttled {
+        reason: String,
+        retry_after: std::time::Duration,
+    },
+    /// The caller did not say who it is, or its credential is not valid.
+    #[error("unauthenticated: {0}")]
+    Unauthenticated(String),
+    /// The caller's credential does not reach what it asked for.
+    #[error("permission denied: {0}")]
+    PermissionDenied(String),
     /// The operation belongs to a capability that is not built yet.
     #[error("{0} is not implemented yet")]
     Unimplemented(&'static str),
@@ -49,57 +61,5 @@ impl Error {
             resource,
             id: id.into(),
         }
-    }
-
-    /// Returns the gRPC code of this error.
-    pub fn code(&self) -> tonic::Code {
-        match self {
-            Error::InvalidArgument { .. } => tonic::Code::InvalidArgument,
-            Error::NotFound { .. } => tonic::Code::NotFound,
-            Error::FailedPrecondition(_) => tonic::Code::FailedPrecondition,
-            Error::ResourceExhausted(_) => tonic::Code::ResourceExhausted,
-            Error::Unimplemented(_) => tonic::Code::Unimplemented,
-            Error::Unavailable(_) => tonic::Code::Unavailable,
-            Error::DeadlineExceeded(_) => tonic::Code::DeadlineExceeded,
-            Error::Internal(_) => tonic::Code::Internal,
-        }
-    }
-}
-
-impl From<Error> for tonic::Status {
-    fn from(error: Error) -> Self {
-        let message = error.to_string();
-        match &error {
-            Error::InvalidArgument { field, reason } => {
-                let details = ErrorDetails::with_bad_request_violation(field.clone(), reason.clone());
-                tonic::Status::with_error_details(tonic::Code::InvalidArgument, message, details)
-            }
-            Error::Internal(_) => {
-                tracing::error!(error = %message, "internal error");
-                tonic::Status::new(tonic::Code::Internal, message)
-            }
-            other => tonic::Status::new(other.code(), message),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn invalid_argument_carries_the_field_in_bad_request_details() {
-        let status: tonic::Status = Error::invalid("messages[3].content", "too long").into();
-        assert_eq!(status.code(), tonic::Code::InvalidArgument);
-        let bad_request = status.get_details_bad_request().expect("bad request details");
-        assert_eq!(bad_request.field_violations[0].field, "messages[3].content");
-        assert_eq!(bad_request.field_violations[0].description, "too long");
-    }
-
-    #[test]
-    fn not_found_maps_to_not_found() {
-        let status: tonic::Status = Error::not_found("session", "s1").into();
-        assert_eq!(status.code(), tonic::Code::NotFound);
-        assert_eq!(status.message(), "session `s1` not found");
     }
 }

@@ -1,14 +1,15 @@
 //! roncho's domain: resource types, input validation, the filter grammar,
-//! the `Store` port, and the one mapping from domain errors to gRPC statuses.
+//! the ports (`Store`, `VectorStore`, `WorkQueue`, `Embedder`) and the
+//! domain error. It knows no wire: edges (`roncho-api`) convert.
 //!
 //! # Layout
+//! - [`auth`]: the authenticated caller.
 //! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
 //! - [`derivation`]: which background work a new message creates (Honcho's observer rules).
-//! - [`error`]: the domain error and its `tonic::Status` mapping.
+//! - [`error`]: the domain error.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
 //! - [`queue`]: the `WorkQueue` port (and, with feature `testing`, its contract suite).
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
-//! - [`json`]: `google.protobuf.Struct` ⇄ JSON.
 //! - [`filter`]: parsing of Honcho's filter grammar into a typed tree.
 //! - [`search`]: query text → full-text search terms.
 //! - [`representation`]: Honcho's working representation and its markdown.
@@ -17,20 +18,16 @@
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
 //! - [`vector`]: the `VectorStore` port (and, with feature `testing`, its contract suite).
-//! - [`convert`]: domain ⇄ `roncho.v1` messages.
-//! - [`rpc`]: reply helpers shared by the role services.
 
-pub mod convert;
+pub mod auth;
 pub mod derivation;
 pub mod embed;
 pub mod error;
 pub mod files;
 pub mod filter;
-pub mod json;
 pub mod model;
 pub mod queue;
 pub mod representation;
-pub mod rpc;
 pub mod search;
 pub mod store;
 pub mod tokens;
@@ -38,4 +35,5 @@ pub mod trace;
 pub mod validate;
 pub mod vector;
 
+pub use auth::Caller;
 pub use error::{Error, Result};

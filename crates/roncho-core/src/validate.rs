@@ -25,6 +25,17 @@ pub const MAX_WEBHOOKS_PER_WORKSPACE: i64 = 10;
 /// Most peers observing others in one session.
 pub const MAX_SESSION_OBSERVERS: usize = 10;
 
+/// Largest metadata or configuration object, serialised as JSON.
+pub const MAX_METADATA_BYTES: usize = 64 * 1024;
+/// Most peers in one request's session peer map.
+pub const MAX_SESSION_PEERS: usize = 100;
+/// Most ids in one list of a request (peer ids to remove, ...).
+pub const MAX_ID_LIST: usize = 100;
+/// Most entries of a peer card.
+pub const MAX_PEER_CARD_ENTRIES: usize = 100;
+/// Longest peer card entry, in characters.
+pub const MAX_PEER_CARD_ENTRY_CHARS: usize = 2_000;
+
 /// Longest conclusion content, in characters.
 pub const MAX_CONCLUSION_CHARS: usize = 65_535;
 /// Most o200k tokens in a conclusion (what one embedding call takes).
@@ -100,7 +111,8 @@ pub fn message_content(field: &str, content: &str) -> Result<String> {
     Ok(content)
 }
 
-/// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5; strips NULs.
+/// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5, 64 KiB
+/// as JSON; strips NULs.
 pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, Value>> {
     if object.len() > MAX_METADATA_KEYS {
         return Err(Error::invalid(
@@ -109,6 +121,13 @@ pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, V
         ));
     }
     let object = Value::Object(object);
+    let bytes = serde_json::to_vec(&object).map_or(usize::MAX, |json| json.len());
+    if bytes > MAX_METADATA_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!("is {bytes} bytes as JSON, at most {MAX_METADATA_BYTES} are allowed"),
+        ));
+    }
     let depth = depth_of(&object);
     if depth > MAX_METADATA_DEPTH {
         return Err(Error::invalid(
@@ -157,6 +176,46 @@ pub fn batch_len(field: &str, len: usize) -> Result<()> {
         ));
     }
     Ok(())
+}
+
+/// Checks the length of a list or map against its bound.
+pub fn list_len(field: &str, len: usize, max: usize) -> Result<()> {
+    if len > max {
+        return Err(Error::invalid(
+            field,
+            format!("holds {len} items, at most {max} are allowed"),
+        ));
+    }
+    Ok(())
+}
+
+/// Checks a list of references to existing resources, at most `max` of them.
+pub fn id_list(field: &str, ids: &[String], max: usize) -> Result<Vec<String>> {
+    list_len(field, ids.len(), max)?;
+    ids.iter()
+        .enumerate()
+        .map(|(index, id)| reference_id(&format!("{field}[{index}]"), id))
+        .collect()
+}
+
+/// Checks a peer card: at most 100 entries of at most 2,000 characters; strips NULs.
+pub fn peer_card(field: &str, entries: &[String]) -> Result<Vec<String>> {
+    list_len(field, entries.len(), MAX_PEER_CARD_ENTRIES)?;
+    entries
+        .iter()
+        .enumerate()
+        .map(|(index, entry)| {
+            let entry = strip_nul(entry);
+            let chars = entry.chars().count();
+            if chars > MAX_PEER_CARD_ENTRY_CHARS {
+                return Err(Error::invalid(
+                    format!("{field}[{index}]"),
+                    format!("has {chars} characters, at most {MAX_PEER_CARD_ENTRY_CHARS} are allowed"),
+                ));
+            }
+            Ok(entry)
+        })
+        .collect()
 }
 
 /// Checks a webhook URL: http(s) with a host that is not a private, loopback,
@@ -251,6 +310,39 @@ mod tests {
             Value::Object(metadata("m", nul.as_object().unwrap().clone()).unwrap()),
             json!({"k": "v"})
         );
+    }
+
+    #[test]
+    fn metadata_over_its_size_is_refused_naming_the_limit() {
+        let fits: Map<String, Value> = Map::from_iter([("k".to_owned(), json!("x".repeat(MAX_METADATA_BYTES - 10)))]);
+        assert!(metadata("m", fits).is_ok());
+        let over: Map<String, Value> = Map::from_iter([("k".to_owned(), json!("x".repeat(MAX_METADATA_BYTES)))]);
+        let error = metadata("messages[0].metadata", over).unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "messages[0].metadata" && reason.contains("65536")),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn peer_cards_and_id_lists_are_bounded() {
+        let card: Vec<String> = (0..MAX_PEER_CARD_ENTRIES).map(|i| format!("fact {i}")).collect();
+        assert_eq!(peer_card("peer_card", &card).unwrap().len(), MAX_PEER_CARD_ENTRIES);
+        let mut over = card.clone();
+        over.push("one more".into());
+        let error = peer_card("peer_card", &over).unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "peer_card" && reason.contains("at most 100"))
+        );
+        let long = vec!["x".repeat(MAX_PEER_CARD_ENTRY_CHARS + 1)];
+        let error = peer_card("peer_card", &long).unwrap_err();
+        assert!(matches!(&error, Error::InvalidArgument { field, .. } if field == "peer_card[0]"));
+        let ids: Vec<String> = (0..=MAX_ID_LIST).map(|i| format!("p{i}")).collect();
+        let error = id_list("peer_ids", &ids, MAX_ID_LIST).unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "peer_ids" && reason.contains("at most 100"))
+        );
+        assert!(id_list("peer_ids", &ids[..MAX_ID_LIST], MAX_ID_LIST).is_ok());
     }
 
     #[test]

@@ -40,6 +40,10 @@ app.kubernetes.io/component: {{ .role }}
   value: /etc/roncho/config.toml
 - name: RONCHO_SHUTDOWN_GRACE_SECS
   value: {{ .Values.shutdownGraceSeconds | quote }}
+{{- if .Values.insecureNoAuth }}
+- name: RONCHO_INSECURE_NO_AUTH
+  value: "true"
+{{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
 {{- end }}

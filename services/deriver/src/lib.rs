@@ -1,5 +1,5 @@
 //! The deriver role: background derivation of observations and summaries,
-//! and `roncho.v1.DeriverService` for queue status.
+//! and queue status ([`DeriverApi`]).
 //!
 //! Writing messages enqueues their work (representation and summary tasks,
 //! by Honcho's observer rules) in the same transaction; the [`worker`]
@@ -7,15 +7,10 @@
 
 use std::sync::Arc;
 
-pub mod runner;
 pub mod worker;
 
-use roncho_core::queue::{Counts, QueueStatus, StatusFilter, WorkQueue, task_type};
-use roncho_core::rpc::{RpcResult, reply};
-use roncho_core::{Error, Result, validate};
-use roncho_proto::v1 as pb;
-use roncho_proto::v1::deriver_service_server::DeriverService;
-use tonic::Request;
+use roncho_core::queue::{QueueStatus, StatusFilter, WorkQueue};
+use roncho_core::{Caller, Error, Result, validate};
 
 /// How the deriver works, for queue status.
 #[derive(Debug, Clone, PartialEq)]
@@ -41,14 +36,31 @@ impl Derivation {
     }
 }
 
-fn mode(model: &Option<String>) -> pb::DerivationMode {
-    match model {
-        Some(_) => pb::DerivationMode::Llm,
-        None => pb::DerivationMode::Extractive,
-    }
+/// Names a workspace's queue, narrowed to a session, observer or sender.
+#[derive(Debug, Clone, Default)]
+pub struct GetQueueStatus {
+    pub workspace_id: String,
+    pub observer_id: Option<String>,
+    pub sender_id: Option<String>,
+    pub session_id: Option<String>,
 }
 
-/// Serves `DeriverService`.
+/// Queue status and how the deriver works.
+#[derive(Debug, Clone)]
+pub struct QueueReport {
+    pub status: QueueStatus,
+    /// Whether per-session counts are reported (not when filtered by session).
+    pub by_session: bool,
+    pub derivation: Derivation,
+}
+
+/// Queue status, as every edge calls it.
+#[async_trait::async_trait]
+pub trait DeriverApi: Send + Sync {
+    async fn get_queue_status(&self, caller: &Caller, request: GetQueueStatus) -> Result<QueueReport>;
+}
+
+/// The queue status service.
 #[derive(Clone)]
 pub struct Deriver {
     queue: Option<Arc<dyn WorkQueue>>,
@@ -67,8 +79,11 @@ impl Deriver {
     pub fn new(queue: Option<Arc<dyn WorkQueue>>, derivation: Derivation) -> Self {
         Self { queue, derivation }
     }
+}
 
-    async fn queue_status(&self, request: pb::GetQueueStatusRequest) -> Result<pb::QueueStatus> {
+#[async_trait::async_trait]
+impl DeriverApi for Deriver {
+    async fn get_queue_status(&self, _caller: &Caller, request: GetQueueStatus) -> Result<QueueReport> {
         let optional = |field: &str, value: Option<String>| {
             value
                 .filter(|value| !value.is_empty())
@@ -85,64 +100,10 @@ impl Deriver {
             Error::FailedPrecondition("this process has no work queue configured (see roncho status)".into())
         })?;
         let by_session = filter.session_id.is_none();
-        let mut status = to_proto(queue.status(&filter).await?, by_session);
-        status.set_observation_mode(mode(&self.derivation.observations));
-        status.set_summary_mode(mode(&self.derivation.summaries));
-        status.derivation_detail = self.derivation.describe();
-        Ok(status)
-    }
-}
-
-fn to_proto(status: QueueStatus, by_session: bool) -> pb::QueueStatus {
-    let Counts {
-        total,
-        completed,
-        in_progress,
-        pending,
-        failed,
-    } = status.counts;
-    pb::QueueStatus {
-        total_work_units: total,
-        completed_work_units: completed,
-        in_progress_work_units: in_progress,
-        pending_work_units: pending,
-        failed_work_units: failed,
-        sessions: if by_session {
-            status
-                .sessions
-                .into_iter()
-                .map(|(session_id, counts)| {
-                    let entry = pb::SessionQueueStatus {
-                        session_id: session_id.clone(),
-                        total_work_units: counts.total,
-                        completed_work_units: counts.completed,
-                        in_progress_work_units: counts.in_progress,
-                        pending_work_units: counts.pending,
-                        failed_work_units: counts.failed,
-                    };
-                    (session_id, entry)
-                })
-                .collect()
-        } else {
-            Default::default()
-        },
-        failures: status
-            .failures
-            .into_iter()
-            .map(|failure| pb::FailedWorkUnit {
-                task_type: task_type(&failure.work_unit_key).to_owned(),
-                work_unit_key: failure.work_unit_key,
-                attempts: i32::try_from(failure.attempts).unwrap_or(i32::MAX),
-                last_error: failure.last_error,
-            })
-            .collect(),
-        ..pb::QueueStatus::default()
-    }
-}
-
-#[tonic::async_trait]
-impl DeriverService for Deriver {
-    async fn get_queue_status(&self, request: Request<pb::GetQueueStatusRequest>) -> RpcResult<pb::QueueStatus> {
-        reply(self.queue_status(request.into_inner()).await)
+        Ok(QueueReport {
+            status: queue.status(&filter).await?,
+            by_session,
+            derivation: self.derivation.clone(),
+        })
     }
 }

@@ -18,7 +18,6 @@
 //! carrying the count.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
@@ -36,51 +35,10 @@ use tokio_util::sync::CancellationToken;
 /// The task types this worker handles.
 pub const TASK_TYPES: [&str; 2] = ["representation", "summary"];
 
-/// Worker settings.
-#[derive(Debug, Clone)]
-pub struct WorkerConfig {
-    /// Names this worker in leases and logs.
-    pub worker_id: String,
-    /// Tasks taken per claim.
-    pub batch: usize,
-    pub lease: Duration,
-    /// How long an idle worker waits before looking again (a nudge wakes it sooner).
-    pub idle_poll: Duration,
-    /// Attempts before a task is dead.
-    pub max_attempts: i64,
-    /// Done tasks are kept this long (status counts them), dead ones `keep_dead`.
-    pub keep_done: Duration,
-    pub keep_dead: Duration,
-    /// Wait before a failed task is retried, times its attempts.
-    pub retry_after: Duration,
-    /// Reply budget of a derivation call.
-    pub deriver_max_tokens: u32,
-    /// Reply budget of a long summary; a short one gets at most 1,000.
-    pub summary_max_tokens: u32,
-}
+pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
 
-/// A worker id no other process has: `{kind}-{pid}-{random}`. Leases are
-/// given back by owner at shutdown, and in containers every process is PID 1.
-pub fn unique_worker_id(kind: &str) -> String {
-    format!("{kind}-{}-{}", std::process::id(), roncho_core::model::new_public_id())
-}
-
-impl Default for WorkerConfig {
-    fn default() -> Self {
-        Self {
-            worker_id: unique_worker_id("deriver"),
-            batch: 32,
-            lease: Duration::from_secs(60),
-            idle_poll: Duration::from_secs(1),
-            max_attempts: 5,
-            keep_done: Duration::from_secs(7 * 24 * 3600),
-            keep_dead: Duration::from_secs(30 * 24 * 3600),
-            retry_after: Duration::from_secs(5),
-            deriver_max_tokens: 2_000,
-            summary_max_tokens: 4_000,
-        }
-    }
-}
+/// Reply budgets of a derivation call and of a long summary (a short one gets at most 1,000).
+const DEFAULT_MAX_TOKENS: (u32, u32) = (2_000, 4_000);
 
 /// Sentences of a message that become conclusions, at most.
 const MAX_SENTENCES: usize = 3;
@@ -99,6 +57,8 @@ pub struct Worker {
     store: Arc<dyn Store>,
     queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
+    /// Reply budgets: a derivation call, a long summary.
+    max_tokens: (u32, u32),
     wake: Notify,
     /// The deriver's model; `None`: extractive.
     deriver: Option<Arc<dyn Llm>>,
@@ -110,13 +70,6 @@ pub struct Worker {
     on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Told which collections gained observations (the dream scheduler).
     listener: Option<Arc<dyn CollectionListener>>,
-}
-
-/// Told when a collection gained observations.
-#[async_trait::async_trait]
-pub trait CollectionListener: Send + Sync {
-    /// `observer`'s collection about `observed` has new observations.
-    async fn gained(&self, workspace: &str, observer: &str, observed: &str);
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -147,6 +100,7 @@ impl Worker {
             store,
             queue,
             config,
+            max_tokens: DEFAULT_MAX_TOKENS,
             wake: Notify::new(),
             deriver: None,
             summarizer: None,
@@ -154,6 +108,12 @@ impl Worker {
             on_saved: None,
             listener: None,
         }
+    }
+
+    /// Gives derivation calls and long summaries these reply budgets.
+    pub fn with_max_tokens(mut self, deriver: u32, summary: u32) -> Self {
+        self.max_tokens = (deriver, summary);
+        self
     }
 
     /// Tells `listener` which collections gain observations.
@@ -198,17 +158,17 @@ impl Worker {
 
     /// Claims one work unit and processes it; returns whether there was one.
     pub async fn run_once(&self) -> Result<bool> {
-        crate::runner::run_once(self.queue.as_ref(), &self.config, self).await
+        roncho_worker::run_once(self.queue.as_ref(), &self.config, self).await
     }
 
     /// Processes work until `shutdown`; a unit in hand is finished first.
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        crate::runner::run(self.queue.as_ref(), &self.config, self.as_ref(), &self.wake, shutdown).await;
+        roncho_worker::run(self.queue.as_ref(), &self.config, self.as_ref(), &self.wake, shutdown).await;
     }
 }
 
 #[async_trait::async_trait]
-impl crate::runner::Handler for Worker {
+impl roncho_worker::Handler for Worker {
     fn task_types(&self) -> &[&'static str] {
         &TASK_TYPES
     }
@@ -341,7 +301,7 @@ impl Worker {
                 ),
                 ChatMessage::new(Role::User, transcript),
             ],
-            max_tokens: self.config.deriver_max_tokens,
+            max_tokens: self.max_tokens.0,
             temperature: Some(0.0),
             json_schema: Some(JsonSchema {
                 name: "observations".into(),
@@ -650,8 +610,8 @@ impl Worker {
             .map(|summary| summary.content)
             .unwrap_or_default();
         let max_tokens = match kind {
-            SummaryKind::Short => SHORT_SUMMARY_MAX_TOKENS.min(self.config.summary_max_tokens),
-            SummaryKind::Long => self.config.summary_max_tokens,
+            SummaryKind::Short => SHORT_SUMMARY_MAX_TOKENS.min(self.max_tokens.1),
+            SummaryKind::Long => self.max_tokens.1,
         };
         // Honcho asks for three words per four tokens of budget.
         let words = max_tokens * 3 / 4;

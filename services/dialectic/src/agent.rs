@@ -293,7 +293,7 @@ async fn preflight(tools: &ToolContext, ask: &Ask) -> Result<String> {
         cards.push((ask.observer.as_str(), ask.target.as_str()));
     }
     for (observer, observed) in cards {
-        if let Some(card) = roncho_recall::context::peer_card(store, &ask.workspace, observer, observed).await?
+        if let Some(card) = roncho_search::context::peer_card(store, &ask.workspace, observer, observed).await?
             && !card.is_empty()
         {
             let title = if observer == observed {

@@ -1,7 +1,6 @@
-//! The dialectic role: `roncho.v1.DialecticService`, natural-language
-//! answers about a peer from what an observer knows ([`agent`]), at
-//! Honcho's five reasoning levels, each with its own model (or none:
-//! extractive), reply budget and deadline.
+//! The dialectic role: natural-language answers about a peer from what an
+//! observer knows ([`agent`]), at Honcho's five reasoning levels, each with
+//! its own model (or none: extractive), reply budget and deadline.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,21 +9,50 @@ pub mod agent;
 pub mod schema;
 
 use agent::{Ask, Level, LevelModel};
+use futures::stream::BoxStream;
 use roncho_agent::ToolContext;
-use roncho_core::json::struct_to_json;
-use roncho_core::rpc::{RpcResult, reply};
+use roncho_core::model::JsonObject;
 use roncho_core::store::Store;
-use roncho_core::{Error, Result, validate};
-use roncho_proto::v1 as pb;
-use roncho_proto::v1::dialectic_service_server::DialecticService;
-use roncho_recall::Semantic;
+use roncho_core::{Caller, Error, Result, validate};
+use roncho_search::Semantic;
 use serde_json::Value;
-use tonic::{Request, Status};
 
 /// Longest question, in characters.
 pub const MAX_QUERY_CHARS: usize = 10_000;
 
-/// Serves `DialecticService`.
+/// A question about `target` (the observer itself when unset), answered
+/// from what `peer_id` knows.
+#[derive(Debug, Clone, Default)]
+pub struct Chat {
+    pub workspace_id: String,
+    pub peer_id: String,
+    pub query: String,
+    pub session_id: Option<String>,
+    pub target: Option<String>,
+    pub reasoning_level: String,
+    /// Only `session_id`: the sessions the answer may draw on.
+    pub filters: Option<JsonObject>,
+    /// A JSON Schema (object root) the answer must follow.
+    pub response_format: Option<JsonObject>,
+}
+
+/// A piece of a streamed answer: text, then a last piece with `done`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatPiece {
+    pub delta: String,
+    pub done: bool,
+}
+
+/// Natural-language answers, as every edge calls them.
+#[async_trait::async_trait]
+pub trait DialecticApi: Send + Sync {
+    /// Returns the answer, `None` when memory holds nothing to answer from.
+    async fn chat(&self, caller: &Caller, request: Chat) -> Result<Option<String>>;
+    /// Streams the final answer's pieces; an error ends the stream.
+    async fn chat_stream(&self, caller: &Caller, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
+}
+
+/// The dialectic service.
 #[derive(Clone)]
 pub struct Dialectic {
     store: Arc<dyn Store>,
@@ -65,11 +93,11 @@ impl Dialectic {
         self
     }
 
-    fn ask(request: pb::ChatRequest) -> Result<Ask> {
+    fn ask(request: Chat) -> Result<Ask> {
         let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("peer_id", &request.peer_id)?;
-        let target = match request.target.filter(|target| !target.is_empty()) {
-            Some(target) => validate::reference_id("target", &target)?,
+        let target = match request.target.as_deref().filter(|target| !target.is_empty()) {
+            Some(target) => validate::reference_id("target", target)?,
             None => observer.clone(),
         };
         let query = validate::strip_nul(&request.query);
@@ -87,8 +115,7 @@ impl Dialectic {
             None => None,
         };
         let response_format = match request.response_format {
-            Some(format) => {
-                let object = struct_to_json(&format);
+            Some(object) => {
                 schema::check_format(&object)?;
                 Some(Value::Object(object))
             }
@@ -100,7 +127,7 @@ impl Dialectic {
             target,
             query,
             session,
-            allowed_sessions: roncho_recall::session_allowlist(request.filters)?,
+            allowed_sessions: roncho_search::context::session_allowlist(request.filters.as_ref())?,
             level: Level::parse(&request.reasoning_level)?,
             response_format,
         })
@@ -145,22 +172,15 @@ impl Dialectic {
     }
 }
 
-#[tonic::async_trait]
-impl DialecticService for Dialectic {
-    type ChatStreamStream = futures::stream::BoxStream<'static, std::result::Result<pb::ChatStreamResponse, Status>>;
-
-    async fn chat(&self, request: Request<pb::ChatRequest>) -> RpcResult<pb::ChatResponse> {
-        let result = async {
-            let ask = Self::ask(request.into_inner())?;
-            let content = self.answer(&ask, None).await?;
-            Ok(pb::ChatResponse { content })
-        }
-        .await;
-        reply(result)
+#[async_trait::async_trait]
+impl DialecticApi for Dialectic {
+    async fn chat(&self, _caller: &Caller, request: Chat) -> Result<Option<String>> {
+        let ask = Self::ask(request)?;
+        self.answer(&ask, None).await
     }
 
-    async fn chat_stream(&self, request: Request<pb::ChatRequest>) -> RpcResult<Self::ChatStreamStream> {
-        let ask = Self::ask(request.into_inner()).map_err(Status::from)?;
+    async fn chat_stream(&self, _caller: &Caller, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
+        let ask = Self::ask(request)?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
         // The answer runs after the reply's headers: in the request's span still.
@@ -170,19 +190,18 @@ impl DialecticService for Dialectic {
                 let pieces = sender.clone();
                 let sink = move |delta: String| {
                     // A closed channel means the client went away; the select below stops the work.
-                    let _ = pieces.send(Ok(pb::ChatStreamResponse { delta, done: false }));
+                    let _ = pieces.send(Ok(ChatPiece { delta, done: false }));
                 };
                 tokio::select! {
                     () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
                     result = this.answer(&ask, Some(&sink)) => {
-                        let last = result.map(|_| pb::ChatStreamResponse { delta: String::new(), done: true });
-                        let _ = sender.send(last.map_err(Status::from));
+                        let last = result.map(|_| ChatPiece { delta: String::new(), done: true });
+                        let _ = sender.send(last);
                     }
                 }
             },
             span,
         ));
-        let stream = tokio_stream::wrappers::UnboundedReceiverStream::new(receiver);
-        Ok(tonic::Response::new(Box::pin(stream)))
+        Ok(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(receiver)))
     }
 }

@@ -1,8 +1,7 @@
 //! The dreamer role: consolidation of what the deriver wrote. A dream is
 //! work on the queue (`dream:{type}:{workspace}:{observer}:{observed}`, at
 //! most one pending per key), so dreams scale and survive crashes like the
-//! rest of the pipeline; [`worker`] runs them. `DreamerService.ScheduleDream`
-//! asks for one.
+//! rest of the pipeline; [`worker`] runs them. [`DreamerApi`] asks for one.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -10,13 +9,9 @@ use std::time::Duration;
 pub mod worker;
 
 use roncho_core::queue::{NewTask, WorkQueue};
-use roncho_core::rpc::{RpcResult, reply};
 use roncho_core::store::Store;
-use roncho_core::{Error, Result, validate};
-use roncho_proto::v1 as pb;
-use roncho_proto::v1::dreamer_service_server::DreamerService;
+use roncho_core::{Caller, Error, Result, validate};
 use serde_json::json;
-use tonic::Request;
 
 /// Dream types.
 pub const DREAM_TYPES: [&str; 2] = ["omni", "card_refresh"];
@@ -155,7 +150,7 @@ impl DreamScheduler {
 }
 
 #[async_trait::async_trait]
-impl roncho_deriver::worker::CollectionListener for DreamScheduler {
+impl roncho_worker::CollectionListener for DreamScheduler {
     async fn gained(&self, workspace: &str, observer: &str, observed: &str) {
         if let Err(error) = self.observed(workspace, observer, observed).await {
             tracing::warn!(%error, workspace, observer, observed, "dream scheduling failed; the next observation tries again");
@@ -163,7 +158,27 @@ impl roncho_deriver::worker::CollectionListener for DreamScheduler {
     }
 }
 
-/// Serves `DreamerService`.
+/// Asks for a dream of `observer`'s collection about `observed` (itself when unset).
+#[derive(Debug, Clone, Default)]
+pub struct ScheduleDream {
+    pub workspace_id: String,
+    pub observer: String,
+    pub observed: Option<String>,
+    /// `omni` (the default) or `card_refresh`.
+    pub dream_type: String,
+    pub session_id: Option<String>,
+    /// Rebuild the card from scratch (card_refresh only).
+    pub rebuild: bool,
+}
+
+/// Dreams on request, as every edge calls it.
+#[async_trait::async_trait]
+pub trait DreamerApi: Send + Sync {
+    /// Returns whether a dream was scheduled (`false`: one is pending already).
+    async fn schedule_dream(&self, caller: &Caller, request: ScheduleDream) -> Result<bool>;
+}
+
+/// The dream scheduling service.
 #[derive(Clone)]
 pub struct Dreamer {
     store: Arc<dyn Store>,
@@ -185,8 +200,11 @@ impl Dreamer {
     pub fn new(store: Arc<dyn Store>, queue: Option<Arc<dyn WorkQueue>>, model: Option<String>) -> Self {
         Self { store, queue, model }
     }
+}
 
-    async fn schedule_dream(&self, request: pb::ScheduleDreamRequest) -> Result<pb::ScheduleDreamResponse> {
+#[async_trait::async_trait]
+impl DreamerApi for Dreamer {
+    async fn schedule_dream(&self, _caller: &Caller, request: ScheduleDream) -> Result<bool> {
         let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("observer", &request.observer)?;
         let observed = match request.observed.filter(|observed| !observed.is_empty()) {
@@ -223,7 +241,7 @@ impl Dreamer {
         for peer in [&observer, &observed] {
             self.store.get_peer_card(&workspace, peer, peer).await?;
         }
-        let scheduled = schedule(
+        schedule(
             queue.as_ref(),
             &DreamRequest {
                 workspace,
@@ -236,14 +254,6 @@ impl Dreamer {
             },
             Duration::ZERO,
         )
-        .await?;
-        Ok(pb::ScheduleDreamResponse { scheduled })
-    }
-}
-
-#[tonic::async_trait]
-impl DreamerService for Dreamer {
-    async fn schedule_dream(&self, request: Request<pb::ScheduleDreamRequest>) -> RpcResult<pb::ScheduleDreamResponse> {
-        reply(self.schedule_dream(request.into_inner()).await)
+        .await
     }
 }

@@ -1,26 +1,265 @@
-//! The ingest role: `roncho.v1.IngestService`, every write.
+//! The ingest role: every write ([`IngestApi`]).
 //!
 //! Requests are validated here (Honcho v3 limits, field names in errors) and
-//! turned into `Store` calls; nothing derived is computed on this path.
+//! turned into `Store` calls; nothing derived is computed on this path. The
+//! requests are domain types: edges (gRPC today) convert their wire to them
+//! and authorize the caller first.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use roncho_core::convert::micros;
 use roncho_core::files::file_chunks;
-use roncho_core::json::struct_to_json;
-use roncho_core::model::{JsonObject, NewConclusion, NewMessage};
-use roncho_core::rpc::{RpcResult, reply};
+use roncho_core::model::{
+    Conclusion, JsonObject, Message, NewConclusion, NewMessage, Peer, Session, SessionPeerConfig, WebhookEndpoint,
+    Workspace,
+};
 use roncho_core::store::{SessionPeers, Store};
-use roncho_core::{Error, Result, tokens, validate};
-use roncho_proto::v1 as pb;
-use roncho_proto::v1::ingest_service_server::IngestService;
+use roncho_core::{Caller, Error, Result, tokens, validate};
 use serde_json::json;
-use tonic::Request;
 
 /// Called after a write that changes what needs vectors (the reconciler's nudge).
 pub type AfterWrite = Arc<dyn Fn() + Send + Sync>;
 
-/// Serves `IngestService` over a store.
+/// Names a workspace (`id`) with metadata and configuration to set when it is created.
+#[derive(Debug, Clone, Default)]
+pub struct GetOrCreateWorkspace {
+    pub id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+}
+
+/// Replaces a workspace's metadata and merges its configuration (each when set).
+#[derive(Debug, Clone, Default)]
+pub struct UpdateWorkspace {
+    pub workspace_id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+}
+
+/// Names a workspace to delete, with everything in it.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteWorkspace {
+    pub workspace_id: String,
+}
+
+/// Names a peer (`id`) with metadata and configuration to set.
+#[derive(Debug, Clone, Default)]
+pub struct GetOrCreatePeer {
+    pub workspace_id: String,
+    pub id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+}
+
+/// Replaces a peer's metadata and configuration (each when set); creates it when missing.
+#[derive(Debug, Clone, Default)]
+pub struct UpdatePeer {
+    pub workspace_id: String,
+    pub peer_id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+}
+
+/// Names a peer to delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeletePeer {
+    pub workspace_id: String,
+    pub peer_id: String,
+}
+
+/// Names a session (`id`) with metadata, configuration and peers to add.
+#[derive(Debug, Clone, Default)]
+pub struct GetOrCreateSession {
+    pub workspace_id: String,
+    pub id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+    pub peers: BTreeMap<String, SessionPeerConfig>,
+}
+
+/// Replaces a session's metadata and merges its configuration (each when set).
+#[derive(Debug, Clone, Default)]
+pub struct UpdateSession {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+}
+
+/// Names a session to delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteSession {
+    pub workspace_id: String,
+    pub session_id: String,
+}
+
+/// Names a session to copy, up to and including `message_id` when set.
+#[derive(Debug, Clone, Default)]
+pub struct CloneSession {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub message_id: Option<String>,
+}
+
+/// Peers to add to a session, or to make its whole membership.
+#[derive(Debug, Clone, Default)]
+pub struct ChangeSessionPeers {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub peers: BTreeMap<String, SessionPeerConfig>,
+}
+
+/// Peers to take out of a session.
+#[derive(Debug, Clone, Default)]
+pub struct RemoveSessionPeers {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub peer_ids: Vec<String>,
+}
+
+/// A member's observation settings in one session.
+#[derive(Debug, Clone, Default)]
+pub struct SetSessionPeerConfig {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub peer_id: String,
+    pub config: SessionPeerConfig,
+}
+
+/// One message to write.
+#[derive(Debug, Clone, Default)]
+pub struct MessageInput {
+    pub peer_id: String,
+    pub content: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+    /// Microseconds since the epoch; now when unset.
+    pub created_at: Option<i64>,
+}
+
+/// A batch of messages for one session, written atomically.
+#[derive(Debug, Clone, Default)]
+pub struct CreateMessages {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub messages: Vec<MessageInput>,
+}
+
+/// A file whose text becomes messages of `peer_id`.
+#[derive(Debug, Clone, Default)]
+pub struct UploadFile {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub peer_id: String,
+    pub file: Vec<u8>,
+    pub filename: String,
+    pub content_type: String,
+    pub metadata: Option<JsonObject>,
+    pub configuration: Option<JsonObject>,
+    pub created_at: Option<i64>,
+}
+
+/// A message's new metadata.
+#[derive(Debug, Clone, Default)]
+pub struct UpdateMessage {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub message_id: String,
+    pub metadata: Option<JsonObject>,
+}
+
+/// Names a message to delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteMessage {
+    pub workspace_id: String,
+    pub session_id: String,
+    pub message_id: String,
+}
+
+/// One conclusion to write.
+#[derive(Debug, Clone, Default)]
+pub struct ConclusionInput {
+    pub content: String,
+    pub observer_id: String,
+    pub observed_id: String,
+    pub session_id: Option<String>,
+}
+
+/// A batch of explicit conclusions.
+#[derive(Debug, Clone, Default)]
+pub struct CreateConclusions {
+    pub workspace_id: String,
+    pub conclusions: Vec<ConclusionInput>,
+}
+
+/// Names a conclusion to delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteConclusion {
+    pub workspace_id: String,
+    pub conclusion_id: String,
+}
+
+/// The card `peer_id` holds about `target` (itself when unset).
+#[derive(Debug, Clone, Default)]
+pub struct SetPeerCard {
+    pub workspace_id: String,
+    pub peer_id: String,
+    pub target: Option<String>,
+    pub peer_card: Vec<String>,
+}
+
+/// A webhook endpoint to register.
+#[derive(Debug, Clone, Default)]
+pub struct CreateWebhook {
+    pub workspace_id: String,
+    pub url: String,
+}
+
+/// Names a webhook endpoint to delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteWebhook {
+    pub workspace_id: String,
+    pub endpoint_id: String,
+}
+
+/// Every write, as every edge calls it.
+#[async_trait::async_trait]
+pub trait IngestApi: Send + Sync {
+    /// Returns the workspace and whether it was created.
+    async fn get_or_create_workspace(
+        &self,
+        caller: &Caller,
+        request: GetOrCreateWorkspace,
+    ) -> Result<(Workspace, bool)>;
+    async fn update_workspace(&self, caller: &Caller, request: UpdateWorkspace) -> Result<Workspace>;
+    async fn delete_workspace(&self, caller: &Caller, request: DeleteWorkspace) -> Result<()>;
+    /// Returns the peer and whether it was created.
+    async fn get_or_create_peer(&self, caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)>;
+    async fn update_peer(&self, caller: &Caller, request: UpdatePeer) -> Result<Peer>;
+    async fn delete_peer(&self, caller: &Caller, request: DeletePeer) -> Result<()>;
+    /// Returns the session and whether it was created.
+    async fn get_or_create_session(&self, caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)>;
+    async fn update_session(&self, caller: &Caller, request: UpdateSession) -> Result<Session>;
+    async fn delete_session(&self, caller: &Caller, request: DeleteSession) -> Result<()>;
+    async fn clone_session(&self, caller: &Caller, request: CloneSession) -> Result<Session>;
+    async fn add_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
+    async fn set_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
+    async fn remove_session_peers(&self, caller: &Caller, request: RemoveSessionPeers) -> Result<Session>;
+    async fn set_session_peer_config(&self, caller: &Caller, request: SetSessionPeerConfig) -> Result<()>;
+    async fn create_messages(&self, caller: &Caller, request: CreateMessages) -> Result<Vec<Message>>;
+    async fn upload_file(&self, caller: &Caller, request: UploadFile) -> Result<Vec<Message>>;
+    async fn update_message(&self, caller: &Caller, request: UpdateMessage) -> Result<Message>;
+    async fn delete_message(&self, caller: &Caller, request: DeleteMessage) -> Result<()>;
+    async fn create_conclusions(&self, caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>>;
+    async fn delete_conclusion(&self, caller: &Caller, request: DeleteConclusion) -> Result<()>;
+    /// Returns the card as stored.
+    async fn set_peer_card(&self, caller: &Caller, request: SetPeerCard) -> Result<Option<Vec<String>>>;
+    /// Returns the endpoint and whether it was created.
+    async fn create_webhook(&self, caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)>;
+    async fn delete_webhook(&self, caller: &Caller, request: DeleteWebhook) -> Result<()>;
+}
+
+/// The ingest service over a store.
 #[derive(Clone)]
 pub struct Ingest {
     store: Arc<dyn Store>,
@@ -56,31 +295,18 @@ impl Ingest {
     }
 }
 
-/// Returns validated metadata, `None` when the field is unset.
-fn metadata_arg(field: &str, value: Option<prost_types::Struct>) -> Result<Option<JsonObject>> {
-    value
-        .map(|fields| validate::metadata(field, struct_to_json(&fields)))
-        .transpose()
+/// Returns validated metadata (or configuration), `None` when the field is unset.
+fn metadata_arg(field: &str, value: Option<JsonObject>) -> Result<Option<JsonObject>> {
+    value.map(|fields| validate::metadata(field, fields)).transpose()
 }
 
-/// Returns validated configuration, `None` when unset.
-fn configuration_arg(field: &str, value: Option<prost_types::Struct>) -> Result<Option<JsonObject>> {
-    metadata_arg(field, value)
-}
-
-fn session_peers(field: &str, peers: std::collections::HashMap<String, pb::SessionPeerConfig>) -> Result<SessionPeers> {
-    let mut validated: SessionPeers = peers
+/// Returns validated session members, in id order.
+fn session_peers(field: &str, peers: BTreeMap<String, SessionPeerConfig>) -> Result<SessionPeers> {
+    validate::list_len(field, peers.len(), validate::MAX_SESSION_PEERS)?;
+    peers
         .into_iter()
-        .map(|(peer_id, config)| {
-            Ok((
-                validate::resource_id(&format!("{field}.{peer_id}"), &peer_id)?,
-                config.into(),
-            ))
-        })
-        .collect::<Result<_>>()?;
-    // Maps arrive in no particular order; sort so joins are deterministic.
-    validated.sort_by(|a, b| a.0.cmp(&b.0));
-    Ok(validated)
+        .map(|(peer_id, config)| Ok((validate::resource_id(&format!("{field}.{peer_id}"), &peer_id)?, config)))
+        .collect()
 }
 
 /// Counts tokens of every text off the async runtime.
@@ -93,8 +319,132 @@ async fn count_tokens(texts: Vec<String>) -> Result<(Vec<String>, Vec<i64>)> {
     .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
 }
 
-impl Ingest {
-    async fn create_messages(&self, request: pb::CreateMessagesRequest) -> Result<Vec<pb::Message>> {
+#[async_trait::async_trait]
+impl IngestApi for Ingest {
+    async fn get_or_create_workspace(
+        &self,
+        _caller: &Caller,
+        request: GetOrCreateWorkspace,
+    ) -> Result<(Workspace, bool)> {
+        let id = validate::resource_id("id", &request.id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
+        let configuration = metadata_arg("configuration", request.configuration)?.unwrap_or_default();
+        self.store.get_or_create_workspace(&id, metadata, configuration).await
+    }
+
+    async fn update_workspace(&self, _caller: &Caller, request: UpdateWorkspace) -> Result<Workspace> {
+        let id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        let configuration = metadata_arg("configuration", request.configuration)?;
+        self.store.update_workspace(&id, metadata, configuration).await
+    }
+
+    async fn delete_workspace(&self, _caller: &Caller, request: DeleteWorkspace) -> Result<()> {
+        let id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        self.wrote(self.store.delete_workspace(&id).await)
+    }
+
+    async fn get_or_create_peer(&self, _caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let id = validate::resource_id("id", &request.id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        let configuration = metadata_arg("configuration", request.configuration)?;
+        self.store
+            .get_or_create_peer(&workspace_id, &id, metadata, configuration)
+            .await
+    }
+
+    async fn update_peer(&self, _caller: &Caller, request: UpdatePeer) -> Result<Peer> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let id = validate::resource_id("peer_id", &request.peer_id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        let configuration = metadata_arg("configuration", request.configuration)?;
+        let (peer, _) = self
+            .store
+            .get_or_create_peer(&workspace_id, &id, metadata, configuration)
+            .await?;
+        Ok(peer)
+    }
+
+    async fn delete_peer(&self, _caller: &Caller, request: DeletePeer) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("peer_id", &request.peer_id)?;
+        self.wrote(self.store.delete_peer(&workspace_id, &id).await)
+    }
+
+    async fn get_or_create_session(&self, _caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let id = validate::resource_id("id", &request.id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        let configuration = metadata_arg("configuration", request.configuration)?;
+        let peers = session_peers("peers", request.peers)?;
+        self.store
+            .get_or_create_session(&workspace_id, &id, metadata, configuration, peers)
+            .await
+    }
+
+    async fn update_session(&self, _caller: &Caller, request: UpdateSession) -> Result<Session> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let id = validate::resource_id("session_id", &request.session_id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        let configuration = metadata_arg("configuration", request.configuration)?;
+        let (session, _) = self
+            .store
+            .get_or_create_session(&workspace_id, &id, metadata, configuration, Vec::new())
+            .await?;
+        Ok(session)
+    }
+
+    async fn delete_session(&self, _caller: &Caller, request: DeleteSession) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("session_id", &request.session_id)?;
+        self.wrote(self.store.delete_session(&workspace_id, &id).await)
+    }
+
+    async fn clone_session(&self, _caller: &Caller, request: CloneSession) -> Result<Session> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("session_id", &request.session_id)?;
+        let cutoff = request
+            .message_id
+            .as_deref()
+            .map(|id| validate::reference_id("message_id", id))
+            .transpose()?;
+        self.wrote(self.store.clone_session(&workspace_id, &id, cutoff.as_deref()).await)
+    }
+
+    async fn add_session_peers(&self, _caller: &Caller, request: ChangeSessionPeers) -> Result<Session> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let peers = session_peers("peers", request.peers)?;
+        self.store.add_session_peers(&workspace_id, &session_id, peers).await
+    }
+
+    async fn set_session_peers(&self, _caller: &Caller, request: ChangeSessionPeers) -> Result<Session> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let peers = session_peers("peers", request.peers)?;
+        self.store.set_session_peers(&workspace_id, &session_id, peers).await
+    }
+
+    async fn remove_session_peers(&self, _caller: &Caller, request: RemoveSessionPeers) -> Result<Session> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let peer_ids = validate::id_list("peer_ids", &request.peer_ids, validate::MAX_ID_LIST)?;
+        self.store
+            .remove_session_peers(&workspace_id, &session_id, &peer_ids)
+            .await
+    }
+
+    async fn set_session_peer_config(&self, _caller: &Caller, request: SetSessionPeerConfig) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
+        self.store
+            .set_session_peer_config(&workspace_id, &session_id, &peer_id, request.config)
+            .await
+    }
+
+    async fn create_messages(&self, _caller: &Caller, request: CreateMessages) -> Result<Vec<Message>> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
         validate::batch_len("messages", request.messages.len())?;
@@ -105,13 +455,8 @@ impl Ingest {
             let peer_id = validate::resource_id(&field("peer_id"), &message.peer_id)?;
             contents.push(validate::message_content(&field("content"), &message.content)?);
             let metadata = metadata_arg(&field("metadata"), message.metadata)?.unwrap_or_default();
-            let configuration = configuration_arg(&field("configuration"), message.configuration)?.unwrap_or_default();
-            drafts.push((
-                peer_id,
-                metadata,
-                configuration,
-                message.created_at.as_ref().map(micros),
-            ));
+            let configuration = metadata_arg(&field("configuration"), message.configuration)?.unwrap_or_default();
+            drafts.push((peer_id, metadata, configuration, message.created_at));
         }
         let (contents, counts) = count_tokens(contents).await?;
         let messages = drafts
@@ -128,52 +473,15 @@ impl Ingest {
                 },
             )
             .collect();
-        let created = self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)?;
-        Ok(created.into_iter().map(pb::Message::from).collect())
+        self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)
     }
 
-    async fn create_conclusions(&self, request: pb::CreateConclusionsRequest) -> Result<Vec<pb::Conclusion>> {
-        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-        validate::batch_len("conclusions", request.conclusions.len())?;
-        // Token counting of up to 100 long texts is CPU work: off the runtime.
-        let conclusions = tokio::task::spawn_blocking(move || {
-            request
-                .conclusions
-                .into_iter()
-                .enumerate()
-                .map(|(index, conclusion)| {
-                    let field = |name: &str| format!("conclusions[{index}].{name}");
-                    Ok(NewConclusion {
-                        observer_id: validate::reference_id(&field("observer_id"), &conclusion.observer_id)?,
-                        observed_id: validate::reference_id(&field("observed_id"), &conclusion.observed_id)?,
-                        session_id: conclusion
-                            .session_id
-                            .as_deref()
-                            .map(|id| validate::reference_id(&field("session_id"), id))
-                            .transpose()?,
-                        // Conclusions written through the API are explicit, as in Honcho.
-                        level: "explicit".to_owned(),
-                        content: validate::conclusion_content(&field("content"), &conclusion.content)?,
-                        premises: Vec::new(),
-                        source_ids: Vec::new(),
-                        metadata: JsonObject::new(),
-                    })
-                })
-                .collect::<Result<Vec<_>>>()
-        })
-        .await
-        .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
-        let created = self.wrote(self.store.create_conclusions(&workspace_id, conclusions).await)?;
-        Ok(created.into_iter().map(pb::Conclusion::from).collect())
-    }
-
-    async fn upload_file(&self, request: pb::UploadFileRequest) -> Result<Vec<pb::Message>> {
+    async fn upload_file(&self, _caller: &Caller, request: UploadFile) -> Result<Vec<Message>> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
         let peer_id = validate::resource_id("peer_id", &request.peer_id)?;
         let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
-        let configuration = configuration_arg("configuration", request.configuration)?.unwrap_or_default();
-        let created_at = request.created_at.as_ref().map(micros);
+        let configuration = metadata_arg("configuration", request.configuration)?.unwrap_or_default();
         let filename = validate::strip_nul(&request.filename);
         let content_type = request.content_type;
         let file = request.file;
@@ -211,440 +519,127 @@ impl Ingest {
                     content: chunk.content,
                     metadata: chunk_metadata,
                     configuration: configuration.clone(),
-                    created_at,
+                    created_at: request.created_at,
                     token_count,
                 }
             })
             .collect();
-        let created = self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)?;
-        Ok(created.into_iter().map(pb::Message::from).collect())
+        self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)
     }
-}
 
-#[tonic::async_trait]
-impl IngestService for Ingest {
-    async fn get_or_create_workspace(
-        &self,
-        request: Request<pb::GetOrCreateWorkspaceRequest>,
-    ) -> RpcResult<pb::GetOrCreateWorkspaceResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let id = validate::resource_id("id", &request.id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
-                let configuration = configuration_arg("configuration", request.configuration)?.unwrap_or_default();
-                let (workspace, created) = self.store.get_or_create_workspace(&id, metadata, configuration).await?;
-                Ok(pb::GetOrCreateWorkspaceResponse {
-                    workspace: Some(workspace.into()),
-                    created,
+    async fn update_message(&self, _caller: &Caller, request: UpdateMessage) -> Result<Message> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let id = validate::reference_id("message_id", &request.message_id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
+        self.store
+            .update_message(&workspace_id, &session_id, &id, metadata)
+            .await
+    }
+
+    async fn delete_message(&self, _caller: &Caller, request: DeleteMessage) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        let id = validate::reference_id("message_id", &request.message_id)?;
+        self.wrote(self.store.delete_message(&workspace_id, &session_id, &id).await)
+    }
+
+    async fn create_conclusions(&self, _caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        validate::batch_len("conclusions", request.conclusions.len())?;
+        // Token counting of up to 100 long texts is CPU work: off the runtime.
+        let conclusions = tokio::task::spawn_blocking(move || {
+            request
+                .conclusions
+                .into_iter()
+                .enumerate()
+                .map(|(index, conclusion)| {
+                    let field = |name: &str| format!("conclusions[{index}].{name}");
+                    Ok(NewConclusion {
+                        observer_id: validate::reference_id(&field("observer_id"), &conclusion.observer_id)?,
+                        observed_id: validate::reference_id(&field("observed_id"), &conclusion.observed_id)?,
+                        session_id: conclusion
+                            .session_id
+                            .as_deref()
+                            .map(|id| validate::reference_id(&field("session_id"), id))
+                            .transpose()?,
+                        // Conclusions written through the API are explicit, as in Honcho.
+                        level: "explicit".to_owned(),
+                        content: validate::conclusion_content(&field("content"), &conclusion.content)?,
+                        premises: Vec::new(),
+                        source_ids: Vec::new(),
+                        metadata: JsonObject::new(),
+                    })
                 })
-            }
-            .await,
-        )
+                .collect::<Result<Vec<_>>>()
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
+        self.wrote(self.store.create_conclusions(&workspace_id, conclusions).await)
     }
 
-    async fn update_workspace(&self, request: Request<pb::UpdateWorkspaceRequest>) -> RpcResult<pb::Workspace> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?;
-                let configuration = configuration_arg("configuration", request.configuration)?;
-                Ok(self.store.update_workspace(&id, metadata, configuration).await?.into())
-            }
-            .await,
-        )
+    async fn delete_conclusion(&self, _caller: &Caller, request: DeleteConclusion) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
+        self.wrote(self.store.delete_conclusion(&workspace_id, &id).await)
     }
 
-    async fn delete_workspace(
-        &self,
-        request: Request<pb::DeleteWorkspaceRequest>,
-    ) -> RpcResult<pb::DeleteWorkspaceResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                self.wrote(self.store.delete_workspace(&id).await)?;
-                Ok(pb::DeleteWorkspaceResponse {})
-            }
-            .await,
-        )
+    async fn set_peer_card(&self, _caller: &Caller, request: SetPeerCard) -> Result<Option<Vec<String>>> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let observer = validate::resource_id("peer_id", &request.peer_id)?;
+        let observed = match &request.target {
+            Some(target) => validate::resource_id("target", target)?,
+            None => observer.clone(),
+        };
+        let card = validate::peer_card("peer_card", &request.peer_card)?;
+        self.store
+            .set_peer_card(&workspace_id, &observer, &observed, card.clone())
+            .await?;
+        Ok(Some(card))
     }
 
-    async fn get_or_create_peer(
-        &self,
-        request: Request<pb::GetOrCreatePeerRequest>,
-    ) -> RpcResult<pb::GetOrCreatePeerResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let id = validate::resource_id("id", &request.id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?;
-                let configuration = configuration_arg("configuration", request.configuration)?;
-                let (peer, created) = self
-                    .store
-                    .get_or_create_peer(&workspace_id, &id, metadata, configuration)
-                    .await?;
-                Ok(pb::GetOrCreatePeerResponse {
-                    peer: Some(peer.into()),
-                    created,
-                })
-            }
-            .await,
-        )
+    async fn create_webhook(&self, _caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let url = validate::webhook_url("url", &request.url)?;
+        self.store.create_webhook(&workspace_id, &url).await
     }
 
-    async fn update_peer(&self, request: Request<pb::UpdatePeerRequest>) -> RpcResult<pb::Peer> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let id = validate::resource_id("peer_id", &request.peer_id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?;
-                let configuration = configuration_arg("configuration", request.configuration)?;
-                Ok(self
-                    .store
-                    .get_or_create_peer(&workspace_id, &id, metadata, configuration)
-                    .await?
-                    .0
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn delete_peer(&self, request: Request<pb::DeletePeerRequest>) -> RpcResult<pb::DeletePeerResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let id = validate::reference_id("peer_id", &request.peer_id)?;
-                self.wrote(self.store.delete_peer(&workspace_id, &id).await)?;
-                Ok(pb::DeletePeerResponse {})
-            }
-            .await,
-        )
-    }
-
-    async fn get_or_create_session(
-        &self,
-        request: Request<pb::GetOrCreateSessionRequest>,
-    ) -> RpcResult<pb::GetOrCreateSessionResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let id = validate::resource_id("id", &request.id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?;
-                let configuration = configuration_arg("configuration", request.configuration)?;
-                let peers = session_peers("peers", request.peers)?;
-                let (session, created) = self
-                    .store
-                    .get_or_create_session(&workspace_id, &id, metadata, configuration, peers)
-                    .await?;
-                Ok(pb::GetOrCreateSessionResponse {
-                    session: Some(session.into()),
-                    created,
-                })
-            }
-            .await,
-        )
-    }
-
-    async fn update_session(&self, request: Request<pb::UpdateSessionRequest>) -> RpcResult<pb::Session> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let id = validate::resource_id("session_id", &request.session_id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?;
-                let configuration = configuration_arg("configuration", request.configuration)?;
-                let (session, _) = self
-                    .store
-                    .get_or_create_session(&workspace_id, &id, metadata, configuration, Vec::new())
-                    .await?;
-                Ok(session.into())
-            }
-            .await,
-        )
-    }
-
-    async fn delete_session(&self, request: Request<pb::DeleteSessionRequest>) -> RpcResult<pb::DeleteSessionResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let id = validate::reference_id("session_id", &request.session_id)?;
-                self.wrote(self.store.delete_session(&workspace_id, &id).await)?;
-                Ok(pb::DeleteSessionResponse {})
-            }
-            .await,
-        )
-    }
-
-    async fn clone_session(&self, request: Request<pb::CloneSessionRequest>) -> RpcResult<pb::Session> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let id = validate::reference_id("session_id", &request.session_id)?;
-                let cutoff = request
-                    .message_id
-                    .as_deref()
-                    .map(|id| validate::reference_id("message_id", id))
-                    .transpose()?;
-                Ok(self
-                    .wrote(self.store.clone_session(&workspace_id, &id, cutoff.as_deref()).await)?
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn add_session_peers(&self, request: Request<pb::AddSessionPeersRequest>) -> RpcResult<pb::Session> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let peers = session_peers("peers", request.peers)?;
-                Ok(self
-                    .store
-                    .add_session_peers(&workspace_id, &session_id, peers)
-                    .await?
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn set_session_peers(&self, request: Request<pb::SetSessionPeersRequest>) -> RpcResult<pb::Session> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let peers = session_peers("peers", request.peers)?;
-                Ok(self
-                    .store
-                    .set_session_peers(&workspace_id, &session_id, peers)
-                    .await?
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn remove_session_peers(&self, request: Request<pb::RemoveSessionPeersRequest>) -> RpcResult<pb::Session> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let peer_ids = request
-                    .peer_ids
-                    .iter()
-                    .enumerate()
-                    .map(|(index, id)| validate::reference_id(&format!("peer_ids[{index}]"), id))
-                    .collect::<Result<Vec<_>>>()?;
-                Ok(self
-                    .store
-                    .remove_session_peers(&workspace_id, &session_id, &peer_ids)
-                    .await?
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn set_session_peer_config(
-        &self,
-        request: Request<pb::SetSessionPeerConfigRequest>,
-    ) -> RpcResult<pb::SetSessionPeerConfigResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
-                let config = roncho_core::model::SessionPeerConfig {
-                    observe_me: request.observe_me,
-                    observe_others: request.observe_others,
-                };
-                self.store
-                    .set_session_peer_config(&workspace_id, &session_id, &peer_id, config)
-                    .await?;
-                Ok(pb::SetSessionPeerConfigResponse {})
-            }
-            .await,
-        )
-    }
-
-    async fn create_messages(
-        &self,
-        request: Request<pb::CreateMessagesRequest>,
-    ) -> RpcResult<pb::CreateMessagesResponse> {
-        reply(
-            self.create_messages(request.into_inner())
-                .await
-                .map(|messages| pb::CreateMessagesResponse { messages }),
-        )
-    }
-
-    async fn upload_file(&self, request: Request<pb::UploadFileRequest>) -> RpcResult<pb::UploadFileResponse> {
-        reply(
-            self.upload_file(request.into_inner())
-                .await
-                .map(|messages| pb::UploadFileResponse { messages }),
-        )
-    }
-
-    async fn update_message(&self, request: Request<pb::UpdateMessageRequest>) -> RpcResult<pb::Message> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let id = validate::reference_id("message_id", &request.message_id)?;
-                let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
-                Ok(self
-                    .store
-                    .update_message(&workspace_id, &session_id, &id, metadata)
-                    .await?
-                    .into())
-            }
-            .await,
-        )
-    }
-
-    async fn delete_message(&self, request: Request<pb::DeleteMessageRequest>) -> RpcResult<pb::DeleteMessageResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let session_id = validate::reference_id("session_id", &request.session_id)?;
-                let id = validate::reference_id("message_id", &request.message_id)?;
-                self.wrote(self.store.delete_message(&workspace_id, &session_id, &id).await)?;
-                Ok(pb::DeleteMessageResponse {})
-            }
-            .await,
-        )
-    }
-
-    async fn create_conclusions(
-        &self,
-        request: Request<pb::CreateConclusionsRequest>,
-    ) -> RpcResult<pb::CreateConclusionsResponse> {
-        reply(
-            self.create_conclusions(request.into_inner())
-                .await
-                .map(|conclusions| pb::CreateConclusionsResponse { conclusions }),
-        )
-    }
-
-    async fn delete_conclusion(
-        &self,
-        request: Request<pb::DeleteConclusionRequest>,
-    ) -> RpcResult<pb::DeleteConclusionResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
-                self.wrote(self.store.delete_conclusion(&workspace_id, &id).await)?;
-                Ok(pb::DeleteConclusionResponse {})
-            }
-            .await,
-        )
-    }
-
-    async fn set_peer_card(&self, request: Request<pb::SetPeerCardRequest>) -> RpcResult<pb::PeerCardResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let observer = validate::resource_id("peer_id", &request.peer_id)?;
-                let observed = match &request.target {
-                    Some(target) => validate::resource_id("target", target)?,
-                    None => observer.clone(),
-                };
-                let card: Vec<String> = request
-                    .peer_card
-                    .iter()
-                    .map(|entry| validate::strip_nul(entry))
-                    .collect();
-                self.store
-                    .set_peer_card(&workspace_id, &observer, &observed, card.clone())
-                    .await?;
-                Ok(pb::PeerCardResponse {
-                    peer_card: card,
-                    exists: true,
-                })
-            }
-            .await,
-        )
-    }
-
-    async fn create_webhook(&self, request: Request<pb::CreateWebhookRequest>) -> RpcResult<pb::CreateWebhookResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-                let url = validate::webhook_url("url", &request.url)?;
-                let (webhook, created) = self.store.create_webhook(&workspace_id, &url).await?;
-                Ok(pb::CreateWebhookResponse {
-                    webhook: Some(webhook.into()),
-                    created,
-                })
-            }
-            .await,
-        )
-    }
-
-    async fn delete_webhook(&self, request: Request<pb::DeleteWebhookRequest>) -> RpcResult<pb::DeleteWebhookResponse> {
-        let request = request.into_inner();
-        reply(
-            async {
-                let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-                let id = validate::reference_id("endpoint_id", &request.endpoint_id)?;
-                self.store.delete_webhook(&workspace_id, &id).await?;
-                Ok(pb::DeleteWebhookResponse {})
-            }
-            .await,
-        )
+    async fn delete_webhook(&self, _caller: &Caller, request: DeleteWebhook) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("endpoint_id", &request.endpoint_id)?;
+        self.store.delete_webhook(&workspace_id, &id).await
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Value;
 
     #[test]
-    fn session_peer_ids_are_validated_and_sorted() {
+    fn session_peer_ids_are_validated_in_id_order() {
         let peers = [
-            ("b".to_owned(), pb::SessionPeerConfig::default()),
-            ("a".to_owned(), pb::SessionPeerConfig::default()),
+            ("b".to_owned(), SessionPeerConfig::default()),
+            ("a".to_owned(), SessionPeerConfig::default()),
         ];
         let validated = session_peers("peers", peers.into_iter().collect()).unwrap();
         assert_eq!(
             validated.iter().map(|(id, _)| id.as_str()).collect::<Vec<_>>(),
             ["a", "b"]
         );
-        let bad = [("a b".to_owned(), pb::SessionPeerConfig::default())];
+        let bad = [("a b".to_owned(), SessionPeerConfig::default())];
         let error = session_peers("peers", bad.into_iter().collect()).unwrap_err();
         assert!(matches!(error, Error::InvalidArgument { field, .. } if field == "peers.a b"));
     }
 
     #[test]
-    fn unset_metadata_stays_unset() {
-        assert_eq!(metadata_arg("metadata", None).unwrap(), None);
-        let value = Value::Object(
-            metadata_arg("m", Some(prost_types::Struct::default()))
-                .unwrap()
-                .unwrap(),
+    fn a_session_peer_map_over_the_bound_is_refused_naming_the_limit() {
+        let peers = (0..=validate::MAX_SESSION_PEERS)
+            .map(|index| (format!("p{index}"), SessionPeerConfig::default()))
+            .collect();
+        let error = session_peers("peers", peers).unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "peers" && reason.contains(&validate::MAX_SESSION_PEERS.to_string())),
+            "{error}"
         );
-        assert_eq!(value, json!({}));
     }
 }

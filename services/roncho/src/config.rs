@@ -35,6 +35,11 @@ impl Role {
         Role::Reconciler,
     ];
 
+    /// Returns whether the role answers clients (and so serves keys).
+    pub fn serves_api(self) -> bool {
+        !matches!(self, Role::Reconciler)
+    }
+
     /// Returns the role's name as written in `--roles`.
     pub fn name(self) -> &'static str {
         match self {
@@ -94,7 +99,7 @@ pub enum LogFormat {
 
 /// Settings as one layer gives them; `None` defers to the layer below.
 /// Each field is a TOML key and, upper-cased after `RONCHO_`, a variable.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ConfigLayer {
     pub listen: Option<SocketAddr>,
@@ -169,6 +174,14 @@ pub struct ConfigLayer {
     pub nats_prefix: Option<String>,
     pub nats_partitions: Option<u32>,
     pub nats_ack_wait_secs: Option<u64>,
+    /// The secret API keys (HS256 JWTs) are signed and verified with; unset:
+    /// no authentication (allowed on a loopback address only).
+    pub auth_jwt_secret: Option<String>,
+    /// Further secrets keys are still verified with, comma-separated: the
+    /// previous ones while keys are rotated.
+    pub auth_jwt_previous_secrets: Option<String>,
+    /// Serve a non-loopback address without authentication anyway.
+    pub insecure_no_auth: Option<bool>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -223,6 +236,7 @@ impl ConfigLayer {
                 .ok()
                 .map(serde_json::Value::from)
                 .into_iter()
+                .chain(value.parse::<bool>().ok().map(serde_json::Value::from))
                 .chain(
                     value
                         .parse::<f64>()
@@ -256,12 +270,90 @@ impl ConfigLayer {
     }
 }
 
+/// Whether a setting holds a credential (never printed).
+fn is_secret_key(key: &str) -> bool {
+    key.ends_with("api_key") || key.contains("secret")
+}
+
+/// Returns a value for logs: credentials hidden, passwords cut out of URLs.
+fn redact_value(key: &str, value: &serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Null => serde_json::Value::Null,
+        _ if is_secret_key(key) => serde_json::Value::String("[redacted]".to_owned()),
+        serde_json::Value::String(text) if key.ends_with("url") => {
+            serde_json::Value::String(roncho_store::redact_url(text))
+        }
+        other => other.clone(),
+    }
+}
+
+impl std::fmt::Debug for ConfigLayer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let serde_json::Value::Object(fields) = to_json(self) else {
+            return formatter.write_str("ConfigLayer");
+        };
+        let shown: serde_json::Map<_, _> = fields
+            .iter()
+            .filter(|(_, value)| !value.is_null())
+            .map(|(key, value)| (key.clone(), redact_value(key, value)))
+            .collect();
+        write!(formatter, "ConfigLayer {}", serde_json::Value::Object(shown))
+    }
+}
+
+/// A credential: usable by code, never printed (`Debug` and serialisation
+/// show `[redacted]`).
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    /// Returns the credential itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+}
+
+impl From<&String> for Secret {
+    fn from(value: &String) -> Self {
+        Secret(value.clone())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("[redacted]")
+    }
+}
+
+impl Serialize for Secret {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str("[redacted]")
+    }
+}
+
+/// How callers are authenticated.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct AuthConfig {
+    /// The secrets keys are verified with, the signing one first; empty:
+    /// authentication is off and every caller is admin.
+    pub secrets: Vec<Secret>,
+    /// Serving a non-loopback address without authentication was asked for.
+    pub insecure_no_auth: bool,
+}
+
+impl AuthConfig {
+    /// Returns whether keys are required.
+    pub fn enabled(&self) -> bool {
+        !self.secrets.is_empty()
+    }
+}
+
 fn to_json(layer: &ConfigLayer) -> serde_json::Value {
     serde_json::to_value(layer).expect("a config layer serializes")
 }
 
 /// The effective configuration of a process.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct Config {
     /// Address of the gRPC server (every role serves health there).
     pub listen: SocketAddr,
@@ -301,6 +393,14 @@ pub struct Config {
     pub dialectic_timeouts: [Option<Duration>; 5],
     /// NATS JetStream for background work; `None`: the SQL queue in the store.
     pub nats: Option<NatsConfig>,
+    /// How callers are authenticated.
+    pub auth: AuthConfig,
+}
+
+impl std::fmt::Debug for Config {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(formatter, "Config {}", self.redacted())
+    }
 }
 
 /// OpenTelemetry trace export.
@@ -326,7 +426,7 @@ pub struct DreamConfig {
 }
 
 /// The distributed mode's work queue (see `roncho_nats`).
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct NatsConfig {
     /// `nats://host:4222`.
     pub url: String,
@@ -499,8 +599,7 @@ pub struct RoleModels {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct LlmEndpoint {
     pub base_url: String,
-    #[serde(skip_serializing)]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
 }
 
 /// The LLMs of the agents: per role a fallback chain and limits.
@@ -582,7 +681,7 @@ impl LlmConfig {
                 provider,
                 LlmEndpoint {
                     base_url,
-                    api_key: api_key.as_ref().or(fallback_key).cloned(),
+                    api_key: api_key.as_ref().or(fallback_key).map(Secret::from),
                 },
             );
         }
@@ -630,8 +729,19 @@ pub struct QdrantConfig {
     /// gRPC URL, e.g. `http://qdrant:6334`.
     pub url: String,
     pub collection: String,
-    #[serde(skip_serializing)]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
+}
+
+impl std::fmt::Debug for NatsConfig {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("NatsConfig")
+            .field("url", &roncho_store::redact_url(&self.url))
+            .field("prefix", &self.prefix)
+            .field("partitions", &self.partitions)
+            .field("ack_wait", &self.ack_wait)
+            .finish()
+    }
 }
 
 impl NatsConfig {
@@ -657,8 +767,7 @@ pub struct EmbeddingConfig {
     pub base_url: String,
     pub model: String,
     pub dimensions: Option<usize>,
-    #[serde(skip_serializing)]
-    pub api_key: Option<String>,
+    pub api_key: Option<Secret>,
     /// Directories `auto` looks in for all-MiniLM-L6-v2, in order.
     pub search_dirs: Vec<PathBuf>,
 }
@@ -697,7 +806,7 @@ impl Config {
                 .clone()
                 .unwrap_or_else(|| "text-embedding-3-small".to_owned()),
             dimensions: merged.embedding_dimensions,
-            api_key: merged.embedding_api_key.clone(),
+            api_key: merged.embedding_api_key.as_ref().map(Secret::from),
             search_dirs,
         };
         if embedding.provider == EmbeddingProvider::Openai && embedding.dimensions.is_none() {
@@ -716,7 +825,7 @@ impl Config {
         let qdrant = merged.qdrant_url.clone().map(|url| QdrantConfig {
             url,
             collection: merged.qdrant_collection.clone().unwrap_or_else(|| "roncho".to_owned()),
-            api_key: merged.qdrant_api_key.clone(),
+            api_key: merged.qdrant_api_key.as_ref().map(Secret::from),
         });
         let nats = match &merged.nats_url {
             None => None,
@@ -754,7 +863,25 @@ impl Config {
                 })
             }
         };
+        let secrets: Vec<Secret> = merged
+            .auth_jwt_secret
+            .iter()
+            .chain(merged.auth_jwt_previous_secrets.iter())
+            .flat_map(|secrets| secrets.split(','))
+            .map(str::trim)
+            .filter(|secret| !secret.is_empty())
+            .map(|secret| Secret(secret.to_owned()))
+            .collect();
+        if merged.auth_jwt_previous_secrets.is_some() && merged.auth_jwt_secret.is_none() {
+            bail!(
+                "auth_jwt_previous_secrets needs auth_jwt_secret: the current secret signs, the previous ones only verify"
+            );
+        }
         let config = Config {
+            auth: AuthConfig {
+                secrets,
+                insecure_no_auth: merged.insecure_no_auth.unwrap_or(false),
+            },
             tracing,
             embedding,
             qdrant,
@@ -794,6 +921,20 @@ impl Config {
             bail!("database_url must be a postgres:// URL; leave it unset for the embedded SQLite store");
         }
         Ok(config)
+    }
+
+    /// Returns why serving this config is refused: a non-loopback address
+    /// without authentication, unless `insecure_no_auth` says so.
+    pub fn check_exposure(&self) -> anyhow::Result<()> {
+        if self.auth.enabled() || self.listen.ip().is_loopback() || self.auth.insecure_no_auth {
+            return Ok(());
+        }
+        bail!(
+            "refusing to serve {} without authentication: anyone who reaches it could read and delete every workspace. \
+             Set auth_jwt_secret (RONCHO_AUTH_JWT_SECRET or --auth-jwt-secret), listen on a loopback address, \
+             or pass --insecure-no-auth to accept the risk",
+            self.listen
+        )
     }
 
     /// Returns whether this process runs on the embedded SQLite store.
@@ -897,10 +1038,11 @@ mod tests {
             llm.endpoints[&LlmProvider::Openai],
             LlmEndpoint {
                 base_url: "http://localhost:11434/v1".into(),
-                api_key: Some("sk-secret".into())
+                api_key: Some(Secret("sk-secret".into()))
             }
         );
         assert!(!config.redacted().to_string().contains("sk-secret"));
+        assert!(!format!("{config:?}").contains("sk-secret"));
         let no_model = ConfigLayer::from_env(&env(&[("RONCHO_LLM_BASE_URL", "http://x/v1")])).unwrap();
         assert!(Config::resolve(ConfigLayer::default(), no_model, ConfigLayer::default()).is_err());
         let none = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
@@ -958,7 +1100,10 @@ deriver_max_tokens = 1500
         assert_eq!(config.dialectic_timeouts[4], Some(Duration::from_secs(300)));
         let endpoint = |provider: LlmProvider| {
             let endpoint = &llm.endpoints[&provider];
-            (endpoint.base_url.as_str(), endpoint.api_key.as_deref())
+            (
+                endpoint.base_url.as_str(),
+                endpoint.api_key.as_ref().map(Secret::expose),
+            )
         };
         assert_eq!(
             endpoint(LlmProvider::Anthropic),
@@ -1126,5 +1271,69 @@ deriver_max_tokens = 1500
         let text = config.redacted().to_string();
         assert!(!text.contains("hunter2"), "{text}");
         assert!(text.contains("postgres://u:***@h/db"));
+    }
+
+    #[test]
+    fn no_configuration_type_prints_a_secret_through_debug() {
+        let env = env(&[
+            ("RONCHO_DATABASE_URL", "postgres://u:pw-db@h/db"),
+            ("RONCHO_NATS_URL", "nats://u:pw-nats@h:4222"),
+            ("RONCHO_QDRANT_URL", "http://qdrant:6334"),
+            ("RONCHO_QDRANT_API_KEY", "pw-qdrant"),
+            ("RONCHO_EMBEDDING_PROVIDER", "openai"),
+            ("RONCHO_EMBEDDING_DIMENSIONS", "8"),
+            ("RONCHO_EMBEDDING_API_KEY", "pw-embed"),
+            ("RONCHO_LLM_MODEL", "m"),
+            ("RONCHO_LLM_API_KEY", "pw-llm"),
+            ("RONCHO_ANTHROPIC_API_KEY", "pw-anthropic"),
+            ("RONCHO_AUTH_JWT_SECRET", "pw-jwt-current"),
+            ("RONCHO_AUTH_JWT_PREVIOUS_SECRETS", "pw-jwt-old1,pw-jwt-old2"),
+        ]);
+        let layer = ConfigLayer::from_env(&env).unwrap();
+        let config = Config::resolve(ConfigLayer::default(), layer.clone(), ConfigLayer::default()).unwrap();
+        assert_eq!(config.auth.secrets.len(), 3, "the current secret and two previous ones");
+        assert_eq!(
+            config.auth.secrets[0].expose(),
+            "pw-jwt-current",
+            "the current one signs"
+        );
+        let printed = [
+            format!("{layer:?}"),
+            format!("{config:?}"),
+            format!("{:?}", config.nats),
+            format!("{:?}", config.qdrant),
+            format!("{:?}", config.embedding),
+            format!("{:?}", config.llm),
+            format!("{:?}", config.auth),
+            config.redacted().to_string(),
+        ];
+        for text in printed {
+            assert!(!text.contains("pw-"), "a secret leaked: {text}");
+        }
+    }
+
+    #[test]
+    fn a_non_loopback_address_needs_auth_or_an_explicit_opt_out() {
+        let exposed = ConfigLayer {
+            listen: Some("0.0.0.0:50051".parse().unwrap()),
+            ..ConfigLayer::default()
+        };
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), exposed.clone()).unwrap();
+        let error = config.check_exposure().unwrap_err().to_string();
+        assert!(
+            error.contains("auth_jwt_secret") && error.contains("--insecure-no-auth"),
+            "{error}"
+        );
+        let opted_out = ConfigLayer::from_env(&env(&[("RONCHO_INSECURE_NO_AUTH", "true")])).unwrap();
+        let config = Config::resolve(ConfigLayer::default(), opted_out, exposed.clone()).unwrap();
+        assert!(config.check_exposure().is_ok());
+        let with_auth = ConfigLayer {
+            auth_jwt_secret: Some("s".repeat(32)),
+            ..exposed
+        };
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), with_auth).unwrap();
+        assert!(config.check_exposure().is_ok());
+        let local = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
+        assert!(local.check_exposure().is_ok(), "loopback keeps the zero-setup default");
     }
 }

@@ -37,6 +37,49 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// API keys, signed with the configured auth_jwt_secret.
+    #[command(subcommand)]
+    Keys(KeysCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum KeysCommand {
+    /// Prints a new key: admin, or scoped to a workspace, a peer of it or a session of it.
+    Create {
+        #[command(flatten)]
+        flags: CommonFlags,
+        /// A key that reaches everything (ListWorkspaces, CreateKey, every workspace).
+        #[arg(long, conflicts_with_all = ["workspace", "peer", "session"])]
+        admin: bool,
+        /// The workspace the key reaches.
+        #[arg(long, required_unless_present = "admin")]
+        workspace: Option<String>,
+        /// Narrows the key to this peer: it acts as the peer.
+        #[arg(long, conflicts_with = "session")]
+        peer: Option<String>,
+        /// Narrows the key to this session.
+        #[arg(long)]
+        session: Option<String>,
+        /// When the key stops working, from now: 90s, 30m, 12h, 30d [default: never].
+        #[arg(long, value_parser = parse_duration)]
+        expires_in: Option<std::time::Duration>,
+    },
+}
+
+/// Parses `90s`, `30m`, `12h` or `30d`.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let (number, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("`{text}` is not a duration such as 90s, 30m, 12h or 30d"))?;
+    let seconds = match unit {
+        "s" | "" => 1,
+        "m" => 60,
+        "h" => 3_600,
+        "d" => 86_400,
+        _ => return Err(format!("`{text}`: the unit must be s, m, h or d")),
+    };
+    Ok(std::time::Duration::from_secs(number.saturating_mul(seconds)))
 }
 
 /// Flags shared by every command; each overrides its `RONCHO_*` variable.
@@ -66,6 +109,12 @@ struct CommonFlags {
     /// Log filter, e.g. info or roncho=debug [default: info].
     #[arg(long)]
     log: Option<String>,
+    /// The secret API keys are signed and verified with (env RONCHO_AUTH_JWT_SECRET).
+    #[arg(long)]
+    auth_jwt_secret: Option<String>,
+    /// Serves a non-loopback address without authentication: anyone who reaches it can do anything.
+    #[arg(long)]
+    insecure_no_auth: bool,
 }
 
 impl CommonFlags {
@@ -93,6 +142,8 @@ impl CommonFlags {
             log: self.log.clone(),
             qdrant_url: self.qdrant_url.clone(),
             nats_url: self.nats_url.clone(),
+            auth_jwt_secret: self.auth_jwt_secret.clone(),
+            insecure_no_auth: self.insecure_no_auth.then_some(true),
             ..ConfigLayer::default()
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -135,12 +186,52 @@ async fn main() -> anyhow::Result<()> {
             }
             Ok(())
         }
+        Command::Keys(KeysCommand::Create {
+            flags,
+            admin,
+            workspace,
+            peer,
+            session,
+            expires_in,
+        }) => {
+            let config = flags.load()?;
+            let keys = roncho::wiring::key_set(&config)?
+                .context("no auth_jwt_secret is configured: keys are signed with it (RONCHO_AUTH_JWT_SECRET or --auth-jwt-secret)")?;
+            let now = roncho_core::model::now_micros();
+            let expires_at = expires_in.map(|after| now + i64::try_from(after.as_micros()).unwrap_or(i64::MAX / 2));
+            let key = if admin {
+                keys.sign(&roncho_api::keys::Claims {
+                    ad: Some(true),
+                    exp: expires_at.map(|at| serde_json::Value::from(at / 1_000_000)),
+                    iat: Some(now / 1_000_000),
+                    ..roncho_api::keys::Claims::default()
+                })
+            } else {
+                let request = roncho_api::keys::CreateKey {
+                    workspace_id: workspace.unwrap_or_default(),
+                    peer_id: peer,
+                    session_id: session,
+                    expires_at,
+                };
+                roncho_api::keys::issue(&keys, request, now)?.key
+            };
+            println!("{key}");
+            Ok(())
+        }
     }
 }
 
 async fn serve(config: Config) -> anyhow::Result<()> {
+    config.check_exposure()?;
     let telemetry = Telemetry::init(&config, true)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
+    let keys = roncho::wiring::key_set(&config)?;
+    if keys.is_none() && !config.listen.ip().is_loopback() {
+        tracing::error!(
+            listen = %config.listen,
+            "AUTHENTICATION IS OFF on a non-loopback address (--insecure-no-auth): anyone who reaches this port can read, write and delete every workspace"
+        );
+    }
     let runtime = roncho::wiring::build(&config).await?;
     tracing::info!(semantic_search = %runtime.embedder_description, "search");
     let store = runtime.store.clone();
@@ -160,6 +251,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         signal_token.cancel();
     });
     let mut services = roncho::server::Services::store_only(store.clone());
+    services.keys = keys;
     if let Some(address) = config.metrics_listen {
         let metrics = Arc::new(roncho::metrics::Metrics::new());
         roncho::metrics::install(metrics.clone());
@@ -241,12 +333,11 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
         let worker_config = roncho_deriver::worker::WorkerConfig {
             lease: config.deriver_lease,
-            deriver_max_tokens: limit(LlmRole::Deriver),
-            summary_max_tokens: limit(LlmRole::Summary),
             ..roncho_deriver::worker::WorkerConfig::default()
         };
         worker_ids.push(worker_config.worker_id.clone());
-        let mut worker = roncho_deriver::worker::Worker::new(store.clone(), queue.clone(), worker_config);
+        let mut worker = roncho_deriver::worker::Worker::new(store.clone(), queue.clone(), worker_config)
+            .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
         let deriver = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
         let summarizer = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
         tracing::info!(

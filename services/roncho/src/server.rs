@@ -3,13 +3,14 @@
 
 use std::sync::Arc;
 
+use roncho_api::authz::Authorizer;
+use roncho_api::grpc::{
+    AuthLayer, DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, Edge, GrpcDeriver, GrpcDialectic,
+    GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer, RecallServiceServer,
+};
+use roncho_api::keys::{KeyIssuer, KeySet};
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::Store;
-use roncho_proto::v1::deriver_service_server::DeriverServiceServer;
-use roncho_proto::v1::dialectic_service_server::DialecticServiceServer;
-use roncho_proto::v1::dreamer_service_server::DreamerServiceServer;
-use roncho_proto::v1::ingest_service_server::IngestServiceServer;
-use roncho_proto::v1::recall_service_server::RecallServiceServer;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
@@ -25,7 +26,7 @@ const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Clone)]
 pub struct Services {
     pub store: Arc<dyn Store>,
-    pub semantic: Option<roncho_recall::Semantic>,
+    pub semantic: Option<roncho_search::Semantic>,
     /// Nudges an in-process reconciler after writes.
     pub after_write: Option<roncho_ingest::AfterWrite>,
     /// The background work queue (queue status; the workers' source).
@@ -43,6 +44,9 @@ pub struct Services {
     /// What else the roles cannot work without (NATS for a consumer);
     /// readiness follows them as it follows the store.
     pub dependencies: Vec<Dependency>,
+    /// The secrets API keys are verified with; `None`: authentication is
+    /// off and every caller is admin.
+    pub keys: Option<Arc<KeySet>>,
 }
 
 /// A dependency readiness watches: its name and a check that says why it
@@ -93,6 +97,7 @@ impl Services {
             readiness_interval: std::time::Duration::from_secs(5),
             metrics: None,
             dependencies: Vec::new(),
+            keys: None,
         }
     }
 }
@@ -116,12 +121,19 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
+    let edge = Edge::new(Authorizer::new(store.clone()));
     let mut served = Vec::new();
     let mut router = tonic::transport::Server::builder()
         .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
+        .layer(AuthLayer::new(services.keys.clone()))
         .add_service(health_service)
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
+    if roles.iter().any(|role| role.serves_api()) {
+        served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
+        let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
+        router = router.add_service(KeyServiceServer::new(GrpcKeys::new(edge.clone(), issuer)));
+    }
     for role in roles {
         router = match role {
             Role::Ingest => {
@@ -129,37 +141,47 @@ pub async fn run(
                 if let Some(after_write) = &services.after_write {
                     ingest = ingest.with_after_write(after_write.clone());
                 }
-                let service = IngestServiceServer::new(ingest).max_decoding_message_size(MAX_REQUEST_BYTES);
-                served.push(<IngestServiceServer<roncho_ingest::Ingest> as NamedService>::NAME);
+                served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
+                let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), Arc::new(ingest)))
+                    .max_decoding_message_size(MAX_REQUEST_BYTES);
                 router.add_service(service)
             }
             Role::Recall => {
-                served.push(<RecallServiceServer<roncho_recall::Recall> as NamedService>::NAME);
-                router.add_service(RecallServiceServer::new(roncho_recall::Recall::new(
-                    store.clone(),
-                    services.semantic.clone(),
+                served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
+                let recall = roncho_recall::Recall::new(store.clone(), services.semantic.clone());
+                router.add_service(RecallServiceServer::new(GrpcRecall::new(
+                    edge.clone(),
+                    Arc::new(recall),
                 )))
             }
             Role::Dialectic => {
-                served.push(<DialecticServiceServer<roncho_dialectic::Dialectic> as NamedService>::NAME);
+                served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
                 let dialectic = services.dialectic.clone().unwrap_or_else(|| {
                     roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone())
                 });
-                router.add_service(DialecticServiceServer::new(dialectic))
+                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(
+                    edge.clone(),
+                    Arc::new(dialectic),
+                )))
             }
             Role::Deriver => {
-                served.push(<DeriverServiceServer<roncho_deriver::Deriver> as NamedService>::NAME);
-                router.add_service(DeriverServiceServer::new(roncho_deriver::Deriver::new(
-                    services.queue.clone(),
-                    services.derivation.clone(),
+                served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
+                let deriver = roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone());
+                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(
+                    edge.clone(),
+                    Arc::new(deriver),
                 )))
             }
             Role::Dreamer => {
-                served.push(<DreamerServiceServer<roncho_dreamer::Dreamer> as NamedService>::NAME);
-                router.add_service(DreamerServiceServer::new(roncho_dreamer::Dreamer::new(
+                served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
+                let dreamer = roncho_dreamer::Dreamer::new(
                     services.store.clone(),
                     services.queue.clone(),
                     services.dream_model.clone(),
+                );
+                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(
+                    edge.clone(),
+                    Arc::new(dreamer),
                 )))
             }
             // The reconciler is a worker without a service of its own.

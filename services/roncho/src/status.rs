@@ -49,12 +49,48 @@ pub async fn checks(config: &Config) -> Vec<Check> {
                 .join(",")
         ),
     };
-    checks.extend([server, mode, semantic, vector_store]);
+    checks.extend([server, mode, auth_check(config), semantic, vector_store]);
     checks.extend(nats);
     checks.push(tracing);
     checks.extend(metrics);
     checks.push(agents);
     checks
+}
+
+/// Whether callers must present keys.
+fn auth_check(config: &Config) -> Check {
+    let (ok, detail) = match (config.auth.enabled(), config.listen.ip().is_loopback()) {
+        (true, _) => (
+            true,
+            format!(
+                "keys required (HS256 JWTs; {} secret(s) accepted)",
+                config.auth.secrets.len()
+            ),
+        ),
+        (false, true) => (
+            true,
+            "off: every caller is admin (loopback only; set auth_jwt_secret to require keys)".to_owned(),
+        ),
+        (false, false) if config.auth.insecure_no_auth => (
+            false,
+            format!(
+                "OFF on {} (--insecure-no-auth): anyone who reaches it can read, write and delete every workspace",
+                config.listen
+            ),
+        ),
+        (false, false) => (
+            false,
+            format!(
+                "off on {}: the server refuses to start this way (set auth_jwt_secret)",
+                config.listen
+            ),
+        ),
+    };
+    Check {
+        name: "auth",
+        ok,
+        detail,
+    }
 }
 
 /// The metrics endpoint, when one is configured.
@@ -212,7 +248,7 @@ async fn vector_store_check(config: &Config) -> Check {
     };
     let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
     options.collection = qdrant.collection.clone();
-    options.api_key = qdrant.api_key.clone();
+    options.api_key = qdrant.api_key.as_ref().map(|key| key.expose().to_owned());
     options.timeout = Duration::from_secs(3);
     let health = match roncho_qdrant::QdrantVectorStore::connect(&options) {
         Ok(store) => store.health().await,

@@ -10,8 +10,8 @@ use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
 use roncho_llm::Llm;
-use roncho_recall::Semantic;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use roncho_search::Semantic;
 use roncho_store::{SqlStore, SqlVectorStore};
 
 use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, LlmConfig, LlmProvider, LlmRole, Role};
@@ -69,7 +69,7 @@ pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<
                 &embedding.model,
                 embedding.dimensions.context("embedding_dimensions is required")?,
             );
-            openai.api_key = embedding.api_key.clone();
+            openai.api_key = embedding.api_key.as_ref().map(|key| key.expose().to_owned());
             Arc::new(roncho_embed::openai::OpenAiEmbedder::new(openai)?)
         }
         EmbeddingProvider::Local => {
@@ -143,7 +143,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         Some(qdrant) => {
             let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
             options.collection = qdrant.collection.clone();
-            options.api_key = qdrant.api_key.clone();
+            options.api_key = qdrant.api_key.as_ref().map(|key| key.expose().to_owned());
             let store = roncho_qdrant::QdrantVectorStore::connect(&options)?;
             (
                 Arc::new(store),
@@ -231,7 +231,7 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
             .get(&model.provider)
             .with_context(|| format!("no endpoint for {model}"))?;
         let mut settings = roncho_llm::ProviderConfig::new(&endpoint.base_url, &model.model);
-        settings.api_key = endpoint.api_key.clone();
+        settings.api_key = endpoint.api_key.as_ref().map(|key| key.expose().to_owned());
         settings.timeout = config.timeout;
         settings.retry.max_retries = config.max_retries;
         let built: Arc<dyn Llm> = match model.provider {
@@ -317,4 +317,16 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
         queue: Arc::new(queue.clone()),
         nats: Some(queue),
     })
+}
+
+/// Returns the key set of the configured secrets; `None`: authentication is off.
+pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_api::keys::KeySet>>> {
+    if !config.auth.enabled() {
+        return Ok(None);
+    }
+    let secrets: Vec<&str> = config.auth.secrets.iter().map(|secret| secret.expose()).collect();
+    if secrets.iter().any(|secret| secret.len() < 32) {
+        tracing::warn!("an auth_jwt_secret is shorter than 32 bytes: keys signed with it can be brute-forced");
+    }
+    Ok(Some(Arc::new(roncho_api::keys::KeySet::new(&secrets)?)))
 }

@@ -242,7 +242,7 @@ async fn without_a_model_the_answer_quotes_memory_with_ids_that_resolve() {
         (ask("q", "extreme"), "reasoning_level"),
         (
             pb::ChatRequest {
-                response_format: Some(roncho_core::json::json_to_struct(
+                response_format: Some(roncho_api::json::json_to_struct(
                     json!({"type": "array"}).as_object().unwrap(),
                 )),
                 ..ask("q", "")
@@ -251,7 +251,7 @@ async fn without_a_model_the_answer_quotes_memory_with_ids_that_resolve() {
         ),
         (
             pb::ChatRequest {
-                filters: Some(roncho_core::json::json_to_struct(
+                filters: Some(roncho_api::json::json_to_struct(
                     json!({"peer_id": "x"}).as_object().unwrap(),
                 )),
                 ..ask("q", "")
@@ -370,7 +370,7 @@ async fn a_model_answer_after_a_tool_call_streams_final_only_and_cites_real_ids(
 
 #[tokio::test]
 async fn response_formats_validate_or_answer_null() {
-    let format = roncho_core::json::json_to_struct(
+    let format = roncho_api::json::json_to_struct(
         json!({"type": "object", "properties": {"food": {"type": "string"}}, "required": ["food"], "additionalProperties": false})
             .as_object()
             .unwrap(),

@@ -444,7 +444,7 @@ async fn the_extractive_deriver_derives_observations_and_summaries() {
 
     let conclusions = |observer: &str, observed: &str| {
         let mut recall = recall.clone();
-        let filters = roncho_core::json::json_to_struct(
+        let filters = roncho_api::json::json_to_struct(
             serde_json::json!({"observer_id": observer, "observed_id": observed})
                 .as_object()
                 .unwrap(),

@@ -88,7 +88,7 @@ async fn outage_degrades_search_and_loses_nothing(
     ));
     let nudged = reconciler.clone();
     let services = Services {
-        semantic: Some(roncho_recall::Semantic {
+        semantic: Some(roncho_search::Semantic {
             embedder: embedder.clone(),
             vectors,
         }),
@@ -175,7 +175,7 @@ async fn outage_degrades_search_and_loses_nothing(
         .unwrap();
     reconciler.pass().await.unwrap();
     assert_eq!(store.sync_counts(SyncKind::Conclusion).await.unwrap().synced, 2);
-    let filters = roncho_core::json::json_to_struct(
+    let filters = roncho_api::json::json_to_struct(
         serde_json::json!({"observer_id": "alice", "observed_id": "alice"})
             .as_object()
             .unwrap(),

@@ -2,6 +2,8 @@
 //! a work unit of its task types, process it while renewing the lease,
 //! complete it or record the failure (retried with growing delays, dead
 //! after the allowed attempts), and wait for more when idle.
+//!
+//! Shared by the worker roles, so none of them imports another.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -12,7 +14,52 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
-use crate::worker::WorkerConfig;
+/// Worker settings.
+#[derive(Debug, Clone)]
+pub struct WorkerConfig {
+    /// Names this worker in leases and logs.
+    pub worker_id: String,
+    /// Tasks taken per claim.
+    pub batch: usize,
+    pub lease: Duration,
+    /// How long an idle worker waits before looking again (a nudge wakes it sooner).
+    pub idle_poll: Duration,
+    /// Attempts before a task is dead.
+    pub max_attempts: i64,
+    /// Done tasks are kept this long (status counts them), dead ones `keep_dead`.
+    pub keep_done: Duration,
+    pub keep_dead: Duration,
+    /// Wait before a failed task is retried, times its attempts.
+    pub retry_after: Duration,
+}
+
+/// A worker id no other process has: `{kind}-{pid}-{random}`. Leases are
+/// given back by owner at shutdown, and in containers every process is PID 1.
+pub fn unique_worker_id(kind: &str) -> String {
+    format!("{kind}-{}-{}", std::process::id(), roncho_core::model::new_public_id())
+}
+
+impl Default for WorkerConfig {
+    fn default() -> Self {
+        Self {
+            worker_id: unique_worker_id("deriver"),
+            batch: 32,
+            lease: Duration::from_secs(60),
+            idle_poll: Duration::from_secs(1),
+            max_attempts: 5,
+            keep_done: Duration::from_secs(7 * 24 * 3600),
+            keep_dead: Duration::from_secs(30 * 24 * 3600),
+            retry_after: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Told when a collection gained observations (the deriver tells the dream scheduler).
+#[async_trait::async_trait]
+pub trait CollectionListener: Send + Sync {
+    /// `observer`'s collection about `observed` has new observations.
+    async fn gained(&self, workspace: &str, observer: &str, observed: &str);
+}
 
 /// How often a worker purges finished tasks past their retention.
 const PURGE_EVERY: Duration = Duration::from_secs(3600);

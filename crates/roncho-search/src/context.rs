@@ -8,11 +8,61 @@ use crate::Semantic;
 use roncho_core::representation;
 use roncho_core::store::Store;
 use roncho_core::{Error, Result, tokens};
+use serde_json::Value;
 
 /// Default and largest token budget of a session context.
 pub const MAX_CONTEXT_TOKENS: i64 = 100_000;
 /// Longest session allowlist.
 pub const MAX_ALLOWLIST: usize = 1_000;
+
+/// Parses the session allowlist of recall and dialectic filters: only
+/// `session_id`, as an id, a list of ids or `{"in": [...]}`.
+pub fn session_allowlist(filters: Option<&serde_json::Map<String, Value>>) -> Result<Option<Vec<String>>> {
+    let Some(filters) = filters else { return Ok(None) };
+    let mut allowlist = None;
+    for (key, value) in filters {
+        if key != "session_id" {
+            return Err(Error::invalid(
+                format!("filters.{key}"),
+                "only session_id is allowed here",
+            ));
+        }
+        let ids = match value {
+            Value::String(_) => std::slice::from_ref(value),
+            Value::Array(ids) => ids.as_slice(),
+            Value::Object(operators) if operators.len() == 1 && operators.contains_key("in") => {
+                match operators.get("in") {
+                    Some(Value::Array(ids)) => ids.as_slice(),
+                    _ => return Err(Error::invalid("filters.session_id.in", "must be a list of session ids")),
+                }
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "filters.session_id",
+                    "must be an id, a list of ids or {\"in\": [...]}",
+                ));
+            }
+        };
+        if ids.len() > MAX_ALLOWLIST {
+            return Err(Error::invalid(
+                "filters.session_id",
+                format!("holds more than {MAX_ALLOWLIST} ids"),
+            ));
+        }
+        let ids = ids
+            .iter()
+            .map(|id| match id {
+                Value::String(id) if id != "*" => Ok(id.clone()),
+                _ => Err(Error::invalid(
+                    "filters.session_id",
+                    "must hold session ids (no wildcards)",
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        allowlist = Some(ids);
+    }
+    Ok(allowlist)
+}
 
 /// What a representation is built from.
 #[derive(Debug, Clone, Default)]
@@ -127,9 +177,11 @@ pub async fn count_tokens(text: String) -> Result<i64> {
         .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
 }
 
-/// A session context before conversion to protobuf.
+/// A session context.
 #[derive(Debug, Default)]
 pub struct SessionContext {
+    /// The session's id.
+    pub id: String,
     pub messages: Vec<Message>,
     pub summary: Option<SessionSummary>,
     pub representation: Option<String>,
@@ -199,6 +251,7 @@ pub async fn session_context(
         .context_messages(workspace_id, session_id, message_budget, from_seq)
         .await?;
     Ok(SessionContext {
+        id: session_id.to_owned(),
         messages,
         summary,
         representation,

@@ -1,0 +1,596 @@
+//! Conversions between `roncho.v1` messages and domain types: requests in
+//! ([`FromWire`]), replies out ([`IntoWire`]). Nothing here validates; the
+//! services do, so every edge gets the same checks and field names.
+
+use std::collections::{BTreeMap, HashMap};
+
+use roncho_core::model::{
+    Conclusion, JsonObject, Message, Page, Peer, Session, SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
+};
+use roncho_core::queue::task_type;
+use roncho_deriver::{Derivation, QueueReport};
+use roncho_proto::v1 as pb;
+use roncho_search::context::SessionContext;
+use roncho_search::messages::SearchResults;
+
+use crate::json::{json_to_struct, struct_to_json};
+use crate::keys::{CreateKey, IssuedKey};
+
+/// A wire value that becomes a domain value.
+pub trait FromWire<W>: Sized {
+    fn from_wire(wire: W) -> Self;
+}
+
+/// A domain value that becomes a wire value.
+pub trait IntoWire<W> {
+    fn into_wire(self) -> W;
+}
+
+impl<T> FromWire<T> for T {
+    fn from_wire(wire: T) -> Self {
+        wire
+    }
+}
+
+impl FromWire<Option<prost_types::Struct>> for Option<JsonObject> {
+    fn from_wire(wire: Option<prost_types::Struct>) -> Self {
+        wire.map(|fields| struct_to_json(&fields))
+    }
+}
+
+impl FromWire<Option<prost_types::Timestamp>> for Option<i64> {
+    fn from_wire(wire: Option<prost_types::Timestamp>) -> Self {
+        wire.as_ref().map(micros)
+    }
+}
+
+impl FromWire<HashMap<String, pb::SessionPeerConfig>> for BTreeMap<String, SessionPeerConfig> {
+    fn from_wire(wire: HashMap<String, pb::SessionPeerConfig>) -> Self {
+        wire.into_iter()
+            .map(|(peer_id, config)| (peer_id, SessionPeerConfig::from_wire(config)))
+            .collect()
+    }
+}
+
+impl FromWire<pb::SessionPeerConfig> for SessionPeerConfig {
+    fn from_wire(wire: pb::SessionPeerConfig) -> Self {
+        SessionPeerConfig {
+            observe_me: wire.observe_me,
+            observe_others: wire.observe_others,
+        }
+    }
+}
+
+impl FromWire<Vec<pb::MessageCreate>> for Vec<roncho_ingest::MessageInput> {
+    fn from_wire(wire: Vec<pb::MessageCreate>) -> Self {
+        wire.into_iter()
+            .map(|message| roncho_ingest::MessageInput {
+                peer_id: message.peer_id,
+                content: message.content,
+                metadata: FromWire::from_wire(message.metadata),
+                configuration: FromWire::from_wire(message.configuration),
+                created_at: FromWire::from_wire(message.created_at),
+            })
+            .collect()
+    }
+}
+
+impl FromWire<Vec<pb::ConclusionCreate>> for Vec<roncho_ingest::ConclusionInput> {
+    fn from_wire(wire: Vec<pb::ConclusionCreate>) -> Self {
+        wire.into_iter()
+            .map(|conclusion| roncho_ingest::ConclusionInput {
+                content: conclusion.content,
+                observer_id: conclusion.observer_id,
+                observed_id: conclusion.observed_id,
+                session_id: conclusion.session_id,
+            })
+            .collect()
+    }
+}
+
+/// Requests whose fields carry over one for one.
+macro_rules! from_wire {
+    ($($wire:ident => $domain:path { $($field:ident),* $(,)? })*) => {$(
+        impl FromWire<pb::$wire> for $domain {
+            fn from_wire(wire: pb::$wire) -> Self {
+                Self { $($field: FromWire::from_wire(wire.$field),)* }
+            }
+        }
+    )*};
+}
+
+/// Requests of lists: their fields carry over, `page`, `size` and `reverse` become `paging`.
+macro_rules! from_wire_paged {
+    ($($wire:ident => $domain:path { $($field:ident),* $(,)? })*) => {$(
+        impl FromWire<pb::$wire> for $domain {
+            fn from_wire(wire: pb::$wire) -> Self {
+                Self {
+                    $($field: FromWire::from_wire(wire.$field),)*
+                    paging: roncho_recall::Paging { page: wire.page, size: wire.size, reverse: wire.reverse },
+                }
+            }
+        }
+    )*};
+}
+
+from_wire! {
+    GetOrCreateWorkspaceRequest => roncho_ingest::GetOrCreateWorkspace { id, metadata, configuration }
+    UpdateWorkspaceRequest => roncho_ingest::UpdateWorkspace { workspace_id, metadata, configuration }
+    DeleteWorkspaceRequest => roncho_ingest::DeleteWorkspace { workspace_id }
+    GetOrCreatePeerRequest => roncho_ingest::GetOrCreatePeer { workspace_id, id, metadata, configuration }
+    UpdatePeerRequest => roncho_ingest::UpdatePeer { workspace_id, peer_id, metadata, configuration }
+    DeletePeerRequest => roncho_ingest::DeletePeer { workspace_id, peer_id }
+    GetOrCreateSessionRequest => roncho_ingest::GetOrCreateSession { workspace_id, id, metadata, configuration, peers }
+    UpdateSessionRequest => roncho_ingest::UpdateSession { workspace_id, session_id, metadata, configuration }
+    DeleteSessionRequest => roncho_ingest::DeleteSession { workspace_id, session_id }
+    CloneSessionRequest => roncho_ingest::CloneSession { workspace_id, session_id, message_id }
+    AddSessionPeersRequest => roncho_ingest::ChangeSessionPeers { workspace_id, session_id, peers }
+    SetSessionPeersRequest => roncho_ingest::ChangeSessionPeers { workspace_id, session_id, peers }
+    RemoveSessionPeersRequest => roncho_ingest::RemoveSessionPeers { workspace_id, session_id, peer_ids }
+    CreateMessagesRequest => roncho_ingest::CreateMessages { workspace_id, session_id, messages }
+    UploadFileRequest => roncho_ingest::UploadFile {
+        workspace_id, session_id, peer_id, file, filename, content_type, metadata, configuration, created_at
+    }
+    UpdateMessageRequest => roncho_ingest::UpdateMessage { workspace_id, session_id, message_id, metadata }
+    DeleteMessageRequest => roncho_ingest::DeleteMessage { workspace_id, session_id, message_id }
+    CreateConclusionsRequest => roncho_ingest::CreateConclusions { workspace_id, conclusions }
+    DeleteConclusionRequest => roncho_ingest::DeleteConclusion { workspace_id, conclusion_id }
+    SetPeerCardRequest => roncho_ingest::SetPeerCard { workspace_id, peer_id, target, peer_card }
+    CreateWebhookRequest => roncho_ingest::CreateWebhook { workspace_id, url }
+    DeleteWebhookRequest => roncho_ingest::DeleteWebhook { workspace_id, endpoint_id }
+    GetSessionPeerConfigRequest => roncho_recall::GetSessionPeerConfig { workspace_id, session_id, peer_id }
+    GetMessageRequest => roncho_recall::GetMessage { workspace_id, session_id, message_id }
+    SearchMessagesRequest => roncho_recall::SearchMessages { workspace_id, session_id, peer_id, query, filters, limit }
+    GetSessionContextRequest => roncho_recall::GetSessionContext {
+        workspace_id, session_id, tokens, summary, search_query, peer_target, peer_perspective, sessions,
+        limit_to_session, search_top_k, search_max_distance, include_most_frequent, max_conclusions
+    }
+    GetSessionSummariesRequest => roncho_recall::GetSessionSummaries { workspace_id, session_id }
+    GetPeerContextRequest => roncho_recall::GetPeerContext {
+        workspace_id, peer_id, target, search_query, search_top_k, search_max_distance, include_most_frequent,
+        max_conclusions
+    }
+    GetRepresentationRequest => roncho_recall::GetRepresentation {
+        workspace_id, peer_id, session_id, filters, target, search_query, search_top_k, search_max_distance,
+        include_most_frequent, max_conclusions
+    }
+    GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
+    QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
+    ChatRequest => roncho_dialectic::Chat {
+        workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format
+    }
+    GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
+    ScheduleDreamRequest => roncho_dreamer::ScheduleDream {
+        workspace_id, observer, observed, dream_type, session_id, rebuild
+    }
+    CreateKeyRequest => CreateKey { workspace_id, peer_id, session_id, expires_at }
+}
+
+from_wire_paged! {
+    ListWorkspacesRequest => roncho_recall::ListWorkspaces { filters }
+    ListPeersRequest => roncho_recall::ListPeers { workspace_id, filters }
+    ListSessionsRequest => roncho_recall::ListSessions { workspace_id, filters }
+    ListPeerSessionsRequest => roncho_recall::ListPeerSessions { workspace_id, peer_id, filters }
+    ListSessionPeersRequest => roncho_recall::ListSessionPeers { workspace_id, session_id }
+    ListMessagesRequest => roncho_recall::ListMessages { workspace_id, session_id, filters }
+    ListConclusionsRequest => roncho_recall::ListConclusions { workspace_id, filters }
+}
+
+impl FromWire<pb::SetSessionPeerConfigRequest> for roncho_ingest::SetSessionPeerConfig {
+    fn from_wire(wire: pb::SetSessionPeerConfigRequest) -> Self {
+        Self {
+            workspace_id: wire.workspace_id,
+            session_id: wire.session_id,
+            peer_id: wire.peer_id,
+            config: SessionPeerConfig {
+                observe_me: wire.observe_me,
+                observe_others: wire.observe_others,
+            },
+        }
+    }
+}
+
+impl FromWire<pb::ListWebhooksRequest> for roncho_recall::ListWebhooks {
+    fn from_wire(wire: pb::ListWebhooksRequest) -> Self {
+        Self {
+            workspace_id: wire.workspace_id,
+            paging: roncho_recall::Paging {
+                page: wire.page,
+                size: wire.size,
+                reverse: false,
+            },
+        }
+    }
+}
+
+/// Returns the protobuf timestamp of microseconds since the epoch.
+pub fn timestamp(micros: i64) -> prost_types::Timestamp {
+    let nanos = i32::try_from(micros.rem_euclid(1_000_000) * 1_000).unwrap_or_default();
+    prost_types::Timestamp {
+        seconds: micros.div_euclid(1_000_000),
+        nanos,
+    }
+}
+
+/// Returns microseconds since the epoch of a protobuf timestamp.
+pub fn micros(timestamp: &prost_types::Timestamp) -> i64 {
+    timestamp
+        .seconds
+        .saturating_mul(1_000_000)
+        .saturating_add(i64::from(timestamp.nanos / 1_000))
+}
+
+impl IntoWire<pb::Workspace> for Workspace {
+    fn into_wire(self) -> pb::Workspace {
+        pb::Workspace {
+            id: self.id,
+            metadata: Some(json_to_struct(&self.metadata)),
+            configuration: Some(json_to_struct(&self.configuration)),
+            created_at: Some(timestamp(self.created_at)),
+        }
+    }
+}
+
+impl IntoWire<pb::Peer> for Peer {
+    fn into_wire(self) -> pb::Peer {
+        pb::Peer {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            metadata: Some(json_to_struct(&self.metadata)),
+            configuration: Some(json_to_struct(&self.configuration)),
+            created_at: Some(timestamp(self.created_at)),
+        }
+    }
+}
+
+impl IntoWire<pb::Session> for Session {
+    fn into_wire(self) -> pb::Session {
+        pb::Session {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            is_active: self.is_active,
+            metadata: Some(json_to_struct(&self.metadata)),
+            configuration: Some(json_to_struct(&self.configuration)),
+            created_at: Some(timestamp(self.created_at)),
+        }
+    }
+}
+
+impl IntoWire<pb::Message> for Message {
+    fn into_wire(self) -> pb::Message {
+        pb::Message {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            session_id: self.session_id,
+            peer_id: self.peer_id,
+            content: self.content,
+            metadata: Some(json_to_struct(&self.metadata)),
+            created_at: Some(timestamp(self.created_at)),
+            token_count: self.token_count,
+            seq_in_session: self.seq_in_session,
+        }
+    }
+}
+
+impl IntoWire<pb::Summary> for SessionSummary {
+    fn into_wire(self) -> pb::Summary {
+        pb::Summary {
+            content: self.content,
+            message_id: self.message_id,
+            summary_type: self.kind.name().to_owned(),
+            created_at: Some(timestamp(self.created_at)),
+            token_count: self.token_count,
+        }
+    }
+}
+
+impl IntoWire<pb::Conclusion> for Conclusion {
+    fn into_wire(self) -> pb::Conclusion {
+        pb::Conclusion {
+            id: self.id,
+            content: self.content,
+            observer_id: self.observer_id,
+            observed_id: self.observed_id,
+            session_id: self.session_id,
+            level: self.level,
+            created_at: Some(timestamp(self.created_at)),
+            workspace_id: self.workspace_id,
+        }
+    }
+}
+
+impl IntoWire<pb::WebhookEndpoint> for WebhookEndpoint {
+    fn into_wire(self) -> pb::WebhookEndpoint {
+        pb::WebhookEndpoint {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            url: self.url,
+            created_at: Some(timestamp(self.created_at)),
+        }
+    }
+}
+
+impl IntoWire<pb::SessionPeerConfig> for SessionPeerConfig {
+    fn into_wire(self) -> pb::SessionPeerConfig {
+        pb::SessionPeerConfig {
+            observe_me: self.observe_me,
+            observe_others: self.observe_others,
+        }
+    }
+}
+
+fn wire_list<D: IntoWire<W>, W>(items: Vec<D>) -> Vec<W> {
+    items.into_iter().map(IntoWire::into_wire).collect()
+}
+
+/// Pages: items converted, counts clamped to the wire's widths.
+macro_rules! page_into_wire {
+    ($($domain:ty => $wire:ident),* $(,)?) => {$(
+        impl IntoWire<pb::$wire> for Page<$domain> {
+            fn into_wire(self) -> pb::$wire {
+                let clamp = |value: i64| i32::try_from(value).unwrap_or(i32::MAX);
+                pb::$wire {
+                    items: wire_list(self.items),
+                    total: self.total,
+                    page: clamp(self.page),
+                    size: clamp(self.size),
+                    pages: clamp(self.pages),
+                }
+            }
+        }
+    )*};
+}
+
+page_into_wire! {
+    Workspace => ListWorkspacesResponse,
+    Peer => ListPeersResponse,
+    Session => ListSessionsResponse,
+    Message => ListMessagesResponse,
+    Conclusion => ListConclusionsResponse,
+    WebhookEndpoint => ListWebhooksResponse,
+}
+
+/// Replies that say only that it worked.
+macro_rules! unit_into_wire {
+    ($($wire:ident),* $(,)?) => {$(
+        impl IntoWire<pb::$wire> for () {
+            fn into_wire(self) -> pb::$wire {
+                pb::$wire {}
+            }
+        }
+    )*};
+}
+
+unit_into_wire! {
+    DeleteWorkspaceResponse, DeletePeerResponse, DeleteSessionResponse, SetSessionPeerConfigResponse,
+    DeleteMessageResponse, DeleteConclusionResponse, DeleteWebhookResponse,
+}
+
+/// Get-or-create replies: the resource and whether it was created.
+macro_rules! created_into_wire {
+    ($($domain:ty => $wire:ident . $field:ident),* $(,)?) => {$(
+        impl IntoWire<pb::$wire> for ($domain, bool) {
+            fn into_wire(self) -> pb::$wire {
+                pb::$wire { $field: Some(self.0.into_wire()), created: self.1 }
+            }
+        }
+    )*};
+}
+
+created_into_wire! {
+    Workspace => GetOrCreateWorkspaceResponse.workspace,
+    Peer => GetOrCreatePeerResponse.peer,
+    Session => GetOrCreateSessionResponse.session,
+    WebhookEndpoint => CreateWebhookResponse.webhook,
+}
+
+impl IntoWire<pb::CreateMessagesResponse> for Vec<Message> {
+    fn into_wire(self) -> pb::CreateMessagesResponse {
+        pb::CreateMessagesResponse {
+            messages: wire_list(self),
+        }
+    }
+}
+
+impl IntoWire<pb::UploadFileResponse> for Vec<Message> {
+    fn into_wire(self) -> pb::UploadFileResponse {
+        pb::UploadFileResponse {
+            messages: wire_list(self),
+        }
+    }
+}
+
+impl IntoWire<pb::CreateConclusionsResponse> for Vec<Conclusion> {
+    fn into_wire(self) -> pb::CreateConclusionsResponse {
+        pb::CreateConclusionsResponse {
+            conclusions: wire_list(self),
+        }
+    }
+}
+
+impl IntoWire<pb::QueryConclusionsResponse> for Vec<Conclusion> {
+    fn into_wire(self) -> pb::QueryConclusionsResponse {
+        pb::QueryConclusionsResponse {
+            conclusions: wire_list(self),
+        }
+    }
+}
+
+impl IntoWire<pb::PeerCardResponse> for Option<Vec<String>> {
+    fn into_wire(self) -> pb::PeerCardResponse {
+        pb::PeerCardResponse {
+            exists: self.is_some(),
+            peer_card: self.unwrap_or_default(),
+        }
+    }
+}
+
+impl IntoWire<pb::SearchMessagesResponse> for SearchResults {
+    fn into_wire(self) -> pb::SearchMessagesResponse {
+        pb::SearchMessagesResponse {
+            messages: wire_list(self.messages),
+            mode: self.mode.name().to_owned(),
+            degraded_reason: self.degraded_reason,
+        }
+    }
+}
+
+impl IntoWire<pb::SessionContext> for SessionContext {
+    fn into_wire(self) -> pb::SessionContext {
+        pb::SessionContext {
+            id: self.id,
+            messages: wire_list(self.messages),
+            summary: self.summary.map(IntoWire::into_wire),
+            peer_representation: self.representation,
+            peer_card: self.peer_card.unwrap_or_default(),
+        }
+    }
+}
+
+impl IntoWire<pb::SessionSummaries> for roncho_recall::SessionSummaries {
+    fn into_wire(self) -> pb::SessionSummaries {
+        pb::SessionSummaries {
+            id: self.id,
+            short_summary: self.short.map(IntoWire::into_wire),
+            long_summary: self.long.map(IntoWire::into_wire),
+        }
+    }
+}
+
+impl IntoWire<pb::PeerContext> for roncho_recall::PeerContext {
+    fn into_wire(self) -> pb::PeerContext {
+        pb::PeerContext {
+            peer_id: self.peer_id,
+            target_id: self.target_id,
+            representation: self.representation,
+            peer_card: self.peer_card.unwrap_or_default(),
+        }
+    }
+}
+
+impl IntoWire<pb::GetRepresentationResponse> for String {
+    fn into_wire(self) -> pb::GetRepresentationResponse {
+        pb::GetRepresentationResponse { representation: self }
+    }
+}
+
+impl IntoWire<pb::ChatResponse> for Option<String> {
+    fn into_wire(self) -> pb::ChatResponse {
+        pb::ChatResponse { content: self }
+    }
+}
+
+impl IntoWire<pb::ChatStreamResponse> for roncho_dialectic::ChatPiece {
+    fn into_wire(self) -> pb::ChatStreamResponse {
+        pb::ChatStreamResponse {
+            delta: self.delta,
+            done: self.done,
+        }
+    }
+}
+
+impl IntoWire<pb::ScheduleDreamResponse> for bool {
+    fn into_wire(self) -> pb::ScheduleDreamResponse {
+        pb::ScheduleDreamResponse { scheduled: self }
+    }
+}
+
+impl IntoWire<pb::CreateKeyResponse> for IssuedKey {
+    fn into_wire(self) -> pb::CreateKeyResponse {
+        pb::CreateKeyResponse {
+            key: self.key,
+            expires_at: self.expires_at.map(timestamp),
+        }
+    }
+}
+
+fn mode(model: &Option<String>) -> pb::DerivationMode {
+    match model {
+        Some(_) => pb::DerivationMode::Llm,
+        None => pb::DerivationMode::Extractive,
+    }
+}
+
+impl IntoWire<pb::QueueStatus> for QueueReport {
+    fn into_wire(self) -> pb::QueueStatus {
+        let QueueReport {
+            status,
+            by_session,
+            derivation,
+        } = self;
+        let counts = status.counts;
+        let Derivation {
+            observations,
+            summaries,
+        } = &derivation;
+        let mut wire = pb::QueueStatus {
+            total_work_units: counts.total,
+            completed_work_units: counts.completed,
+            in_progress_work_units: counts.in_progress,
+            pending_work_units: counts.pending,
+            failed_work_units: counts.failed,
+            sessions: if by_session {
+                status
+                    .sessions
+                    .into_iter()
+                    .map(|(session_id, counts)| {
+                        let entry = pb::SessionQueueStatus {
+                            session_id: session_id.clone(),
+                            total_work_units: counts.total,
+                            completed_work_units: counts.completed,
+                            in_progress_work_units: counts.in_progress,
+                            pending_work_units: counts.pending,
+                            failed_work_units: counts.failed,
+                        };
+                        (session_id, entry)
+                    })
+                    .collect()
+            } else {
+                HashMap::new()
+            },
+            failures: status
+                .failures
+                .into_iter()
+                .map(|failure| pb::FailedWorkUnit {
+                    task_type: task_type(&failure.work_unit_key).to_owned(),
+                    work_unit_key: failure.work_unit_key,
+                    attempts: i32::try_from(failure.attempts).unwrap_or(i32::MAX),
+                    last_error: failure.last_error,
+                })
+                .collect(),
+            derivation_detail: derivation.describe(),
+            ..pb::QueueStatus::default()
+        };
+        wire.set_observation_mode(mode(observations));
+        wire.set_summary_mode(mode(summaries));
+        wire
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_round_trip_including_before_epoch() {
+        for value in [0, 1, 1_700_000_000_123_456, -1, -1_500_000] {
+            assert_eq!(micros(&timestamp(value)), value);
+        }
+    }
+
+    #[test]
+    fn list_requests_carry_their_paging() {
+        let request = roncho_recall::ListPeers::from_wire(pb::ListPeersRequest {
+            workspace_id: "w".into(),
+            filters: None,
+            page: 3,
+            size: 7,
+            reverse: true,
+        });
+        assert_eq!(request.workspace_id, "w");
+        assert_eq!(
+            (request.paging.page, request.paging.size, request.paging.reverse),
+            (3, 7, true)
+        );
+    }
+}

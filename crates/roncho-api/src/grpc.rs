@@ -1,0 +1,282 @@
+//! The gRPC edge: every `roncho.v1` service is one generated table of
+//! methods over [`Edge::call`], which takes the caller the [`AuthLayer`]
+//! authenticated, converts the request, authorizes it by the table in
+//! [`crate::authz`], calls the domain service and converts its reply.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use roncho_core::{Caller, Error};
+use roncho_proto::v1 as pb;
+use tonic::{Request, Response, Status};
+
+use crate::authz::{Authorize, Authorizer};
+use crate::convert::{FromWire, IntoWire};
+use crate::error::status;
+use crate::keys::{KeyIssuer, KeySet};
+
+/// Calls domain services on behalf of authenticated callers.
+#[derive(Debug, Clone)]
+pub struct Edge {
+    authorizer: Authorizer,
+}
+
+impl Edge {
+    /// Returns the edge deciding with `authorizer`.
+    pub fn new(authorizer: Authorizer) -> Self {
+        Self { authorizer }
+    }
+
+    /// Runs one call: the caller, the request in domain terms, its
+    /// authorization, the service (`op`), the reply in wire terms.
+    pub async fn call<W, D, R, O, F, Fut>(&self, request: Request<W>, op: F) -> Result<Response<O>, Status>
+    where
+        D: FromWire<W> + Authorize + Sync,
+        R: IntoWire<O>,
+        F: FnOnce(Caller, D) -> Fut,
+        Fut: Future<Output = roncho_core::Result<R>>,
+    {
+        let caller = request
+            .extensions()
+            .get::<Caller>()
+            .cloned()
+            .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
+        let request = D::from_wire(request.into_inner());
+        self.authorizer.check(&caller, &request).await.map_err(status)?;
+        let reply = op(caller, request).await.map_err(status)?;
+        Ok(Response::new(reply.into_wire()))
+    }
+}
+
+/// A streamed reply on the wire.
+pub type WireStream<T> = BoxStream<'static, Result<T, Status>>;
+
+impl<D: IntoWire<W> + 'static, W: 'static> IntoWire<WireStream<W>> for BoxStream<'static, roncho_core::Result<D>> {
+    fn into_wire(self) -> WireStream<W> {
+        Box::pin(self.map(|item| item.map(IntoWire::into_wire).map_err(status)))
+    }
+}
+
+/// Generates a service's gRPC server over its domain trait: each method
+/// is `Edge::call` on the method of the same name.
+macro_rules! grpc_service {
+    (
+        $(#[$doc:meta])*
+        $name:ident: $server:path, over $api:ty {
+            $(type $assoc:ident = $assoc_ty:ty;)*
+            $(rpc $method:ident($request:ident) -> $response:ty;)*
+        }
+    ) => {
+        $(#[$doc])*
+        #[derive(Clone)]
+        pub struct $name {
+            edge: Edge,
+            api: Arc<$api>,
+        }
+
+        impl $name {
+            /// Returns the server calling `api` through `edge`.
+            pub fn new(edge: Edge, api: Arc<$api>) -> Self {
+                Self { edge, api }
+            }
+        }
+
+        impl std::fmt::Debug for $name {
+            fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                formatter.debug_struct(stringify!($name)).finish_non_exhaustive()
+            }
+        }
+
+        #[tonic::async_trait]
+        impl $server for $name {
+            $(type $assoc = $assoc_ty;)*
+            $(
+                async fn $method(&self, request: Request<pb::$request>) -> Result<Response<$response>, Status> {
+                    let api = self.api.clone();
+                    self.edge
+                        .call(request, |caller, request| async move { api.$method(&caller, request).await })
+                        .await
+                }
+            )*
+        }
+    };
+}
+
+pub use pb::deriver_service_server::{DeriverService, DeriverServiceServer};
+pub use pb::dialectic_service_server::{DialecticService, DialecticServiceServer};
+pub use pb::dreamer_service_server::{DreamerService, DreamerServiceServer};
+pub use pb::ingest_service_server::{IngestService, IngestServiceServer};
+pub use pb::key_service_server::{KeyService, KeyServiceServer};
+pub use pb::recall_service_server::{RecallService, RecallServiceServer};
+
+grpc_service! {
+    /// `roncho.v1.IngestService`: every write.
+    GrpcIngest: IngestService, over dyn roncho_ingest::IngestApi {
+        rpc get_or_create_workspace(GetOrCreateWorkspaceRequest) -> pb::GetOrCreateWorkspaceResponse;
+        rpc update_workspace(UpdateWorkspaceRequest) -> pb::Workspace;
+        rpc delete_workspace(DeleteWorkspaceRequest) -> pb::DeleteWorkspaceResponse;
+        rpc get_or_create_peer(GetOrCreatePeerRequest) -> pb::GetOrCreatePeerResponse;
+        rpc update_peer(UpdatePeerRequest) -> pb::Peer;
+        rpc delete_peer(DeletePeerRequest) -> pb::DeletePeerResponse;
+        rpc get_or_create_session(GetOrCreateSessionRequest) -> pb::GetOrCreateSessionResponse;
+        rpc update_session(UpdateSessionRequest) -> pb::Session;
+        rpc delete_session(DeleteSessionRequest) -> pb::DeleteSessionResponse;
+        rpc clone_session(CloneSessionRequest) -> pb::Session;
+        rpc add_session_peers(AddSessionPeersRequest) -> pb::Session;
+        rpc set_session_peers(SetSessionPeersRequest) -> pb::Session;
+        rpc remove_session_peers(RemoveSessionPeersRequest) -> pb::Session;
+        rpc set_session_peer_config(SetSessionPeerConfigRequest) -> pb::SetSessionPeerConfigResponse;
+        rpc create_messages(CreateMessagesRequest) -> pb::CreateMessagesResponse;
+        rpc upload_file(UploadFileRequest) -> pb::UploadFileResponse;
+        rpc update_message(UpdateMessageRequest) -> pb::Message;
+        rpc delete_message(DeleteMessageRequest) -> pb::DeleteMessageResponse;
+        rpc create_conclusions(CreateConclusionsRequest) -> pb::CreateConclusionsResponse;
+        rpc delete_conclusion(DeleteConclusionRequest) -> pb::DeleteConclusionResponse;
+        rpc set_peer_card(SetPeerCardRequest) -> pb::PeerCardResponse;
+        rpc create_webhook(CreateWebhookRequest) -> pb::CreateWebhookResponse;
+        rpc delete_webhook(DeleteWebhookRequest) -> pb::DeleteWebhookResponse;
+    }
+}
+
+grpc_service! {
+    /// `roncho.v1.RecallService`: every read.
+    GrpcRecall: RecallService, over dyn roncho_recall::RecallApi {
+        rpc list_workspaces(ListWorkspacesRequest) -> pb::ListWorkspacesResponse;
+        rpc list_peers(ListPeersRequest) -> pb::ListPeersResponse;
+        rpc list_sessions(ListSessionsRequest) -> pb::ListSessionsResponse;
+        rpc list_peer_sessions(ListPeerSessionsRequest) -> pb::ListSessionsResponse;
+        rpc list_session_peers(ListSessionPeersRequest) -> pb::ListPeersResponse;
+        rpc get_session_peer_config(GetSessionPeerConfigRequest) -> pb::SessionPeerConfig;
+        rpc list_messages(ListMessagesRequest) -> pb::ListMessagesResponse;
+        rpc get_message(GetMessageRequest) -> pb::Message;
+        rpc search_messages(SearchMessagesRequest) -> pb::SearchMessagesResponse;
+        rpc get_session_context(GetSessionContextRequest) -> pb::SessionContext;
+        rpc get_session_summaries(GetSessionSummariesRequest) -> pb::SessionSummaries;
+        rpc get_peer_context(GetPeerContextRequest) -> pb::PeerContext;
+        rpc get_representation(GetRepresentationRequest) -> pb::GetRepresentationResponse;
+        rpc get_peer_card(GetPeerCardRequest) -> pb::PeerCardResponse;
+        rpc list_conclusions(ListConclusionsRequest) -> pb::ListConclusionsResponse;
+        rpc query_conclusions(QueryConclusionsRequest) -> pb::QueryConclusionsResponse;
+        rpc list_webhooks(ListWebhooksRequest) -> pb::ListWebhooksResponse;
+    }
+}
+
+grpc_service! {
+    /// `roncho.v1.DialecticService`: answers about peers.
+    GrpcDialectic: DialecticService, over dyn roncho_dialectic::DialecticApi {
+        type ChatStreamStream = WireStream<pb::ChatStreamResponse>;
+        rpc chat(ChatRequest) -> pb::ChatResponse;
+        rpc chat_stream(ChatRequest) -> WireStream<pb::ChatStreamResponse>;
+    }
+}
+
+grpc_service! {
+    /// `roncho.v1.DeriverService`: queue status.
+    GrpcDeriver: DeriverService, over dyn roncho_deriver::DeriverApi {
+        rpc get_queue_status(GetQueueStatusRequest) -> pb::QueueStatus;
+    }
+}
+
+grpc_service! {
+    /// `roncho.v1.DreamerService`: dreams on request.
+    GrpcDreamer: DreamerService, over dyn roncho_dreamer::DreamerApi {
+        rpc schedule_dream(ScheduleDreamRequest) -> pb::ScheduleDreamResponse;
+    }
+}
+
+grpc_service! {
+    /// `roncho.v1.KeyService`: API keys.
+    GrpcKeys: KeyService, over KeyIssuer {
+        rpc create_key(CreateKeyRequest) -> pb::CreateKeyResponse;
+    }
+}
+
+/// The package whose calls need an authenticated caller; health and
+/// reflection stay open (probes, tooling).
+const AUTHENTICATED_PREFIX: &str = "/roncho.v1.";
+
+/// Authenticates every `roncho.v1` call before its body is read: the
+/// `authorization: Bearer <key>` metadata becomes the request's [`Caller`],
+/// or the call ends `UNAUTHENTICATED` with the reason. Without keys (auth
+/// off) every caller is admin.
+#[derive(Debug, Clone)]
+pub struct AuthLayer {
+    keys: Option<Arc<KeySet>>,
+}
+
+impl AuthLayer {
+    /// Returns the layer verifying with `keys`; `None`: authentication is off.
+    pub fn new(keys: Option<Arc<KeySet>>) -> Self {
+        Self { keys }
+    }
+
+    /// Returns the caller the headers of a call authenticate.
+    pub fn authenticate(&self, headers: &http::HeaderMap) -> roncho_core::Result<Caller> {
+        let Some(keys) = &self.keys else {
+            return Ok(Caller::Admin);
+        };
+        let value = headers
+            .get(http::header::AUTHORIZATION)
+            .ok_or_else(|| Error::Unauthenticated("no access token provided (authorization: Bearer <key>)".into()))?;
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
+            .map(str::trim)
+            .ok_or_else(|| Error::Unauthenticated("the authorization metadata must be `Bearer <key>`".into()))?;
+        let now = roncho_core::model::now_micros().div_euclid(1_000_000);
+        keys.verify(token, now)
+    }
+}
+
+impl<S> tower_layer::Layer<S> for AuthLayer {
+    type Service = Authenticated<S>;
+
+    fn layer(&self, inner: S) -> Self::Service {
+        Authenticated {
+            inner,
+            layer: self.clone(),
+        }
+    }
+}
+
+/// A service behind [`AuthLayer`].
+#[derive(Debug, Clone)]
+pub struct Authenticated<S> {
+    inner: S,
+    layer: AuthLayer,
+}
+
+impl<S, B, R> tower_service::Service<http::Request<B>> for Authenticated<S>
+where
+    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S::Future: Send + 'static,
+    R: Default + Send + 'static,
+{
+    type Response = S::Response;
+    type Error = S::Error;
+    type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
+
+    fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(context)
+    }
+
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        if request.uri().path().starts_with(AUTHENTICATED_PREFIX) {
+            match self.layer.authenticate(request.headers()) {
+                Ok(caller) => {
+                    request.extensions_mut().insert(caller);
+                }
+                Err(error) => {
+                    let response = status(error).into_http();
+                    return Box::pin(async move { Ok(response) });
+                }
+            }
+        }
+        Box::pin(self.inner.call(request))
+    }
+}

@@ -1,0 +1,385 @@
+//! API keys: Honcho's JWTs, `Authorization: Bearer <jwt>`, HS256 over a
+//! configured secret. Claims: `ad` (admin), `w` (workspace), `p` (peer), `s`
+//! (session), `exp` (seconds since the epoch; Honcho's tooling writes an
+//! ISO-8601 string, also accepted), `iat`. A key is authorized by its
+//! narrowest claim: `s`, else `p`, else `w`.
+//!
+//! Several secrets may be accepted at once (rotation): the first signs, every
+//! one verifies. Verification is by constant-time HMAC comparison; only
+//! `alg: HS256` is accepted, so `none` and algorithm confusion fail.
+
+use std::sync::Arc;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use ring::hmac;
+use roncho_core::{Caller, Error, Result, validate};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// The secrets keys are signed and verified with.
+pub struct KeySet {
+    /// The first signs; all verify.
+    secrets: Vec<hmac::Key>,
+}
+
+impl std::fmt::Debug for KeySet {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KeySet")
+            .field("secrets", &self.secrets.len())
+            .finish()
+    }
+}
+
+/// The claims of a key.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Claims {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ad: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub w: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub p: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub s: Option<String>,
+    /// Seconds since the epoch (or an ISO-8601 string, as Honcho writes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exp: Option<Value>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iat: Option<i64>,
+}
+
+#[derive(Deserialize)]
+struct Header {
+    alg: String,
+}
+
+const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
+
+impl KeySet {
+    /// Returns the key set of these secrets (the first signs); none may be empty.
+    pub fn new<S: AsRef<[u8]>>(secrets: &[S]) -> Result<Self> {
+        if secrets.is_empty() || secrets.iter().any(|secret| secret.as_ref().is_empty()) {
+            return Err(Error::invalid("auth_jwt_secret", "must not be empty"));
+        }
+        Ok(Self {
+            secrets: secrets
+                .iter()
+                .map(|secret| hmac::Key::new(hmac::HMAC_SHA256, secret.as_ref()))
+                .collect(),
+        })
+    }
+
+    /// Returns a signed key carrying `claims`.
+    pub fn sign(&self, claims: &Claims) -> String {
+        let header = URL_SAFE_NO_PAD.encode(HEADER);
+        let payload = URL_SAFE_NO_PAD.encode(serde_json::to_vec(claims).unwrap_or_default());
+        let signing_input = format!("{header}.{payload}");
+        let tag = hmac::sign(&self.secrets[0], signing_input.as_bytes());
+        format!("{signing_input}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    /// Returns the caller a key authenticates, at `now` (seconds since the
+    /// epoch); `UNAUTHENTICATED` with the reason when it does not.
+    pub fn verify(&self, token: &str, now: i64) -> Result<Caller> {
+        let unauthenticated = |reason: &str| Error::Unauthenticated(reason.to_owned());
+        let mut parts = token.split('.');
+        let (Some(header), Some(payload), Some(signature), None) =
+            (parts.next(), parts.next(), parts.next(), parts.next())
+        else {
+            return Err(unauthenticated("malformed key: a JWT has three dot-separated parts"));
+        };
+        let header: Header = decode_json(header).ok_or_else(|| unauthenticated("malformed key header"))?;
+        if header.alg != "HS256" {
+            return Err(Error::Unauthenticated(format!(
+                "key algorithm `{}` is not accepted: only HS256",
+                header.alg
+            )));
+        }
+        let signature = URL_SAFE_NO_PAD
+            .decode(signature.trim_end_matches('='))
+            .map_err(|_| unauthenticated("malformed key signature"))?;
+        let signing_input = &token[..token.len() - token.rsplit('.').next().map_or(0, str::len) - 1];
+        if !self
+            .secrets
+            .iter()
+            .any(|secret| hmac::verify(secret, signing_input.as_bytes(), &signature).is_ok())
+        {
+            return Err(unauthenticated("invalid key signature"));
+        }
+        let claims: Claims = decode_json(payload).ok_or_else(|| unauthenticated("malformed key claims"))?;
+        if let Some(exp) = &claims.exp {
+            let expires = expiry_seconds(exp).ok_or_else(|| unauthenticated("malformed key expiry (exp)"))?;
+            if now >= expires {
+                return Err(unauthenticated("key expired"));
+            }
+        }
+        caller(&claims)
+    }
+}
+
+/// Returns the caller a verified key's claims name (its narrowest claim).
+pub fn caller(claims: &Claims) -> Result<Caller> {
+    let present = |claim: &Option<String>| claim.clone().filter(|value| !value.is_empty());
+    if claims.ad == Some(true) {
+        return Ok(Caller::Admin);
+    }
+    let (workspace, peer, session) = (present(&claims.w), present(&claims.p), present(&claims.s));
+    match (workspace, peer, session) {
+        (None, None, None) => Err(Error::Unauthenticated("the key names no scope".into())),
+        (None, _, _) => Err(Error::Unauthenticated(
+            "a peer or session key must name its workspace (w)".into(),
+        )),
+        (Some(workspace), _, Some(session)) => Ok(Caller::Session { workspace, session }),
+        (Some(workspace), Some(peer), None) => Ok(Caller::Peer { workspace, peer }),
+        (Some(workspace), None, None) => Ok(Caller::Workspace { workspace }),
+    }
+}
+
+fn decode_json<T: serde::de::DeserializeOwned>(part: &str) -> Option<T> {
+    let bytes = URL_SAFE_NO_PAD.decode(part.trim_end_matches('=')).ok()?;
+    serde_json::from_slice(&bytes).ok()
+}
+
+/// Returns `exp` in seconds since the epoch: a number, or an ISO-8601 string.
+fn expiry_seconds(exp: &Value) -> Option<i64> {
+    match exp {
+        Value::Number(number) => number
+            .as_i64()
+            .or_else(|| number.as_f64().map(|seconds| seconds as i64)),
+        Value::String(text) => roncho_core::filter::parse_timestamp(text).map(|micros| micros.div_euclid(1_000_000)),
+        _ => None,
+    }
+}
+
+/// Asks for a key scoped to a workspace, a peer of it or a session of it.
+#[derive(Debug, Clone, Default)]
+pub struct CreateKey {
+    pub workspace_id: String,
+    pub peer_id: Option<String>,
+    pub session_id: Option<String>,
+    /// Microseconds since the epoch; `None`: the key does not expire.
+    pub expires_at: Option<i64>,
+}
+
+/// A minted key.
+#[derive(Debug, Clone)]
+pub struct IssuedKey {
+    pub key: String,
+    /// Microseconds since the epoch, to the second.
+    pub expires_at: Option<i64>,
+}
+
+/// Mints the key `request` asks for at `now` (microseconds since the epoch).
+pub fn issue(keys: &KeySet, request: CreateKey, now: i64) -> Result<IssuedKey> {
+    let optional = |field: &str, id: Option<String>| {
+        id.filter(|id| !id.is_empty())
+            .map(|id| validate::resource_id(field, &id))
+            .transpose()
+    };
+    let workspace = validate::resource_id("workspace_id", &request.workspace_id)?;
+    let peer = optional("peer_id", request.peer_id)?;
+    let session = optional("session_id", request.session_id)?;
+    if peer.is_some() && session.is_some() {
+        return Err(Error::invalid(
+            "session_id",
+            "a key names a peer or a session, not both (the session would be its narrowest claim)",
+        ));
+    }
+    let expires = match request.expires_at {
+        Some(at) if at <= now => return Err(Error::invalid("expires_at", "must be in the future")),
+        Some(at) => Some(at.div_euclid(1_000_000)),
+        None => None,
+    };
+    let claims = Claims {
+        ad: None,
+        w: Some(workspace),
+        p: peer,
+        s: session,
+        exp: expires.map(Value::from),
+        iat: Some(now.div_euclid(1_000_000)),
+    };
+    Ok(IssuedKey {
+        key: keys.sign(&claims),
+        expires_at: expires.map(|seconds| seconds * 1_000_000),
+    })
+}
+
+/// Key creation, as every edge calls it.
+#[derive(Debug, Clone)]
+pub struct KeyIssuer {
+    /// `None`: the server runs without authentication and mints nothing.
+    keys: Option<Arc<KeySet>>,
+}
+
+impl KeyIssuer {
+    /// Returns the issuer signing with `keys`.
+    pub fn new(keys: Option<Arc<KeySet>>) -> Self {
+        Self { keys }
+    }
+
+    /// Mints a key (the caller was authorized as admin by the edge).
+    pub async fn create_key(&self, _caller: &Caller, request: CreateKey) -> Result<IssuedKey> {
+        let keys = self.keys.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition(
+                "this server runs without authentication (auth_jwt_secret is unset): it has no keys to create".into(),
+            )
+        })?;
+        issue(keys, request, roncho_core::model::now_micros())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: i64 = 1_800_000_000;
+
+    fn keys() -> KeySet {
+        KeySet::new(&["a-secret-of-at-least-thirty-two-bytes!"]).unwrap()
+    }
+
+    fn claims(w: Option<&str>, p: Option<&str>, s: Option<&str>) -> Claims {
+        Claims {
+            w: w.map(str::to_owned),
+            p: p.map(str::to_owned),
+            s: s.map(str::to_owned),
+            ..Claims::default()
+        }
+    }
+
+    fn reason(result: Result<Caller>) -> String {
+        match result {
+            Err(Error::Unauthenticated(reason)) => reason,
+            other => panic!("expected unauthenticated, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn keys_authenticate_by_their_narrowest_claim() {
+        let keys = keys();
+        let verify = |claims: &Claims| keys.verify(&keys.sign(claims), NOW).unwrap();
+        let admin = Claims {
+            ad: Some(true),
+            ..Claims::default()
+        };
+        assert_eq!(verify(&admin), Caller::Admin);
+        assert_eq!(
+            verify(&claims(Some("w"), None, None)),
+            Caller::Workspace { workspace: "w".into() }
+        );
+        assert_eq!(
+            verify(&claims(Some("w"), Some("p"), None)),
+            Caller::Peer {
+                workspace: "w".into(),
+                peer: "p".into()
+            }
+        );
+        assert_eq!(
+            verify(&claims(Some("w"), Some("p"), Some("s"))),
+            Caller::Session {
+                workspace: "w".into(),
+                session: "s".into()
+            }
+        );
+        // Empty claims are absent, as in Honcho.
+        assert_eq!(
+            verify(&claims(Some("w"), Some(""), Some(""))),
+            Caller::Workspace { workspace: "w".into() }
+        );
+    }
+
+    #[test]
+    fn bad_keys_are_unauthenticated_with_a_reason() {
+        let keys = keys();
+        let good = keys.sign(&claims(Some("w"), None, None));
+        assert!(reason(keys.verify("not-a-jwt", NOW)).contains("three"));
+        let (header, rest) = good.split_once('.').unwrap();
+        assert!(!header.is_empty());
+        let none_header = URL_SAFE_NO_PAD.encode(r#"{"alg":"none","typ":"JWT"}"#);
+        let payload = rest.split('.').next().unwrap();
+        assert!(reason(keys.verify(&format!("{none_header}.{payload}."), NOW)).contains("`none`"));
+        let other = KeySet::new(&["another-secret-entirely-of-32-bytes"]).unwrap();
+        assert!(reason(keys.verify(&other.sign(&claims(Some("w"), None, None)), NOW)).contains("signature"));
+        let expired = Claims {
+            exp: Some(Value::from(NOW - 1)),
+            ..claims(Some("w"), None, None)
+        };
+        assert!(reason(keys.verify(&keys.sign(&expired), NOW)).contains("expired"));
+        assert!(reason(keys.verify(&keys.sign(&claims(None, Some("p"), None)), NOW)).contains("workspace"));
+        assert!(reason(keys.verify(&keys.sign(&claims(None, None, Some("s"))), NOW)).contains("workspace"));
+        assert!(reason(keys.verify(&keys.sign(&Claims::default()), NOW)).contains("no scope"));
+        // A tampered payload breaks the signature.
+        let admin_payload = URL_SAFE_NO_PAD.encode(r#"{"ad":true}"#);
+        let signature = good.rsplit('.').next().unwrap();
+        assert!(reason(keys.verify(&format!("{header}.{admin_payload}.{signature}"), NOW)).contains("signature"));
+    }
+
+    #[test]
+    fn honchos_iso_expiry_is_understood() {
+        let keys = keys();
+        let future = Claims {
+            exp: Some(Value::from("2030-01-01T00:00:00")),
+            ..claims(Some("w"), None, None)
+        };
+        assert!(keys.verify(&keys.sign(&future), NOW).is_ok());
+        let past = Claims {
+            exp: Some(Value::from("2020-01-01T00:00:00+00:00")),
+            ..claims(Some("w"), None, None)
+        };
+        assert!(reason(keys.verify(&keys.sign(&past), NOW)).contains("expired"));
+    }
+
+    #[test]
+    fn every_accepted_secret_verifies_and_the_first_signs() {
+        let old = KeySet::new(&["the-old-secret-that-is-being-rotated"]).unwrap();
+        let rotating = KeySet::new(&[
+            "the-new-secret-that-signs-from-now-on",
+            "the-old-secret-that-is-being-rotated",
+        ])
+        .unwrap();
+        let minted_before = old.sign(&claims(Some("w"), None, None));
+        assert!(rotating.verify(&minted_before, NOW).is_ok());
+        let minted_after = rotating.sign(&claims(Some("w"), None, None));
+        assert!(old.verify(&minted_after, NOW).is_err(), "signed with the new secret");
+    }
+
+    #[test]
+    fn issued_keys_carry_their_scope_and_expiry() {
+        let keys = keys();
+        let now = NOW * 1_000_000;
+        let issued = issue(
+            &keys,
+            CreateKey {
+                workspace_id: "w".into(),
+                peer_id: Some("p".into()),
+                session_id: None,
+                expires_at: Some(now + 3_600_000_000),
+            },
+            now,
+        )
+        .unwrap();
+        assert_eq!(
+            keys.verify(&issued.key, NOW).unwrap(),
+            Caller::Peer {
+                workspace: "w".into(),
+                peer: "p".into()
+            }
+        );
+        assert!(keys.verify(&issued.key, NOW + 3_600).is_err(), "expired an hour later");
+        let both = CreateKey {
+            workspace_id: "w".into(),
+            peer_id: Some("p".into()),
+            session_id: Some("s".into()),
+            expires_at: None,
+        };
+        assert!(issue(&keys, both, now).is_err());
+        let past = CreateKey {
+            workspace_id: "w".into(),
+            expires_at: Some(now - 1),
+            ..CreateKey::default()
+        };
+        assert!(issue(&keys, past, now).is_err());
+    }
+}
