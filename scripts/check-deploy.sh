@@ -51,6 +51,26 @@ grep -q 'RONCHO_AUTH_JWT_SECRET: "given-secret-of-at-least-32-bytes-xx"' "$rende
 "$helm" template roncho "$chart" --set insecureNoAuth=true > "$rendered/auth.yaml"
 ! grep -q RONCHO_AUTH_JWT_SECRET "$rendered/auth.yaml" && grep -q RONCHO_INSECURE_NO_AUTH "$rendered/auth.yaml" \
   || { echo "insecureNoAuth does not turn auth off" >&2; exit 1; }
+# With TLS the pods mount the certificate Secrets and the probes use the plain-text health port.
+"$helm" template roncho "$chart" -f "$chart/ci/default-values.yaml" > "$rendered/tls.yaml"
+"$venv/bin/python" - "$rendered/tls.yaml" <<'PY'
+import sys
+import yaml
+for doc in yaml.safe_load_all(open(sys.argv[1])):
+    if not doc or doc["kind"] != "Deployment":
+        continue
+    pod = doc["spec"]["template"]["spec"]
+    container = pod["containers"][0]
+    env = {item["name"]: item.get("value") for item in container["env"]}
+    assert env["RONCHO_TLS_CERT_FILE"] == "/etc/roncho-tls/server/tls.crt", env
+    assert env["RONCHO_TLS_CLIENT_CA_FILE"] == "/etc/roncho-tls/clients/ca.crt", env
+    assert "--health-listen" in container["args"], container["args"]
+    for probe in ["startupProbe", "livenessProbe", "readinessProbe"]:
+        assert container[probe]["grpc"]["port"] == 8081, (doc["metadata"]["name"], probe)
+    secrets = {volume["secret"]["secretName"] for volume in pod["volumes"] if "secret" in volume}
+    assert secrets == {"roncho-tls", "roncho-client-ca"}, secrets
+print("tls: every role mounts its certificates; probes on the health port")
+PY
 # The schema keeps secrets out of the ConfigMap and catches misspelt roles.
 for bad in "config.database_url=postgres://x" "config.auth_jwt_secret=x" "roles.derivr.enabled=true"; do
   if "$helm" lint "$chart" --set "$bad" >/dev/null 2>&1; then

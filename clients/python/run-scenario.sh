@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Generates the Python client from proto/ and runs clients/python/scenario.py
-# against `roncho serve` in the embedded mode and on Postgres: each mode is
-# written, restarted and verified; both transcripts must be identical.
+# against `roncho serve` in the embedded mode, on Postgres, and embedded over
+# TLS with API keys (certificates from openssl, the key from `roncho keys
+# create`): each mode is written, restarted and verified; the transcripts must
+# be identical.
 #
 #   clients/python/run-scenario.sh path/to/roncho
 #
@@ -50,7 +52,8 @@ stop_server() {
   server_pid=""
 }
 
-scenario() { PYTHONPATH="$work/gen" "$venv/bin/python" "$repo/clients/python/scenario.py" --target "$target" "$@"; }
+scenario() { PYTHONPATH="$work/gen" "$venv/bin/python" "$repo/clients/python/scenario.py" --target "$target" "${client_args[@]}" "$@"; }
+client_args=()
 
 passed=0
 run_mode() { # name serve-args...
@@ -69,6 +72,31 @@ run_mode embedded --data-dir "$work/data"
 database=roncho_pyclient_$$_$RANDOM
 psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
 run_mode postgres --database-url "${server_url%/*}/$database"
+
+# TLS and API keys: a CA, a server certificate for 127.0.0.1 signed by it,
+# a secret, and an admin key minted by `roncho keys create`.
+tls=$work/tls
+mkdir -p "$tls"
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=roncho scenario CA" \
+  -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=roncho" \
+  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
+openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
+  -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost') -out "$tls/server.pem" 2>/dev/null
+secret=$(openssl rand -hex 32)
+admin_key=$(RONCHO_AUTH_JWT_SECRET=$secret "$roncho_bin" keys create --admin)
+client_args=(--ca-file "$tls/ca.pem" --key "$admin_key")
+export RONCHO_AUTH_JWT_SECRET=$secret
+run_mode embedded-tls --data-dir "$work/data-tls" --tls-cert-file "$tls/server.pem" --tls-key-file "$tls/server.key"
+unset RONCHO_AUTH_JWT_SECRET
+
+transcript() { "$venv/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"], indent=1, sort_keys=True))' "$1"; }
+if ! diff -u <(transcript "$work/embedded.json") <(transcript "$work/embedded-tls.json"); then
+  echo "the transcript over TLS with a key differs from the plain one"
+  echo "$passed passed, 1 failed"
+  exit 1
+fi
+passed=$((passed + 1))
 
 if ! diff -u <("$venv/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"], indent=1, sort_keys=True))' "$work/embedded.json") \
              <("$venv/bin/python" -c 'import json,sys; print(json.dumps(json.load(open(sys.argv[1]))["scenario"], indent=1, sort_keys=True))' "$work/postgres.json"); then

@@ -10,6 +10,14 @@ two backends can be compared byte for byte.
 
 `write` runs the scenario; `verify` (after a restart) checks that what
 `write` stored is still there, unchanged.
+
+Against a server with TLS and API keys, give the CA that signed its
+certificate and a key:
+
+    python scenario.py --target 127.0.0.1:50051 --ca-file ca.pem --key "$KEY" ...
+
+and `write` first checks that a plain-text client and a client without a key
+are refused.
 """
 
 import argparse
@@ -295,14 +303,47 @@ def snapshot(channel):
     return transcript.entries
 
 
+OPTIONS = [("grpc.max_send_message_length", 16 * 1024 * 1024)]
+
+
+def check_refusals(target, tls):
+    """A plain-text client gets no answer; a TLS client without a key is UNAUTHENTICATED."""
+    plain = grpc.insecure_channel(target, options=OPTIONS)
+    try:
+        recall_pb2_grpc.RecallServiceStub(plain).ListWorkspaces(recall_pb2.ListWorkspacesRequest(), timeout=5)
+        raise SystemExit("a plain-text client got an answer from the TLS server")
+    except grpc.RpcError as error:
+        assert error.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED), error
+    keyless = grpc.secure_channel(target, tls, options=OPTIONS)
+    try:
+        recall_pb2_grpc.RecallServiceStub(keyless).ListWorkspaces(recall_pb2.ListWorkspacesRequest(), timeout=10)
+        raise SystemExit("a client without a key got an answer")
+    except grpc.RpcError as error:
+        assert error.code() == grpc.StatusCode.UNAUTHENTICATED, error
+    print("refusals: plain text unavailable, no key unauthenticated")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--target", required=True)
     parser.add_argument("--phase", choices=["write", "verify"], required=True)
     parser.add_argument("--out", required=True)
+    parser.add_argument("--ca-file", help="CA of the server's TLS certificate: connect over TLS")
+    parser.add_argument("--key", help="API key, sent as authorization: Bearer <key>")
     args = parser.parse_args()
-    channel = grpc.insecure_channel(args.target, options=[("grpc.max_send_message_length", 16 * 1024 * 1024)])
+    if args.ca_file:
+        with open(args.ca_file, "rb") as ca:
+            tls = grpc.ssl_channel_credentials(root_certificates=ca.read())
+        credentials = tls
+        if args.key:
+            credentials = grpc.composite_channel_credentials(tls, grpc.access_token_call_credentials(args.key))
+        channel = grpc.secure_channel(args.target, credentials, options=OPTIONS)
+    else:
+        channel = grpc.insecure_channel(args.target, options=OPTIONS)
     grpc.channel_ready_future(channel).result(timeout=30)
+    if args.ca_file and args.phase == "write":
+        # The server is up now: what it refuses, it refuses for a reason.
+        check_refusals(args.target, tls)
     if args.phase == "write":
         transcript = Transcript()
         write_phase(channel, transcript)

@@ -24,6 +24,8 @@ use std::sync::Arc;
 use roncho_core::store::Store;
 use roncho_core::{Caller, Error, Result};
 
+use crate::admission::{Rate, RateClass};
+
 /// What a call needs of the caller's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need<'a> {
@@ -57,10 +59,15 @@ impl<'a> Need<'a> {
     }
 }
 
-/// A request that says what it needs of the caller's key.
+/// A request that says what it needs of the caller's key, and what it costs.
 pub trait Authorize {
     /// Returns the needs; a malformed request may fail here (`INVALID_ARGUMENT`).
     fn needs(&self) -> Result<Vec<Need<'_>>>;
+
+    /// Returns the workspace bucket the call draws on, when it is metered.
+    fn rate(&self) -> Option<Rate<'_>> {
+        None
+    }
 }
 
 /// Decides whether a caller may make a request.
@@ -167,8 +174,6 @@ needs! {
     ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::RemoveSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::SetSessionPeerConfig => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::UpdateMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::DeleteMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::CreateConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
@@ -195,8 +200,35 @@ needs! {
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
-    roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)];
     crate::keys::CreateKey => |_r| vec![Need::Admin];
+}
+
+/// Requests that draw on a workspace's bucket: their needs and their rate.
+macro_rules! metered {
+    ($($request:path => |$r:ident| $needs:expr, $class:ident, $cost:expr;)*) => {$(
+        impl Authorize for $request {
+            fn needs(&self) -> Result<Vec<Need<'_>>> {
+                let $r = self;
+                Ok($needs)
+            }
+
+            fn rate(&self) -> Option<Rate<'_>> {
+                let $r = self;
+                Some(Rate {
+                    class: RateClass::$class,
+                    workspace: &$r.workspace_id,
+                    cost: $cost,
+                })
+            }
+        }
+    )*};
+}
+
+metered! {
+    ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+        Messages, u32::try_from(r.messages.len()).unwrap_or(u32::MAX);
+    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], Uploads, 1;
+    roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], Dreams, 1;
 }
 
 impl Authorize for recall::SearchMessages {
@@ -240,6 +272,14 @@ impl Authorize for recall::GetSessionContext {
 }
 
 impl Authorize for Chat {
+    fn rate(&self) -> Option<Rate<'_>> {
+        Some(Rate {
+            class: RateClass::Chat,
+            workspace: &self.workspace_id,
+            cost: 1,
+        })
+    }
+
     /// The observer's own memory, and every session it names (as a member, for peer keys).
     fn needs(&self) -> Result<Vec<Need<'_>>> {
         let workspace = self.workspace_id.as_str();

@@ -14,6 +14,7 @@ use roncho_core::{Caller, Error};
 use roncho_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
+use crate::admission::{Admission, RateLimiter};
 use crate::authz::{Authorize, Authorizer};
 use crate::convert::{FromWire, IntoWire};
 use crate::error::status;
@@ -23,16 +24,18 @@ use crate::keys::{KeyIssuer, KeySet};
 #[derive(Debug, Clone)]
 pub struct Edge {
     authorizer: Authorizer,
+    rates: Arc<RateLimiter>,
 }
 
 impl Edge {
-    /// Returns the edge deciding with `authorizer`.
-    pub fn new(authorizer: Authorizer) -> Self {
-        Self { authorizer }
+    /// Returns the edge deciding with `authorizer` and metering with `rates`.
+    pub fn new(authorizer: Authorizer, rates: Arc<RateLimiter>) -> Self {
+        Self { authorizer, rates }
     }
 
     /// Runs one call: the caller, the request in domain terms, its
-    /// authorization, the service (`op`), the reply in wire terms.
+    /// authorization, its workspace's rate, the service (`op`), the reply in
+    /// wire terms. A refused call has done nothing.
     pub async fn call<W, D, R, O, F, Fut>(&self, request: Request<W>, op: F) -> Result<Response<O>, Status>
     where
         D: FromWire<W> + Authorize + Sync,
@@ -47,6 +50,9 @@ impl Edge {
             .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
         let request = D::from_wire(request.into_inner());
         self.authorizer.check(&caller, &request).await.map_err(status)?;
+        if let Some(rate) = request.rate() {
+            self.rates.admit(rate).map_err(status)?;
+        }
         let reply = op(caller, request).await.map_err(status)?;
         Ok(Response::new(reply.into_wire()))
     }
@@ -199,17 +205,16 @@ grpc_service! {
 /// reflection stay open (probes, tooling).
 const AUTHENTICATED_PREFIX: &str = "/roncho.v1.";
 
-/// Authenticates every `roncho.v1` call before its body is read: the
-/// `authorization: Bearer <key>` metadata becomes the request's [`Caller`],
-/// or the call ends `UNAUTHENTICATED` with the reason. Without keys (auth
-/// off) every caller is admin.
+/// Authenticates calls: the `authorization: Bearer <key>` metadata becomes
+/// the request's [`Caller`], or the call ends `UNAUTHENTICATED` with the
+/// reason. Without keys (auth off) every caller is admin.
 #[derive(Debug, Clone)]
-pub struct AuthLayer {
+pub struct Authenticator {
     keys: Option<Arc<KeySet>>,
 }
 
-impl AuthLayer {
-    /// Returns the layer verifying with `keys`; `None`: authentication is off.
+impl Authenticator {
+    /// Returns the authenticator verifying with `keys`; `None`: authentication is off.
     pub fn new(keys: Option<Arc<KeySet>>) -> Self {
         Self { keys }
     }
@@ -233,25 +238,43 @@ impl AuthLayer {
     }
 }
 
-impl<S> tower_layer::Layer<S> for AuthLayer {
-    type Service = Authenticated<S>;
+/// The edge's layer, before any body is read: admission (shedding costs
+/// nothing, so it comes first), the request timeout, then authentication.
+#[derive(Debug, Clone)]
+pub struct EdgeLayer {
+    admission: Admission,
+    authenticator: Authenticator,
+}
+
+impl EdgeLayer {
+    /// Returns the layer admitting with `admission` and authenticating with `authenticator`.
+    pub fn new(admission: Admission, authenticator: Authenticator) -> Self {
+        Self {
+            admission,
+            authenticator,
+        }
+    }
+}
+
+impl<S> tower_layer::Layer<S> for EdgeLayer {
+    type Service = EdgeService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        Authenticated {
+        EdgeService {
             inner,
             layer: self.clone(),
         }
     }
 }
 
-/// A service behind [`AuthLayer`].
+/// A service behind [`EdgeLayer`].
 #[derive(Debug, Clone)]
-pub struct Authenticated<S> {
+pub struct EdgeService<S> {
     inner: S,
-    layer: AuthLayer,
+    layer: EdgeLayer,
 }
 
-impl<S, B, R> tower_service::Service<http::Request<B>> for Authenticated<S>
+impl<S, B, R> tower_service::Service<http::Request<B>> for EdgeService<S>
 where
     S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
     S::Future: Send + 'static,
@@ -266,17 +289,101 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        if request.uri().path().starts_with(AUTHENTICATED_PREFIX) {
-            match self.layer.authenticate(request.headers()) {
+        let refuse = |error: Error| -> Self::Future {
+            let response = status(error).into_http();
+            Box::pin(async move { Ok(response) })
+        };
+        let slot = match self.layer.admission.admit(&request) {
+            Ok(slot) => slot,
+            Err(error) => return refuse(error),
+        };
+        let path = request.uri().path();
+        let timeout = slot.as_ref().and_then(|_| self.layer.admission.timeout(path));
+        if path.starts_with(AUTHENTICATED_PREFIX) {
+            match self.layer.authenticator.authenticate(request.headers()) {
                 Ok(caller) => {
                     request.extensions_mut().insert(caller);
                 }
-                Err(error) => {
-                    let response = status(error).into_http();
-                    return Box::pin(async move { Ok(response) });
-                }
+                Err(error) => return refuse(error),
             }
         }
-        Box::pin(self.inner.call(request))
+        let response = self.inner.call(request);
+        let admission = self.layer.admission.clone();
+        Box::pin(async move {
+            let _slot = slot;
+            let Some(timeout) = timeout else {
+                return response.await;
+            };
+            match tokio::time::timeout(timeout, response).await {
+                Ok(response) => response,
+                Err(_) => {
+                    admission.timed_out();
+                    let error = Error::DeadlineExceeded(format!(
+                        "the request ran past the server's {} s limit",
+                        timeout.as_secs_f32()
+                    ));
+                    Ok(status(error).into_http())
+                }
+            }
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::admission::Limits;
+
+    /// A service that answers after `delay`.
+    #[derive(Clone)]
+    struct Slow(Duration);
+
+    impl tower_service::Service<http::Request<()>> for Slow {
+        type Response = http::Response<()>;
+        type Error = std::convert::Infallible;
+        type Future = Pin<Box<dyn Future<Output = std::result::Result<Self::Response, Self::Error>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+            let delay = self.0;
+            Box::pin(async move {
+                tokio::time::sleep(delay).await;
+                Ok(http::Response::new(()))
+            })
+        }
+    }
+
+    fn grpc_status<B>(response: &http::Response<B>) -> Option<&str> {
+        response
+            .headers()
+            .get("grpc-status")
+            .and_then(|value| value.to_str().ok())
+    }
+
+    #[tokio::test]
+    async fn calls_past_the_request_timeout_end_deadline_exceeded_except_the_dialectics() {
+        use tower_layer::Layer as _;
+        use tower_service::Service as _;
+        let admission = Admission::new(Limits {
+            request_timeout: Duration::from_millis(50),
+            ..Limits::default()
+        });
+        let layer = EdgeLayer::new(admission.clone(), Authenticator::new(None));
+        let mut service = layer.layer(Slow(Duration::from_millis(300)));
+        let request = |path: &str| http::Request::builder().uri(path).body(()).unwrap();
+        let ended = service
+            .call(request("/roncho.v1.RecallService/ListPeers"))
+            .await
+            .unwrap();
+        assert_eq!(grpc_status(&ended), Some("4"), "DEADLINE_EXCEEDED");
+        let answered = service.call(request("/roncho.v1.DialecticService/Chat")).await.unwrap();
+        assert_eq!(grpc_status(&answered), None, "the dialectic keeps its own deadlines");
+        assert_eq!(admission.stats().timed_out(), 1);
+        assert_eq!(admission.stats().in_flight(), 0, "slots come back after time-outs too");
     }
 }

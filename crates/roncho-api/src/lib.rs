@@ -6,6 +6,7 @@
 //! servers ([`grpc`]) are generated over the services' domain traits.
 //!
 //! # Layout
+//! - [`admission`]: requests in flight, time-outs, per-workspace rates.
 //! - [`authz`]: the authorization table and its decision.
 //! - [`keys`]: API keys (HS256 JWTs), verification and minting.
 //! - [`convert`]: `roncho.v1` ⇄ domain.
@@ -13,6 +14,7 @@
 //! - [`error`]: domain error → gRPC status.
 //! - [`grpc`]: the gRPC servers and the authentication layer.
 
+pub mod admission;
 pub mod authz;
 pub mod convert;
 pub mod error;

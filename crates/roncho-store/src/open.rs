@@ -24,6 +24,9 @@ pub struct StoreOptions {
     pub max_connections: u32,
     /// How long an operation waits for a pooled connection.
     pub acquire_timeout: Duration,
+    /// Postgres: longest a statement may run before the server cancels it
+    /// (`statement_timeout`); `None`: no limit. SQLite ignores it.
+    pub statement_timeout: Option<Duration>,
 }
 
 impl StoreOptions {
@@ -39,6 +42,7 @@ impl StoreOptions {
             database_url,
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
+            statement_timeout: None,
         }
     }
 
@@ -78,7 +82,19 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
     if dialect == Dialect::Sqlite {
         create_parent_dir(&options.database_url)?;
     }
-    let connect_options = AnyConnectOptions::from_str(&options.database_url)
+    let url = match (dialect, options.statement_timeout) {
+        // A startup parameter: every pooled connection has it from the start.
+        (Dialect::Postgres, Some(timeout)) => {
+            let separator = if options.database_url.contains('?') { '&' } else { '?' };
+            format!(
+                "{}{separator}options=-c%20statement_timeout%3D{}",
+                options.database_url,
+                timeout.as_millis().max(1)
+            )
+        }
+        _ => options.database_url.clone(),
+    };
+    let connect_options = AnyConnectOptions::from_str(&url)
         .map_err(|error| Error::invalid("database_url", error.to_string()))?
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));

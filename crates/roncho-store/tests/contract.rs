@@ -824,6 +824,29 @@ async fn peer_sessions_and_session_peers_are_listed(store: &dyn Store) {
 }
 
 #[tokio::test]
+async fn postgres_cancels_statements_past_the_statement_timeout() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    let mut options = StoreOptions::new(database.url.clone());
+    options.statement_timeout = Some(std::time::Duration::from_millis(200));
+    let store = roncho_store::connect(&options).await.unwrap();
+    let started = std::time::Instant::now();
+    let error = sqlx::query("SELECT pg_sleep(5)")
+        .execute(store.pool())
+        .await
+        .unwrap_err();
+    assert!(error.to_string().contains("statement timeout"), "{error}");
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    sqlx::query("SELECT 1")
+        .execute(store.pool())
+        .await
+        .expect("the connection lives on");
+    store.close().await;
+    database.drop_database().await;
+}
+
+#[tokio::test]
 async fn sqlite_data_survives_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
     let url = StoreOptions::embedded(dir.path()).database_url;

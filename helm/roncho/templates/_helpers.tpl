@@ -48,3 +48,8 @@ app.kubernetes.io/component: {{ .role }}
 {{ toYaml . }}
 {{- end }}
 {{- end -}}
+
+{{/* The port probes use: the plain-text health port when the API port speaks TLS. */}}
+{{- define "roncho.probePort" -}}
+{{- if .Values.tls.enabled -}}{{ .Values.tls.healthPort }}{{- else -}}{{ .Values.grpcPort }}{{- end -}}
+{{- end -}}

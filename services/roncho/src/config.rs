@@ -182,6 +182,30 @@ pub struct ConfigLayer {
     pub auth_jwt_previous_secrets: Option<String>,
     /// Serve a non-loopback address without authentication anyway.
     pub insecure_no_auth: Option<bool>,
+    /// The gRPC listener's TLS certificate chain and key (PEM); unset: plain text.
+    pub tls_cert_file: Option<PathBuf>,
+    pub tls_key_file: Option<PathBuf>,
+    /// CA (PEM) client certificates must chain to: mutual TLS.
+    pub tls_client_ca_file: Option<PathBuf>,
+    /// A plain-text address serving only gRPC health checks (probes that
+    /// cannot speak TLS); unset: health is served on `listen` alone.
+    pub health_listen: Option<SocketAddr>,
+    /// Requests in flight in the process before the excess is shed.
+    pub max_concurrent_requests: Option<usize>,
+    /// Requests in flight on one connection before the excess is shed.
+    pub max_concurrent_requests_per_connection: Option<usize>,
+    /// Longest a call may run (dialectic calls have their level deadlines).
+    pub request_timeout_secs: Option<u64>,
+    /// Longest a Postgres statement may run.
+    pub database_statement_timeout_secs: Option<u64>,
+    /// Per workspace and minute: Chat and ChatStream calls (0: unmetered).
+    pub rate_limit_chat_per_minute: Option<u32>,
+    /// Per workspace and minute: messages written, when a model derives from them.
+    pub rate_limit_messages_per_minute: Option<u32>,
+    /// Per workspace and minute: UploadFile calls.
+    pub rate_limit_uploads_per_minute: Option<u32>,
+    /// Per workspace and minute: ScheduleDream calls.
+    pub rate_limit_dreams_per_minute: Option<u32>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -395,6 +419,57 @@ pub struct Config {
     pub nats: Option<NatsConfig>,
     /// How callers are authenticated.
     pub auth: AuthConfig,
+    /// TLS on `listen`; `None`: plain text.
+    pub tls: Option<crate::tls::TlsFiles>,
+    /// Where health checks are also served, in plain text.
+    pub health_listen: Option<SocketAddr>,
+    /// Admission control.
+    pub limits: LimitsConfig,
+}
+
+/// Bounds on what callers take (docs/security.md).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct LimitsConfig {
+    pub max_concurrent_requests: usize,
+    pub max_concurrent_requests_per_connection: usize,
+    pub request_timeout: Duration,
+    pub database_statement_timeout: Duration,
+    /// Per workspace and minute; 0: unmetered.
+    pub chat_per_minute: u32,
+    /// Applied when a model derives (see [`LimitsConfig::rates`]).
+    pub messages_per_minute: u32,
+    pub uploads_per_minute: u32,
+    pub dreams_per_minute: u32,
+}
+
+impl LimitsConfig {
+    /// The admission limits of the gRPC server.
+    pub fn admission(&self) -> roncho_api::admission::Limits {
+        roncho_api::admission::Limits {
+            max_in_flight: self.max_concurrent_requests,
+            max_in_flight_per_connection: self.max_concurrent_requests_per_connection,
+            request_timeout: self.request_timeout,
+            ..roncho_api::admission::Limits::default()
+        }
+    }
+
+    /// The per-workspace rates; messages are metered only when `derives_with_model`.
+    pub fn rates(&self, derives_with_model: bool) -> roncho_api::admission::RateLimiter {
+        use roncho_api::admission::RateClass;
+        roncho_api::admission::RateLimiter::new([
+            (RateClass::Chat, self.chat_per_minute),
+            (
+                RateClass::Messages,
+                if derives_with_model {
+                    self.messages_per_minute
+                } else {
+                    0
+                },
+            ),
+            (RateClass::Uploads, self.uploads_per_minute),
+            (RateClass::Dreams, self.dreams_per_minute),
+        ])
+    }
 }
 
 impl std::fmt::Debug for Config {
@@ -877,7 +952,34 @@ impl Config {
                 "auth_jwt_previous_secrets needs auth_jwt_secret: the current secret signs, the previous ones only verify"
             );
         }
+        let tls = match (&merged.tls_cert_file, &merged.tls_key_file) {
+            (Some(cert), Some(key)) => Some(crate::tls::TlsFiles {
+                cert: cert.clone(),
+                key: key.clone(),
+                client_ca: merged.tls_client_ca_file.clone(),
+            }),
+            (None, None) if merged.tls_client_ca_file.is_some() => {
+                bail!(
+                    "tls_client_ca_file needs tls_cert_file and tls_key_file: client certificates are checked over TLS"
+                )
+            }
+            (None, None) => None,
+            _ => bail!("tls_cert_file and tls_key_file go together"),
+        };
+        let limits = LimitsConfig {
+            max_concurrent_requests: merged.max_concurrent_requests.unwrap_or(512).max(1),
+            max_concurrent_requests_per_connection: merged.max_concurrent_requests_per_connection.unwrap_or(128).max(1),
+            request_timeout: Duration::from_secs(merged.request_timeout_secs.unwrap_or(60).max(1)),
+            database_statement_timeout: Duration::from_secs(merged.database_statement_timeout_secs.unwrap_or(30)),
+            chat_per_minute: merged.rate_limit_chat_per_minute.unwrap_or(120),
+            messages_per_minute: merged.rate_limit_messages_per_minute.unwrap_or(6_000),
+            uploads_per_minute: merged.rate_limit_uploads_per_minute.unwrap_or(60),
+            dreams_per_minute: merged.rate_limit_dreams_per_minute.unwrap_or(10),
+        };
         let config = Config {
+            limits,
+            tls,
+            health_listen: merged.health_listen,
             auth: AuthConfig {
                 secrets,
                 insecure_no_auth: merged.insecure_no_auth.unwrap_or(false),
@@ -949,6 +1051,7 @@ impl Config {
             None => roncho_store::StoreOptions::embedded(&self.data_dir),
         };
         options.max_connections = self.max_connections;
+        options.statement_timeout = Some(self.limits.database_statement_timeout).filter(|timeout| !timeout.is_zero());
         options
     }
 

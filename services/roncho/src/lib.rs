@@ -7,6 +7,7 @@
 //! - [`telemetry`]: logs and OpenTelemetry trace export (OTLP).
 //! - [`server`]: the gRPC server of the chosen roles, health and reflection.
 //! - [`status`]: `roncho status` checks.
+//! - [`tls`]: TLS and mutual TLS on the gRPC listener, reloaded as files change.
 //! - [`wiring`]: the ports a configuration asks for.
 
 pub mod config;
@@ -15,4 +16,5 @@ pub mod observe;
 pub mod server;
 pub mod status;
 pub mod telemetry;
+pub mod tls;
 pub mod wiring;

@@ -115,6 +115,18 @@ struct CommonFlags {
     /// Serves a non-loopback address without authentication: anyone who reaches it can do anything.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// PEM certificate chain: serve gRPC over TLS (env RONCHO_TLS_CERT_FILE).
+    #[arg(long)]
+    tls_cert_file: Option<PathBuf>,
+    /// PEM private key of --tls-cert-file (env RONCHO_TLS_KEY_FILE).
+    #[arg(long)]
+    tls_key_file: Option<PathBuf>,
+    /// PEM CA that client certificates must chain to: mutual TLS (env RONCHO_TLS_CLIENT_CA_FILE).
+    #[arg(long)]
+    tls_client_ca_file: Option<PathBuf>,
+    /// Plain-text address serving only gRPC health checks, for probes (env RONCHO_HEALTH_LISTEN).
+    #[arg(long)]
+    health_listen: Option<SocketAddr>,
 }
 
 impl CommonFlags {
@@ -144,6 +156,10 @@ impl CommonFlags {
             nats_url: self.nats_url.clone(),
             auth_jwt_secret: self.auth_jwt_secret.clone(),
             insecure_no_auth: self.insecure_no_auth.then_some(true),
+            tls_cert_file: self.tls_cert_file.clone(),
+            tls_key_file: self.tls_key_file.clone(),
+            tls_client_ca_file: self.tls_client_ca_file.clone(),
+            health_listen: self.health_listen,
             ..ConfigLayer::default()
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -226,6 +242,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     let telemetry = Telemetry::init(&config, true)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
     let keys = roncho::wiring::key_set(&config)?;
+    let tls = config
+        .tls
+        .clone()
+        .map(roncho::tls::ReloadingTls::load)
+        .transpose()?
+        .map(Arc::new);
     if keys.is_none() && !config.listen.ip().is_loopback() {
         tracing::error!(
             listen = %config.listen,
@@ -252,10 +274,19 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     });
     let mut services = roncho::server::Services::store_only(store.clone());
     services.keys = keys;
+    services.tls = tls;
+    services.health_listen = config.health_listen;
+    services.admission = roncho_api::admission::Admission::new(config.limits.admission());
+    let derives_with_model = config
+        .llm
+        .as_ref()
+        .is_some_and(|llm| llm.roles.contains_key(&roncho::config::LlmRole::Deriver));
+    services.rates = Arc::new(config.limits.rates(derives_with_model));
     if let Some(address) = config.metrics_listen {
         let metrics = Arc::new(roncho::metrics::Metrics::new());
         roncho::metrics::install(metrics.clone());
         services.metrics = Some(metrics.clone());
+        metrics.watch_admission(services.admission.stats(), services.rates.clone());
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("binding the metrics address {address}"))?;

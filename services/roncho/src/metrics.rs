@@ -50,6 +50,24 @@ struct ModelOutcome {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Reason {
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Limit {
+    limit: String,
+}
+
+/// Admission control's counters, read at each scrape.
+struct Admission {
+    stats: Arc<roncho_api::admission::AdmissionStats>,
+    rates: Arc<roncho_api::admission::RateLimiter>,
+    /// What was already added to the counters: shed (process, connection), timed out, per rate class.
+    seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>)>,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelTokens {
     model: String,
     kind: String,
@@ -70,6 +88,11 @@ pub struct Metrics {
     sync_rows: Family<SyncState, Gauge>,
     llm_calls: Family<ModelOutcome, Counter>,
     llm_tokens: Family<ModelTokens, Counter>,
+    requests_in_flight: Gauge,
+    requests_shed: Family<Reason, Counter>,
+    requests_timed_out: Counter,
+    rate_limited: Family<Limit, Counter>,
+    admission: OnceLock<Admission>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -133,7 +156,36 @@ impl Metrics {
         registry.register("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
         let llm_tokens = Family::<ModelTokens, Counter>::default();
         registry.register("llm_tokens", "LLM tokens by model, input or output", llm_tokens.clone());
+        let requests_in_flight = Gauge::default();
+        registry.register(
+            "requests_in_flight",
+            "gRPC requests being served (health checks excepted)",
+            requests_in_flight.clone(),
+        );
+        let requests_shed = Family::<Reason, Counter>::default();
+        registry.register(
+            "requests_shed",
+            "requests refused RESOURCE_EXHAUSTED at once because the process or their connection was at its limit",
+            requests_shed.clone(),
+        );
+        let requests_timed_out = Counter::default();
+        registry.register(
+            "requests_timed_out",
+            "calls ended DEADLINE_EXCEEDED by the server's request timeout",
+            requests_timed_out.clone(),
+        );
+        let rate_limited = Family::<Limit, Counter>::default();
+        registry.register(
+            "rate_limited",
+            "calls refused because their workspace was over a rate (chat, messages, uploads, dreams)",
+            rate_limited.clone(),
+        );
         Self {
+            requests_in_flight,
+            requests_shed,
+            requests_timed_out,
+            rate_limited,
+            admission: OnceLock::new(),
             registry,
             rpc_requests,
             rpc_seconds,
@@ -145,8 +197,54 @@ impl Metrics {
         }
     }
 
+    /// Reports admission control's counters from now on.
+    pub fn watch_admission(
+        &self,
+        stats: Arc<roncho_api::admission::AdmissionStats>,
+        rates: Arc<roncho_api::admission::RateLimiter>,
+    ) {
+        let _ = self.admission.set(Admission {
+            stats,
+            rates,
+            seen: std::sync::Mutex::new((0, 0, 0, Vec::new())),
+        });
+    }
+
+    /// Brings the admission metrics up to date with its counters.
+    fn sync_admission(&self) {
+        let Some(admission) = self.admission.get() else {
+            return;
+        };
+        self.requests_in_flight
+            .set(i64::try_from(admission.stats.in_flight()).unwrap_or(i64::MAX));
+        let mut seen = admission.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let (process, connection, timed_out) = (
+            admission.stats.shed_process(),
+            admission.stats.shed_connection(),
+            admission.stats.timed_out(),
+        );
+        for (reason, now, before) in [("process", process, seen.0), ("connection", connection, seen.1)] {
+            self.requests_shed
+                .get_or_create(&Reason { reason: reason.into() })
+                .inc_by(now.saturating_sub(before));
+        }
+        self.requests_timed_out.inc_by(timed_out.saturating_sub(seen.2));
+        let refused = admission.rates.refused();
+        seen.3.resize(refused.len(), 0);
+        for ((class, now), before) in refused.iter().zip(seen.3.iter_mut()) {
+            self.rate_limited
+                .get_or_create(&Limit {
+                    limit: class.name().into(),
+                })
+                .inc_by(now.saturating_sub(*before));
+            *before = *now;
+        }
+        (seen.0, seen.1, seen.2) = (process, connection, timed_out);
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
+        self.sync_admission();
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -21,6 +21,39 @@ const UNTRACED_SERVICES: [&str; 3] = [
     "grpc.reflection.v1alpha.ServerReflection/",
 ];
 
+/// Methods served besides roncho.v1's.
+const OTHER_METHODS: [&str; 4] = [
+    "grpc.health.v1.Health/Check",
+    "grpc.health.v1.Health/Watch",
+    "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+];
+
+/// Returns the method a request path names when the server has it, else
+/// `unknown`: labels and span names never carry what a client made up.
+pub fn known_method(path: &str) -> &'static str {
+    static KNOWN: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        use prost::Message as _;
+        let descriptors = prost_types::FileDescriptorSet::decode(roncho_proto::FILE_DESCRIPTOR_SET)
+            .expect("the compiled-in descriptors decode");
+        let roncho = descriptors.file.iter().flat_map(|file| {
+            file.service.iter().flat_map(move |service| {
+                service
+                    .method
+                    .iter()
+                    .map(move |method| format!("{}.{}/{}", file.package(), service.name(), method.name()))
+            })
+        });
+        // Leaked once: the set lives as long as the process.
+        roncho
+            .map(|name| &*Box::leak(name.into_boxed_str()))
+            .chain(OTHER_METHODS)
+            .collect()
+    });
+    known.get(path.trim_start_matches('/')).copied().unwrap_or("unknown")
+}
+
 /// Traces every gRPC request and records its latency and status code.
 #[derive(Debug, Clone, Default)]
 pub struct RpcLayer {
@@ -102,8 +135,8 @@ where
     }
 
     fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let rpc = request.uri().path().trim_start_matches('/').to_owned();
-        let span = rpc_span(&rpc, &request);
+        let rpc = known_method(request.uri().path());
+        let span = rpc_span(rpc, &request);
         let started = Instant::now();
         let response = span.in_scope(|| self.inner.call(request));
         let metrics = self.metrics.clone();
@@ -137,7 +170,7 @@ where
                 }
                 if let Some(metrics) = metrics {
                     let label = code.map_or_else(|| "transport_error".to_owned(), |code| format!("{code:?}"));
-                    metrics.record_rpc(&rpc, &label, started.elapsed());
+                    metrics.record_rpc(rpc, &label, started.elapsed());
                 }
                 result
             }

@@ -3,10 +3,13 @@
 
 use std::sync::Arc;
 
+use anyhow::Context;
+use roncho_api::admission::{Admission, Limits, RateLimiter};
 use roncho_api::authz::Authorizer;
 use roncho_api::grpc::{
-    AuthLayer, DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, Edge, GrpcDeriver, GrpcDialectic,
-    GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer, RecallServiceServer,
+    Authenticator, DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, Edge, EdgeLayer, GrpcDeriver,
+    GrpcDialectic, GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer,
+    RecallServiceServer,
 };
 use roncho_api::keys::{KeyIssuer, KeySet};
 use roncho_core::queue::WorkQueue;
@@ -18,6 +21,9 @@ use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::config::Role;
+
+/// How often the TLS files are checked for changes.
+const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Largest request accepted: a 5 MiB upload plus its envelope.
 const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
@@ -47,6 +53,14 @@ pub struct Services {
     /// The secrets API keys are verified with; `None`: authentication is
     /// off and every caller is admin.
     pub keys: Option<Arc<KeySet>>,
+    /// TLS on the listener; `None`: plain text.
+    pub tls: Option<Arc<crate::tls::ReloadingTls>>,
+    /// A plain-text address that serves health checks alone.
+    pub health_listen: Option<std::net::SocketAddr>,
+    /// Bounds on requests in flight and their duration.
+    pub admission: Admission,
+    /// Per-workspace rates of the metered calls.
+    pub rates: Arc<RateLimiter>,
 }
 
 /// A dependency readiness watches: its name and a check that says why it
@@ -98,6 +112,10 @@ impl Services {
             metrics: None,
             dependencies: Vec::new(),
             keys: None,
+            tls: None,
+            health_listen: None,
+            admission: Admission::new(Limits::default()),
+            rates: Arc::new(RateLimiter::default()),
         }
     }
 }
@@ -121,12 +139,17 @@ pub async fn run(
         .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
         .build_v1alpha()?;
 
-    let edge = Edge::new(Authorizer::new(store.clone()));
+    let edge = Edge::new(Authorizer::new(store.clone()), services.rates.clone());
     let mut served = Vec::new();
+    // Outermost first: every request is observed, then admitted (shedding
+    // costs nothing), then authenticated.
     let mut router = tonic::transport::Server::builder()
         .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
-        .layer(AuthLayer::new(services.keys.clone()))
-        .add_service(health_service)
+        .layer(EdgeLayer::new(
+            services.admission.clone(),
+            Authenticator::new(services.keys.clone()),
+        ))
+        .add_service(health_service.clone())
         .add_service(reflection_v1)
         .add_service(reflection_v1alpha);
     if roles.iter().any(|role| role.serves_api()) {
@@ -204,8 +227,31 @@ pub async fn run(
         shutdown.clone(),
     ));
 
+    if let Some(address) = services.health_listen {
+        let health_listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the health address {address}"))?;
+        tracing::info!(%address, "serving gRPC health checks in plain text");
+        let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            let incoming = TcpIncoming::from(health_listener).with_nodelay(Some(true));
+            if let Err(error) = health_only
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(%error, "the health server stopped");
+            }
+        });
+    }
     let address = listener.local_addr()?;
-    tracing::info!(%address, roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(), "serving gRPC");
+    tracing::info!(
+        %address,
+        roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
+        tls = services.tls.is_some(),
+        authentication = services.keys.is_some(),
+        "serving gRPC"
+    );
     let drain = shutdown.clone();
     let reporter = health_reporter.clone();
     let stopping = async move {
@@ -216,9 +262,18 @@ pub async fn run(
         }
         tracing::info!("shutting down: finishing in-flight requests");
     };
-    // Small replies must not wait for delayed ACKs: turn Nagle off on every connection.
-    let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
-    router.serve_with_incoming_shutdown(incoming, stopping).await?;
+    match &services.tls {
+        Some(tls) => {
+            tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
+            let incoming = crate::tls::incoming(listener, tls.clone(), shutdown.clone());
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+        None => {
+            // Small replies must not wait for delayed ACKs: turn Nagle off on every connection.
+            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+    }
     Ok(())
 }
 

@@ -419,7 +419,23 @@ async fn store_check(config: &Config) -> Check {
 }
 
 async fn server_check(config: &Config) -> Check {
-    let endpoint = format!("http://{}", config.listen);
+    // Health is served in plain text on health_listen too; over TLS alone
+    // this process may not hold what the server asks of clients.
+    let address = match (config.health_listen, &config.tls) {
+        (Some(address), _) => address,
+        (None, None) => config.listen,
+        (None, Some(_)) => {
+            return Check {
+                name: "server",
+                ok: true,
+                detail: format!(
+                    "{} serves TLS: not checked here (set health_listen for probes and roncho status)",
+                    config.listen
+                ),
+            };
+        }
+    };
+    let endpoint = format!("http://{address}");
     let probe = async {
         let channel = tonic::transport::Endpoint::from_shared(endpoint.clone())?
             .connect_timeout(Duration::from_secs(2))
@@ -434,22 +450,32 @@ async fn server_check(config: &Config) -> Check {
         Ok(Ok(status)) if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 => Check {
             name: "server",
             ok: true,
-            detail: format!("{} is serving", config.listen),
+            detail: format!("{} is serving", config.listen)
+                + &config.tls.as_ref().map_or(String::new(), |tls| {
+                    format!(
+                        " over TLS{} (health checked on {address})",
+                        if tls.client_ca.is_some() {
+                            " with client certificates"
+                        } else {
+                            ""
+                        }
+                    )
+                }),
         },
         Ok(Ok(status)) => Check {
             name: "server",
             ok: false,
-            detail: format!("{} reports health status {status}", config.listen),
+            detail: format!("{address} reports health status {status}"),
         },
         Ok(Err(error)) => Check {
             name: "server",
             ok: false,
-            detail: format!("{} is not reachable: {error}", config.listen),
+            detail: format!("{address} is not reachable: {error}"),
         },
         Err(_) => Check {
             name: "server",
             ok: false,
-            detail: format!("{} did not answer within 3 s", config.listen),
+            detail: format!("{address} did not answer within 3 s"),
         },
     }
 }

@@ -21,6 +21,8 @@ use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
+
+mod support;
 use tonic::{Code, Status};
 
 const SECRET: &str = "the-authorization-matrix-test-secret-32b";
@@ -558,21 +560,12 @@ async fn start() -> Server {
     roncho_store::migrate(&store).await.unwrap();
     let store = Arc::new(store);
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let address = listener.local_addr().unwrap();
-    let shutdown = CancellationToken::new();
     let services = roncho::server::Services {
         queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone()))),
         keys: Some(keys.clone()),
         ..roncho::server::Services::store_only(store)
     };
-    let token = shutdown.clone();
-    tokio::spawn(async move { roncho::server::run(listener, services, &Role::ALL, token).await });
-    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
+    let support::Served { channel, shutdown, .. } = support::serve(services, &Role::ALL).await;
     let admin = keys.sign(&Claims {
         ad: Some(true),
         ..Claims::default()

@@ -43,6 +43,19 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         .connect()
         .await
         .unwrap();
+    // A made-up method: answered UNIMPLEMENTED, counted as `unknown`, its
+    // name kept out of the labels.
+    let mut raw = tonic::client::Grpc::new(channel.clone());
+    raw.ready().await.unwrap();
+    let made_up = raw
+        .unary(
+            tonic::Request::new(pb::ListPeersRequest::default()),
+            http::uri::PathAndQuery::from_static("/roncho.v1.IngestService/MadeUpMethodName"),
+            tonic_prost::ProstCodec::<pb::ListPeersRequest, pb::ListPeersResponse>::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(made_up.code(), tonic::Code::Unimplemented);
     let mut ingest = IngestServiceClient::new(channel);
     for _ in 0..2 {
         ingest
@@ -125,6 +138,15 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         "roncho_rpc_requests_total{rpc=\"roncho.v1.IngestService/GetOrCreateWorkspace\",code=\"Ok\"}",
     );
     assert_eq!(ok, Some(2.0), "{text}");
+    assert!(!text.contains("MadeUpMethodName"), "{text}");
+    assert_eq!(
+        sample(
+            text,
+            "roncho_rpc_requests_total{rpc=\"unknown\",code=\"Unimplemented\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
     let invalid = sample(
         text,
         "roncho_rpc_requests_total{rpc=\"roncho.v1.IngestService/GetOrCreateWorkspace\",code=\"InvalidArgument\"}",

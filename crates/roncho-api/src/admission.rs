@@ -1,0 +1,416 @@
+//! Admission control: what one caller may take from everyone else.
+//!
+//! - [`Admission`] bounds requests in flight, in the whole process and per
+//!   connection, and sheds the excess at once (`RESOURCE_EXHAUSTED` with a
+//!   retry delay) instead of queuing it; it also sets the request timeout
+//!   past which calls end `DEADLINE_EXCEEDED`. Health checks are never shed.
+//!   The gRPC edge's layer applies it to every call.
+//! - [`RateLimiter`] holds a token bucket per workspace for each call that
+//!   costs model tokens or heavy work; an empty bucket refuses the call, with
+//!   the time until it refills, before anything is written.
+//!
+//! Limits are per process: N replicas admit N times as much.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use roncho_core::{Error, Result};
+use tonic::transport::server::TcpConnectInfo;
+
+/// Limits on requests in flight and their duration.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Requests in flight in the process; further ones are shed.
+    pub max_in_flight: usize,
+    /// Requests in flight on one connection; further ones are shed.
+    pub max_in_flight_per_connection: usize,
+    /// Longest a call may run (the dialectic has its own, per level).
+    pub request_timeout: Duration,
+    /// The retry delay a shed request is told.
+    pub retry_after: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_in_flight: 512,
+            max_in_flight_per_connection: 128,
+            request_timeout: Duration::from_secs(60),
+            retry_after: Duration::from_millis(250),
+        }
+    }
+}
+
+/// Calls that are admitted without limits: probes and tooling.
+const UNLIMITED: [&str; 3] = [
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1.ServerReflection/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+];
+
+/// Calls whose duration their service bounds itself (dialectic levels).
+const OWN_DEADLINES: &str = "/roncho.v1.DialecticService/";
+
+/// Counts of what admission control refused, for metrics.
+#[derive(Debug, Default)]
+pub struct AdmissionStats {
+    in_flight: AtomicUsize,
+    shed_process: AtomicU64,
+    shed_connection: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+impl AdmissionStats {
+    /// Requests in flight now.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Requests shed because the process was at its limit.
+    pub fn shed_process(&self) -> u64 {
+        self.shed_process.load(Ordering::Relaxed)
+    }
+
+    /// Requests shed because their connection was at its limit.
+    pub fn shed_connection(&self) -> u64 {
+        self.shed_connection.load(Ordering::Relaxed)
+    }
+
+    /// Calls ended by the request timeout.
+    pub fn timed_out(&self) -> u64 {
+        self.timed_out.load(Ordering::Relaxed)
+    }
+}
+
+/// Bounds requests in flight and their duration (see the module docs).
+#[derive(Debug, Clone)]
+pub struct Admission {
+    limits: Limits,
+    stats: Arc<AdmissionStats>,
+    connections: Arc<Mutex<HashMap<SocketAddr, usize>>>,
+}
+
+impl Admission {
+    /// Returns admission control enforcing `limits`.
+    pub fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            stats: Arc::default(),
+            connections: Arc::default(),
+        }
+    }
+
+    /// Returns the counters.
+    pub fn stats(&self) -> Arc<AdmissionStats> {
+        self.stats.clone()
+    }
+
+    /// Admits a request: `None` for calls never limited (probes), a slot
+    /// held until the call ends, or why it is refused.
+    pub fn admit<B>(&self, request: &http::Request<B>) -> Result<Option<Slot>> {
+        let path = request.uri().path();
+        if UNLIMITED.iter().any(|prefix| path.starts_with(prefix)) {
+            return Ok(None);
+        }
+        self.take_slot(connection_of(request)).map(Some)
+    }
+
+    /// Returns how long a call to `path` may run; `None`: its service bounds it.
+    pub fn timeout(&self, path: &str) -> Option<Duration> {
+        (!path.starts_with(OWN_DEADLINES)).then_some(self.limits.request_timeout)
+    }
+
+    /// Counts a call ended by the request timeout.
+    pub fn timed_out(&self) {
+        self.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Takes a slot for a request on `connection`, or says why there is none.
+    fn take_slot(&self, connection: Option<SocketAddr>) -> Result<Slot> {
+        let shed = |reason: &str| Error::Throttled {
+            reason: reason.to_owned(),
+            retry_after: self.limits.retry_after,
+        };
+        let in_flight = self.stats.in_flight.fetch_add(1, Ordering::AcqRel);
+        let mut slot = Slot {
+            layer: self.clone(),
+            connection: None,
+        };
+        if in_flight >= self.limits.max_in_flight {
+            self.stats.shed_process.fetch_add(1, Ordering::Relaxed);
+            return Err(shed("the server is at its limit of requests in flight"));
+        }
+        let Some(connection) = connection else {
+            return Ok(slot);
+        };
+        let mut connections = self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = connections.entry(connection).or_insert(0);
+        if *count >= self.limits.max_in_flight_per_connection {
+            self.stats.shed_connection.fetch_add(1, Ordering::Relaxed);
+            return Err(shed("this connection is at its limit of requests in flight"));
+        }
+        *count += 1;
+        drop(connections);
+        slot.connection = Some(connection);
+        Ok(slot)
+    }
+}
+
+/// A request's place in flight, given back when dropped.
+#[derive(Debug)]
+pub struct Slot {
+    layer: Admission,
+    connection: Option<SocketAddr>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        self.layer.stats.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Some(connection) = self.connection {
+            let mut connections = self
+                .layer
+                .connections
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            if let Some(count) = connections.get_mut(&connection) {
+                *count -= 1;
+                if *count == 0 {
+                    connections.remove(&connection);
+                }
+            }
+        }
+    }
+}
+
+/// Returns the peer address identifying a request's connection.
+fn connection_of<B>(request: &http::Request<B>) -> Option<SocketAddr> {
+    let extensions = request.extensions();
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<tonic::transport::server::TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|info| info.get_ref().remote_addr())
+        })
+}
+
+/// A kind of call metered per workspace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum RateClass {
+    /// `Chat`, `ChatStream`: a model answers.
+    Chat,
+    /// `CreateMessages`, counted in messages, when a model derives from them.
+    Messages,
+    /// `UploadFile`: parsing and many messages.
+    Uploads,
+    /// `ScheduleDream`: a long model run.
+    Dreams,
+}
+
+impl RateClass {
+    pub const ALL: [RateClass; 4] = [
+        RateClass::Chat,
+        RateClass::Messages,
+        RateClass::Uploads,
+        RateClass::Dreams,
+    ];
+
+    /// Returns the class's name in configuration and metrics.
+    pub fn name(self) -> &'static str {
+        match self {
+            RateClass::Chat => "chat",
+            RateClass::Messages => "messages",
+            RateClass::Uploads => "uploads",
+            RateClass::Dreams => "dreams",
+        }
+    }
+}
+
+/// A metered call: its class, workspace and cost in tokens of the bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Rate<'a> {
+    pub class: RateClass,
+    pub workspace: &'a str,
+    pub cost: u32,
+}
+
+/// A token bucket: `capacity` tokens, refilled evenly over a minute.
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+}
+
+/// Most buckets kept before full ones (as good as absent) are dropped.
+const MAX_BUCKETS: usize = 10_000;
+
+/// Per-workspace token buckets of the metered calls.
+#[derive(Debug, Default)]
+pub struct RateLimiter {
+    /// Per class, the bucket size and per-minute refill; absent: unmetered.
+    per_minute: HashMap<RateClass, u32>,
+    buckets: Mutex<HashMap<(RateClass, String), Bucket>>,
+    refused: Mutex<HashMap<RateClass, u64>>,
+}
+
+impl RateLimiter {
+    /// Returns the limiter admitting `per_minute` of each class per workspace
+    /// (0 or absent: unmetered).
+    pub fn new(per_minute: impl IntoIterator<Item = (RateClass, u32)>) -> Self {
+        Self {
+            per_minute: per_minute.into_iter().filter(|(_, rate)| *rate > 0).collect(),
+            ..Self::default()
+        }
+    }
+
+    /// Takes `rate.cost` tokens from the workspace's bucket, or refuses with
+    /// the time until there are enough.
+    pub fn admit(&self, rate: Rate<'_>) -> Result<()> {
+        self.admit_at(rate, Instant::now())
+    }
+
+    fn admit_at(&self, rate: Rate<'_>, now: Instant) -> Result<()> {
+        let Some(&per_minute) = self.per_minute.get(&rate.class) else {
+            return Ok(());
+        };
+        let capacity = f64::from(per_minute);
+        let cost = f64::from(rate.cost);
+        if cost > capacity {
+            return Err(Error::invalid(
+                "request",
+                format!(
+                    "costs {} {}, more than the {} a workspace may spend per minute",
+                    rate.cost,
+                    rate.class.name(),
+                    per_minute
+                ),
+            ));
+        }
+        let per_second = capacity / 60.0;
+        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if buckets.len() >= MAX_BUCKETS {
+            buckets.retain(|(class, _), bucket| {
+                let rate = f64::from(self.per_minute.get(class).copied().unwrap_or(0)) / 60.0;
+                bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * rate < capacity
+            });
+        }
+        let bucket = buckets
+            .entry((rate.class, rate.workspace.to_owned()))
+            .or_insert(Bucket {
+                tokens: capacity,
+                updated: now,
+            });
+        bucket.tokens = (bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * per_second).min(capacity);
+        bucket.updated = now;
+        if bucket.tokens >= cost {
+            bucket.tokens -= cost;
+            return Ok(());
+        }
+        let wait = Duration::from_secs_f64((cost - bucket.tokens) / per_second);
+        drop(buckets);
+        *self
+            .refused
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .entry(rate.class)
+            .or_default() += 1;
+        Err(Error::Throttled {
+            reason: format!(
+                "workspace `{}` is over its rate of {} {} per minute",
+                rate.workspace,
+                per_minute,
+                rate.class.name()
+            ),
+            retry_after: wait.max(Duration::from_millis(1)),
+        })
+    }
+
+    /// Calls refused so far, by class.
+    pub fn refused(&self) -> Vec<(RateClass, u64)> {
+        let refused = self.refused.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        RateClass::ALL
+            .into_iter()
+            .map(|class| (class, refused.get(&class).copied().unwrap_or(0)))
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn buckets_refill_over_a_minute_and_refuse_with_the_wait() {
+        let limiter = RateLimiter::new([(RateClass::Chat, 60)]);
+        let start = Instant::now();
+        let chat = |workspace| Rate {
+            class: RateClass::Chat,
+            workspace,
+            cost: 1,
+        };
+        for _ in 0..60 {
+            limiter.admit_at(chat("w"), start).unwrap();
+        }
+        match limiter.admit_at(chat("w"), start) {
+            Err(Error::Throttled { retry_after, .. }) => {
+                assert!((retry_after.as_secs_f64() - 1.0).abs() < 0.01, "{retry_after:?}");
+            }
+            other => panic!("expected throttling, got {other:?}"),
+        }
+        limiter
+            .admit_at(chat("other"), start)
+            .expect("workspaces have their own buckets");
+        limiter
+            .admit_at(chat("w"), start + Duration::from_secs(1))
+            .expect("one token a second");
+        assert_eq!(limiter.refused()[0], (RateClass::Chat, 1));
+        // Unmetered classes pass.
+        let dreams = Rate {
+            class: RateClass::Dreams,
+            workspace: "w",
+            cost: 1_000,
+        };
+        limiter.admit_at(dreams, start).unwrap();
+    }
+
+    #[test]
+    fn a_batch_larger_than_the_bucket_is_invalid_not_throttled() {
+        let limiter = RateLimiter::new([(RateClass::Messages, 50)]);
+        let batch = Rate {
+            class: RateClass::Messages,
+            workspace: "w",
+            cost: 51,
+        };
+        assert!(matches!(limiter.admit(batch), Err(Error::InvalidArgument { .. })));
+    }
+
+    #[test]
+    fn slots_are_given_back_and_the_excess_is_shed() {
+        let layer = Admission::new(Limits {
+            max_in_flight: 3,
+            max_in_flight_per_connection: 2,
+            ..Limits::default()
+        });
+        let a: SocketAddr = "10.0.0.1:1000".parse().unwrap();
+        let b: SocketAddr = "10.0.0.2:1000".parse().unwrap();
+        let first = layer.take_slot(Some(a)).unwrap();
+        let _second = layer.take_slot(Some(a)).unwrap();
+        assert!(
+            matches!(layer.take_slot(Some(a)), Err(Error::Throttled { .. })),
+            "per connection"
+        );
+        let _third = layer.take_slot(Some(b)).unwrap();
+        assert!(
+            matches!(layer.take_slot(Some(b)), Err(Error::Throttled { .. })),
+            "per process"
+        );
+        drop(first);
+        layer.take_slot(Some(b)).expect("a slot came back");
+        assert_eq!(layer.stats().shed_connection(), 1);
+        assert_eq!(layer.stats().shed_process(), 1);
+    }
+}

@@ -1,0 +1,219 @@
+//! TLS on the gRPC listener (rustls, ring): the server's certificate and
+//! key from PEM files, optionally client certificates verified against a CA
+//! (mTLS), and all three reloaded without a restart when the files change.
+//!
+//! Connections are accepted here and handed to tonic once their handshake
+//! is done: handshakes run concurrently (a slow or silent client holds up
+//! nobody), bounded in number and time, and a client that does not speak
+//! TLS is dropped at its first bytes.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, SystemTime};
+
+use anyhow::Context;
+use rustls::ServerConfig;
+use rustls::server::WebPkiClientVerifier;
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_rustls::TlsAcceptor;
+use tokio_rustls::server::TlsStream;
+use tokio_util::sync::CancellationToken;
+
+/// Longest a client may take to finish its handshake.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+/// Most handshakes in progress at once; further connections wait to be accepted.
+const MAX_HANDSHAKES: usize = 256;
+
+/// Where the TLS material is.
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct TlsFiles {
+    /// The server's certificate chain, PEM, leaf first.
+    pub cert: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub key: PathBuf,
+    /// CA certificates client certificates must chain to; `None`: clients
+    /// present none.
+    pub client_ca: Option<PathBuf>,
+}
+
+impl TlsFiles {
+    fn paths(&self) -> impl Iterator<Item = &Path> {
+        [Some(&self.cert), Some(&self.key), self.client_ca.as_ref()]
+            .into_iter()
+            .flatten()
+            .map(PathBuf::as_path)
+    }
+
+    fn modified(&self) -> Vec<Option<SystemTime>> {
+        self.paths()
+            .map(|path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok())
+            .collect()
+    }
+}
+
+/// The server's TLS configuration, reloaded when its files change.
+pub struct ReloadingTls {
+    files: TlsFiles,
+    current: RwLock<(Arc<ServerConfig>, Vec<Option<SystemTime>>)>,
+}
+
+impl std::fmt::Debug for ReloadingTls {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("ReloadingTls")
+            .field("files", &self.files)
+            .finish_non_exhaustive()
+    }
+}
+
+impl ReloadingTls {
+    /// Loads the files; an unreadable or invalid one is an error naming it.
+    pub fn load(files: TlsFiles) -> anyhow::Result<Self> {
+        let modified = files.modified();
+        let config = server_config(&files)?;
+        Ok(Self {
+            files,
+            current: RwLock::new((config, modified)),
+        })
+    }
+
+    /// Returns whether clients must present a certificate.
+    pub fn verifies_clients(&self) -> bool {
+        self.files.client_ca.is_some()
+    }
+
+    fn acceptor(&self) -> TlsAcceptor {
+        let current = self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+        TlsAcceptor::from(current.0.clone())
+    }
+
+    /// Reloads the files if any changed since the last load; a bad new set is
+    /// logged and the previous one kept. Returns whether it reloaded.
+    pub fn reload_if_changed(&self) -> bool {
+        let modified = self.files.modified();
+        {
+            let current = self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner());
+            if current.1 == modified {
+                return false;
+            }
+        }
+        match server_config(&self.files) {
+            Ok(config) => {
+                *self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = (config, modified);
+                tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
+                true
+            }
+            Err(error) => {
+                tracing::error!(
+                    error = format!("{error:#}"),
+                    "TLS files changed but do not load; keeping the previous ones"
+                );
+                // Do not retry the same broken files every tick.
+                self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()).1 = modified;
+                false
+            }
+        }
+    }
+
+    /// Checks the files every `interval` until `shutdown`.
+    pub async fn watch(self: Arc<Self>, interval: Duration, shutdown: CancellationToken) {
+        loop {
+            tokio::select! {
+                () = shutdown.cancelled() => return,
+                () = tokio::time::sleep(interval) => {}
+            }
+            let this = self.clone();
+            let _ = tokio::task::spawn_blocking(move || this.reload_if_changed()).await;
+        }
+    }
+}
+
+fn provider() -> Arc<rustls::crypto::CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+/// Builds the rustls configuration of the files: HTTP/2 only, TLS 1.2 and 1.3.
+fn server_config(files: &TlsFiles) -> anyhow::Result<Arc<ServerConfig>> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(&files.cert)
+        .and_then(|certs| certs.collect())
+        .with_context(|| format!("reading the certificate chain {}", files.cert.display()))?;
+    anyhow::ensure!(!certs.is_empty(), "{} holds no certificate", files.cert.display());
+    let key = PrivateKeyDer::from_pem_file(&files.key)
+        .with_context(|| format!("reading the private key {}", files.key.display()))?;
+    let builder = ServerConfig::builder_with_provider(provider())
+        .with_safe_default_protocol_versions()
+        .context("choosing TLS versions")?;
+    let builder = match &files.client_ca {
+        None => builder.with_no_client_auth(),
+        Some(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in CertificateDer::pem_file_iter(path)
+                .with_context(|| format!("reading the client CA {}", path.display()))?
+            {
+                roots
+                    .add(cert.with_context(|| format!("reading the client CA {}", path.display()))?)
+                    .with_context(|| format!("adding the client CA {}", path.display()))?;
+            }
+            let verifier = WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider())
+                .build()
+                .with_context(|| format!("the client CA {}", path.display()))?;
+            builder.with_client_cert_verifier(verifier)
+        }
+    };
+    let mut config = builder
+        .with_single_cert(certs, key)
+        .with_context(|| format!("{} does not match {}", files.key.display(), files.cert.display()))?;
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// Accepts connections on `listener` and yields those whose TLS handshake
+/// succeeded, until `shutdown`.
+pub fn incoming(
+    listener: TcpListener,
+    tls: Arc<ReloadingTls>,
+    shutdown: CancellationToken,
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+    let (sender, receiver) = tokio::sync::mpsc::channel(64);
+    let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    tokio::spawn(async move {
+        loop {
+            let permit = tokio::select! {
+                () = shutdown.cancelled() => return,
+                permit = handshakes.clone().acquire_owned() => match permit {
+                    Ok(permit) => permit,
+                    Err(_) => return,
+                },
+            };
+            let accepted = tokio::select! {
+                () = shutdown.cancelled() => return,
+                accepted = listener.accept() => accepted,
+            };
+            let (stream, peer) = match accepted {
+                Ok(accepted) => accepted,
+                Err(error) => {
+                    // Out of file descriptors and the like: back off instead of spinning.
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                    continue;
+                }
+            };
+            let _ = stream.set_nodelay(true);
+            let acceptor = tls.acceptor();
+            let sender = sender.clone();
+            tokio::spawn(async move {
+                let _permit = permit;
+                match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                    Ok(Ok(stream)) => {
+                        let _ = sender.send(Ok(stream)).await;
+                    }
+                    Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
+                    Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
+                }
+            });
+        }
+    });
+    tokio_stream::wrappers::ReceiverStream::new(receiver)
+}

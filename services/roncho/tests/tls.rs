@@ -1,0 +1,189 @@
+//! TLS on the gRPC listener: a client trusting the CA connects and a
+//! plain-text one is refused; with a client CA, only clients holding a
+//! certificate it signed get in; new certificate files are picked up
+//! without a restart.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use rcgen::{BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair};
+use roncho::config::Role;
+use roncho::tls::{ReloadingTls, TlsFiles};
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use tokio_util::sync::CancellationToken;
+use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
+
+mod support;
+
+/// A certificate authority for the test.
+struct Authority {
+    issuer: CertifiedIssuer<'static, KeyPair>,
+}
+
+impl Authority {
+    fn new(name: &str) -> Self {
+        let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
+        params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+        params.distinguished_name.push(DnType::CommonName, name);
+        Self {
+            issuer: CertifiedIssuer::self_signed(params, KeyPair::generate().unwrap()).unwrap(),
+        }
+    }
+
+    fn pem(&self) -> String {
+        self.issuer.pem()
+    }
+
+    /// Returns a (certificate, key) PEM pair for `names`, signed by this authority.
+    fn issue(&self, names: &[&str]) -> (String, String) {
+        let key = KeyPair::generate().unwrap();
+        let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
+        let mut params = CertificateParams::new(names).unwrap();
+        params.distinguished_name.push(DnType::CommonName, "roncho test");
+        let cert = params.signed_by(&key, &self.issuer).unwrap();
+        (cert.pem(), key.serialize_pem())
+    }
+}
+
+struct Server {
+    address: std::net::SocketAddr,
+    tls: Arc<ReloadingTls>,
+    shutdown: CancellationToken,
+    _dir: tempfile::TempDir,
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> std::path::PathBuf {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+async fn start(server_ca: &Authority, client_ca: Option<&Authority>) -> Server {
+    let dir = tempfile::tempdir().unwrap();
+    let (cert, key) = server_ca.issue(&["localhost", "127.0.0.1"]);
+    let files = TlsFiles {
+        cert: write(dir.path(), "server.pem", &cert),
+        key: write(dir.path(), "server.key", &key),
+        client_ca: client_ca.map(|ca| write(dir.path(), "clients.pem", &ca.pem())),
+    };
+    let tls = Arc::new(ReloadingTls::load(files).unwrap());
+    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
+        .await
+        .unwrap();
+    roncho_store::migrate(&store).await.unwrap();
+    let services = roncho::server::Services {
+        tls: Some(tls.clone()),
+        ..roncho::server::Services::store_only(Arc::new(store))
+    };
+    let support::Served { address, shutdown, .. } = support::serve(services, &[Role::Recall]).await;
+    Server {
+        address,
+        tls,
+        shutdown,
+        _dir: dir,
+    }
+}
+
+async fn tls_channel(server: &Server, ca: &Authority, identity: Option<(String, String)>) -> anyhow::Result<Channel> {
+    let mut tls = ClientTlsConfig::new()
+        .ca_certificate(Certificate::from_pem(ca.pem()))
+        .domain_name("localhost");
+    if let Some((cert, key)) = identity {
+        tls = tls.identity(Identity::from_pem(cert, key));
+    }
+    Ok(
+        Endpoint::from_shared(format!("https://localhost:{}", server.address.port()))?
+            .tls_config(tls)?
+            .connect_timeout(std::time::Duration::from_secs(5))
+            .connect()
+            .await?,
+    )
+}
+
+async fn list(channel: Channel) -> Result<pb::ListWorkspacesResponse, tonic::Status> {
+    RecallServiceClient::new(channel)
+        .list_workspaces(pb::ListWorkspacesRequest::default())
+        .await
+        .map(tonic::Response::into_inner)
+}
+
+#[tokio::test]
+async fn a_client_trusting_the_ca_connects_and_a_plain_text_one_is_refused() {
+    let ca = Authority::new("server CA");
+    let server = start(&ca, None).await;
+    let channel = tls_channel(&server, &ca, None).await.unwrap();
+    list(channel).await.unwrap();
+
+    let plain = Endpoint::from_shared(format!("http://{}", server.address))
+        .unwrap()
+        .connect()
+        .await;
+    let refused = match plain {
+        Err(_) => true,
+        Ok(channel) => list(channel).await.is_err(),
+    };
+    assert!(refused, "a plain-text client got an answer");
+
+    let stranger = Authority::new("some other CA");
+    assert!(
+        tls_channel(&server, &stranger, None).await.is_err(),
+        "a client that does not trust the server's CA connected"
+    );
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn with_a_client_ca_only_clients_holding_its_certificates_get_in() {
+    let ca = Authority::new("server CA");
+    let clients = Authority::new("client CA");
+    let server = start(&ca, Some(&clients)).await;
+    assert!(server.tls.verifies_clients());
+    let pinned = tls_channel(&server, &ca, Some(clients.issue(&["ingest-role"])))
+        .await
+        .unwrap();
+    list(pinned).await.unwrap();
+
+    let anonymous = match tls_channel(&server, &ca, None).await {
+        Err(_) => true,
+        Ok(channel) => list(channel).await.is_err(),
+    };
+    assert!(anonymous, "a client without a certificate got an answer");
+    let impostor = Authority::new("an impostor's CA");
+    let forged = match tls_channel(&server, &ca, Some(impostor.issue(&["ingest-role"]))).await {
+        Err(_) => true,
+        Ok(channel) => list(channel).await.is_err(),
+    };
+    assert!(forged, "a client certificate from another CA got an answer");
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn new_certificate_files_are_served_without_a_restart() {
+    let old_ca = Authority::new("old CA");
+    let server = start(&old_ca, None).await;
+    list(tls_channel(&server, &old_ca, None).await.unwrap()).await.unwrap();
+    assert!(!server.tls.reload_if_changed(), "nothing changed yet");
+
+    // The operator (or cert-manager) replaces both files.
+    let new_ca = Authority::new("new CA");
+    let (cert, key) = new_ca.issue(&["localhost", "127.0.0.1"]);
+    let dir = server._dir.path();
+    // Past the file system's timestamp granularity, so the change shows.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    write(dir, "server.pem", &cert);
+    write(dir, "server.key", &key);
+    assert!(server.tls.reload_if_changed());
+    list(tls_channel(&server, &new_ca, None).await.unwrap()).await.unwrap();
+    assert!(
+        tls_channel(&server, &old_ca, None).await.is_err(),
+        "new connections still get the old certificate"
+    );
+
+    // A broken replacement keeps the working certificate.
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    write(dir, "server.key", "not a key");
+    assert!(!server.tls.reload_if_changed());
+    list(tls_channel(&server, &new_ca, None).await.unwrap()).await.unwrap();
+    server.shutdown.cancel();
+}
