@@ -5,7 +5,9 @@
 //! - [`locomo`]: the LoCoMo conversation format, evidence normalisation and
 //!   recall metrics.
 //! - [`synth`]: a seeded generator of synthetic conversations in that format.
+//! - [`target`]: connecting to a server, over TLS and with a key when asked.
 
 pub mod corpus;
 pub mod locomo;
 pub mod synth;
+pub mod target;

@@ -17,6 +17,7 @@ use anyhow::Context;
 use clap::{Parser, Subcommand};
 use hdrhistogram::Histogram;
 use roncho_loadtests::corpus::Corpus;
+use roncho_loadtests::target::Target;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
@@ -27,9 +28,15 @@ mod sustained;
 #[derive(Debug, Parser)]
 #[command(about = "gRPC load generator for roncho")]
 struct Cli {
-    /// Server address.
+    /// Server address (https://... with --ca-file).
     #[arg(long, default_value = "http://127.0.0.1:50051")]
     target: String,
+    /// CA of the server's TLS certificate (PEM): connect over TLS.
+    #[arg(long)]
+    ca_file: Option<std::path::PathBuf>,
+    /// API key sent with every call.
+    #[arg(long)]
+    key: Option<String>,
     /// Prints JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -168,7 +175,7 @@ pub(crate) fn elapsed_micros(start: Instant) -> u64 {
 }
 
 async fn ingest(
-    target: &str,
+    target: &Target,
     batches: usize,
     batch_size: usize,
     concurrency: usize,
@@ -176,10 +183,7 @@ async fn ingest(
     page_size: i32,
 ) -> anyhow::Result<Vec<Phase>> {
     anyhow::ensure!((1..=100).contains(&batch_size), "--batch-size must be 1..=100");
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {target}"))?;
+    let channel = target.connect().await?;
     let workspace_id = format!("loadtest-{}", std::process::id());
 
     let started = Instant::now();
@@ -256,17 +260,14 @@ async fn ingest(
 /// Runs `turns` agent turns from `concurrency` conversations; reports each
 /// RPC and the whole turn.
 async fn turn(
-    target: &str,
+    target: &Target,
     turns: usize,
     concurrency: usize,
     level: &str,
     context_tokens: i32,
 ) -> anyhow::Result<Vec<Phase>> {
     use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {target}"))?;
+    let channel = target.connect().await?;
     let workspace_id = format!("turns-{}", std::process::id());
     let started = Instant::now();
     let mut clients = Vec::new();
@@ -387,17 +388,14 @@ async fn turn(
 /// Asks the dialectic `queries` questions about peer `user` from
 /// `concurrency` clients.
 async fn dialectic(
-    target: &str,
+    target: &Target,
     queries: usize,
     concurrency: usize,
     workspace: &str,
     level: &str,
 ) -> anyhow::Result<Vec<Phase>> {
     use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {target}"))?;
+    let channel = target.connect().await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for client_index in 0..concurrency {
@@ -438,10 +436,8 @@ async fn dialectic(
 
 /// Writes one message per sample and polls QueryConclusions (every 20 ms)
 /// until an observation quoting it comes back.
-async fn visibility(target: &str, samples: usize, workspace: &str, timeout: Duration) -> anyhow::Result<Vec<Phase>> {
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await?;
+async fn visibility(target: &Target, samples: usize, workspace: &str, timeout: Duration) -> anyhow::Result<Vec<Phase>> {
+    let channel = target.connect().await?;
     let mut ingest = IngestServiceClient::new(channel.clone());
     let mut recall = RecallServiceClient::new(channel);
     let nonce = std::process::id();
@@ -507,15 +503,13 @@ async fn visibility(target: &str, samples: usize, workspace: &str, timeout: Dura
 }
 
 async fn search_ingest(
-    target: &str,
+    target: &Target,
     corpus: Corpus,
     messages: usize,
     session_size: usize,
     workspace: &str,
 ) -> anyhow::Result<Vec<Phase>> {
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await?;
+    let channel = target.connect().await?;
     let mut client = IngestServiceClient::new(channel);
     let started = Instant::now();
     let mut latencies = histogram();
@@ -549,16 +543,14 @@ async fn search_ingest(
 }
 
 async fn search(
-    target: &str,
+    target: &Target,
     corpus: Corpus,
     queries: usize,
     concurrency: usize,
     workspace: &str,
     context_tokens: i32,
 ) -> anyhow::Result<Vec<Phase>> {
-    let channel = tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await?;
+    let channel = target.connect().await?;
     let started = Instant::now();
     let mut tasks = Vec::new();
     for client_index in 0..concurrency {
@@ -635,6 +627,11 @@ async fn search(
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    let target = Target {
+        address: cli.target.clone(),
+        ca_file: cli.ca_file.clone(),
+        key: cli.key.clone(),
+    };
     let mut extra = serde_json::Value::Null;
     let phases = match cli.scenario {
         Scenario::Dialectic {
@@ -642,9 +639,9 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             workspace,
             level,
-        } => dialectic(&cli.target, queries, concurrency.max(1), &workspace, &level).await?,
+        } => dialectic(&target, queries, concurrency.max(1), &workspace, &level).await?,
         Scenario::Sustained(args) => {
-            let (phases, derivation) = sustained::run(&cli.target, &args).await?;
+            let (phases, derivation) = sustained::run(&target, &args).await?;
             extra = derivation;
             phases
         }
@@ -654,41 +651,31 @@ async fn main() -> anyhow::Result<()> {
             concurrency,
             lists,
             page_size,
-        } => ingest(&cli.target, batches, batch_size, concurrency.max(1), lists, page_size).await?,
+        } => ingest(&target, batches, batch_size, concurrency.max(1), lists, page_size).await?,
         Scenario::Turn {
             turns,
             concurrency,
             level,
             context_tokens,
-        } => turn(&cli.target, turns, concurrency.max(1), &level, context_tokens).await?,
+        } => turn(&target, turns, concurrency.max(1), &level, context_tokens).await?,
         Scenario::SearchIngest {
             messages,
             session_size,
             workspace,
             corpus,
-        } => search_ingest(&cli.target, corpus, messages, session_size, &workspace).await?,
+        } => search_ingest(&target, corpus, messages, session_size, &workspace).await?,
         Scenario::Visibility {
             samples,
             workspace,
             timeout_secs,
-        } => visibility(&cli.target, samples, &workspace, Duration::from_secs(timeout_secs)).await?,
+        } => visibility(&target, samples, &workspace, Duration::from_secs(timeout_secs)).await?,
         Scenario::Search {
             queries,
             concurrency,
             workspace,
             context_tokens,
             corpus,
-        } => {
-            search(
-                &cli.target,
-                corpus,
-                queries,
-                concurrency.max(1),
-                &workspace,
-                context_tokens,
-            )
-            .await?
-        }
+        } => search(&target, corpus, queries, concurrency.max(1), &workspace, context_tokens).await?,
     };
     let reports: Vec<_> = phases.iter().map(Phase::report).collect();
     if cli.json {

@@ -12,12 +12,12 @@ use std::time::{Duration, Instant};
 
 use anyhow::Context;
 use roncho_loadtests::corpus::Corpus;
+use roncho_loadtests::target::{Conn, Target};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::json;
-use tonic::transport::Channel;
 
 use crate::{Phase, elapsed_micros, histogram};
 
@@ -61,13 +61,6 @@ pub struct Args {
     pub workspace: String,
 }
 
-async fn connect(target: &str) -> anyhow::Result<Channel> {
-    tonic::transport::Endpoint::from_shared(target.to_owned())?
-        .connect()
-        .await
-        .with_context(|| format!("connecting to {target}"))
-}
-
 fn text(value: &str) -> prost_types::Value {
     prost_types::Value {
         kind: Some(prost_types::value::Kind::StringValue(value.to_owned())),
@@ -75,10 +68,15 @@ fn text(value: &str) -> prost_types::Value {
 }
 
 /// Runs the scenario; returns the latency phases and the derivation report.
-pub async fn run(target: &str, args: &Args) -> anyhow::Result<(Vec<Phase>, serde_json::Value)> {
+pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, serde_json::Value)> {
     anyhow::ensure!((1..=100).contains(&args.batch_size), "--batch-size must be 1..=100");
-    let ingest_channel = connect(args.ingest_target.as_deref().unwrap_or(target)).await?;
-    let recall_channel = connect(args.recall_target.as_deref().unwrap_or(target)).await?;
+    let role = |address: &Option<String>| {
+        address
+            .as_deref()
+            .map_or_else(|| target.clone(), |address| target.at(address))
+    };
+    let ingest_channel = role(&args.ingest_target).connect().await?;
+    let recall_channel = role(&args.recall_target).connect().await?;
     let workspace = Arc::new(format!("{}-{}", args.workspace, std::process::id()));
     let load = Duration::from_secs(args.seconds);
     let timeout = Duration::from_secs(args.timeout_secs);
@@ -198,7 +196,14 @@ pub async fn run(target: &str, args: &Args) -> anyhow::Result<(Vec<Phase>, serde
     }
     let mut derivation = serde_json::Value::Null;
     if let Some(deriver_target) = &args.deriver_target {
-        derivation = drain(connect(deriver_target).await?, &workspace, started, load_wall, timeout).await?;
+        derivation = drain(
+            target.at(deriver_target).connect().await?,
+            &workspace,
+            started,
+            load_wall,
+            timeout,
+        )
+        .await?;
     }
     let mut visible = histogram();
     for task in probe_tasks {
@@ -239,8 +244,8 @@ fn record_unless_not_found<T>(
 /// Writes one message and returns the microseconds until an observation
 /// of it is listed.
 async fn probe(
-    mut ingest: IngestServiceClient<Channel>,
-    mut recall: RecallServiceClient<Channel>,
+    mut ingest: IngestServiceClient<Conn>,
+    mut recall: RecallServiceClient<Conn>,
     workspace: Arc<String>,
     number: usize,
     timeout: Duration,
@@ -292,7 +297,7 @@ async fn probe(
 /// Waits until the workspace's queue has nothing pending or in progress and
 /// reports the tasks, when the load ended and how long the rest took.
 async fn drain(
-    channel: Channel,
+    channel: Conn,
     workspace: &str,
     started: Instant,
     load_wall: Duration,
@@ -324,7 +329,7 @@ async fn drain(
     }
 }
 
-async fn queue_status(deriver: &mut DeriverServiceClient<Channel>, workspace: &str) -> anyhow::Result<pb::QueueStatus> {
+async fn queue_status(deriver: &mut DeriverServiceClient<Conn>, workspace: &str) -> anyhow::Result<pb::QueueStatus> {
     let request = pb::GetQueueStatusRequest {
         workspace_id: workspace.to_owned(),
         ..Default::default()

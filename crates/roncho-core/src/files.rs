@@ -6,6 +6,64 @@ use serde_json::Value;
 use crate::validate::{MAX_FILE_BYTES, MAX_MESSAGE_CHARS};
 use crate::{Error, Result};
 
+/// Most characters of text one upload may yield (its messages' total):
+/// a PDF or JSON file's text can be far larger than the file.
+pub const MAX_FILE_TEXT_CHARS: usize = 6_000_000;
+
+/// Reads the text of PDF files: a parser of hostile input, run where its
+/// time and memory are bounded.
+#[async_trait::async_trait]
+pub trait PdfReader: Send + Sync {
+    /// Returns the text of a PDF, pages headed `[Page N]`.
+    async fn text(&self, bytes: Vec<u8>) -> Result<String>;
+}
+
+/// Returns the media type of a content type, lowercase, without parameters.
+pub fn media_type(content_type: &str) -> String {
+    content_type
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_ascii_lowercase()
+}
+
+/// Returns whether a content type names a PDF.
+pub fn is_pdf(content_type: &str) -> bool {
+    media_type(content_type) == "application/pdf"
+}
+
+/// Checks a file's size before anything reads it.
+pub fn check_file_size(bytes: &[u8]) -> Result<()> {
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(Error::invalid(
+            "file",
+            format!(
+                "is {} bytes, at most {MAX_FILE_BYTES} bytes (5 MiB) are allowed",
+                bytes.len()
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Returns a file's extracted text without NULs, refusing an empty one and
+/// one longer than [`MAX_FILE_TEXT_CHARS`].
+pub fn checked_text(text: &str) -> Result<String> {
+    let text = crate::validate::strip_nul(text);
+    if text.trim().is_empty() {
+        return Err(Error::invalid("file", "contains no text"));
+    }
+    let chars = text.chars().count();
+    if chars > MAX_FILE_TEXT_CHARS {
+        return Err(Error::invalid(
+            "file",
+            format!("holds {chars} characters of text, at most {MAX_FILE_TEXT_CHARS} are allowed"),
+        ));
+    }
+    Ok(text)
+}
+
 /// One chunk of an uploaded file, with its character range in the text.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FileChunk {
@@ -18,24 +76,11 @@ pub struct FileChunk {
     pub end: usize,
 }
 
-/// Returns the text of a file of an accepted type, or a clear refusal.
+/// Returns the text of a file of an accepted type, or a clear refusal. PDFs
+/// are parsed here, in this thread: see [`PdfReader`] for a bounded parse.
 pub fn extract_text(content_type: &str, bytes: &[u8]) -> Result<String> {
-    if bytes.len() > MAX_FILE_BYTES {
-        return Err(Error::invalid(
-            "file",
-            format!(
-                "is {} bytes, at most {MAX_FILE_BYTES} bytes (5 MiB) are allowed",
-                bytes.len()
-            ),
-        ));
-    }
-    let media_type = content_type
-        .split(';')
-        .next()
-        .unwrap_or_default()
-        .trim()
-        .to_ascii_lowercase();
-    let text = match media_type.as_str() {
+    check_file_size(bytes)?;
+    let text = match media_type(content_type).as_str() {
         "application/json" => {
             let value: Value = serde_json::from_slice(bytes)
                 .map_err(|error| Error::invalid("file", format!("is not valid JSON: {error}")))?;
@@ -50,11 +95,7 @@ pub fn extract_text(content_type: &str, bytes: &[u8]) -> Result<String> {
             ));
         }
     };
-    let text = crate::validate::strip_nul(&text);
-    if text.trim().is_empty() {
-        return Err(Error::invalid("file", "contains no text"));
-    }
-    Ok(text)
+    checked_text(&text)
 }
 
 /// Decodes UTF-8, then UTF-16 with a byte-order mark, else Latin-1.
@@ -79,7 +120,9 @@ fn decode_text(bytes: &[u8]) -> String {
     decoded.unwrap_or_else(|| bytes.iter().map(|&byte| char::from(byte)).collect())
 }
 
-fn pdf_text(bytes: &[u8]) -> Result<String> {
+/// Returns the text of a PDF, pages headed `[Page N]`, parsed in this thread
+/// with no bound on its time or memory (see [`PdfReader`]).
+pub fn pdf_text(bytes: &[u8]) -> Result<String> {
     // pdf-extract panics on some malformed files; a bad upload must be an error, not a crash.
     let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes))
         .map_err(|_| Error::invalid("file", "is not a readable PDF"))?
@@ -160,6 +203,39 @@ fn cut_point(window: &[char]) -> Option<usize> {
 /// Returns the chunks of an uploaded file, each fitting in one message.
 pub fn file_chunks(content_type: &str, bytes: &[u8]) -> Result<Vec<FileChunk>> {
     Ok(chunk_text(&extract_text(content_type, bytes)?, MAX_MESSAGE_CHARS))
+}
+
+#[cfg(test)]
+mod bound_tests {
+    use super::*;
+
+    #[test]
+    fn text_just_over_the_bound_is_refused_naming_it() {
+        let fits = "a".repeat(MAX_FILE_TEXT_CHARS);
+        assert!(checked_text(&fits).is_ok());
+        let over = "a".repeat(MAX_FILE_TEXT_CHARS + 1);
+        match checked_text(&over) {
+            Err(Error::InvalidArgument { field, reason }) => {
+                assert_eq!(field, "file");
+                assert!(reason.contains("at most 6000000"), "{reason}");
+            }
+            other => panic!("expected invalid argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn json_that_expands_past_the_bound_is_refused() {
+        // Python's separators add a space per element: 3.2 M elements of `0,`
+        // fit in 5 MiB as a file and expand past 6 M characters as text.
+        let items = vec!["0"; 2_600_000].join(",");
+        let file = format!("[{items}]");
+        assert!(file.len() <= MAX_FILE_BYTES);
+        let error = extract_text("application/json", file.as_bytes()).unwrap_err();
+        assert!(
+            matches!(error, Error::InvalidArgument { ref field, .. } if field == "file"),
+            "{error}"
+        );
+    }
 }
 
 #[cfg(test)]

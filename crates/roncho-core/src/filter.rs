@@ -14,6 +14,12 @@ use crate::{Error, Result};
 
 /// Deepest nesting of AND/OR/NOT.
 pub const MAX_FILTER_DEPTH: usize = 5;
+/// Most nodes (keys and list items, at any depth) in one filter.
+pub const MAX_FILTER_NODES: usize = 2_000;
+/// Most items in one list of a filter (`in` values, `AND`/`OR`/`NOT` branches).
+pub const MAX_FILTER_LIST: usize = 1_000;
+/// Most keys in one object of a filter.
+pub const MAX_FILTER_KEYS: usize = 50;
 
 /// The type of a filterable column; decides how values are coerced.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -168,8 +174,53 @@ pub enum Filter {
 pub fn parse(schema: &Schema, filters: Option<&Map<String, Value>>) -> Result<Filter> {
     match filters {
         None => Ok(Filter::All),
-        Some(object) => parse_object(schema, object, 0).map(simplify),
+        Some(object) => {
+            check_size(object)?;
+            parse_object(schema, object, 0).map(simplify)
+        }
     }
+}
+
+/// Checks a filter's size before it is parsed: its nodes, lists and objects
+/// (what a query and its bound values grow with).
+pub fn check_size(filters: &Map<String, Value>) -> Result<()> {
+    fn walk(path: &str, value: &Value, nodes: &mut usize) -> Result<()> {
+        match value {
+            Value::Object(object) => {
+                if object.len() > MAX_FILTER_KEYS {
+                    return Err(Error::invalid(
+                        path,
+                        format!("has {} keys, at most {MAX_FILTER_KEYS} are allowed", object.len()),
+                    ));
+                }
+                for (key, value) in object {
+                    *nodes += 1;
+                    walk(&format!("{path}.{key}"), value, nodes)?;
+                }
+            }
+            Value::Array(items) => {
+                if items.len() > MAX_FILTER_LIST {
+                    return Err(Error::invalid(
+                        path,
+                        format!("holds {} items, at most {MAX_FILTER_LIST} are allowed", items.len()),
+                    ));
+                }
+                for item in items {
+                    *nodes += 1;
+                    walk(path, item, nodes)?;
+                }
+            }
+            _ => {}
+        }
+        if *nodes > MAX_FILTER_NODES {
+            return Err(Error::invalid(
+                "filters",
+                format!("has more than {MAX_FILTER_NODES} keys and list items, at most {MAX_FILTER_NODES} are allowed"),
+            ));
+        }
+        Ok(())
+    }
+    walk("filters", &Value::Object(filters.clone()), &mut 0)
 }
 
 fn parse_object(schema: &Schema, object: &Map<String, Value>, depth: usize) -> Result<Filter> {
@@ -506,6 +557,48 @@ fn simplify(filter: Filter) -> Filter {
             ..
         } if items.is_empty() => Filter::Nothing,
         other => other,
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use serde_json::json;
+
+    fn parsed(value: Value) -> Result<Filter> {
+        parse(&MESSAGE, value.as_object())
+    }
+
+    fn refusal(result: Result<Filter>) -> (String, String) {
+        match result {
+            Err(Error::InvalidArgument { field, reason }) => (field, reason),
+            other => panic!("expected invalid argument, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn an_in_list_just_over_the_bound_is_refused_naming_it() {
+        let ids: Vec<String> = (0..MAX_FILTER_LIST).map(|i| format!("p{i}")).collect();
+        assert!(parsed(json!({"peer_id": {"in": ids}})).is_ok());
+        let ids: Vec<String> = (0..=MAX_FILTER_LIST).map(|i| format!("p{i}")).collect();
+        let (field, reason) = refusal(parsed(json!({"peer_id": {"in": ids}})));
+        assert_eq!(field, "filters.peer_id.in");
+        assert!(reason.contains("at most 1000"), "{reason}");
+    }
+
+    #[test]
+    fn a_filter_with_too_many_nodes_or_keys_is_refused() {
+        // Four lists of 500 ids: each list within its bound, the whole over it.
+        let ids: Vec<String> = (0..500).map(|i| format!("p{i}")).collect();
+        let branches = vec![json!({"peer_id": {"in": ids}}); 4];
+        let (field, reason) = refusal(parsed(json!({"OR": branches})));
+        assert_eq!(field, "filters");
+        assert!(reason.contains("at most 2000"), "{reason}");
+        assert!(parsed(json!({"OR": branches[..3]})).is_ok());
+        let wide: Map<String, Value> = (0..=MAX_FILTER_KEYS).map(|i| (format!("k{i}"), json!(i))).collect();
+        let (field, reason) = refusal(parsed(json!({"metadata": wide})));
+        assert_eq!(field, "filters.metadata");
+        assert!(reason.contains("at most 50"), "{reason}");
     }
 }
 

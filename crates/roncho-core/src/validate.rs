@@ -218,24 +218,49 @@ pub fn peer_card(field: &str, entries: &[String]) -> Result<Vec<String>> {
         .collect()
 }
 
-/// Checks a webhook URL: http(s) with a host that is not a private, loopback,
-/// link-local or otherwise non-public IP literal.
-pub fn webhook_url(field: &str, url: &str) -> Result<String> {
-    let rest = url
-        .strip_prefix("https://")
-        .or_else(|| url.strip_prefix("http://"))
-        .ok_or_else(|| Error::invalid(field, "must be an http or https URL"))?;
+/// A webhook endpoint's URL, checked, with the host and port it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WebhookUrl {
+    pub url: String,
+    pub host: String,
+    pub port: u16,
+}
+
+/// Checks a webhook URL: http(s), naming a host; unless `allow_private`, the
+/// host may not be a private, loopback, link-local or otherwise non-public IP
+/// literal (what names resolve to is checked by the caller, which can look
+/// them up).
+pub fn webhook_url(field: &str, url: &str, allow_private: bool) -> Result<WebhookUrl> {
+    let (rest, default_port) = match url.strip_prefix("https://") {
+        Some(rest) => (rest, 443),
+        None => (
+            url.strip_prefix("http://")
+                .ok_or_else(|| Error::invalid(field, "must be an http or https URL"))?,
+            80,
+        ),
+    };
     let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
     let host_port = authority.rsplit('@').next().unwrap_or_default();
-    let host = if let Some(bracketed) = host_port.strip_prefix('[') {
-        bracketed.split(']').next().unwrap_or_default()
+    let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
+        let (host, after) = bracketed.split_once(']').unwrap_or((bracketed, ""));
+        (host, after.strip_prefix(':'))
     } else {
-        host_port.split(':').next().unwrap_or_default()
+        match host_port.split_once(':') {
+            Some((host, port)) => (host, Some(port)),
+            None => (host_port, None),
+        }
     };
     if host.is_empty() {
         return Err(Error::invalid(field, "must name a host"));
     }
-    if let Ok(ip) = host.parse::<std::net::IpAddr>()
+    let port = match port {
+        None | Some("") => default_port,
+        Some(port) => port
+            .parse()
+            .map_err(|_| Error::invalid(field, format!("has an invalid port `{port}`")))?,
+    };
+    if !allow_private
+        && let Ok(ip) = host.parse::<std::net::IpAddr>()
         && !is_public_ip(&ip)
     {
         return Err(Error::invalid(
@@ -243,10 +268,17 @@ pub fn webhook_url(field: &str, url: &str) -> Result<String> {
             "must not point at a private, loopback, link-local, multicast or unspecified address",
         ));
     }
-    Ok(url.to_owned())
+    Ok(WebhookUrl {
+        url: url.to_owned(),
+        host: host.to_owned(),
+        port,
+    })
 }
 
-fn is_public_ip(ip: &std::net::IpAddr) -> bool {
+/// Returns whether an address is reachable on the public internet: not
+/// private, loopback, link-local (cloud metadata), shared, multicast,
+/// reserved or unspecified.
+pub fn is_public_ip(ip: &std::net::IpAddr) -> bool {
     match ip {
         std::net::IpAddr::V4(v4) => {
             !(v4.is_private()
@@ -347,13 +379,21 @@ mod tests {
 
     #[test]
     fn webhook_urls_must_be_public_http() {
-        assert!(webhook_url("url", "https://example.com/hook").is_ok());
-        assert!(webhook_url("url", "http://example.com:8080").is_ok());
-        assert!(webhook_url("url", "ftp://example.com").is_err());
-        assert!(webhook_url("url", "http://127.0.0.1/x").is_err());
-        assert!(webhook_url("url", "http://10.1.2.3").is_err());
-        assert!(webhook_url("url", "http://[::1]:80/").is_err());
-        assert!(webhook_url("url", "http://169.254.1.1").is_err());
-        assert!(webhook_url("url", "http://8.8.8.8/").is_ok());
+        let checked = webhook_url("url", "https://example.com/hook", false).unwrap();
+        assert_eq!((checked.host.as_str(), checked.port), ("example.com", 443));
+        let checked = webhook_url("url", "http://user@example.com:8080/x", false).unwrap();
+        assert_eq!((checked.host.as_str(), checked.port), ("example.com", 8080));
+        assert!(webhook_url("url", "ftp://example.com", false).is_err());
+        assert!(webhook_url("url", "http://127.0.0.1/x", false).is_err());
+        assert!(webhook_url("url", "http://10.1.2.3", false).is_err());
+        assert!(webhook_url("url", "http://[::1]:80/", false).is_err());
+        assert!(webhook_url("url", "http://169.254.169.254/latest/meta-data", false).is_err());
+        assert!(webhook_url("url", "http://[::ffff:10.0.0.1]/", false).is_err());
+        assert!(webhook_url("url", "http://8.8.8.8/", false).is_ok());
+        assert!(
+            webhook_url("url", "http://127.0.0.1:9000/x", true).is_ok(),
+            "when allowed"
+        );
+        assert!(webhook_url("url", "http://example.com:http/", false).is_err());
     }
 }

@@ -404,8 +404,23 @@ async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, sess
     Ok(())
 }
 
-/// Inserts messages with consecutive `seq_in_session` from `first_seq`, in one statement.
+/// Messages per INSERT statement: 10 bound values each keeps a statement far
+/// below SQLite's 32,766 and Postgres' 65,535 bound values.
+const MESSAGES_PER_STATEMENT: usize = 1_000;
+
+/// Inserts messages (with their `seq_in_session` set), a statement per
+/// [`MESSAGES_PER_STATEMENT`], inside the caller's transaction.
 async fn insert_messages(conn: &mut AnyConnection, messages: &[Message], configurations: &[String]) -> Result<()> {
+    for (messages, configurations) in messages
+        .chunks(MESSAGES_PER_STATEMENT)
+        .zip(configurations.chunks(MESSAGES_PER_STATEMENT))
+    {
+        insert_message_rows(conn, messages, configurations).await?;
+    }
+    Ok(())
+}
+
+async fn insert_message_rows(conn: &mut AnyConnection, messages: &[Message], configurations: &[String]) -> Result<()> {
     let mut sql = Sql::new(
         "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content, metadata, configuration, token_count, created_at) VALUES ",
     );

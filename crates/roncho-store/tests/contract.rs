@@ -109,6 +109,7 @@ store_contract_suite!(
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
+    a_batch_past_the_bind_limit_is_written_whole,
 );
 
 fn object(value: Value) -> JsonObject {
@@ -358,6 +359,21 @@ async fn observers_are_limited_to_ten_per_session(store: &dyn Store) {
         10,
         "the refused change wrote nothing"
     );
+}
+
+/// 7,000 messages carry 70,000 bound values: more than SQLite (32,766) or
+/// Postgres (65,535) take in one statement. Written in chunks, in one
+/// transaction, they all land, in order.
+async fn a_batch_past_the_bind_limit_is_written_whole(store: &dyn Store) {
+    let messages: Vec<NewMessage> = (0..7_000)
+        .map(|index| new_message("alice", &format!("line {index}")))
+        .collect();
+    let created = store.create_messages("w", "s", messages).await.unwrap();
+    assert_eq!(created.len(), 7_000);
+    assert_eq!(created.last().unwrap().seq_in_session, 7_000);
+    let listed = store.list_messages("w", "s", &all(), page(70, 100)).await.unwrap();
+    assert_eq!(listed.total, 7_000);
+    assert_eq!(listed.items.last().unwrap().content, "line 6999");
 }
 
 async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {

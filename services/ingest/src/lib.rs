@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use roncho_core::files::file_chunks;
+use roncho_core::files::{self, PdfReader};
 use roncho_core::model::{
     Conclusion, JsonObject, Message, NewConclusion, NewMessage, Peer, Session, SessionPeerConfig, WebhookEndpoint,
     Workspace,
@@ -259,11 +259,63 @@ pub trait IngestApi: Send + Sync {
     async fn delete_webhook(&self, caller: &Caller, request: DeleteWebhook) -> Result<()>;
 }
 
+/// Reads PDFs in this process: at most `permits` at once, each answered
+/// within `deadline` (a parse past it keeps its permit until it ends, so
+/// abandoned parses cannot pile up). Memory is not bounded here; the server
+/// runs its parses in a sandboxed process instead (`roncho::pdf`).
+#[derive(Debug)]
+pub struct InProcessPdf {
+    permits: Arc<tokio::sync::Semaphore>,
+    deadline: std::time::Duration,
+}
+
+impl InProcessPdf {
+    /// Returns the reader running `permits` parses at once, each answered within `deadline`.
+    pub fn new(permits: usize, deadline: std::time::Duration) -> Self {
+        Self {
+            permits: Arc::new(tokio::sync::Semaphore::new(permits.max(1))),
+            deadline,
+        }
+    }
+}
+
+impl Default for InProcessPdf {
+    fn default() -> Self {
+        Self::new(2, std::time::Duration::from_secs(30))
+    }
+}
+
+#[async_trait::async_trait]
+impl PdfReader for InProcessPdf {
+    async fn text(&self, bytes: Vec<u8>) -> Result<String> {
+        let permit = self
+            .permits
+            .clone()
+            .acquire_owned()
+            .await
+            .map_err(|_| Error::Unavailable("the PDF reader is shutting down".into()))?;
+        let parse = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            files::pdf_text(&bytes)
+        });
+        match tokio::time::timeout(self.deadline, parse).await {
+            Ok(joined) => joined.map_err(|error| Error::Internal(format!("PDF parsing task failed: {error}")))?,
+            Err(_) => Err(Error::invalid(
+                "file",
+                format!("is a PDF that takes longer than {} s to read", self.deadline.as_secs()),
+            )),
+        }
+    }
+}
+
 /// The ingest service over a store.
 #[derive(Clone)]
 pub struct Ingest {
     store: Arc<dyn Store>,
     after_write: Option<AfterWrite>,
+    pdf: Arc<dyn PdfReader>,
+    /// Webhook URLs may point at private, loopback and link-local addresses.
+    allow_private_webhooks: bool,
 }
 
 impl std::fmt::Debug for Ingest {
@@ -278,7 +330,22 @@ impl Ingest {
         Self {
             store,
             after_write: None,
+            pdf: Arc::new(InProcessPdf::default()),
+            allow_private_webhooks: false,
         }
+    }
+
+    /// Lets webhook URLs point at private addresses (a deployment whose
+    /// receivers live inside its network).
+    pub fn allowing_private_webhooks(mut self, allow: bool) -> Self {
+        self.allow_private_webhooks = allow;
+        self
+    }
+
+    /// Returns the service reading PDFs with `pdf`.
+    pub fn with_pdf_reader(mut self, pdf: Arc<dyn PdfReader>) -> Self {
+        self.pdf = pdf;
+        self
     }
 
     /// Returns the service calling `after_write` after each write that adds or removes vectors.
@@ -307,6 +374,36 @@ fn session_peers(field: &str, peers: BTreeMap<String, SessionPeerConfig>) -> Res
         .into_iter()
         .map(|(peer_id, config)| Ok((validate::resource_id(&format!("{field}.{peer_id}"), &peer_id)?, config)))
         .collect()
+}
+
+/// How long a webhook host's name may take to resolve.
+const WEBHOOK_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// Refuses a webhook whose host name resolves to a non-public address
+/// (`localhost`, an internal name, `metadata.google.internal`). A name that
+/// does not resolve now is accepted: delivery must check the address it
+/// connects to in any case, since what a name resolves to can change.
+async fn refuse_private_names(url: &validate::WebhookUrl) -> Result<()> {
+    if url.host.parse::<std::net::IpAddr>().is_ok() {
+        return Ok(());
+    }
+    let lookup = tokio::net::lookup_host((url.host.as_str(), url.port));
+    let Ok(Ok(addresses)) = tokio::time::timeout(WEBHOOK_LOOKUP_TIMEOUT, lookup).await else {
+        return Ok(());
+    };
+    for address in addresses {
+        if !validate::is_public_ip(&address.ip()) {
+            return Err(Error::invalid(
+                "url",
+                format!(
+                    "`{}` resolves to {}, a private, loopback or link-local address",
+                    url.host,
+                    address.ip()
+                ),
+            ));
+        }
+    }
+    Ok(())
 }
 
 /// Counts tokens of every text off the async runtime.
@@ -486,16 +583,24 @@ impl IngestApi for Ingest {
         let content_type = request.content_type;
         let file = request.file;
         let file_size = file.len();
-        // PDF parsing and tokenising 5 MiB are CPU work: keep them off the runtime.
-        let chunks = tokio::task::spawn_blocking(move || {
-            file_chunks(&content_type, &file).map(|chunks| {
-                let counts: Vec<i64> = chunks.iter().map(|chunk| tokens::count(&chunk.content)).collect();
-                (chunks, counts, content_type)
-            })
+        files::check_file_size(&file)?;
+        let (text, file) = if files::is_pdf(&content_type) {
+            (Some(self.pdf.text(file).await?), Vec::new())
+        } else {
+            (None, file)
+        };
+        // Decoding, chunking and tokenising 5 MiB are CPU work: keep them off the runtime.
+        let (chunks, counts, content_type) = tokio::task::spawn_blocking(move || {
+            let text = match text {
+                Some(text) => files::checked_text(&text)?,
+                None => files::extract_text(&content_type, &file)?,
+            };
+            let chunks = files::chunk_text(&text, validate::MAX_MESSAGE_CHARS);
+            let counts: Vec<i64> = chunks.iter().map(|chunk| tokens::count(&chunk.content)).collect();
+            Ok::<_, Error>((chunks, counts, content_type))
         })
         .await
-        .map_err(|error| Error::Internal(format!("file processing task failed: {error}")))?;
-        let (chunks, counts, content_type) = chunks?;
+        .map_err(|error| Error::Internal(format!("file processing task failed: {error}")))??;
         let file_id = roncho_core::model::new_public_id();
         let messages = chunks
             .into_iter()
@@ -600,8 +705,11 @@ impl IngestApi for Ingest {
 
     async fn create_webhook(&self, _caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
-        let url = validate::webhook_url("url", &request.url)?;
-        self.store.create_webhook(&workspace_id, &url).await
+        let checked = validate::webhook_url("url", &request.url, self.allow_private_webhooks)?;
+        if !self.allow_private_webhooks {
+            refuse_private_names(&checked).await?;
+        }
+        self.store.create_webhook(&workspace_id, &checked.url).await
     }
 
     async fn delete_webhook(&self, _caller: &Caller, request: DeleteWebhook) -> Result<()> {
@@ -614,6 +722,22 @@ impl IngestApi for Ingest {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn webhooks_naming_hosts_that_resolve_inside_are_refused() {
+        let checked = validate::webhook_url("url", "http://localhost:8080/hook", false).unwrap();
+        let error = refuse_private_names(&checked).await.unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason }
+                if field == "url" && (reason.contains("127.0.0.1") || reason.contains("::1"))),
+            "{error}"
+        );
+        let unresolvable = validate::webhook_url("url", "https://no-such-host.invalid/hook", false).unwrap();
+        assert!(
+            refuse_private_names(&unresolvable).await.is_ok(),
+            "checked again at delivery"
+        );
+    }
 
     #[test]
     fn session_peer_ids_are_validated_in_id_order() {

@@ -206,6 +206,12 @@ pub struct ConfigLayer {
     pub rate_limit_uploads_per_minute: Option<u32>,
     /// Per workspace and minute: ScheduleDream calls.
     pub rate_limit_dreams_per_minute: Option<u32>,
+    /// Longest an uploaded PDF may take to read.
+    pub upload_pdf_timeout_secs: Option<u64>,
+    /// Memory (address space) a PDF's reader may use, in MiB.
+    pub upload_pdf_memory_mb: Option<u64>,
+    /// Webhook URLs may point at private, loopback and link-local addresses.
+    pub webhook_allow_private_addresses: Option<bool>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -440,6 +446,12 @@ pub struct LimitsConfig {
     pub messages_per_minute: u32,
     pub uploads_per_minute: u32,
     pub dreams_per_minute: u32,
+    /// Longest an uploaded PDF may take to read.
+    pub pdf_timeout: Duration,
+    /// Address space of the process reading one PDF, in MiB.
+    pub pdf_memory_mb: u64,
+    /// Webhook URLs may point inside the network.
+    pub webhook_allow_private_addresses: bool,
 }
 
 impl LimitsConfig {
@@ -975,6 +987,9 @@ impl Config {
             messages_per_minute: merged.rate_limit_messages_per_minute.unwrap_or(6_000),
             uploads_per_minute: merged.rate_limit_uploads_per_minute.unwrap_or(60),
             dreams_per_minute: merged.rate_limit_dreams_per_minute.unwrap_or(10),
+            pdf_timeout: Duration::from_secs(merged.upload_pdf_timeout_secs.unwrap_or(30).max(1)),
+            pdf_memory_mb: merged.upload_pdf_memory_mb.unwrap_or(1024).max(64),
+            webhook_allow_private_addresses: merged.webhook_allow_private_addresses.unwrap_or(false),
         };
         let config = Config {
             limits,

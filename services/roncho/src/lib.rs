@@ -3,6 +3,7 @@
 //! # Layout
 //! - [`config`]: typed configuration, layered defaults < file < env < flags.
 //! - [`metrics`]: Prometheus metrics at `/metrics`.
+//! - [`pdf`]: PDF text in a memory- and time-limited child process.
 //! - [`observe`]: spans and metrics of every gRPC request and LLM call.
 //! - [`telemetry`]: logs and OpenTelemetry trace export (OTLP).
 //! - [`server`]: the gRPC server of the chosen roles, health and reflection.
@@ -13,6 +14,7 @@
 pub mod config;
 pub mod metrics;
 pub mod observe;
+pub mod pdf;
 pub mod server;
 pub mod status;
 pub mod telemetry;

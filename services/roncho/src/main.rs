@@ -40,6 +40,14 @@ enum Command {
     /// API keys, signed with the configured auth_jwt_secret.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
+    #[command(name = "extract-pdf", hide = true)]
+    ExtractPdf {
+        #[arg(long)]
+        memory_limit_mb: u64,
+        #[arg(long)]
+        cpu_limit_secs: u64,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -167,10 +175,26 @@ impl CommonFlags {
     }
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
+fn main() -> anyhow::Result<()> {
     let cli = Cli::parse();
+    // The PDF reader runs before any runtime thread exists: a lean child
+    // whose memory limit is all its parse's.
+    if let Command::ExtractPdf {
+        memory_limit_mb,
+        cpu_limit_secs,
+    } = cli.command
+    {
+        return roncho::pdf::extract_from_stdin(memory_limit_mb, cpu_limit_secs);
+    }
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?
+        .block_on(run(cli))
+}
+
+async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
+        Command::ExtractPdf { .. } => unreachable!("handled before the runtime starts"),
         Command::Serve(flags) => serve(flags.load()?).await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
@@ -276,6 +300,13 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.keys = keys;
     services.tls = tls;
     services.health_listen = config.health_listen;
+    services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
+    services.pdf = Some(Arc::new(roncho::pdf::SandboxedPdf::new(
+        std::env::current_exe().context("finding this binary for the PDF reader")?,
+        config.limits.pdf_memory_mb,
+        config.limits.pdf_timeout,
+        2,
+    )));
     services.admission = roncho_api::admission::Admission::new(config.limits.admission());
     let derives_with_model = config
         .llm

@@ -61,6 +61,10 @@ pub struct Services {
     pub admission: Admission,
     /// Per-workspace rates of the metered calls.
     pub rates: Arc<RateLimiter>,
+    /// Where uploaded PDFs are read; `None`: in this process.
+    pub pdf: Option<Arc<dyn roncho_core::files::PdfReader>>,
+    /// Webhook URLs may point at private addresses.
+    pub allow_private_webhooks: bool,
 }
 
 /// A dependency readiness watches: its name and a check that says why it
@@ -116,6 +120,8 @@ impl Services {
             health_listen: None,
             admission: Admission::new(Limits::default()),
             rates: Arc::new(RateLimiter::default()),
+            pdf: None,
+            allow_private_webhooks: false,
         }
     }
 }
@@ -160,9 +166,13 @@ pub async fn run(
     for role in roles {
         router = match role {
             Role::Ingest => {
-                let mut ingest = roncho_ingest::Ingest::new(store.clone());
+                let mut ingest = roncho_ingest::Ingest::new(store.clone())
+                    .allowing_private_webhooks(services.allow_private_webhooks);
                 if let Some(after_write) = &services.after_write {
                     ingest = ingest.with_after_write(after_write.clone());
+                }
+                if let Some(pdf) = &services.pdf {
+                    ingest = ingest.with_pdf_reader(pdf.clone());
                 }
                 served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
                 let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), Arc::new(ingest)))

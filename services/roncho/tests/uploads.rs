@@ -1,0 +1,169 @@
+//! Uploads are bounded on what they expand to: a PDF's text is read by a
+//! sandboxed child process, so a PDF whose streams inflate to a gigabyte is
+//! refused while the server's memory stays where it was.
+
+use std::io::Write;
+use std::sync::Arc;
+use std::time::Duration;
+
+use roncho::config::Role;
+use roncho::pdf::SandboxedPdf;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use tonic_types::StatusExt;
+
+mod support;
+
+/// A one-page PDF whose content stream is `stream`, encoded by `filters`.
+fn pdf(stream: &[u8], filters: &str) -> Vec<u8> {
+    let contents = [
+        format!("<< /Length {} {filters} >>\nstream\n", stream.len()).into_bytes(),
+        stream.to_vec(),
+        b"\nendstream".to_vec(),
+    ]
+    .concat();
+    let objects: Vec<Vec<u8>> = vec![
+        b"<< /Type /Catalog /Pages 2 0 R >>".to_vec(),
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>".to_vec(),
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R /Resources << /Font << /F1 5 0 R >> >> >>"
+            .to_vec(),
+        contents,
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica /Encoding /WinAnsiEncoding >>".to_vec(),
+    ];
+    let mut out = b"%PDF-1.4\n".to_vec();
+    let mut offsets = Vec::new();
+    for (number, body) in objects.iter().enumerate() {
+        offsets.push(out.len());
+        out.extend_from_slice(format!("{} 0 obj\n", number + 1).as_bytes());
+        out.extend_from_slice(body);
+        out.extend_from_slice(b"\nendobj\n");
+    }
+    let xref = out.len();
+    out.extend_from_slice(format!("xref\n0 {}\n0000000000 65535 f \n", objects.len() + 1).as_bytes());
+    for offset in offsets {
+        out.extend_from_slice(format!("{offset:010} 00000 n \n").as_bytes());
+    }
+    out.extend_from_slice(
+        format!(
+            "trailer\n<< /Size {} /Root 1 0 R >>\nstartxref\n{xref}\n%%EOF\n",
+            objects.len() + 1
+        )
+        .as_bytes(),
+    );
+    out
+}
+
+fn deflate(chunks: impl Iterator<Item = Vec<u8>>) -> Vec<u8> {
+    let mut encoder = flate2::write::ZlibEncoder::new(Vec::new(), flate2::Compression::default());
+    for chunk in chunks {
+        encoder.write_all(&chunk).unwrap();
+    }
+    encoder.finish().unwrap()
+}
+
+/// A PDF of a few kilobytes whose content stream inflates, through two
+/// FlateDecode filters, to 1 GiB of whitespace.
+fn bomb() -> Vec<u8> {
+    let inner = deflate((0..1024).map(|_| vec![b' '; 1024 * 1024]));
+    let outer = deflate(std::iter::once(inner));
+    pdf(&outer, "/Filter [/FlateDecode /FlateDecode]")
+}
+
+/// This process's peak resident memory, in KiB.
+fn peak_rss_kib() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap()
+        .lines()
+        .find_map(|line| line.strip_prefix("VmHWM:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap()
+}
+
+/// Serves `roles` with PDFs read by this build's `roncho extract-pdf` in 256 MiB.
+async fn serve_sandboxed(dir: &std::path::Path, roles: &[Role]) -> support::Served {
+    let store: Arc<dyn roncho_core::store::Store> = roncho_store::testing::open_embedded(dir).await;
+    let services = roncho::server::Services {
+        pdf: Some(Arc::new(SandboxedPdf::new(
+            env!("CARGO_BIN_EXE_roncho").into(),
+            256,
+            Duration::from_secs(30),
+            2,
+        ))),
+        ..roncho::server::Services::store_only(store)
+    };
+    support::serve(services, roles).await
+}
+
+fn upload(file: Vec<u8>, name: &str) -> pb::UploadFileRequest {
+    pb::UploadFileRequest {
+        workspace_id: "w".into(),
+        session_id: "docs".into(),
+        peer_id: "alice".into(),
+        file,
+        filename: name.into(),
+        content_type: "application/pdf".into(),
+        ..Default::default()
+    }
+}
+
+#[tokio::test]
+async fn a_pdf_that_inflates_to_a_gigabyte_is_refused_without_the_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve_sandboxed(dir.path(), &[Role::Ingest, Role::Recall]).await;
+    let mut ingest = IngestServiceClient::new(served.channel.clone());
+
+    // An honest PDF goes through the sandbox.
+    let honest = pdf(b"BT /F1 12 Tf 72 720 Td (Hello from a PDF) Tj ET", "");
+    let messages = ingest
+        .upload_file(upload(honest, "hello.pdf"))
+        .await
+        .unwrap()
+        .into_inner()
+        .messages;
+    assert!(
+        messages[0].content.contains("Hello from a PDF"),
+        "{:?}",
+        messages[0].content
+    );
+
+    let bomb = bomb();
+    assert!(bomb.len() < 64 * 1024, "the bomb is {} bytes", bomb.len());
+    let before = peak_rss_kib();
+    let refused = ingest.upload_file(upload(bomb, "bomb.pdf")).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    let violation = &refused.get_details_bad_request().expect("the field").field_violations[0];
+    assert_eq!(violation.field, "file");
+    assert!(violation.description.contains("256 MiB"), "{}", violation.description);
+    let after = peak_rss_kib();
+    assert!(
+        after < before + 200 * 1024,
+        "the server's peak memory grew from {before} KiB to {after} KiB"
+    );
+
+    // Nothing of the bomb was written, and the server goes on serving.
+    let listed = RecallServiceClient::new(served.channel.clone())
+        .list_messages(pb::ListMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "docs".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(listed.total, 1, "only the honest PDF's message");
+    served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_broken_pdf_is_invalid_with_the_readers_reason() {
+    let dir = tempfile::tempdir().unwrap();
+    let served = serve_sandboxed(dir.path(), &[Role::Ingest]).await;
+    let refused = IngestServiceClient::new(served.channel.clone())
+        .upload_file(upload(b"%PDF-1.4 this is not really a pdf".to_vec(), "broken.pdf"))
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(refused.message().contains("PDF"), "{refused:?}");
+    served.shutdown.cancel();
+}
