@@ -76,13 +76,7 @@ run_mode postgres --database-url "${server_url%/*}/$database"
 # TLS and API keys: a CA, a server certificate for 127.0.0.1 signed by it,
 # a secret, and an admin key minted by `roncho keys create`.
 tls=$work/tls
-mkdir -p "$tls"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "/CN=roncho scenario CA" \
-  -keyout "$tls/ca.key" -out "$tls/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "/CN=roncho" \
-  -keyout "$tls/server.key" -out "$tls/server.csr" 2>/dev/null
-openssl x509 -req -in "$tls/server.csr" -CA "$tls/ca.pem" -CAkey "$tls/ca.key" -CAcreateserial -days 2 \
-  -extfile <(printf 'subjectAltName=IP:127.0.0.1,DNS:localhost') -out "$tls/server.pem" 2>/dev/null
+"$repo/scripts/make-test-certs.sh" "$tls"
 secret=$(openssl rand -hex 32)
 admin_key=$(RONCHO_AUTH_JWT_SECRET=$secret "$roncho_bin" keys create --admin)
 client_args=(--ca-file "$tls/ca.pem" --key "$admin_key")

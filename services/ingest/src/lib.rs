@@ -302,7 +302,10 @@ impl PdfReader for InProcessPdf {
             Ok(joined) => joined.map_err(|error| Error::Internal(format!("PDF parsing task failed: {error}")))?,
             Err(_) => Err(Error::invalid(
                 "file",
-                format!("is a PDF that takes longer than {} s to read", self.deadline.as_secs()),
+                format!(
+                    "is a PDF that takes longer than {} s to read",
+                    self.deadline.as_secs_f32()
+                ),
             )),
         }
     }

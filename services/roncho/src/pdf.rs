@@ -92,7 +92,10 @@ impl PdfReader for SandboxedPdf {
             Err(_) => {
                 return Err(Error::invalid(
                     "file",
-                    format!("is a PDF that takes longer than {} s to read", self.deadline.as_secs()),
+                    format!(
+                        "is a PDF that takes longer than {} s to read",
+                        self.deadline.as_secs_f32()
+                    ),
                 ));
             }
             Ok(Err(error)) => return Err(Error::Internal(format!("talking to the PDF reader: {error}"))),

@@ -167,3 +167,13 @@ async fn a_broken_pdf_is_invalid_with_the_readers_reason() {
     assert!(refused.message().contains("PDF"), "{refused:?}");
     served.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn a_pdf_past_the_read_deadline_is_refused() {
+    let reader = SandboxedPdf::new(env!("CARGO_BIN_EXE_roncho").into(), 256, Duration::from_millis(1), 2);
+    let error = roncho_core::files::PdfReader::text(&reader, bomb()).await.unwrap_err();
+    assert!(
+        matches!(&error, roncho_core::Error::InvalidArgument { field, reason } if field == "file" && reason.contains("longer than")),
+        "{error}"
+    );
+}
