@@ -9,9 +9,16 @@
 //!   worker at a time hold a work unit. Ingest writes tasks in the message
 //!   transaction (the outbox), so a message is never stored without its work.
 //! - **Relay** — publishes unpublished ledger rows to the stream
-//!   (`Nats-Msg-Id` = the task id, so a republish is dropped by JetStream's
-//!   duplicate window) and marks them published; every process sweeps for
-//!   rows a dead publisher left behind.
+//!   (`Nats-Msg-Id` = the database's installation id and the task id, so a
+//!   republish is dropped by JetStream's duplicate window while another
+//!   database's ids never collide) and marks them published; every process
+//!   sweeps for rows a dead publisher left behind. A publication the stream
+//!   calls a duplicate of a task the ledger never published (a restored
+//!   database) is published again under a fresh id.
+//! - **Sweeper** — the ledger heals the stream: pending tasks published but
+//!   held by no consumer for a while (consumers record when they hold a
+//!   delivery) and of no held unit are republished under a fresh id, so
+//!   whatever the stream lost or dropped is delivered again.
 //! - **Stream** `{prefix}_work` (work-queue retention) on subjects
 //!   `{prefix}.work.{type}.{partition}.{key hash}` ([`subjects`]), one
 //!   durable pull consumer per partition.
@@ -55,6 +62,8 @@ const REBALANCE_EVERY: Duration = Duration::from_secs(2);
 const PULL_EXPIRES: Duration = Duration::from_secs(3);
 /// How often every process sweeps the outbox for rows a dead publisher left.
 const RELAY_SWEEP: Duration = Duration::from_secs(2);
+/// Lost tasks republished per round, at most.
+const LOST_BATCH: i64 = 256;
 
 /// How the queue connects and behaves.
 #[derive(Debug, Clone)]
@@ -86,6 +95,10 @@ pub struct NatsOptions {
     /// Whether this process publishes the outbox (off for observers such as
     /// `roncho status`).
     pub relay: bool,
+    /// How long a published task may go held by no consumer before the
+    /// sweeper takes it for lost and publishes it again (longer after each
+    /// republication).
+    pub redeliver_after: Duration,
 }
 
 impl NatsOptions {
@@ -102,6 +115,7 @@ impl NatsOptions {
             replicas: 1,
             instance: format!("{}-{}", std::process::id(), roncho_core::model::new_public_id()),
             relay: true,
+            redeliver_after: Duration::from_secs(120),
         }
     }
 
@@ -133,6 +147,8 @@ impl std::fmt::Debug for NatsWorkQueue {
 struct Inner {
     options: NatsOptions,
     ledger: SqlWorkQueue,
+    /// The ledger database's installation id, in every message id and envelope.
+    installation: String,
     jetstream: jetstream::Context,
     stream: stream::Stream,
     leases: kv::Store,
@@ -217,6 +233,10 @@ impl Buffer {
 struct Envelope {
     id: i64,
     key: String,
+    /// The ledger database's installation id (absent in messages published
+    /// before it existed: taken as this ledger's).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    installation: Option<String>,
 }
 
 fn unavailable(what: &str, error: impl std::fmt::Display) -> Error {
@@ -283,8 +303,10 @@ impl NatsWorkQueue {
             .await
             .map_err(|error| unavailable("creating the work stream", error))?;
         let leases = lease_bucket(&jetstream, &options).await?;
+        let installation = ledger.installation().await?;
         let inner = Arc::new(Inner {
             options,
+            installation,
             ledger,
             jetstream,
             stream,
@@ -609,20 +631,39 @@ impl Inner {
             settle(vec![Arc::new(acker)], AckKind::Term).await;
             return;
         };
-        self.buffer
-            .lock()
-            .expect("buffer lock")
-            .units
-            .entry(envelope.key)
-            .or_default()
-            .insert(
-                envelope.id,
-                Delivery {
-                    acker: Arc::new(acker),
-                    trace,
-                },
+        if let Some(installation) = envelope.installation.as_ref().filter(|id| **id != self.installation) {
+            // Another database's task (one this stream served before, or a
+            // second deployment on the same nats_prefix): not this ledger's.
+            tracing::warn!(
+                installation,
+                ours = %self.installation,
+                task_id = envelope.id,
+                "dropping a work message of another database; do two deployments share nats_prefix?"
             );
-        self.arrived.notify_one();
+            settle(vec![Arc::new(acker)], AckKind::Term).await;
+            return;
+        }
+        let duplicate = {
+            let mut buffer = self.buffer.lock().expect("buffer lock");
+            let deliveries = buffer.units.entry(envelope.key).or_default();
+            if deliveries.contains_key(&envelope.id) {
+                Some(acker)
+            } else {
+                deliveries.insert(
+                    envelope.id,
+                    Delivery {
+                        acker: Arc::new(acker),
+                        trace,
+                    },
+                );
+                None
+            }
+        };
+        match duplicate {
+            // A republished copy of a task already here: the one held stands.
+            Some(acker) => settle(vec![Arc::new(acker)], AckKind::Ack).await,
+            None => self.arrived.notify_one(),
+        }
     }
 
     /// Keeps buffered deliveries from being redelivered while they wait.
@@ -634,29 +675,102 @@ impl Inner {
                 () = self.shutdown.cancelled() => return,
                 _ = tick.tick() => {}
             }
-            let ackers: Vec<Arc<Acker>> = self
+            let (ackers, held): (Vec<Arc<Acker>>, Vec<i64>) = self
                 .buffer
                 .lock()
                 .expect("buffer lock")
                 .units
                 .values()
-                .flat_map(|tasks| tasks.values().map(|delivery| delivery.acker.clone()))
-                .collect();
+                .flat_map(|tasks| tasks.iter().map(|(id, delivery)| (delivery.acker.clone(), *id)))
+                .unzip();
             settle(ackers, AckKind::Progress).await;
+            // The sweeper leaves tasks a consumer holds alone.
+            if let Err(error) = self.ledger.mark_seen(&held).await {
+                tracing::debug!(%error, "recording held deliveries failed; the sweeper may republish them");
+            }
         }
     }
 
     async fn relay_loop(self: Arc<Self>) {
+        let lost_every = (self.options.redeliver_after / 4).clamp(Duration::from_millis(200), Duration::from_secs(15));
+        let mut lost_swept = Instant::now();
         loop {
             let older_than = tokio::select! {
                 () = self.shutdown.cancelled() => return,
                 () = self.relay_kick.notified() => None,
-                () = tokio::time::sleep(RELAY_SWEEP) => Some(now_micros() - micros(RELAY_SWEEP)),
+                () = tokio::time::sleep(RELAY_SWEEP.min(lost_every)) => Some(now_micros() - micros(RELAY_SWEEP)),
             };
             if let Err(error) = self.relay(older_than).await {
                 tracing::warn!(%error, "publishing queued work to NATS failed; it stays in the outbox and is retried");
             }
+            if lost_swept.elapsed() >= lost_every {
+                lost_swept = Instant::now();
+                match self.republish_lost().await {
+                    Ok(0) => {}
+                    Ok(republished) => tracing::warn!(
+                        republished,
+                        "republished pending work no consumer held (lost or dropped by the stream)"
+                    ),
+                    Err(error) => tracing::warn!(%error, "sweeping for lost work failed; trying again"),
+                }
+            }
         }
+    }
+
+    /// Publishes again, under fresh ids, the tasks the ledger finds lost
+    /// (see [`SqlWorkQueue::take_lost`]); returns how many.
+    async fn republish_lost(&self) -> Result<usize> {
+        let _round = self.relaying.lock().await;
+        let lost = self.ledger.take_lost(LOST_BATCH, self.options.redeliver_after).await?;
+        for (task, republished) in &lost {
+            let ack = self.publish(task, &format!("r{republished}")).await?;
+            ack.await
+                .map_err(|error| unavailable("republishing lost work (no ack)", error))?;
+        }
+        Ok(lost.len())
+    }
+
+    /// Publishes one task; `suffix` makes the message id fresh (`""`: the
+    /// task's first publication).
+    async fn publish(
+        &self,
+        row: &roncho_store::Unpublished,
+        suffix: &str,
+    ) -> Result<async_nats::jetstream::context::PublishAckFuture> {
+        let id = row.id;
+        let mut headers = async_nats::HeaderMap::new();
+        let message_id = match suffix {
+            "" => format!("{}-{id}", self.installation),
+            suffix => format!("{}-{id}-{suffix}", self.installation),
+        };
+        headers.insert(async_nats::header::NATS_MESSAGE_ID, message_id.as_str());
+        // A traced task's publication is a span of its trace, and the
+        // message carries that span's context to whoever consumes it.
+        let _publishing = row.trace.as_ref().map(|trace| {
+            let span = tracing::info_span!(
+                "publish work",
+                otel.kind = "producer",
+                messaging.system = "nats",
+                work_unit_key = %row.work_unit_key,
+                task_id = id,
+            );
+            trace.set_parent_of(&span);
+            for (name, value) in TraceContext::of(&span).as_ref().unwrap_or(trace).headers() {
+                headers.insert(name, value);
+            }
+            span
+        });
+        let payload = serde_json::to_vec(&Envelope {
+            id,
+            key: row.work_unit_key.clone(),
+            installation: Some(self.installation.clone()),
+        })
+        .map_err(|error| Error::Internal(error.to_string()))?;
+        let subject = subjects::subject(&self.options.prefix, &row.work_unit_key, self.options.partitions);
+        self.jetstream
+            .publish_with_headers(subject, headers, payload.into())
+            .await
+            .map_err(|error| unavailable("publishing work", error))
     }
 
     /// Publishes unpublished ledger rows (written before `older_than`, if
@@ -669,50 +783,34 @@ impl Inner {
             let mut acks = Vec::with_capacity(rows.len());
             let mut failure = None;
             for row in &rows {
-                let id = row.id;
-                let mut headers = async_nats::HeaderMap::new();
-                headers.insert(
-                    async_nats::header::NATS_MESSAGE_ID,
-                    format!("{}-task-{id}", self.options.prefix).as_str(),
-                );
-                // A traced task's publication is a span of its trace, and the
-                // message carries that span's context to whoever consumes it.
-                let _publishing = row.trace.as_ref().map(|trace| {
-                    let span = tracing::info_span!(
-                        "publish work",
-                        otel.kind = "producer",
-                        messaging.system = "nats",
-                        work_unit_key = %row.work_unit_key,
-                        task_id = id,
-                    );
-                    trace.set_parent_of(&span);
-                    for (name, value) in TraceContext::of(&span).as_ref().unwrap_or(trace).headers() {
-                        headers.insert(name, value);
-                    }
-                    span
-                });
-                let payload = serde_json::to_vec(&Envelope {
-                    id,
-                    key: row.work_unit_key.clone(),
-                })
-                .map_err(|error| Error::Internal(error.to_string()))?;
-                let subject = subjects::subject(&self.options.prefix, &row.work_unit_key, self.options.partitions);
-                match self
-                    .jetstream
-                    .publish_with_headers(subject, headers, payload.into())
-                    .await
-                {
-                    Ok(ack) => acks.push((id, ack)),
+                match self.publish(row, "").await {
+                    Ok(ack) => acks.push((row, ack)),
                     Err(error) => {
-                        failure = Some(unavailable("publishing work", error));
+                        failure = Some(error);
                         break;
                     }
                 }
             }
             let mut published = Vec::with_capacity(acks.len());
-            for (id, ack) in acks {
+            for (row, ack) in acks {
                 match ack.await {
-                    Ok(_) => published.push(id),
+                    // The stream saw this id before, yet the ledger never
+                    // published the task: another database used it (a
+                    // restore). Published again under a fresh id.
+                    Ok(ack) if ack.duplicate => {
+                        tracing::warn!(
+                            task_id = row.id,
+                            "the stream had already seen this task's message id; publishing it under a fresh one"
+                        );
+                        match self.publish(row, &format!("d{}", now_micros())).await {
+                            Ok(again) => match again.await {
+                                Ok(_) => published.push(row.id),
+                                Err(error) => failure = Some(unavailable("publishing work (no ack)", error)),
+                            },
+                            Err(error) => failure = Some(error),
+                        }
+                    }
+                    Ok(_) => published.push(row.id),
                     Err(error) => failure = Some(unavailable("publishing work (no ack)", error)),
                 }
             }

@@ -201,3 +201,109 @@ impl Setup {
         SqlWorkQueue::new(self.store.clone())
     }
 }
+
+/// A database created on a stream prefix another database just used (a
+/// reset, a restore, a second install) gets its work delivered: its message
+/// ids carry its own installation id, so the stream's duplicate window does
+/// not swallow them, and the other database's messages are dropped, not run.
+#[tokio::test]
+async fn a_new_database_on_a_used_prefix_gets_its_work_delivered() {
+    let (Some(before), Some(mut after)) = (setup(2).await, setup(2).await) else {
+        return;
+    };
+    after.options.prefix = before.options.prefix.clone();
+    let mut publishing_only = before.options.clone();
+    publishing_only.consume = Vec::new();
+    let old = NatsWorkQueue::connect(publishing_only, before.ledger()).await.unwrap();
+    old.enqueue(
+        (0..3)
+            .flat_map(|turn| (0..4).map(move |unit| task(unit, turn)))
+            .collect(),
+    )
+    .await
+    .unwrap();
+    old.close().await;
+    assert_eq!(
+        old.stream_messages().await.unwrap(),
+        12,
+        "the old database's work waits in the stream"
+    );
+
+    let queue = after.queue("new").await;
+    queue
+        .enqueue(
+            (0..3)
+                .flat_map(|turn| (0..4).map(move |unit| task(unit, turn)))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    let processed = drain(&queue, "new", Duration::from_secs(3)).await;
+    assert_eq!(processed.len(), 4, "{processed:?}");
+    for (unit, tasks) in &processed {
+        let n = unit.trim_start_matches("representation:w:s").trim_end_matches(":bob");
+        let expected: Vec<String> = (0..3).map(|turn| format!("u{n}-t{turn}")).collect();
+        assert_eq!(tasks, &expected, "{unit}: each once, in order");
+    }
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((status.counts.completed, status.counts.pending), (12, 0));
+    assert_eq!(
+        queue.stream_messages().await.unwrap(),
+        0,
+        "the other database's messages were dropped"
+    );
+    before.store.close().await;
+    before.database.drop_database().await;
+    after.teardown(&queue).await;
+}
+
+/// The ledger heals the stream: a task whose message is gone from the
+/// stream (deleted by hand here) is republished by the sweeper once no
+/// consumer has held it for a while, and runs in its place in the order.
+#[tokio::test]
+async fn the_sweeper_redelivers_a_task_the_stream_lost() {
+    let Some(mut setup) = setup(1).await else {
+        return;
+    };
+    setup.options.redeliver_after = Duration::from_secs(1);
+    let mut publishing_only = setup.options.clone();
+    publishing_only.consume = Vec::new();
+    let publisher = NatsWorkQueue::connect(publishing_only, setup.ledger()).await.unwrap();
+    publisher
+        .enqueue((0..3).map(|turn| task(0, turn)).collect())
+        .await
+        .unwrap();
+    // Lose the second task's message.
+    let state = publisher.stream_state().await.unwrap();
+    assert_eq!(state.messages, 3);
+    let client = async_nats::connect(setup.options.url.as_str()).await.unwrap();
+    let stream = async_nats::jetstream::new(client)
+        .get_stream(format!("{}_work", setup.options.prefix))
+        .await
+        .unwrap();
+    assert!(stream.delete_message(state.first_sequence + 1).await.unwrap());
+    publisher.close().await;
+
+    let queue = setup.queue("healer").await;
+    let processed = drain(&queue, "healer", Duration::from_secs(6)).await;
+    assert_eq!(
+        processed.get("representation:w:s0:bob").cloned().unwrap_or_default(),
+        ["u0-t0", "u0-t1", "u0-t2"],
+        "the lost task ran, in its place"
+    );
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((status.counts.completed, status.counts.pending), (3, 0));
+    setup.teardown(&queue).await;
+}

@@ -166,6 +166,81 @@ impl SqlWorkQueue {
             .collect()
     }
 
+    /// Returns this database's installation id: stream message ids carry it,
+    /// so a new or recreated database never repeats ids a stream has seen.
+    pub async fn installation(&self) -> Result<String> {
+        let rows = self
+            .store
+            .read(&Sql::new("SELECT id FROM installation ORDER BY created_at LIMIT 1"))
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::Internal("the installation id is missing (migration 0009)".into()))?;
+        row.try_get("id").map_err(db_error)
+    }
+
+    /// Records that a consumer holds deliveries of `task_ids` now.
+    pub async fn mark_seen(&self, task_ids: &[i64]) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        for chunk in task_ids.chunks(500) {
+            let mut sql = Sql::new("UPDATE work_tasks SET seen_at = ");
+            sql.bind(now_micros())
+                .push(" WHERE state = 'pending' AND id IN ")
+                .push_list(chunk);
+            execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await
+    }
+
+    /// Takes up to `limit` tasks the stream lost: pending, published, of a
+    /// unit nobody holds, and held by no consumer for `quiet` times one more
+    /// than their republications so far (at most 7 times). Marks them
+    /// published again and returns them with how often they have been.
+    pub async fn take_lost(&self, limit: i64, quiet: Duration) -> Result<Vec<(Unpublished, i64)>> {
+        let now = now_micros();
+        let lost = |sql: &mut Sql| {
+            sql.push(
+                "t.state = 'pending' AND t.published_at IS NOT NULL \
+                 AND (CASE WHEN t.seen_at IS NULL OR t.seen_at < t.published_at THEN t.published_at ELSE t.seen_at END) < ",
+            );
+            sql.bind(now)
+                .push(" - (")
+                .bind(micros(quiet))
+                .push(" * (CASE WHEN t.republished < 6 THEN t.republished ELSE 6 END + 1))");
+            sql.push(" AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ")
+                .bind(now)
+                .push(")");
+        };
+        let mut sql = Sql::new("UPDATE work_tasks AS t SET published_at = ");
+        sql.bind(now)
+            .push(", republished = t.republished + 1 WHERE t.id IN (SELECT t.id FROM work_tasks t WHERE ");
+        lost(&mut sql);
+        sql.push(" ORDER BY t.id LIMIT ").bind(limit).push(") AND ");
+        // Again outside the subquery: a sweeper that waited for another's row
+        // locks sees the row it republished and leaves it.
+        lost(&mut sql);
+        sql.push(" RETURNING t.id, t.work_unit_key, t.trace_context, t.republished");
+        let mut tx = self.store.begin_write().await?;
+        let rows = sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)?;
+        tx.commit().await?;
+        let mut taken = rows
+            .iter()
+            .map(|row| {
+                let task = Unpublished {
+                    id: row.try_get("id").map_err(db_error)?,
+                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                    trace: trace_column(row)?,
+                };
+                Ok((task, row.try_get::<i64, _>("republished").map_err(db_error)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        taken.sort_by_key(|(task, _)| task.id);
+        Ok(taken)
+    }
+
     /// Marks tasks as published to the stream.
     pub async fn mark_published(&self, task_ids: &[i64]) -> Result<()> {
         if task_ids.is_empty() {

@@ -174,6 +174,9 @@ pub struct ConfigLayer {
     pub nats_prefix: Option<String>,
     pub nats_partitions: Option<u32>,
     pub nats_ack_wait_secs: Option<u64>,
+    /// How long a published task may go held by no consumer before it is
+    /// taken for lost and published again.
+    pub nats_redeliver_after_secs: Option<u64>,
     /// The secret API keys (HS256 JWTs) are signed and verified with; unset:
     /// no authentication (allowed on a loopback address only).
     pub auth_jwt_secret: Option<String>,
@@ -524,6 +527,8 @@ pub struct NatsConfig {
     /// Redelivery delay of unacked work, also the partition lease TTL: how
     /// soon a killed process's work moves on.
     pub ack_wait: Duration,
+    /// When pending work no consumer holds is republished (the stream lost it).
+    pub redeliver_after: Duration,
 }
 
 /// An LLM provider, by the wire format roncho speaks to it.
@@ -827,6 +832,7 @@ impl std::fmt::Debug for NatsConfig {
             .field("prefix", &self.prefix)
             .field("partitions", &self.partitions)
             .field("ack_wait", &self.ack_wait)
+            .field("redeliver_after", &self.redeliver_after)
             .finish()
     }
 }
@@ -840,6 +846,7 @@ impl NatsConfig {
         options.partitions = self.partitions;
         options.ack_wait = self.ack_wait;
         options.lease_ttl = self.ack_wait;
+        options.redeliver_after = self.redeliver_after;
         options
     }
 }
@@ -924,6 +931,7 @@ impl Config {
                 prefix: merged.nats_prefix.clone().unwrap_or_else(|| "roncho".to_owned()),
                 partitions: merged.nats_partitions.unwrap_or(16).max(1),
                 ack_wait: Duration::from_secs(merged.nats_ack_wait_secs.unwrap_or(30).max(1)),
+                redeliver_after: Duration::from_secs(merged.nats_redeliver_after_secs.unwrap_or(120).max(1)),
             }),
         };
         let llm = LlmConfig::resolve(&merged)?;
