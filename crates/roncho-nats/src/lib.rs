@@ -645,18 +645,15 @@ impl Inner {
         }
         let duplicate = {
             let mut buffer = self.buffer.lock().expect("buffer lock");
-            let deliveries = buffer.units.entry(envelope.key).or_default();
-            if deliveries.contains_key(&envelope.id) {
-                Some(acker)
-            } else {
-                deliveries.insert(
-                    envelope.id,
-                    Delivery {
+            match buffer.units.entry(envelope.key).or_default().entry(envelope.id) {
+                std::collections::btree_map::Entry::Occupied(_) => Some(acker),
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(Delivery {
                         acker: Arc::new(acker),
                         trace,
-                    },
-                );
-                None
+                    });
+                    None
+                }
             }
         };
         match duplicate {
