@@ -3,8 +3,10 @@
 //! - [`Admission`] bounds requests in flight, in the whole process and per
 //!   connection, and sheds the excess at once (`RESOURCE_EXHAUSTED` with a
 //!   retry delay) instead of queuing it; it also sets the request timeout
-//!   past which calls end `DEADLINE_EXCEEDED`. Health checks are never shed.
-//!   The gRPC edge's layer applies it to every call.
+//!   past which calls end `DEADLINE_EXCEEDED`, and the time a request's body
+//!   may take to arrive. A place is held until the reply's last byte (a chat
+//!   stream holds it while it streams). Health checks are never shed. The
+//!   gRPC edge's layer applies it to every call.
 //! - [`RateLimiter`] holds a token bucket per workspace for each call that
 //!   costs model tokens or heavy work; an empty bucket refuses the call, with
 //!   the time until it refills, before anything is written.
@@ -27,8 +29,13 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Requests in flight on one connection; further ones are shed.
     pub max_in_flight_per_connection: usize,
-    /// Longest a call may run (the dialectic has its own, per level).
+    /// Longest a call may run, but the dialectic's.
     pub request_timeout: Duration,
+    /// Longest a dialectic call may run: its longest level deadline and a margin.
+    pub dialectic_timeout: Duration,
+    /// Longest a request's body may take to arrive once its headers have: a
+    /// client that starts a call and sends nothing holds its place no longer.
+    pub body_timeout: Duration,
     /// The retry delay a shed request is told.
     pub retry_after: Duration,
 }
@@ -39,6 +46,8 @@ impl Default for Limits {
             max_in_flight: 512,
             max_in_flight_per_connection: 128,
             request_timeout: Duration::from_secs(60),
+            dialectic_timeout: Duration::from_secs(330),
+            body_timeout: Duration::from_secs(30),
             retry_after: Duration::from_millis(250),
         }
     }
@@ -51,8 +60,8 @@ const UNLIMITED: [&str; 3] = [
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
 
-/// Calls whose duration their service bounds itself (dialectic levels).
-const OWN_DEADLINES: &str = "/roncho.v1.DialecticService/";
+/// Calls that may run as long as the dialectic's slowest level.
+const DIALECTIC: &str = "/roncho.v1.DialecticService/";
 
 /// Counts of what admission control refused, for metrics.
 #[derive(Debug, Default)]
@@ -118,9 +127,23 @@ impl Admission {
         self.take_slot(connection_of(request)).map(Some)
     }
 
-    /// Returns how long a call to `path` may run; `None`: its service bounds it.
-    pub fn timeout(&self, path: &str) -> Option<Duration> {
-        (!path.starts_with(OWN_DEADLINES)).then_some(self.limits.request_timeout)
+    /// Returns how long a call to `path` may run.
+    pub fn timeout(&self, path: &str) -> Duration {
+        if path.starts_with(DIALECTIC) {
+            self.limits.dialectic_timeout
+        } else {
+            self.limits.request_timeout
+        }
+    }
+
+    /// Returns how long a request's body may take to arrive.
+    pub fn body_timeout(&self) -> Duration {
+        self.limits.body_timeout
+    }
+
+    /// Returns the limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
     }
 
     /// Counts a call ended by the request timeout.
@@ -209,6 +232,8 @@ pub enum RateClass {
     Uploads,
     /// `ScheduleDream`: a long model run.
     Dreams,
+    /// `CloneSession`: copies a whole session.
+    Clones,
 }
 
 impl RateClass {
@@ -226,6 +251,7 @@ impl RateClass {
             RateClass::Messages => "messages",
             RateClass::Uploads => "uploads",
             RateClass::Dreams => "dreams",
+            RateClass::Clones => "clones",
         }
     }
 }
@@ -273,6 +299,32 @@ impl RateLimiter {
         self.admit_at(rate, Instant::now())
     }
 
+    /// Admits a call that draws on several buckets: all of them, or none
+    /// (a refused call spends nothing).
+    pub fn admit_all(&self, rates: &[Rate<'_>]) -> Result<()> {
+        let now = Instant::now();
+        for (index, rate) in rates.iter().enumerate() {
+            if let Err(error) = self.admit_at(*rate, now) {
+                for taken in &rates[..index] {
+                    self.give_back(*taken);
+                }
+                return Err(error);
+            }
+        }
+        Ok(())
+    }
+
+    /// Returns tokens a refused call took.
+    fn give_back(&self, rate: Rate<'_>) {
+        let Some(&per_minute) = self.per_minute.get(&rate.class) else {
+            return;
+        };
+        let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(bucket) = buckets.get_mut(&(rate.class, rate.workspace.to_owned())) {
+            bucket.tokens = (bucket.tokens + f64::from(rate.cost)).min(f64::from(per_minute));
+        }
+    }
+
     fn admit_at(&self, rate: Rate<'_>, now: Instant) -> Result<()> {
         let Some(&per_minute) = self.per_minute.get(&rate.class) else {
             return Ok(());
@@ -293,10 +345,18 @@ impl RateLimiter {
         let per_second = capacity / 60.0;
         let mut buckets = self.buckets.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         if buckets.len() >= MAX_BUCKETS {
+            // A bucket that would be full by now is as good as absent; past
+            // that, the longest idle go (they come back full: a small gift).
             buckets.retain(|(class, _), bucket| {
-                let rate = f64::from(self.per_minute.get(class).copied().unwrap_or(0)) / 60.0;
-                bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * rate < capacity
+                let capacity = f64::from(self.per_minute.get(class).copied().unwrap_or(0));
+                bucket.tokens + now.duration_since(bucket.updated).as_secs_f64() * capacity / 60.0 < capacity
             });
+            if buckets.len() >= MAX_BUCKETS {
+                let mut idle: Vec<Instant> = buckets.values().map(|bucket| bucket.updated).collect();
+                idle.sort_unstable();
+                let cutoff = idle[idle.len() / 2];
+                buckets.retain(|_, bucket| bucket.updated > cutoff);
+            }
         }
         let bucket = buckets
             .entry((rate.class, rate.workspace.to_owned()))
@@ -375,6 +435,48 @@ mod tests {
             cost: 1_000,
         };
         limiter.admit_at(dreams, start).unwrap();
+    }
+
+    #[test]
+    fn evicting_buckets_keeps_the_partly_spent_ones_of_every_class() {
+        let limiter = RateLimiter::new([(RateClass::Messages, 6_000), (RateClass::Chat, 120)]);
+        let start = Instant::now();
+        let spend = |class, workspace: &str, cost| limiter.admit_at(Rate { class, workspace, cost }, start);
+        // A messages bucket spent down, then enough chat traffic to force eviction.
+        spend(RateClass::Messages, "heavy", 1_000).unwrap();
+        for index in 0..MAX_BUCKETS {
+            spend(RateClass::Chat, &format!("w{index}"), 0).unwrap();
+        }
+        assert!(
+            matches!(spend(RateClass::Messages, "heavy", 5_001), Err(Error::Throttled { .. })),
+            "evicting must not refill a partly spent bucket of another class"
+        );
+    }
+
+    #[test]
+    fn a_call_refused_by_one_bucket_spends_nothing_from_the_others() {
+        let limiter = RateLimiter::new([(RateClass::Uploads, 10), (RateClass::Messages, 100)]);
+        let upload = |messages| {
+            [
+                Rate {
+                    class: RateClass::Uploads,
+                    workspace: "w",
+                    cost: 1,
+                },
+                Rate {
+                    class: RateClass::Messages,
+                    workspace: "w",
+                    cost: messages,
+                },
+            ]
+        };
+        limiter.admit_all(&upload(90)).unwrap();
+        assert!(matches!(limiter.admit_all(&upload(20)), Err(Error::Throttled { .. })));
+        // The refused upload's token came back: nine more fit.
+        for _ in 0..9 {
+            limiter.admit_all(&upload(1)).unwrap();
+        }
+        assert!(limiter.admit_all(&upload(1)).is_err(), "ten uploads a minute");
     }
 
     #[test]

@@ -8,7 +8,6 @@
 //! | need | workspace key | peer key `p` | session key `s` |
 //! |---|---|---|---|
 //! | `Admin` | no | no | no |
-//! | `InWorkspace` | yes | yes | yes |
 //! | `Workspace` | yes | no | no |
 //! | `Peer(x)` | yes | x = p | no |
 //! | `Session(x)` | yes | no | x = s |
@@ -31,8 +30,6 @@ use crate::admission::{Rate, RateClass};
 pub enum Need<'a> {
     /// An admin key.
     Admin,
-    /// Any key of the workspace.
-    InWorkspace(&'a str),
     /// The whole workspace.
     Workspace(&'a str),
     /// A peer's own memory and settings: `(workspace, peer)`.
@@ -49,8 +46,7 @@ impl<'a> Need<'a> {
     fn workspace(self) -> Option<&'a str> {
         match self {
             Need::Admin => None,
-            Need::InWorkspace(workspace)
-            | Need::Workspace(workspace)
+            Need::Workspace(workspace)
             | Need::Peer(workspace, _)
             | Need::Session(workspace, _)
             | Need::SessionRead(workspace, _)
@@ -64,9 +60,9 @@ pub trait Authorize {
     /// Returns the needs; a malformed request may fail here (`INVALID_ARGUMENT`).
     fn needs(&self) -> Result<Vec<Need<'_>>>;
 
-    /// Returns the workspace bucket the call draws on, when it is metered.
-    fn rate(&self) -> Option<Rate<'_>> {
-        None
+    /// Returns the workspace buckets the call draws on, when it is metered.
+    fn rates(&self) -> Vec<Rate<'_>> {
+        Vec::new()
     }
 }
 
@@ -112,7 +108,7 @@ impl Authorizer {
             return denied(format!("workspace `{workspace}`"));
         }
         match (caller, need) {
-            (_, Need::InWorkspace(_)) | (Caller::Workspace { .. }, _) => Ok(()),
+            (Caller::Workspace { .. }, _) => Ok(()),
             (Caller::Peer { peer, .. }, Need::Peer(_, target) | Need::ActsAs(_, target)) => {
                 if peer == target {
                     Ok(())
@@ -161,7 +157,7 @@ use roncho_recall as recall;
 use serde_json::Value;
 
 needs! {
-    ingest::GetOrCreateWorkspace => |r| vec![Need::InWorkspace(&r.id)];
+    ingest::GetOrCreateWorkspace => |r| vec![Need::Workspace(&r.id)];
     ingest::UpdateWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::DeleteWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::GetOrCreatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.id)];
@@ -170,7 +166,6 @@ needs! {
     ingest::GetOrCreateSession => |r| vec![Need::Session(&r.workspace_id, &r.id)];
     ingest::UpdateSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::DeleteSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::CloneSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::RemoveSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::SetSessionPeerConfig => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
@@ -203,32 +198,49 @@ needs! {
     crate::keys::CreateKey => |_r| vec![Need::Admin];
 }
 
-/// Requests that draw on a workspace's bucket: their needs and their rate.
+/// Requests that draw on their workspace's buckets: their needs and their
+/// costs, by class.
 macro_rules! metered {
-    ($($request:path => |$r:ident| $needs:expr, $class:ident, $cost:expr;)*) => {$(
+    ($($request:path => |$r:ident| $needs:expr, [$($class:ident: $cost:expr),+];)*) => {$(
         impl Authorize for $request {
             fn needs(&self) -> Result<Vec<Need<'_>>> {
                 let $r = self;
                 Ok($needs)
             }
 
-            fn rate(&self) -> Option<Rate<'_>> {
+            fn rates(&self) -> Vec<Rate<'_>> {
                 let $r = self;
-                Some(Rate {
+                vec![$(Rate {
                     class: RateClass::$class,
                     workspace: &$r.workspace_id,
                     cost: $cost,
-                })
+                }),+]
             }
         }
     )*};
 }
 
+/// The messages an upload may become, charged before it is read: its size
+/// in message-sized chunks, or for a PDF (whose text can be far larger than
+/// the file) as many as any upload may become.
+fn upload_messages(upload: &ingest::UploadFile) -> u32 {
+    use roncho_core::files::MAX_FILE_TEXT_CHARS;
+    use roncho_core::validate::MAX_MESSAGE_CHARS;
+    let chars = if roncho_core::files::is_pdf(&upload.content_type) {
+        MAX_FILE_TEXT_CHARS
+    } else {
+        upload.file.len().min(MAX_FILE_TEXT_CHARS)
+    };
+    u32::try_from(chars.div_ceil(MAX_MESSAGE_CHARS).max(1)).unwrap_or(u32::MAX)
+}
+
 metered! {
     ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
-        Messages, u32::try_from(r.messages.len()).unwrap_or(u32::MAX);
-    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], Uploads, 1;
-    roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], Dreams, 1;
+        [Messages: u32::try_from(r.messages.len()).unwrap_or(u32::MAX)];
+    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+        [Uploads: 1, Messages: upload_messages(r)];
+    ingest::CloneSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Clones: 1];
+    roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], [Dreams: 1];
 }
 
 impl Authorize for recall::SearchMessages {
@@ -272,12 +284,12 @@ impl Authorize for recall::GetSessionContext {
 }
 
 impl Authorize for Chat {
-    fn rate(&self) -> Option<Rate<'_>> {
-        Some(Rate {
+    fn rates(&self) -> Vec<Rate<'_>> {
+        vec![Rate {
             class: RateClass::Chat,
             workspace: &self.workspace_id,
             cost: 1,
-        })
+        }]
     }
 
     /// The observer's own memory, and every session it names (as a member, for peer keys).

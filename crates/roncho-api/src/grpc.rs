@@ -50,9 +50,7 @@ impl Edge {
             .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
         let request = D::from_wire(request.into_inner());
         self.authorizer.check(&caller, &request).await.map_err(status)?;
-        if let Some(rate) = request.rate() {
-            self.rates.admit(rate).map_err(status)?;
-        }
+        self.rates.admit_all(&request.rates()).map_err(status)?;
         let reply = op(caller, request).await.map_err(status)?;
         Ok(Response::new(reply.into_wire()))
     }
@@ -276,11 +274,11 @@ pub struct EdgeService<S> {
 
 impl<S, B, R> tower_service::Service<http::Request<B>> for EdgeService<S>
 where
-    S: tower_service::Service<http::Request<B>, Response = http::Response<R>>,
+    S: tower_service::Service<http::Request<DeadlineBody<B>>, Response = http::Response<R>>,
     S::Future: Send + 'static,
     R: Default + Send + 'static,
 {
-    type Response = S::Response;
+    type Response = http::Response<SlotBody<R>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
@@ -288,9 +286,9 @@ where
         self.inner.poll_ready(context)
     }
 
-    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+    fn call(&mut self, request: http::Request<B>) -> Self::Future {
         let refuse = |error: Error| -> Self::Future {
-            let response = status(error).into_http();
+            let response = status(error).into_http::<R>().map(|body| SlotBody { body, slot: None });
             Box::pin(async move { Ok(response) })
         };
         let slot = match self.layer.admission.admit(&request) {
@@ -298,34 +296,132 @@ where
             Err(error) => return refuse(error),
         };
         let path = request.uri().path();
-        let timeout = slot.as_ref().and_then(|_| self.layer.admission.timeout(path));
-        if path.starts_with(AUTHENTICATED_PREFIX) {
-            match self.layer.authenticator.authenticate(request.headers()) {
+        let timeout = slot.as_ref().map(|_| self.layer.admission.timeout(path));
+        let (mut parts, body) = request.into_parts();
+        if parts.uri.path().starts_with(AUTHENTICATED_PREFIX) {
+            match self.layer.authenticator.authenticate(&parts.headers) {
                 Ok(caller) => {
-                    request.extensions_mut().insert(caller);
+                    parts.extensions.insert(caller);
                 }
                 Err(error) => return refuse(error),
             }
         }
+        let body_deadline = slot.as_ref().map(|_| self.layer.admission.body_timeout());
+        let request = http::Request::from_parts(parts, DeadlineBody::new(body, body_deadline));
         let response = self.inner.call(request);
         let admission = self.layer.admission.clone();
         Box::pin(async move {
-            let _slot = slot;
             let Some(timeout) = timeout else {
-                return response.await;
+                return response
+                    .await
+                    .map(|response| response.map(|body| SlotBody { body, slot }));
             };
             match tokio::time::timeout(timeout, response).await {
-                Ok(response) => response,
+                // The place is held until the reply's body ends.
+                Ok(response) => response.map(|response| response.map(|body| SlotBody { body, slot })),
                 Err(_) => {
                     admission.timed_out();
                     let error = Error::DeadlineExceeded(format!(
                         "the request ran past the server's {} s limit",
                         timeout.as_secs_f32()
                     ));
-                    Ok(status(error).into_http())
+                    Ok(status(error).into_http::<R>().map(|body| SlotBody { body, slot: None }))
                 }
             }
         })
+    }
+}
+
+/// A request body that must arrive whole within a deadline; past it, the
+/// call ends `DEADLINE_EXCEEDED`.
+pub struct DeadlineBody<B> {
+    inner: Pin<Box<B>>,
+    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
+    limit: std::time::Duration,
+}
+
+impl<B> DeadlineBody<B> {
+    fn new(inner: B, limit: Option<std::time::Duration>) -> Self {
+        Self {
+            inner: Box::pin(inner),
+            deadline: limit.map(|limit| Box::pin(tokio::time::sleep(limit))),
+            limit: limit.unwrap_or_default(),
+        }
+    }
+}
+
+impl<B> http_body::Body for DeadlineBody<B>
+where
+    B: http_body::Body<Data = bytes::Bytes>,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Data = bytes::Bytes;
+    type Error = Box<dyn std::error::Error + Send + Sync>;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        if let Poll::Ready(frame) = this.inner.as_mut().poll_frame(context) {
+            if frame.is_none() {
+                // Arrived whole: no deadline for whatever else is asked of it.
+                this.deadline = None;
+            }
+            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
+        }
+        if let Some(deadline) = &mut this.deadline
+            && deadline.as_mut().poll(context).is_ready()
+        {
+            let status = status(Error::DeadlineExceeded(format!(
+                "the request's body did not arrive within {} s",
+                this.limit.as_secs_f32()
+            )));
+            return Poll::Ready(Some(Err(Box::new(status))));
+        }
+        Poll::Pending
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.inner.size_hint()
+    }
+}
+
+/// A reply body that holds its request's place in flight until it ends.
+pub struct SlotBody<B> {
+    body: B,
+    slot: Option<crate::admission::Slot>,
+}
+
+impl<B> http_body::Body for SlotBody<B>
+where
+    B: http_body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = Pin::new(&mut this.body).poll_frame(context);
+        if let Poll::Ready(None) = frame {
+            this.slot = None;
+        }
+        frame
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
     }
 }
 
@@ -340,7 +436,7 @@ mod tests {
     #[derive(Clone)]
     struct Slow(Duration);
 
-    impl tower_service::Service<http::Request<()>> for Slow {
+    impl<B> tower_service::Service<http::Request<B>> for Slow {
         type Response = http::Response<()>;
         type Error = std::convert::Infallible;
         type Future = Pin<Box<dyn Future<Output = std::result::Result<Self::Response, Self::Error>> + Send>>;
@@ -349,7 +445,7 @@ mod tests {
             Poll::Ready(Ok(()))
         }
 
-        fn call(&mut self, _: http::Request<()>) -> Self::Future {
+        fn call(&mut self, _: http::Request<B>) -> Self::Future {
             let delay = self.0;
             Box::pin(async move {
                 tokio::time::sleep(delay).await;
@@ -363,6 +459,78 @@ mod tests {
             .headers()
             .get("grpc-status")
             .and_then(|value| value.to_str().ok())
+    }
+
+    /// A body that never sends anything.
+    struct Silent;
+
+    impl http_body::Body for Silent {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            Poll::Pending
+        }
+    }
+
+    /// A service that reads its request's body to the end and says how that went.
+    #[derive(Clone)]
+    struct Reads;
+
+    impl<B> tower_service::Service<http::Request<B>> for Reads
+    where
+        B: http_body::Body + Send + 'static,
+        B::Error: std::fmt::Display,
+    {
+        type Response = http::Response<String>;
+        type Error = std::convert::Infallible;
+        type Future = Pin<Box<dyn Future<Output = std::result::Result<Self::Response, Self::Error>> + Send>>;
+
+        fn poll_ready(&mut self, _: &mut Context<'_>) -> Poll<std::result::Result<(), Self::Error>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, request: http::Request<B>) -> Self::Future {
+            let mut body = Box::pin(request.into_body());
+            Box::pin(async move {
+                loop {
+                    match std::future::poll_fn(|context| body.as_mut().poll_frame(context)).await {
+                        None => return Ok(http::Response::new("whole".to_owned())),
+                        Some(Ok(_)) => continue,
+                        Some(Err(error)) => return Ok(http::Response::new(error.to_string())),
+                    }
+                }
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_body_that_does_not_arrive_gives_its_place_back() {
+        use tower_layer::Layer as _;
+        use tower_service::Service as _;
+        let admission = Admission::new(Limits {
+            body_timeout: Duration::from_millis(50),
+            ..Limits::default()
+        });
+        let mut service = EdgeLayer::new(admission.clone(), Authenticator::new(None)).layer(Reads);
+        let request = http::Request::builder()
+            .uri("/roncho.v1.DialecticService/Chat")
+            .body(Silent)
+            .unwrap();
+        let response = tokio::time::timeout(Duration::from_secs(5), service.call(request))
+            .await
+            .expect("the deadline ends the read")
+            .unwrap();
+        assert!(
+            response.body().body.contains("did not arrive within"),
+            "{}",
+            response.body().body
+        );
+        drop(response);
+        assert_eq!(admission.stats().in_flight(), 0);
     }
 
     #[tokio::test]
@@ -382,7 +550,17 @@ mod tests {
             .unwrap();
         assert_eq!(grpc_status(&ended), Some("4"), "DEADLINE_EXCEEDED");
         let answered = service.call(request("/roncho.v1.DialecticService/Chat")).await.unwrap();
-        assert_eq!(grpc_status(&answered), None, "the dialectic keeps its own deadlines");
+        assert_eq!(
+            grpc_status(&answered),
+            None,
+            "the dialectic has its levels' longer limit"
+        );
+        assert_eq!(
+            admission.stats().in_flight(),
+            1,
+            "a reply holds its place until its body is gone"
+        );
+        drop((ended, answered));
         assert_eq!(admission.stats().timed_out(), 1);
         assert_eq!(admission.stats().in_flight(), 0, "slots come back after time-outs too");
     }

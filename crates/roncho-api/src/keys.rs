@@ -163,12 +163,22 @@ pub struct CreateKey {
     pub expires_at: Option<i64>,
 }
 
-/// A minted key.
-#[derive(Debug, Clone)]
+/// A minted key (its `Debug` leaves the key out).
+#[derive(Clone)]
 pub struct IssuedKey {
     pub key: String,
     /// Microseconds since the epoch, to the second.
     pub expires_at: Option<i64>,
+}
+
+impl std::fmt::Debug for IssuedKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("IssuedKey")
+            .field("key", &"[redacted]")
+            .field("expires_at", &self.expires_at)
+            .finish()
+    }
 }
 
 /// Mints the key `request` asks for at `now` (microseconds since the epoch).

@@ -60,17 +60,64 @@ impl StoreOptions {
     }
 }
 
-/// Returns `url` with any password replaced by `***`.
+/// Returns `url` with its credentials replaced by `***`: a password, the
+/// user part of an http(s) URL (where it is a token, not a name), and the
+/// values of query parameters that name a secret (`password`, `token`,
+/// `key`, `secret`, ...).
 pub fn redact_url(url: &str) -> String {
     let Some((scheme, rest)) = url.split_once("://") else {
         return url.to_owned();
     };
-    let Some((credentials, host)) = rest.split_once('@') else {
-        return url.to_owned();
+    let (authority_and_path, query) = match rest.split_once('?') {
+        Some((before, query)) => (before, Some(query)),
+        None => (rest, None),
     };
-    match credentials.split_once(':') {
-        Some((user, _password)) => format!("{scheme}://{user}:***@{host}"),
-        None => url.to_owned(),
+    let authority_end = authority_and_path.find('/').unwrap_or(authority_and_path.len());
+    let (authority, path) = authority_and_path.split_at(authority_end);
+    let authority = match authority.rsplit_once('@') {
+        Some((credentials, host)) => match credentials.split_once(':') {
+            Some((user, _password)) => format!("{user}:***@{host}"),
+            None if scheme.starts_with("http") => format!("***@{host}"),
+            None => format!("{credentials}@{host}"),
+        },
+        None => authority.to_owned(),
+    };
+    let mut redacted = format!("{scheme}://{authority}{path}");
+    if let Some(query) = query {
+        let secretive = ["pass", "token", "key", "secret", "auth", "credential"];
+        let pairs: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((name, _)) if secretive.iter().any(|word| name.to_ascii_lowercase().contains(word)) => {
+                    format!("{name}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        redacted.push('?');
+        redacted.push_str(&pairs.join("&"));
+    }
+    redacted
+}
+
+#[cfg(test)]
+mod redaction_tests {
+    use super::redact_url;
+
+    #[test]
+    fn credentials_leave_urls() {
+        assert_eq!(redact_url("postgres://u:hunter2@h/db"), "postgres://u:***@h/db");
+        assert_eq!(
+            redact_url("postgres://u:p@ss:w@rd@h:5432/db"),
+            "postgres://u:***@h:5432/db"
+        );
+        assert_eq!(redact_url("https://TOKEN@api.example/v1"), "https://***@api.example/v1");
+        assert_eq!(
+            redact_url("postgres://h/db?user=u&password=hunter2&sslmode=require"),
+            "postgres://h/db?user=u&password=***&sslmode=require"
+        );
+        assert_eq!(redact_url("http://qdrant:6334"), "http://qdrant:6334");
+        assert_eq!(redact_url("http://x/?api_key=abc"), "http://x/?api_key=***");
     }
 }
 

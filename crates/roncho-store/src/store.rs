@@ -404,6 +404,9 @@ async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, sess
     Ok(())
 }
 
+/// Most messages one CloneSession copies.
+pub const MAX_CLONE_MESSAGES: i64 = 100_000;
+
 /// Messages per INSERT statement: 10 bound values each keeps a statement far
 /// below SQLite's 32,766 and Postgres' 65,535 bound values.
 const MESSAGES_PER_STATEMENT: usize = 1_000;
@@ -762,31 +765,62 @@ impl Store for SqlStore {
         members.bind(workspace_id).push(" AND session_name = ").bind(id);
         execute(tx.conn(), &members).await?;
 
-        let mut select = Sql::new(&format!(
-            "SELECT {}, m.configuration FROM messages m WHERE m.workspace_name = ",
-            rows::MESSAGE_COLUMNS
-        ));
-        select.bind(workspace_id).push(" AND m.session_name = ").bind(id);
+        // Copied a page at a time: memory stays bounded whatever the session's size.
+        let mut count = Sql::new("SELECT COUNT(*) AS n FROM messages WHERE workspace_name = ");
+        count.bind(workspace_id).push(" AND session_name = ").bind(id);
         if let Some(cutoff) = cutoff_seq {
-            select.push(" AND m.seq_in_session <= ").bind(cutoff);
+            count.push(" AND seq_in_session <= ").bind(cutoff);
         }
-        select.push(" ORDER BY m.seq_in_session");
-        let source_rows = fetch_all(tx.conn(), &select).await?;
-        let mut copies = Vec::with_capacity(source_rows.len());
-        let mut configurations = Vec::with_capacity(source_rows.len());
-        for (index, row) in source_rows.iter().enumerate() {
-            let mut message = rows::message(row)?;
-            message.id = new_public_id();
-            message.session_id = clone_id.clone();
-            message.seq_in_session = i64::try_from(index).unwrap_or(i64::MAX) + 1;
-            copies.push(message);
-            configurations.push(sqlx::Row::try_get::<String, _>(row, "configuration").map_err(db_error)?);
+        let total: i64 = fetch_all(tx.conn(), &count)
+            .await?
+            .first()
+            .map_or(Ok(0), |row| sqlx::Row::try_get(row, "n"))
+            .map_err(db_error)?;
+        if total > MAX_CLONE_MESSAGES {
+            return Err(Error::invalid(
+                "session_id",
+                format!("holds {total} messages, at most {MAX_CLONE_MESSAGES} are cloned at once"),
+            ));
         }
-        for (chunk, chunk_configurations) in copies.chunks(100).zip(configurations.chunks(100)) {
-            insert_messages(tx.conn(), chunk, chunk_configurations).await?;
+        let mut copied: i64 = 0;
+        let mut after_seq: i64 = 0;
+        loop {
+            let mut select = Sql::new(&format!(
+                "SELECT {}, m.configuration FROM messages m WHERE m.workspace_name = ",
+                rows::MESSAGE_COLUMNS
+            ));
+            select
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(id)
+                .push(" AND m.seq_in_session > ")
+                .bind(after_seq);
+            if let Some(cutoff) = cutoff_seq {
+                select.push(" AND m.seq_in_session <= ").bind(cutoff);
+            }
+            select
+                .push(" ORDER BY m.seq_in_session LIMIT ")
+                .bind(i64::try_from(MESSAGES_PER_STATEMENT).unwrap_or(1_000));
+            let source_rows = fetch_all(tx.conn(), &select).await?;
+            if source_rows.is_empty() {
+                break;
+            }
+            let mut copies = Vec::with_capacity(source_rows.len());
+            let mut configurations = Vec::with_capacity(source_rows.len());
+            for row in &source_rows {
+                let mut message = rows::message(row)?;
+                after_seq = message.seq_in_session;
+                copied += 1;
+                message.id = new_public_id();
+                message.session_id = clone_id.clone();
+                message.seq_in_session = copied;
+                copies.push(message);
+                configurations.push(sqlx::Row::try_get::<String, _>(row, "configuration").map_err(db_error)?);
+            }
+            insert_messages(tx.conn(), &copies, &configurations).await?;
         }
         let mut last_seq = Sql::new("UPDATE sessions SET last_seq = ");
-        last_seq.bind(i64::try_from(copies.len()).unwrap_or(i64::MAX));
+        last_seq.bind(copied);
         last_seq
             .push(" WHERE workspace_name = ")
             .bind(workspace_id)

@@ -374,6 +374,15 @@ async fn a_batch_past_the_bind_limit_is_written_whole(store: &dyn Store) {
     let listed = store.list_messages("w", "s", &all(), page(70, 100)).await.unwrap();
     assert_eq!(listed.total, 7_000);
     assert_eq!(listed.items.last().unwrap().content, "line 6999");
+    // Cloned a page at a time, every message in its place.
+    let clone = store.clone_session("w", "s", None).await.unwrap();
+    let copied = store
+        .list_messages("w", &clone.id, &all(), page(70, 100))
+        .await
+        .unwrap();
+    assert_eq!(copied.total, 7_000);
+    let last = copied.items.last().unwrap();
+    assert_eq!((last.content.as_str(), last.seq_in_session), ("line 6999", 7_000));
 }
 
 async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {

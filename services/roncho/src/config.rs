@@ -199,6 +199,8 @@ pub struct ConfigLayer {
     pub max_concurrent_requests_per_connection: Option<usize>,
     /// Longest a call may run (dialectic calls have their level deadlines).
     pub request_timeout_secs: Option<u64>,
+    /// Longest a request's body may take to arrive after its headers.
+    pub request_body_timeout_secs: Option<u64>,
     /// Longest a Postgres statement may run.
     pub database_statement_timeout_secs: Option<u64>,
     /// Per workspace and minute: Chat and ChatStream calls (0: unmetered).
@@ -209,12 +211,18 @@ pub struct ConfigLayer {
     pub rate_limit_uploads_per_minute: Option<u32>,
     /// Per workspace and minute: ScheduleDream calls.
     pub rate_limit_dreams_per_minute: Option<u32>,
+    /// Per workspace and minute: CloneSession calls.
+    pub rate_limit_clones_per_minute: Option<u32>,
     /// Longest an uploaded PDF may take to read.
     pub upload_pdf_timeout_secs: Option<u64>,
     /// Memory (address space) a PDF's reader may use, in MiB.
     pub upload_pdf_memory_mb: Option<u64>,
+    /// PDFs read at once; more wait up to 5 s, then are told to retry.
+    pub upload_pdf_concurrency: Option<usize>,
     /// Webhook URLs may point at private, loopback and link-local addresses.
     pub webhook_allow_private_addresses: Option<bool>,
+    /// Serve gRPC server reflection; unset: when authentication is off.
+    pub grpc_reflection: Option<bool>,
 }
 
 /// Where embeddings for semantic search come from.
@@ -303,6 +311,16 @@ impl ConfigLayer {
     }
 }
 
+/// Cuts credentials out of every URL in a JSON value, at any depth.
+fn redact_urls(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::String(text) if text.contains("://") => *text = roncho_store::redact_url(text),
+        serde_json::Value::Array(items) => items.iter_mut().for_each(redact_urls),
+        serde_json::Value::Object(fields) => fields.values_mut().for_each(redact_urls),
+        _ => {}
+    }
+}
+
 /// Whether a setting holds a credential (never printed).
 fn is_secret_key(key: &str) -> bool {
     key.ends_with("api_key") || key.contains("secret")
@@ -313,7 +331,7 @@ fn redact_value(key: &str, value: &serde_json::Value) -> serde_json::Value {
     match value {
         serde_json::Value::Null => serde_json::Value::Null,
         _ if is_secret_key(key) => serde_json::Value::String("[redacted]".to_owned()),
-        serde_json::Value::String(text) if key.ends_with("url") => {
+        serde_json::Value::String(text) if text.contains("://") => {
             serde_json::Value::String(roncho_store::redact_url(text))
         }
         other => other.clone(),
@@ -363,6 +381,9 @@ impl Serialize for Secret {
         serializer.serialize_str("[redacted]")
     }
 }
+
+/// Shortest auth secret a server off loopback accepts.
+pub const MIN_SECRET_BYTES: usize = 32;
 
 /// How callers are authenticated.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -432,8 +453,30 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsFiles>,
     /// Where health checks are also served, in plain text.
     pub health_listen: Option<SocketAddr>,
+    /// Whether gRPC server reflection is served.
+    pub grpc_reflection: bool,
     /// Admission control.
     pub limits: LimitsConfig,
+}
+
+/// The longest a dialectic call may run: the slowest level's deadline
+/// (configured, else its default) and 30 s for the rest of the call.
+fn dialectic_limit(merged: &ConfigLayer) -> Duration {
+    use roncho_dialectic::agent::Level;
+    let configured = [
+        merged.dialectic_minimal_timeout_secs,
+        merged.dialectic_low_timeout_secs,
+        merged.dialectic_medium_timeout_secs,
+        merged.dialectic_high_timeout_secs,
+        merged.dialectic_max_timeout_secs,
+    ];
+    let slowest = Level::ALL
+        .into_iter()
+        .zip(configured)
+        .map(|(level, secs)| secs.map_or_else(|| level.default_deadline(), |secs| Duration::from_secs(secs.max(1))))
+        .max()
+        .unwrap_or_default();
+    slowest + Duration::from_secs(30)
 }
 
 /// Bounds on what callers take (docs/security.md).
@@ -442,6 +485,10 @@ pub struct LimitsConfig {
     pub max_concurrent_requests: usize,
     pub max_concurrent_requests_per_connection: usize,
     pub request_timeout: Duration,
+    /// Longest a request's body may take to arrive after its headers.
+    pub body_timeout: Duration,
+    /// Longest a dialectic call may run: its slowest level's deadline and a margin.
+    pub dialectic_timeout: Duration,
     pub database_statement_timeout: Duration,
     /// Per workspace and minute; 0: unmetered.
     pub chat_per_minute: u32,
@@ -449,10 +496,13 @@ pub struct LimitsConfig {
     pub messages_per_minute: u32,
     pub uploads_per_minute: u32,
     pub dreams_per_minute: u32,
+    pub clones_per_minute: u32,
     /// Longest an uploaded PDF may take to read.
     pub pdf_timeout: Duration,
     /// Address space of the process reading one PDF, in MiB.
     pub pdf_memory_mb: u64,
+    /// PDFs read at once.
+    pub pdf_concurrency: usize,
     /// Webhook URLs may point inside the network.
     pub webhook_allow_private_addresses: bool,
 }
@@ -464,6 +514,8 @@ impl LimitsConfig {
             max_in_flight: self.max_concurrent_requests,
             max_in_flight_per_connection: self.max_concurrent_requests_per_connection,
             request_timeout: self.request_timeout,
+            dialectic_timeout: self.dialectic_timeout,
+            body_timeout: self.body_timeout,
             ..roncho_api::admission::Limits::default()
         }
     }
@@ -483,6 +535,7 @@ impl LimitsConfig {
             ),
             (RateClass::Uploads, self.uploads_per_minute),
             (RateClass::Dreams, self.dreams_per_minute),
+            (RateClass::Clones, self.clones_per_minute),
         ])
     }
 }
@@ -493,8 +546,24 @@ impl std::fmt::Debug for Config {
     }
 }
 
+/// `Debug` of configuration parts that hold URLs: their redacted JSON, so a
+/// credential in a URL never prints.
+macro_rules! debug_redacted {
+    ($($part:ident),* $(,)?) => {$(
+        impl std::fmt::Debug for $part {
+            fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                let mut value = serde_json::to_value(self).unwrap_or_default();
+                redact_urls(&mut value);
+                write!(formatter, "{} {value}", stringify!($part))
+            }
+        }
+    )*};
+}
+
+debug_redacted!(QdrantConfig, LlmEndpoint, EmbeddingConfig, TracingConfig);
+
 /// OpenTelemetry trace export.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct TracingConfig {
     /// The collector's OTLP/gRPC endpoint.
     pub endpoint: String,
@@ -688,7 +757,7 @@ pub struct RoleModels {
 }
 
 /// Where a provider is reached.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct LlmEndpoint {
     pub base_url: String,
     pub api_key: Option<Secret>,
@@ -816,7 +885,7 @@ impl LlmConfig {
 }
 
 /// Where the distributed mode keeps vectors.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct QdrantConfig {
     /// gRPC URL, e.g. `http://qdrant:6334`.
     pub url: String,
@@ -852,7 +921,7 @@ impl NatsConfig {
 }
 
 /// Embedder settings.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Clone, PartialEq, Serialize)]
 pub struct EmbeddingConfig {
     pub provider: EmbeddingProvider,
     /// Local model directory; with `auto`, also searched in `<data_dir>/models`
@@ -958,12 +1027,18 @@ impl Config {
                 })
             }
         };
+        // The current secret is taken whole; only the previous ones are a list.
         let secrets: Vec<Secret> = merged
             .auth_jwt_secret
             .iter()
-            .chain(merged.auth_jwt_previous_secrets.iter())
-            .flat_map(|secrets| secrets.split(','))
-            .map(str::trim)
+            .map(|secret| secret.trim())
+            .chain(
+                merged
+                    .auth_jwt_previous_secrets
+                    .iter()
+                    .flat_map(|secrets| secrets.split(','))
+                    .map(str::trim),
+            )
             .filter(|secret| !secret.is_empty())
             .map(|secret| Secret(secret.to_owned()))
             .collect();
@@ -990,16 +1065,22 @@ impl Config {
             max_concurrent_requests: merged.max_concurrent_requests.unwrap_or(512).max(1),
             max_concurrent_requests_per_connection: merged.max_concurrent_requests_per_connection.unwrap_or(128).max(1),
             request_timeout: Duration::from_secs(merged.request_timeout_secs.unwrap_or(60).max(1)),
+            body_timeout: Duration::from_secs(merged.request_body_timeout_secs.unwrap_or(30).max(1)),
+            dialectic_timeout: dialectic_limit(&merged),
             database_statement_timeout: Duration::from_secs(merged.database_statement_timeout_secs.unwrap_or(30)),
             chat_per_minute: merged.rate_limit_chat_per_minute.unwrap_or(120),
             messages_per_minute: merged.rate_limit_messages_per_minute.unwrap_or(6_000),
             uploads_per_minute: merged.rate_limit_uploads_per_minute.unwrap_or(60),
             dreams_per_minute: merged.rate_limit_dreams_per_minute.unwrap_or(10),
+            clones_per_minute: merged.rate_limit_clones_per_minute.unwrap_or(30),
             pdf_timeout: Duration::from_secs(merged.upload_pdf_timeout_secs.unwrap_or(30).max(1)),
             pdf_memory_mb: merged.upload_pdf_memory_mb.unwrap_or(1024).max(64),
+            pdf_concurrency: merged.upload_pdf_concurrency.unwrap_or(2).max(1),
             webhook_allow_private_addresses: merged.webhook_allow_private_addresses.unwrap_or(false),
         };
+        let grpc_reflection = merged.grpc_reflection.unwrap_or(secrets.is_empty());
         let config = Config {
+            grpc_reflection,
             limits,
             tls,
             health_listen: merged.health_listen,
@@ -1051,6 +1132,20 @@ impl Config {
     /// Returns why serving this config is refused: a non-loopback address
     /// without authentication, unless `insecure_no_auth` says so.
     pub fn check_exposure(&self) -> anyhow::Result<()> {
+        if !self.listen.ip().is_loopback()
+            && let Some(short) = self
+                .auth
+                .secrets
+                .iter()
+                .find(|secret| secret.expose().len() < MIN_SECRET_BYTES)
+        {
+            bail!(
+                "refusing to serve {} with an auth secret of {} bytes: keys signed with it can be guessed offline. \
+                 Use at least {MIN_SECRET_BYTES} random bytes (openssl rand -hex 32)",
+                self.listen,
+                short.expose().len()
+            );
+        }
         if self.auth.enabled() || self.listen.ip().is_loopback() || self.auth.insecure_no_auth {
             return Ok(());
         }
@@ -1081,12 +1176,7 @@ impl Config {
     /// Returns the config as JSON with secrets redacted, for logs and status.
     pub fn redacted(&self) -> serde_json::Value {
         let mut value = serde_json::to_value(self).unwrap_or_default();
-        if let Some(url) = &self.database_url {
-            value["database_url"] = serde_json::Value::String(roncho_store::redact_url(url));
-        }
-        if let Some(nats) = &self.nats {
-            value["nats"]["url"] = serde_json::Value::String(roncho_store::redact_url(&nats.url));
-        }
+        redact_urls(&mut value);
         value
     }
 }
@@ -1404,7 +1494,9 @@ deriver_max_tokens = 1500
         let env = env(&[
             ("RONCHO_DATABASE_URL", "postgres://u:pw-db@h/db"),
             ("RONCHO_NATS_URL", "nats://u:pw-nats@h:4222"),
-            ("RONCHO_QDRANT_URL", "http://qdrant:6334"),
+            ("RONCHO_QDRANT_URL", "http://qdrant:6334/?api_key=pw-in-query"),
+            ("RONCHO_OTLP_ENDPOINT", "http://user:pw-otlp@collector:4317"),
+            ("RONCHO_LLM_BASE_URL", "https://pw-token@llm.example/v1"),
             ("RONCHO_QDRANT_API_KEY", "pw-qdrant"),
             ("RONCHO_EMBEDDING_PROVIDER", "openai"),
             ("RONCHO_EMBEDDING_DIMENSIONS", "8"),
@@ -1461,5 +1553,13 @@ deriver_max_tokens = 1500
         assert!(config.check_exposure().is_ok());
         let local = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
         assert!(local.check_exposure().is_ok(), "loopback keeps the zero-setup default");
+        let short = ConfigLayer {
+            listen: Some("0.0.0.0:50051".parse().unwrap()),
+            auth_jwt_secret: Some("too-short".into()),
+            ..ConfigLayer::default()
+        };
+        let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), short).unwrap();
+        let error = config.check_exposure().unwrap_err().to_string();
+        assert!(error.contains("9 bytes") && error.contains("32"), "{error}");
     }
 }

@@ -301,11 +301,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.tls = tls;
     services.health_listen = config.health_listen;
     services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
+    services.reflection = config.grpc_reflection;
     services.pdf = Some(Arc::new(roncho::pdf::SandboxedPdf::new(
         std::env::current_exe().context("finding this binary for the PDF reader")?,
         config.limits.pdf_memory_mb,
         config.limits.pdf_timeout,
-        2,
+        config.limits.pdf_concurrency,
     )));
     services.admission = roncho_api::admission::Admission::new(config.limits.admission());
     let derives_with_model = config

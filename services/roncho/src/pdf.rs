@@ -1,7 +1,10 @@
-//! PDF text in a sandbox: each upload's PDF is parsed by a child process
-//! (`roncho extract-pdf`) under an address-space and CPU limit, killed at a
-//! deadline, its output read up to the text bound. A PDF whose streams
-//! expand to gigabytes (a "zip bomb") ends the child, never the server.
+//! PDF text in a child process: each upload's PDF is parsed by `roncho
+//! extract-pdf` under an address-space, CPU-time, open-file and file-size
+//! limit, killed at a deadline, its output read up to the text bound. A PDF
+//! whose streams expand to gigabytes (a "zip bomb") ends the child, never
+//! the server. The child runs as the server's user, on its file system and
+//! network: a resource bound, not an isolation boundary (a hardened
+//! deployment adds seccomp or a separate user around it).
 
 use std::path::PathBuf;
 use std::process::Stdio;
@@ -19,6 +22,8 @@ pub const UNREADABLE: i32 = 3;
 
 /// Most bytes of text a child may write: the character bound in UTF-8.
 const MAX_TEXT_BYTES: u64 = MAX_FILE_TEXT_CHARS as u64 * 4;
+/// How long an upload waits for a free reader before it is told to retry.
+const QUEUE_WAIT: Duration = Duration::from_secs(5);
 
 /// Parses PDFs in child processes, `permits` at once.
 #[derive(Debug)]
@@ -44,11 +49,16 @@ impl SandboxedPdf {
 #[async_trait::async_trait]
 impl PdfReader for SandboxedPdf {
     async fn text(&self, bytes: Vec<u8>) -> Result<String> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| Error::Unavailable("the PDF reader is shutting down".into()))?;
+        let _permit = match tokio::time::timeout(QUEUE_WAIT, self.permits.acquire()).await {
+            Ok(Ok(permit)) => permit,
+            Ok(Err(_)) => return Err(Error::Unavailable("the PDF reader is shutting down".into())),
+            Err(_) => {
+                return Err(Error::Throttled {
+                    reason: "every PDF reader is busy".into(),
+                    retry_after: QUEUE_WAIT,
+                });
+            }
+        };
         let cpu_limit = self.deadline.as_secs() + 1;
         let mut child = tokio::process::Command::new(&self.program)
             .args([
@@ -75,14 +85,24 @@ impl PdfReader for SandboxedPdf {
             let _ = stdin.write_all(&bytes).await;
         });
         let run = async {
-            let mut text = Vec::new();
-            let mut limited = stdout.take(MAX_TEXT_BYTES + 1);
-            limited.read_to_end(&mut text).await?;
+            // Both pipes at once: a child blocked writing one must not stall the other.
+            let read_text = async {
+                let mut text = Vec::new();
+                stdout.take(MAX_TEXT_BYTES + 1).read_to_end(&mut text).await?;
+                Ok::<_, std::io::Error>(text)
+            };
+            let read_detail = async {
+                let mut detail = Vec::new();
+                let mut stderr = stderr;
+                (&mut stderr).take(4_096).read_to_end(&mut detail).await?;
+                // Whatever else it says is drained, not kept.
+                tokio::io::copy(&mut stderr, &mut tokio::io::sink()).await?;
+                Ok::<_, std::io::Error>(String::from_utf8_lossy(&detail).into_owned())
+            };
+            let (text, detail) = tokio::try_join!(read_text, read_detail)?;
             if text.len() as u64 > MAX_TEXT_BYTES {
                 return Ok::<_, std::io::Error>((text, String::new(), None));
             }
-            let mut detail = String::new();
-            stderr.take(4_096).read_to_string(&mut detail).await?;
             let status = child.wait().await?;
             Ok((text, detail, Some(status)))
         };
@@ -137,6 +157,9 @@ pub fn extract_from_stdin(memory_limit_mb: u64, cpu_limit_secs: u64) -> anyhow::
     let bytes = memory_limit_mb.saturating_mul(1024 * 1024);
     rlimit::setrlimit(rlimit::Resource::AS, bytes, bytes)?;
     rlimit::setrlimit(rlimit::Resource::CPU, cpu_limit_secs, cpu_limit_secs)?;
+    // Its pipes are all it needs: no files opened, none written.
+    rlimit::setrlimit(rlimit::Resource::NOFILE, 8, 8)?;
+    rlimit::setrlimit(rlimit::Resource::FSIZE, 0, 0)?;
     let mut file = Vec::new();
     std::io::stdin()
         .take(roncho_core::validate::MAX_FILE_BYTES as u64 + 1)

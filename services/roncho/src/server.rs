@@ -65,6 +65,8 @@ pub struct Services {
     pub pdf: Option<Arc<dyn roncho_core::files::PdfReader>>,
     /// Webhook URLs may point at private addresses.
     pub allow_private_webhooks: bool,
+    /// Serve gRPC server reflection (the API's shape, to anyone).
+    pub reflection: bool,
 }
 
 /// A dependency readiness watches: its name and a check that says why it
@@ -122,6 +124,7 @@ impl Services {
             rates: Arc::new(RateLimiter::default()),
             pdf: None,
             allow_private_webhooks: false,
+            reflection: true,
         }
     }
 }
@@ -136,28 +139,42 @@ pub async fn run(
 ) -> anyhow::Result<()> {
     let store = services.store.clone();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let reflection_v1 = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1()?;
-    let reflection_v1alpha = tonic_reflection::server::Builder::configure()
-        .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
-        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-        .build_v1alpha()?;
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) = if services.reflection {
+        (Some(reflection().build_v1()?), Some(reflection().build_v1alpha()?))
+    } else {
+        (None, None)
+    };
 
     let edge = Edge::new(Authorizer::new(store.clone()), services.rates.clone());
     let mut served = Vec::new();
     // Outermost first: every request is observed, then admitted (shedding
     // costs nothing), then authenticated.
+    let limits = services.admission.limits();
     let mut router = tonic::transport::Server::builder()
+        // HTTP/2 bounds each connection's streams (twice what admission
+        // lets in: admission sheds the excess with a retry delay first, where
+        // HTTP/2 would make the client queue), drops peers that stopped
+        // answering, and makes clients reconnect now and then (renewed
+        // certificates and client CAs reach every connection).
+        .max_concurrent_streams(
+            u32::try_from(limits.max_in_flight_per_connection.saturating_mul(2)).unwrap_or(u32::MAX),
+        )
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .max_connection_age(std::time::Duration::from_secs(3600))
         .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
         .layer(EdgeLayer::new(
             services.admission.clone(),
             Authenticator::new(services.keys.clone()),
         ))
         .add_service(health_service.clone())
-        .add_service(reflection_v1)
-        .add_service(reflection_v1alpha);
+        .add_optional_service(reflection_v1)
+        .add_optional_service(reflection_v1alpha);
     if roles.iter().any(|role| role.serves_api()) {
         served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
         let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));

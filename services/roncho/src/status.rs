@@ -131,7 +131,7 @@ async fn agents_check(config: &Config) -> Check {
             Some(format!(
                 "{} at {} is unreachable ({error})",
                 provider.name(),
-                endpoint.base_url
+                roncho_store::redact_url(&endpoint.base_url)
             ))
         })
         .collect();
@@ -164,7 +164,9 @@ async fn tracing_check(config: &Config) -> Check {
             ok: true,
             detail: format!(
                 "OTLP to {} as {}, sampling {}",
-                tracing.endpoint, tracing.service_name, tracing.sample_ratio
+                roncho_store::redact_url(&tracing.endpoint),
+                tracing.service_name,
+                tracing.sample_ratio
             ),
         },
         Err(error) => Check {
@@ -172,7 +174,7 @@ async fn tracing_check(config: &Config) -> Check {
             ok: false,
             detail: format!(
                 "degraded: the collector at {} is unreachable ({error}); spans are dropped",
-                tracing.endpoint
+                roncho_store::redact_url(&tracing.endpoint)
             ),
         },
     }
@@ -214,12 +216,19 @@ async fn semantic_check(config: &Config) -> Check {
         ),
         EmbeddingProvider::TestHashing => (false, "degraded: the test hashing embedder is configured".to_owned()),
         EmbeddingProvider::Openai => match reachable(&embedding.base_url).await {
-            Ok(()) => (true, format!("{} at {}", embedding.model, embedding.base_url)),
+            Ok(()) => (
+                true,
+                format!(
+                    "{} at {}",
+                    embedding.model,
+                    roncho_store::redact_url(&embedding.base_url)
+                ),
+            ),
             Err(error) => (
                 false,
                 format!(
                     "degraded: the embedder at {} is unreachable ({error}); new rows wait unembedded, search is full text",
-                    embedding.base_url
+                    roncho_store::redact_url(&embedding.base_url)
                 ),
             ),
         },
@@ -258,14 +267,18 @@ async fn vector_store_check(config: &Config) -> Check {
         Ok(version) => Check {
             name: "vector store",
             ok: true,
-            detail: format!("qdrant {version} at {}, collection {}", qdrant.url, qdrant.collection),
+            detail: format!(
+                "qdrant {version} at {}, collection {}",
+                roncho_store::redact_url(&qdrant.url),
+                qdrant.collection
+            ),
         },
         Err(error) => Check {
             name: "vector store",
             ok: false,
             detail: format!(
                 "degraded: qdrant at {} unreachable ({error}); search is full text only",
-                qdrant.url
+                roncho_store::redact_url(&qdrant.url)
             ),
         },
     }

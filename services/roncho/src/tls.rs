@@ -4,12 +4,13 @@
 //!
 //! Connections are accepted here and handed to tonic once their handshake
 //! is done: handshakes run concurrently (a slow or silent client holds up
-//! nobody), bounded in number and time, and a client that does not speak
-//! TLS is dropped at its first bytes.
+//! nobody), bounded in number (in all and per client address) and in time;
+//! a connection over the bound is closed at once rather than queued, and a
+//! client that does not speak TLS is dropped at its first bytes.
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
-use std::time::{Duration, SystemTime};
+use std::time::Duration;
 
 use anyhow::Context;
 use rustls::ServerConfig;
@@ -22,9 +23,11 @@ use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
 /// Longest a client may take to finish its handshake.
-const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
-/// Most handshakes in progress at once; further connections wait to be accepted.
+const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
+/// Most handshakes in progress at once; connections beyond are closed.
 const MAX_HANDSHAKES: usize = 256;
+/// Most handshakes in progress from one client address.
+const MAX_HANDSHAKES_PER_ADDRESS: usize = 16;
 
 /// Where the TLS material is.
 #[derive(Debug, Clone, PartialEq, serde::Serialize)]
@@ -46,17 +49,23 @@ impl TlsFiles {
             .map(PathBuf::as_path)
     }
 
-    fn modified(&self) -> Vec<Option<SystemTime>> {
-        self.paths()
-            .map(|path| std::fs::metadata(path).and_then(|meta| meta.modified()).ok())
-            .collect()
+    /// A fingerprint of the files' contents (not their times: copies that
+    /// keep timestamps still count as changes).
+    fn fingerprint(&self) -> u64 {
+        use std::hash::{Hash, Hasher};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        for path in self.paths() {
+            std::fs::read(path).ok().hash(&mut hasher);
+        }
+        hasher.finish()
     }
 }
 
 /// The server's TLS configuration, reloaded when its files change.
 pub struct ReloadingTls {
     files: TlsFiles,
-    current: RwLock<(Arc<ServerConfig>, Vec<Option<SystemTime>>)>,
+    /// The configuration served, and the fingerprint of the files last tried.
+    current: RwLock<(Arc<ServerConfig>, u64)>,
 }
 
 impl std::fmt::Debug for ReloadingTls {
@@ -71,11 +80,11 @@ impl std::fmt::Debug for ReloadingTls {
 impl ReloadingTls {
     /// Loads the files; an unreadable or invalid one is an error naming it.
     pub fn load(files: TlsFiles) -> anyhow::Result<Self> {
-        let modified = files.modified();
+        let fingerprint = files.fingerprint();
         let config = server_config(&files)?;
         Ok(Self {
             files,
-            current: RwLock::new((config, modified)),
+            current: RwLock::new((config, fingerprint)),
         })
     }
 
@@ -89,19 +98,21 @@ impl ReloadingTls {
         TlsAcceptor::from(current.0.clone())
     }
 
-    /// Reloads the files if any changed since the last load; a bad new set is
-    /// logged and the previous one kept. Returns whether it reloaded.
+    /// Reloads the files if their contents changed since the last try; a
+    /// bad new set is logged and the previous one kept (and tried again once
+    /// the files change again, as when a renewal is written in steps).
+    /// Returns whether it reloaded.
     pub fn reload_if_changed(&self) -> bool {
-        let modified = self.files.modified();
+        let fingerprint = self.files.fingerprint();
         {
             let current = self.current.read().unwrap_or_else(|poisoned| poisoned.into_inner());
-            if current.1 == modified {
+            if current.1 == fingerprint {
                 return false;
             }
         }
         match server_config(&self.files) {
             Ok(config) => {
-                *self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = (config, modified);
+                *self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()) = (config, fingerprint);
                 tracing::info!(cert = %self.files.cert.display(), "TLS certificate reloaded");
                 true
             }
@@ -110,8 +121,7 @@ impl ReloadingTls {
                     error = format!("{error:#}"),
                     "TLS files changed but do not load; keeping the previous ones"
                 );
-                // Do not retry the same broken files every tick.
-                self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()).1 = modified;
+                self.current.write().unwrap_or_else(|poisoned| poisoned.into_inner()).1 = fingerprint;
                 false
             }
         }
@@ -178,15 +188,9 @@ pub fn incoming(
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
     let (sender, receiver) = tokio::sync::mpsc::channel(64);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+    let per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
     tokio::spawn(async move {
         loop {
-            let permit = tokio::select! {
-                () = shutdown.cancelled() => return,
-                permit = handshakes.clone().acquire_owned() => match permit {
-                    Ok(permit) => permit,
-                    Err(_) => return,
-                },
-            };
             let accepted = tokio::select! {
                 () = shutdown.cancelled() => return,
                 accepted = listener.accept() => accepted,
@@ -200,11 +204,21 @@ pub fn incoming(
                     continue;
                 }
             };
+            // Over either bound the connection is closed now: a flood of
+            // silent connections must not keep the next client waiting.
+            let Ok(permit) = handshakes.clone().try_acquire_owned() else {
+                tracing::debug!(%peer, "too many TLS handshakes in progress; connection closed");
+                continue;
+            };
+            let Some(address_slot) = AddressSlot::take(&per_address, peer.ip()) else {
+                tracing::debug!(%peer, "too many TLS handshakes from this address; connection closed");
+                continue;
+            };
             let _ = stream.set_nodelay(true);
             let acceptor = tls.acceptor();
             let sender = sender.clone();
             tokio::spawn(async move {
-                let _permit = permit;
+                let _held = (permit, address_slot);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
                         let _ = sender.send(Ok(stream)).await;
@@ -216,4 +230,40 @@ pub fn incoming(
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(receiver)
+}
+
+/// One handshake in progress from an address, counted until dropped.
+struct AddressSlot {
+    counts: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    address: std::net::IpAddr,
+}
+
+impl AddressSlot {
+    fn take(
+        counts: &Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+        address: std::net::IpAddr,
+    ) -> Option<Self> {
+        let mut map = counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = map.entry(address).or_insert(0);
+        if *count >= MAX_HANDSHAKES_PER_ADDRESS {
+            return None;
+        }
+        *count += 1;
+        Some(Self {
+            counts: counts.clone(),
+            address,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = map.get_mut(&self.address) {
+            *count -= 1;
+            if *count == 0 {
+                map.remove(&self.address);
+            }
+        }
+    }
 }

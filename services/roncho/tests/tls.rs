@@ -11,6 +11,7 @@ use roncho::config::Role;
 use roncho::tls::{ReloadingTls, TlsFiles};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use rustls_pki_types::pem::PemObject;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
@@ -185,5 +186,51 @@ async fn new_certificate_files_are_served_without_a_restart() {
     write(dir, "server.key", "not a key");
     assert!(!server.tls.reload_if_changed());
     list(tls_channel(&server, &new_ca, None).await.unwrap()).await.unwrap();
+    server.shutdown.cancel();
+}
+
+/// A flood of connections that never speak holds up nobody else: past 16
+/// handshakes from one address, its connections are closed at once, and a
+/// client from elsewhere completes its handshake meanwhile.
+#[tokio::test]
+async fn silent_connections_do_not_hold_up_other_clients() {
+    use tokio::io::AsyncReadExt;
+    let ca = Authority::new("server CA");
+    let server = start(&ca, None).await;
+    let mut silent = Vec::new();
+    for _ in 0..40 {
+        silent.push(tokio::net::TcpStream::connect(server.address).await.unwrap());
+    }
+    let mut closed = 0;
+    for stream in &mut silent {
+        let mut byte = [0u8; 1];
+        if let Ok(Ok(0)) = tokio::time::timeout(std::time::Duration::from_millis(500), stream.read(&mut byte)).await {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 24, "only {closed} of 40 silent connections were closed");
+
+    // A client from another address of the loopback network.
+    let socket = tokio::net::TcpSocket::new_v4().unwrap();
+    socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+    let stream = socket.connect(server.address).await.unwrap();
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(ca.pem().as_bytes()) {
+        roots.add(cert.unwrap()).unwrap();
+    }
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
+    let started = std::time::Instant::now();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    tokio::time::timeout(std::time::Duration::from_secs(3), connector.connect(name, stream))
+        .await
+        .expect("the handshake was not held up")
+        .unwrap();
+    assert!(started.elapsed() < std::time::Duration::from_secs(2));
+    drop(silent);
     server.shutdown.cancel();
 }
