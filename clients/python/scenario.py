@@ -24,6 +24,8 @@ import argparse
 import json
 import re
 import sys
+import time
+import uuid
 import zlib
 
 import grpc
@@ -80,6 +82,61 @@ def ts(text):
     t = timestamp_pb2.Timestamp()
     t.FromJsonString(text)
     return t
+
+
+# Failures after which a write may or may not have landed, or that pass
+# (CANCELLED: the server cut the call off at its deadline).
+RETRYABLE = {grpc.StatusCode.DEADLINE_EXCEEDED, grpc.StatusCode.CANCELLED, grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.RESOURCE_EXHAUSTED}
+
+
+def create_messages(ingest, request, attempts=5, timeout=10):
+    """CreateMessages the safe way: one idempotency key per request, the same
+    for each retry, so a call that timed out can be sent again without
+    writing its messages twice."""
+    if not request.HasField("idempotency_key"):
+        request.idempotency_key = str(uuid.uuid4())
+    for attempt in range(attempts):
+        try:
+            return ingest.CreateMessages(request, timeout=timeout)
+        except grpc.RpcError as error:
+            if error.code() not in RETRYABLE or attempt == attempts - 1:
+                raise
+            time.sleep(0.2 * 2 ** attempt)
+
+
+def retries_phase(ingest, recall, transcript):
+    """A client that gave up waiting retries with its key: stored once."""
+    request = ingest_pb2.CreateMessagesRequest(workspace_id=WS, session_id="retries", idempotency_key=str(uuid.uuid4()), messages=[
+        types_pb2.MessageCreate(peer_id="alice", content="Did my message land?"),
+        types_pb2.MessageCreate(peer_id="bob", content="Send it again and see."),
+    ])
+    # The client stops waiting at once; the call goes on at the server.
+    abandoned = ingest.CreateMessages.future(request)
+    try:
+        abandoned.result(timeout=0.001)
+        gave_up = False
+    except grpc.FutureTimeoutError:
+        gave_up = True
+    retried = create_messages(ingest, request).messages
+    first = abandoned.result(timeout=30).messages
+    assert [m.id for m in retried] == [m.id for m in first], "the retry returns the first call's messages"
+    # A deadline the server sees: the first try may be cut off before or after it wrote.
+    deadline_request = ingest_pb2.CreateMessagesRequest(workspace_id=WS, session_id="retries", idempotency_key=str(uuid.uuid4()), messages=[
+        types_pb2.MessageCreate(peer_id="alice", content="And with a deadline?"),
+    ])
+    try:
+        ingest.CreateMessages(deadline_request, timeout=0.001)
+    except grpc.RpcError as error:
+        assert error.code() in RETRYABLE, error
+    create_messages(ingest, deadline_request)
+    create_messages(ingest, deadline_request)
+    stored = transcript.record("retries.stored", recall.ListMessages(recall_pb2.ListMessagesRequest(workspace_id=WS, session_id="retries")))
+    assert [m.content for m in stored.items] == ["Did my message land?", "Send it again and see.", "And with a deadline?"], stored
+    changed = ingest_pb2.CreateMessagesRequest()
+    changed.CopyFrom(request)
+    changed.messages[0].content = "Something else"
+    expect_error(transcript, "retries.same_key_other_body", grpc.StatusCode.FAILED_PRECONDITION, lambda: ingest.CreateMessages(changed))
+    print(f"retries: stored once (the first call {'was abandoned' if gave_up else 'answered at once'})")
 
 
 def expect_error(transcript, name, code, call, field=None):
@@ -281,6 +338,8 @@ def write_phase(channel, transcript):
     expect_error(transcript, "query_conclusions.no_collection", INVALID, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee")), "filters")
     # The scenario runs without an embedder: semantic queries say so.
     expect_error(transcript, "query_conclusions.no_embedder", grpc.StatusCode.FAILED_PRECONDITION, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee", filters=struct({"observer_id": "alice", "observed_id": "bob"}))))
+
+    retries_phase(ingest, recall, transcript)
 
 
 def verify_phase(channel, saved):

@@ -29,17 +29,36 @@ function call<Req, Res>(method: (request: Req, callback: grpc.requestCallback<Re
   );
 }
 
+/** Failures after which a write may or may not have landed, or that pass. */
+const RETRYABLE = new Set([grpc.status.DEADLINE_EXCEEDED, grpc.status.CANCELLED, grpc.status.UNAVAILABLE, grpc.status.RESOURCE_EXHAUSTED]);
+
+/** Runs a write, retrying what may not have landed. Safe for writes that
+ * carry an idempotency key (one per request, the same for each retry): a
+ * retry of a call that landed returns its result and stores nothing twice. */
+async function withRetries<Res>(write: () => Promise<Res>, attempts = 5): Promise<Res> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await write();
+    } catch (error) {
+      if (attempt >= attempts || !RETRYABLE.has((error as grpc.ServiceError).code)) throw error;
+      await new Promise((resolve) => setTimeout(resolve, 200 * 2 ** attempt));
+    }
+  }
+}
+
 const workspace_id = `ts-${Date.now()}`;
 await call(ingest.GetOrCreateWorkspace.bind(ingest), { id: workspace_id });
-const created = await call(ingest.CreateMessages.bind(ingest), {
+const conversation = {
   workspace_id,
+  idempotency_key: crypto.randomUUID(),
   session_id: "chat",
   messages: [
     { peer_id: "alice", content: "I adopted a grey cat named Mochi." },
     { peer_id: "bob", content: "What does Mochi eat?" },
     { peer_id: "alice", content: "Mochi only eats salmon." },
   ],
-});
+};
+const created = await withRetries(() => call(ingest.CreateMessages.bind(ingest), conversation));
 console.log(`stored ${created.messages.length} messages`);
 
 const found = await call(recall.SearchMessages.bind(recall), { workspace_id, query: "salmon", limit: 5 });

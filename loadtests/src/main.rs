@@ -202,7 +202,7 @@ async fn ingest(
                         ..Default::default()
                     })
                     .collect();
-                let request = pb::CreateMessagesRequest { workspace_id: workspace_id.clone(), session_id: format!("session-{client_index}"), messages };
+                let request = pb::CreateMessagesRequest { workspace_id: workspace_id.clone(), session_id: format!("session-{client_index}"), messages, idempotency_key: None };
                 let start = Instant::now();
                 client.create_messages(request).await.context("CreateMessages failed")?;
                 latencies.record(elapsed_micros(start))?;
@@ -291,6 +291,7 @@ async fn turn(
                         content: "Hi! I am planning a trip to Lisbon and I love flat whites.".into(),
                         ..Default::default()
                     }],
+                    idempotency_key: None,
                 })
                 .await
                 .context("CreateMessages failed")?;
@@ -340,6 +341,7 @@ async fn turn(
                                 ..Default::default()
                             },
                         ],
+                        idempotency_key: None,
                     })
                     .await
                     .context("CreateMessages failed")?;
@@ -455,6 +457,7 @@ async fn visibility(target: &Target, samples: usize, workspace: &str, timeout: D
                     content: probe.clone(),
                     ..Default::default()
                 }],
+                idempotency_key: None,
             })
             .await
             .context("CreateMessages failed")?;
@@ -529,6 +532,7 @@ async fn search_ingest(
             workspace_id: workspace.to_owned(),
             session_id: format!("session-{}", batch_start / session_size.max(1)),
             messages: batch,
+            idempotency_key: None,
         };
         let start = Instant::now();
         client.create_messages(request).await.context("CreateMessages failed")?;

@@ -123,6 +123,7 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
                         workspace_id: workspace.to_string(),
                         session_id: format!("session-{session}"),
                         messages,
+                        idempotency_key: None,
                     })
                     .await
                     .context("CreateMessages failed")?;
@@ -261,6 +262,7 @@ async fn probe(
                 content: format!("Probe {number}: I moved to Porto last spring and I walk my dog every morning."),
                 ..Default::default()
             }],
+            idempotency_key: None,
         })
         .await
         .context("probe CreateMessages failed")?;

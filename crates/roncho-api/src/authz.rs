@@ -195,6 +195,7 @@ needs! {
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
+    roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
     crate::keys::CreateKey => |_r| vec![Need::Admin];
 }
 

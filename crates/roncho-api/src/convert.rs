@@ -127,13 +127,14 @@ from_wire! {
     AddSessionPeersRequest => roncho_ingest::ChangeSessionPeers { workspace_id, session_id, peers }
     SetSessionPeersRequest => roncho_ingest::ChangeSessionPeers { workspace_id, session_id, peers }
     RemoveSessionPeersRequest => roncho_ingest::RemoveSessionPeers { workspace_id, session_id, peer_ids }
-    CreateMessagesRequest => roncho_ingest::CreateMessages { workspace_id, session_id, messages }
+    CreateMessagesRequest => roncho_ingest::CreateMessages { workspace_id, session_id, messages, idempotency_key }
     UploadFileRequest => roncho_ingest::UploadFile {
-        workspace_id, session_id, peer_id, file, filename, content_type, metadata, configuration, created_at
+        workspace_id, session_id, peer_id, file, filename, content_type, metadata, configuration, created_at,
+        idempotency_key
     }
     UpdateMessageRequest => roncho_ingest::UpdateMessage { workspace_id, session_id, message_id, metadata }
     DeleteMessageRequest => roncho_ingest::DeleteMessage { workspace_id, session_id, message_id }
-    CreateConclusionsRequest => roncho_ingest::CreateConclusions { workspace_id, conclusions }
+    CreateConclusionsRequest => roncho_ingest::CreateConclusions { workspace_id, conclusions, idempotency_key }
     DeleteConclusionRequest => roncho_ingest::DeleteConclusion { workspace_id, conclusion_id }
     SetPeerCardRequest => roncho_ingest::SetPeerCard { workspace_id, peer_id, target, peer_card }
     CreateWebhookRequest => roncho_ingest::CreateWebhook { workspace_id, url }
@@ -160,6 +161,7 @@ from_wire! {
         workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format
     }
     GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
+    RetryFailedWorkRequest => roncho_deriver::RetryFailedWork { workspace_id, session_id, task_type }
     ScheduleDreamRequest => roncho_dreamer::ScheduleDream {
         workspace_id, observer, observed, dream_type, session_id, rebuild
     }
@@ -489,6 +491,14 @@ impl IntoWire<pb::ChatStreamResponse> for roncho_dialectic::ChatPiece {
     }
 }
 
+impl IntoWire<pb::RetryFailedWorkResponse> for u64 {
+    fn into_wire(self) -> pb::RetryFailedWorkResponse {
+        pb::RetryFailedWorkResponse {
+            retried: i64::try_from(self).unwrap_or(i64::MAX),
+        }
+    }
+}
+
 impl IntoWire<pb::ScheduleDreamResponse> for bool {
     fn into_wire(self) -> pb::ScheduleDreamResponse {
         pb::ScheduleDreamResponse { scheduled: self }
@@ -541,6 +551,7 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
                             in_progress_work_units: counts.in_progress,
                             pending_work_units: counts.pending,
                             failed_work_units: counts.failed,
+                            postponed_work_units: counts.postponed,
                         };
                         (session_id, entry)
                     })
@@ -556,6 +567,18 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
                     work_unit_key: failure.work_unit_key,
                     attempts: i32::try_from(failure.attempts).unwrap_or(i32::MAX),
                     last_error: failure.last_error,
+                })
+                .collect(),
+            postponed_work_units: counts.postponed,
+            postponed: status
+                .postponed
+                .into_iter()
+                .map(|task| pb::PostponedWorkUnit {
+                    task_type: task_type(&task.work_unit_key).to_owned(),
+                    work_unit_key: task.work_unit_key,
+                    deferrals: i32::try_from(task.deferrals).unwrap_or(i32::MAX),
+                    reason: task.reason,
+                    retry_at: Some(timestamp(task.ready_at)),
                 })
                 .collect(),
             derivation_detail: derivation.describe(),

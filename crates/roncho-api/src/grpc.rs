@@ -182,6 +182,7 @@ grpc_service! {
     /// `roncho.v1.DeriverService`: queue status.
     GrpcDeriver: DeriverService, over dyn roncho_deriver::DeriverApi {
         rpc get_queue_status(GetQueueStatusRequest) -> pb::QueueStatus;
+        rpc retry_failed_work(RetryFailedWorkRequest) -> pb::RetryFailedWorkResponse;
     }
 }
 

@@ -25,6 +25,7 @@ pub mod embed;
 pub mod error;
 pub mod files;
 pub mod filter;
+pub mod idempotency;
 pub mod model;
 pub mod queue;
 pub mod representation;

@@ -9,6 +9,7 @@ use async_trait::async_trait;
 
 use crate::Result;
 use crate::filter::Filter;
+use crate::idempotency::Once;
 use crate::model::{
     CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
     NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
@@ -122,6 +123,27 @@ pub trait Store: Send + Sync + 'static {
         session_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Message>>;
+    /// Like [`Store::create_messages`], once per `once`'s key: a repeat
+    /// within its window returns the messages the first call created (those
+    /// still stored) and creates nothing; a repeat with another fingerprint
+    /// is `FAILED_PRECONDITION`. Concurrent repeats wait for the first.
+    async fn create_messages_once(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: &Once,
+    ) -> Result<Vec<Message>>;
+    /// What an earlier call with `once`'s key created, if there was one
+    /// within its window (so a repeat skips the work before
+    /// [`Store::create_messages_once`]); `FAILED_PRECONDITION` when that call
+    /// had another fingerprint.
+    async fn replayed_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        once: &Once,
+    ) -> Result<Option<Vec<Message>>>;
     async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message>;
     /// Replaces a message's metadata.
     async fn update_message(
@@ -178,6 +200,14 @@ pub trait Store: Send + Sync + 'static {
 
     /// Stores conclusions; observer, observed and session must exist.
     async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;
+    /// Like [`Store::create_conclusions`], once per `once`'s key (see
+    /// [`Store::create_messages_once`]).
+    async fn create_conclusions_once(
+        &self,
+        workspace_id: &str,
+        conclusions: Vec<NewConclusion>,
+        once: &Once,
+    ) -> Result<Vec<Conclusion>>;
     /// Live conclusions, newest first (`reverse`: oldest first).
     async fn list_conclusions(
         &self,

@@ -1,11 +1,18 @@
 //! JSON POSTs to model providers with the retry rules every provider client
 //! shares: HTTP 429 and 5xx, time-outs and connection failures are retried
-//! with exponential backoff (honouring `Retry-After` in seconds); any other
+//! with exponential backoff (honouring `Retry-After` in seconds, up to
+//! [`MAX_RETRY_AFTER_IN_REQUEST`]: a provider that asks for longer ends the
+//! request with its wait, for the caller to postpone the work); any other
 //! status is returned at once, with the provider's body for the error.
 //! Requests carry the caller's W3C trace context, so a provider that traces
 //! (a vLLM or LiteLLM gateway) joins the trace.
 
 use std::time::Duration;
+
+/// Longest `Retry-After` waited out within a request.
+pub const MAX_RETRY_AFTER_IN_REQUEST: Duration = Duration::from_secs(10);
+/// Longest `Retry-After` passed on to the caller.
+pub const MAX_RETRY_AFTER: Duration = Duration::from_secs(600);
 
 /// How often and how patiently to retry.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,12 +28,14 @@ pub struct RetryPolicy {
 pub enum HttpError {
     /// A status that is not retried (4xx other than 429), with the body.
     Status { status: u16, body: String },
-    /// Every attempt failed with a retryable reason; the last one, and
-    /// whether it was a 429 (rate limited) rather than an outage.
+    /// Every attempt failed with a retryable reason; the last one, whether
+    /// it was a 429 (rate limited) rather than an outage, and the wait the
+    /// provider asked for when it was too long to wait out here.
     Exhausted {
         attempts: u32,
         last: String,
         rate_limited: bool,
+        retry_after: Option<Duration>,
     },
 }
 
@@ -58,6 +67,7 @@ pub async fn post_json(
         attempts: 1,
         last: format!("unreadable response: {error}"),
         rate_limited: false,
+        retry_after: None,
     })
 }
 
@@ -103,6 +113,15 @@ pub async fn post(
                     }
                     last = format!("HTTP {status}");
                     rate_limited = status.as_u16() == 429;
+                    if wait > MAX_RETRY_AFTER_IN_REQUEST {
+                        tracing::warn!(%url, retry_after = ?wait, "the provider asks to wait longer than a request does");
+                        return Err(HttpError::Exhausted {
+                            attempts: attempt + 1,
+                            last,
+                            rate_limited,
+                            retry_after: Some(wait.min(MAX_RETRY_AFTER)),
+                        });
+                    }
                 } else {
                     let body = response.text().await.unwrap_or_default();
                     return Err(HttpError::Status {
@@ -126,6 +145,7 @@ pub async fn post(
         attempts: policy.max_retries + 1,
         last,
         rate_limited,
+        retry_after: None,
     })
 }
 

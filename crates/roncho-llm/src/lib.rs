@@ -325,7 +325,7 @@ impl Llm for FallbackChain {
         for provider in &self.providers {
             match provider.chat(request).await {
                 Ok(response) => return Ok(response),
-                Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_))) => {
+                Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_) | Error::Throttled { .. })) => {
                     tracing::warn!(model = %provider.model_id(), %error, "LLM provider failed; trying the next");
                     last = error;
                 }
@@ -342,7 +342,7 @@ impl Llm for FallbackChain {
         for provider in &self.providers {
             match provider.chat_stream(request).await {
                 Ok(stream) => return Ok(stream),
-                Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_))) => {
+                Err(error @ (Error::Unavailable(_) | Error::ResourceExhausted(_) | Error::Throttled { .. })) => {
                     tracing::warn!(model = %provider.model_id(), %error, "LLM provider failed; trying the next");
                     last = error;
                 }

@@ -147,6 +147,7 @@ impl OpenAiChat {
             attempts: 1,
             last: format!("unreadable response: {error}"),
             rate_limited: false,
+            retry_after: None,
         })
     }
 
@@ -185,6 +186,13 @@ pub(crate) fn classify(model: &str, error: HttpError) -> Error {
                 "{model}: the provider rejected the request (HTTP {status}): {}",
                 body.chars().take(300).collect::<String>()
             )),
+            HttpError::Exhausted {
+                retry_after: Some(retry_after),
+                ..
+            } => Error::Throttled {
+                reason: format!("{model}: {error}; the provider asks to wait"),
+                retry_after,
+            },
             HttpError::Exhausted { rate_limited: true, .. } => {
                 Error::ResourceExhausted(format!("{model}: rate limited: {error}"))
             }

@@ -21,6 +21,8 @@ use serde_json::{Value, json};
 enum Reply {
     Content(&'static str),
     Status(u16, &'static str),
+    /// A 429 asking to wait this many seconds.
+    WaitFor(u64),
 }
 
 type Script = roncho_http::Script<Reply>;
@@ -29,6 +31,12 @@ async fn completions(State(script): State<Script>, Json(body): Json<Value>) -> R
     let reply = script.answer(body);
     match reply {
         Reply::Status(code, text) => (StatusCode::from_u16(code).unwrap(), text.to_owned()).into_response(),
+        Reply::WaitFor(seconds) => (
+            StatusCode::TOO_MANY_REQUESTS,
+            [("retry-after", seconds.to_string())],
+            "slow down",
+        )
+            .into_response(),
         Reply::Content(content) => Json(json!({
             "id": "chatcmpl-1",
             "object": "chat.completion",
@@ -179,6 +187,26 @@ async fn retries_then_classifies_failures() {
     let (url, _) = serve(vec![Reply::Status(500, "boom")]).await;
     let error = client(&url).chat(&request(false)).await.unwrap_err();
     assert!(matches!(error, Error::Unavailable(_)), "{error}");
+
+    // A wait too long for a request is handed to the caller, capped.
+    let (url, script) = serve(vec![Reply::WaitFor(120)]).await;
+    let started = std::time::Instant::now();
+    let error = client(&url).chat(&request(false)).await.unwrap_err();
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(5),
+        "not waited out here"
+    );
+    assert!(
+        matches!(error, Error::Throttled { retry_after, .. } if retry_after == std::time::Duration::from_secs(120)),
+        "{error}"
+    );
+    assert_eq!(script.count(), 1);
+    let (url, _) = serve(vec![Reply::WaitFor(86_400)]).await;
+    let error = client(&url).chat(&request(false)).await.unwrap_err();
+    assert!(
+        matches!(error, Error::Throttled { retry_after, .. } if retry_after == roncho_http::MAX_RETRY_AFTER),
+        "{error}"
+    );
 }
 
 #[tokio::test]

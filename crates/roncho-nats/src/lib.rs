@@ -44,7 +44,7 @@ use async_nats::jetstream::{self, AckKind, consumer, kv, message::Acker, stream}
 use async_trait::async_trait;
 use futures::StreamExt;
 use roncho_core::model::now_micros;
-use roncho_core::queue::{Claim, NewTask, QueueStatus, StatusFilter, WorkQueue};
+use roncho_core::queue::{Claim, NewTask, QueueStatus, RetryFilter, StatusFilter, WorkQueue};
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
 use roncho_store::SqlWorkQueue;
@@ -949,6 +949,21 @@ impl WorkQueue for NatsWorkQueue {
             .ledger
             .fail(claim, task_ids, error, retry_after, max_attempts)
             .await
+    }
+
+    /// Postponed tasks stay buffered (kept alive by in-progress acks) until
+    /// the ledger makes them ready again.
+    async fn defer(&self, claim: &Claim, task_ids: &[i64], reason: &str, delay: Duration) -> Result<()> {
+        self.inner.ledger.defer(claim, task_ids, reason, delay).await
+    }
+
+    /// Revived tasks go back to the outbox and are published again.
+    async fn retry_dead(&self, filter: &RetryFilter) -> Result<u64> {
+        let retried = self.inner.ledger.retry_dead(filter).await?;
+        if retried > 0 {
+            self.kick();
+        }
+        Ok(retried)
     }
 
     async fn release(&self, claim: &Claim) -> Result<()> {

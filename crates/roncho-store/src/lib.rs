@@ -13,6 +13,7 @@
 //! - `vectors`: the exact vector store over the same database.
 //! - [`testing`]: fresh databases for integration tests.
 
+mod idempotency;
 mod open;
 mod queue;
 mod recall;

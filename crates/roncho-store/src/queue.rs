@@ -11,7 +11,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use roncho_core::model::{new_public_id, now_micros};
-use roncho_core::queue::{Claim, Counts, FailedTask, NewTask, QueueStatus, StatusFilter, Task, WorkQueue, task_type};
+use roncho_core::queue::{
+    Claim, Counts, FailedTask, NewTask, PostponedTask, QueueStatus, RetryFilter, StatusFilter, Task, WorkQueue,
+    task_type,
+};
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
@@ -48,10 +51,13 @@ impl SqlWorkQueue {
             "SELECT t.task_type, CASE WHEN t.state = 'pending' AND EXISTS (SELECT 1 FROM work_leases l \
              WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
         );
-        sql.bind(now).push(
-            ") THEN 'in_progress' ELSE t.state END AS state, COUNT(*) AS n, \
-             MIN(CASE WHEN t.state = 'pending' AND t.available_at <= ",
-        );
+        sql.bind(now)
+            .push(") THEN 'in_progress' WHEN t.state = 'pending' AND t.deferrals > 0 AND t.available_at > ")
+            .bind(now)
+            .push(
+                " THEN 'postponed' ELSE t.state END AS state, COUNT(*) AS n, \
+                 MIN(CASE WHEN t.state = 'pending' AND t.available_at <= ",
+            );
         sql.bind(now)
             .push(" THEN t.created_at END) AS oldest FROM work_tasks t WHERE ");
         push_not_scheduled(&mut sql, now);
@@ -356,7 +362,7 @@ async fn claim_first(
             continue;
         }
         let mut tasks_sql = Sql::new(
-            "SELECT id, dedup_id, payload, attempts, available_at, trace_context FROM work_tasks \
+            "SELECT id, dedup_id, payload, attempts, deferrals, available_at, trace_context FROM work_tasks \
              WHERE state = 'pending' AND work_unit_key = ",
         );
         tasks_sql
@@ -378,6 +384,7 @@ async fn claim_first(
                 payload: serde_json::from_str(&payload)
                     .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?,
                 attempts: row.try_get("attempts").map_err(db_error)?,
+                deferrals: row.try_get::<i64, _>("deferrals").map_err(db_error)?,
                 trace: trace_column(&row)?,
             });
         }
@@ -410,7 +417,7 @@ pub struct TypeStats {
 /// its peer to go quiet): they are not work yet, and a client waiting for
 /// the queue to drain must not wait for them. Retries (attempts > 0) count.
 fn push_not_scheduled(sql: &mut Sql, now: i64) {
-    sql.push("NOT (t.state = 'pending' AND t.attempts = 0 AND t.available_at > ")
+    sql.push("NOT (t.state = 'pending' AND t.attempts = 0 AND t.deferrals = 0 AND t.available_at > ")
         .bind(now)
         .push(")");
 }
@@ -592,6 +599,44 @@ impl WorkQueue for SqlWorkQueue {
         tx.commit().await
     }
 
+    async fn defer(&self, claim: &Claim, task_ids: &[i64], reason: &str, delay: Duration) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        check_lease(tx.conn(), claim).await?;
+        let mut sql = Sql::new("UPDATE work_tasks SET deferrals = deferrals + 1, deferred_reason = ");
+        sql.bind(reason)
+            .push(", available_at = ")
+            .bind(now_micros() + micros(delay))
+            .push(" WHERE state = 'pending' AND work_unit_key = ")
+            .bind(claim.work_unit_key.as_str())
+            .push(" AND id IN ")
+            .push_list(task_ids);
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await
+    }
+
+    async fn retry_dead(&self, filter: &RetryFilter) -> Result<u64> {
+        let mut sql = Sql::new(
+            "UPDATE work_tasks SET state = 'pending', attempts = 0, deferrals = 0, deferred_reason = NULL, \
+             finished_at = NULL, published_at = NULL, available_at = ",
+        );
+        sql.bind(now_micros())
+            .push(" WHERE state = 'dead' AND workspace_name = ")
+            .bind(filter.workspace_id.as_str());
+        if let Some(session) = &filter.session_id {
+            sql.push(" AND session_name = ").bind(session.as_str());
+        }
+        if let Some(task_type) = &filter.task_type {
+            sql.push(" AND task_type = ").bind(task_type.as_str());
+        }
+        let mut tx = self.store.begin_write().await?;
+        let retried = execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(retried)
+    }
+
     async fn release(&self, claim: &Claim) -> Result<()> {
         let mut tx = self.store.begin_write().await?;
         let mut sql = Sql::new("DELETE FROM work_leases WHERE work_unit_key = ");
@@ -644,6 +689,47 @@ impl WorkQueue for SqlWorkQueue {
             }
         }
         status.sessions = sessions.into_iter().collect();
+        // Postponed: pending, waiting out an outage, and not held by a worker
+        // (held ones count as in progress).
+        let waiting = |sql: &mut Sql| {
+            sql.push(" AND t.state = 'pending' AND t.deferrals > 0 AND t.available_at > ")
+                .bind(now)
+                .push(" AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ")
+                .bind(now)
+                .push(")");
+        };
+        let mut postponed = Sql::new("SELECT t.session_name, COUNT(*) AS n FROM work_tasks t");
+        push_filter(&mut postponed, filter);
+        waiting(&mut postponed);
+        postponed.push(" GROUP BY 1");
+        for row in self.store.read(&postponed).await? {
+            let n: i64 = row.try_get("n").map_err(db_error)?;
+            status.counts.postponed += n;
+            let session: Option<String> = row.try_get("session_name").map_err(db_error)?;
+            if let Some((_, counts)) = status.sessions.iter_mut().find(|(id, _)| Some(id) == session.as_ref()) {
+                counts.postponed += n;
+            }
+        }
+        let mut postponed = Sql::new(
+            "SELECT t.work_unit_key, t.dedup_id, t.deferrals, t.deferred_reason, t.available_at FROM work_tasks t",
+        );
+        push_filter(&mut postponed, filter);
+        waiting(&mut postponed);
+        postponed
+            .push(" ORDER BY t.available_at, t.id LIMIT ")
+            .bind(MAX_FAILURES);
+        for row in self.store.read(&postponed).await? {
+            status.postponed.push(PostponedTask {
+                work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                dedup_id: row.try_get("dedup_id").map_err(db_error)?,
+                deferrals: row.try_get::<i64, _>("deferrals").map_err(db_error)?,
+                reason: row
+                    .try_get::<Option<String>, _>("deferred_reason")
+                    .map_err(db_error)?
+                    .unwrap_or_default(),
+                ready_at: row.try_get("available_at").map_err(db_error)?,
+            });
+        }
         let mut failures = Sql::new("SELECT t.work_unit_key, t.dedup_id, t.attempts, t.last_error FROM work_tasks t");
         push_filter(&mut failures, filter);
         failures

@@ -2,6 +2,7 @@
 //! search, conclusions and peer cards. Called by the `Store` implementation.
 
 use roncho_core::filter::Filter;
+use roncho_core::idempotency::Once;
 use roncho_core::model::{
     CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, Page,
     PageRequest, SessionSummary, SummaryKind, new_public_id, now_micros,
@@ -158,12 +159,24 @@ impl SqlStore {
         &self,
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
+        once: Option<&Once>,
     ) -> Result<Vec<Conclusion>> {
         let now = now_micros();
         let mut tx = self.begin_write().await?;
+        if let Some(once) = once
+            && let crate::idempotency::Claim::Done(ids) =
+                crate::idempotency::claim(tx.conn(), workspace_id, once).await?
+        {
+            drop(tx);
+            return self.conclusions_by_ids(workspace_id, &ids).await;
+        }
         let mut created = Vec::with_capacity(conclusions.len());
         for new in conclusions {
             created.push(insert_conclusion(tx.conn(), workspace_id, new, 1, now).await?);
+        }
+        if let Some(once) = once {
+            let ids: Vec<String> = created.iter().map(|conclusion| conclusion.id.clone()).collect();
+            crate::idempotency::record(tx.conn(), workspace_id, once, &ids).await?;
         }
         tx.commit().await?;
         Ok(created)

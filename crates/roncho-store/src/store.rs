@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 use roncho_core::derivation::{Member, Settings, tasks_for_message};
 use roncho_core::filter::Filter;
+use roncho_core::idempotency::Once;
 use roncho_core::model::{
     CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
     NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
@@ -494,6 +495,93 @@ pub(crate) async fn load_message(
     rows::message(&row)
 }
 
+impl SqlStore {
+    /// Appends `messages` with their work; with `once`, only the first time
+    /// its key is seen.
+    async fn create_messages_impl(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: Option<&Once>,
+    ) -> Result<Vec<Message>> {
+        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+        let now = now_micros();
+        let mut tx = self.begin_write().await?;
+        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+        if let Some(once) = once
+            && let crate::idempotency::Claim::Done(ids) =
+                crate::idempotency::claim(tx.conn(), workspace_id, once).await?
+        {
+            drop(tx);
+            return self.messages_by_ids(workspace_id, session_id, &ids).await;
+        }
+        ensure_session(
+            tx.conn(),
+            workspace_id,
+            session_id,
+            &JsonObject::new(),
+            &JsonObject::new(),
+        )
+        .await?;
+
+        let session = load_session(tx.conn(), workspace_id, session_id).await?;
+        let mut authors: Vec<&str> = Vec::new();
+        for message in &messages {
+            if !authors.contains(&message.peer_id.as_str()) {
+                authors.push(&message.peer_id);
+            }
+        }
+        for author in &authors {
+            ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
+            upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
+        }
+        let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
+        let mut configurations = Vec::with_capacity(messages.len());
+        let mut message_settings = Vec::with_capacity(messages.len());
+        let created: Vec<Message> = messages
+            .into_iter()
+            .zip(first_seq..)
+            .map(|(new, seq_in_session)| {
+                configurations.push(to_json(&new.configuration));
+                message_settings.push(new.configuration.clone());
+                Message {
+                    id: new_public_id(),
+                    workspace_id: workspace_id.to_owned(),
+                    session_id: session_id.to_owned(),
+                    peer_id: new.peer_id,
+                    content: new.content,
+                    metadata: new.metadata,
+                    created_at: new.created_at.unwrap_or(now),
+                    token_count: new.token_count,
+                    seq_in_session,
+                }
+            })
+            .collect();
+        insert_messages(tx.conn(), &created, &configurations).await?;
+        if let Some(once) = once {
+            let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
+            crate::idempotency::record(tx.conn(), workspace_id, once, &ids).await?;
+        }
+        // The messages' background work commits with them: nothing is lost between.
+        let workspace = load_workspace(tx.conn(), workspace_id).await?;
+        let members = load_members(tx.conn(), workspace_id, session_id).await?;
+        let none = JsonObject::new();
+        let mut tasks = Vec::new();
+        for (message, configuration) in created.iter().zip(&message_settings) {
+            let settings = Settings::resolve(&workspace.configuration, &session.configuration, configuration);
+            let sender = members
+                .iter()
+                .find(|member| member.peer_id == message.peer_id)
+                .map_or(&none, |member| &member.peer_configuration);
+            tasks.extend(tasks_for_message(message, sender, &members, settings));
+        }
+        crate::queue::insert_tasks(tx.conn(), &tasks).await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+}
+
 #[async_trait]
 impl Store for SqlStore {
     async fn info(&self) -> Result<StoreInfo> {
@@ -580,6 +668,9 @@ impl Store for SqlStore {
             sql.push("d.workspace_name = ").bind(id);
         })
         .await?;
+        let mut sql = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
+        sql.bind(id);
+        execute(tx.conn(), &sql).await?;
         let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
         sql.bind(id);
         execute(tx.conn(), &sql).await?;
@@ -1014,68 +1105,33 @@ impl Store for SqlStore {
         session_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Message>> {
-        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-        let now = now_micros();
-        let mut tx = self.begin_write().await?;
-        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
-        ensure_session(
-            tx.conn(),
-            workspace_id,
-            session_id,
-            &JsonObject::new(),
-            &JsonObject::new(),
-        )
-        .await?;
-        let session = load_session(tx.conn(), workspace_id, session_id).await?;
-        let mut authors: Vec<&str> = Vec::new();
-        for message in &messages {
-            if !authors.contains(&message.peer_id.as_str()) {
-                authors.push(&message.peer_id);
-            }
-        }
-        for author in &authors {
-            ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
-            upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
-        }
-        let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
-        let mut configurations = Vec::with_capacity(messages.len());
-        let mut message_settings = Vec::with_capacity(messages.len());
-        let created: Vec<Message> = messages
-            .into_iter()
-            .zip(first_seq..)
-            .map(|(new, seq_in_session)| {
-                configurations.push(to_json(&new.configuration));
-                message_settings.push(new.configuration.clone());
-                Message {
-                    id: new_public_id(),
-                    workspace_id: workspace_id.to_owned(),
-                    session_id: session_id.to_owned(),
-                    peer_id: new.peer_id,
-                    content: new.content,
-                    metadata: new.metadata,
-                    created_at: new.created_at.unwrap_or(now),
-                    token_count: new.token_count,
-                    seq_in_session,
-                }
-            })
-            .collect();
-        insert_messages(tx.conn(), &created, &configurations).await?;
-        // The messages' background work commits with them: nothing is lost between.
-        let workspace = load_workspace(tx.conn(), workspace_id).await?;
-        let members = load_members(tx.conn(), workspace_id, session_id).await?;
-        let none = JsonObject::new();
-        let mut tasks = Vec::new();
-        for (message, configuration) in created.iter().zip(&message_settings) {
-            let settings = Settings::resolve(&workspace.configuration, &session.configuration, configuration);
-            let sender = members
-                .iter()
-                .find(|member| member.peer_id == message.peer_id)
-                .map_or(&none, |member| &member.peer_configuration);
-            tasks.extend(tasks_for_message(message, sender, &members, settings));
-        }
-        crate::queue::insert_tasks(tx.conn(), &tasks).await?;
-        tx.commit().await?;
-        Ok(created)
+        self.create_messages_impl(workspace_id, session_id, messages, None)
+            .await
+    }
+
+    async fn create_messages_once(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: &Once,
+    ) -> Result<Vec<Message>> {
+        self.create_messages_impl(workspace_id, session_id, messages, Some(once))
+            .await
+    }
+
+    async fn replayed_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        once: &Once,
+    ) -> Result<Option<Vec<Message>>> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let Some(ids) = crate::idempotency::lookup(&mut conn, workspace_id, once).await? else {
+            return Ok(None);
+        };
+        drop(conn);
+        self.messages_by_ids(workspace_id, session_id, &ids).await.map(Some)
     }
 
     async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
@@ -1260,7 +1316,17 @@ impl Store for SqlStore {
 
     #[tracing::instrument(name = "store.create_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
     async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
-        self.create_conclusions_impl(workspace_id, conclusions).await
+        self.create_conclusions_impl(workspace_id, conclusions, None).await
+    }
+
+    async fn create_conclusions_once(
+        &self,
+        workspace_id: &str,
+        conclusions: Vec<NewConclusion>,
+        once: &Once,
+    ) -> Result<Vec<Conclusion>> {
+        self.create_conclusions_impl(workspace_id, conclusions, Some(once))
+            .await
     }
 
     async fn list_conclusions(

@@ -110,6 +110,7 @@ store_contract_suite!(
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
     a_batch_past_the_bind_limit_is_written_whole,
+    idempotent_writes_happen_once_and_twins_wait_for_the_first,
 );
 
 fn object(value: Value) -> JsonObject {
@@ -1697,4 +1698,89 @@ async fn dreams_are_counted_per_collection(store: &dyn Store) {
         store.record_dream("w", "bob", "nobody", 0).await,
         Err(Error::NotFound { .. })
     ));
+}
+
+fn once(key: &str, operation: &'static str, body: &str, window: std::time::Duration) -> roncho_core::idempotency::Once {
+    let fingerprint = roncho_core::idempotency::Fingerprint::new().text(body);
+    roncho_core::idempotency::Once::new("idempotency_key", key, operation, fingerprint, window).unwrap()
+}
+
+async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn Store) {
+    let hour = std::time::Duration::from_secs(3600);
+    let batch = || vec![new_message("alice", "one"), new_message("bob", "two")];
+    let first = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    let again = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    assert_eq!(again, first, "a repeat returns the first call's messages");
+    let replayed = store
+        .replayed_messages("w", "s", &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    assert_eq!(replayed.as_ref(), Some(&first));
+    assert_eq!(
+        store
+            .replayed_messages("w", "s", &once("unused", "CreateMessages", "body", hour))
+            .await
+            .unwrap(),
+        None
+    );
+    let other_body = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "other", hour))
+        .await;
+    assert!(
+        matches!(other_body, Err(Error::FailedPrecondition(_))),
+        "{other_body:?}"
+    );
+    assert!(matches!(
+        store
+            .replayed_messages("w", "s", &once("k1", "CreateMessages", "other", hour))
+            .await,
+        Err(Error::FailedPrecondition(_))
+    ));
+    let count = || async { store.list_messages("w", "s", &all(), page(1, 100)).await.unwrap().total };
+    assert_eq!(count().await, 2);
+
+    // Eight twins at once: one writes, the others wait for it and replay.
+    let key = once("k2", "CreateMessages", "three", hour);
+    let twins = (0..8).map(|_| store.create_messages_once("w", "s", vec![new_message("alice", "three")], &key));
+    let results: Vec<_> = futures::future::join_all(twins).await;
+    let ids: std::collections::BTreeSet<String> = results
+        .into_iter()
+        .map(|result| result.unwrap()[0].id.clone())
+        .collect();
+    assert_eq!(ids.len(), 1, "every twin got the same message");
+    assert_eq!(count().await, 3);
+
+    // Keys are per workspace and per operation, and expire.
+    store
+        .create_messages_once("w2", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    let short = std::time::Duration::from_millis(1);
+    store
+        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    store
+        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .await
+        .unwrap();
+    assert_eq!(count().await, 7, "an expired key is a new key");
+    let conclusion = || vec![new_conclusion("alice", "bob", "Bob counts")];
+    let made = store
+        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .await
+        .unwrap();
+    let remade = store
+        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .await
+        .unwrap();
+    assert_eq!(remade, made);
+    assert_eq!(store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total, 1);
 }

@@ -31,6 +31,12 @@ pub struct WorkerConfig {
     pub keep_dead: Duration,
     /// Wait before a failed task is retried, times its attempts.
     pub retry_after: Duration,
+    /// First wait after an outage (a model unavailable, rate limited, timed
+    /// out); it doubles with each postponement of the task, with jitter.
+    pub outage_backoff: Duration,
+    /// Longest wait after an outage, and the most a provider's
+    /// `Retry-After` is honoured.
+    pub outage_backoff_max: Duration,
 }
 
 /// A worker id no other process has: `{kind}-{pid}-{random}`. Leases are
@@ -50,6 +56,8 @@ impl Default for WorkerConfig {
             keep_done: Duration::from_secs(7 * 24 * 3600),
             keep_dead: Duration::from_secs(30 * 24 * 3600),
             retry_after: Duration::from_secs(5),
+            outage_backoff: Duration::from_secs(5),
+            outage_backoff_max: Duration::from_secs(300),
         }
     }
 }
@@ -144,6 +152,18 @@ async fn process_claimed(
     let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
     match outcome {
         Ok(()) => queue.complete(claim, &ids).await?,
+        Err(error) if is_outage(&error) => {
+            let deferrals = claim.tasks.first().map_or(0, |task| task.deferrals);
+            let delay = outage_delay(config, deferrals, &error);
+            tracing::warn!(
+                work_unit = %claim.work_unit_key,
+                %error,
+                deferrals,
+                retry_in = ?delay,
+                "an outage stopped the work; postponed without spending an attempt"
+            );
+            queue.defer(claim, &ids, &error.to_string(), delay).await?;
+        }
         Err(error) => {
             tracing::warn!(work_unit = %claim.work_unit_key, %error, "work failed; will retry");
             tracing::Span::current().record("otel.status_code", "error");
@@ -156,6 +176,36 @@ async fn process_claimed(
     }
     queue.release(claim).await?;
     Ok(())
+}
+
+/// Whether a failure is an outage to wait out (a model or dependency that
+/// is unavailable, rate limited or too slow) rather than one the work or
+/// its data caused, which spends an attempt.
+pub fn is_outage(error: &roncho_core::Error) -> bool {
+    use roncho_core::Error;
+    matches!(
+        error,
+        Error::Unavailable(_) | Error::ResourceExhausted(_) | Error::Throttled { .. } | Error::DeadlineExceeded(_)
+    )
+}
+
+/// How long to wait after the `deferrals`-th outage: the backoff doubled per
+/// postponement, jittered by ±25 %, at least what the provider asked for
+/// (`Retry-After`), at most `outage_backoff_max`.
+fn outage_delay(config: &WorkerConfig, deferrals: i64, error: &roncho_core::Error) -> Duration {
+    let doubled = config
+        .outage_backoff
+        .saturating_mul(1u32 << deferrals.clamp(0, 16))
+        .min(config.outage_backoff_max);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |since| since.subsec_nanos());
+    let jitter = 0.75 + f64::from(nanos % 1_000) / 2_000.0;
+    let asked = match error {
+        roncho_core::Error::Throttled { retry_after, .. } => *retry_after,
+        _ => Duration::ZERO,
+    };
+    doubled.mul_f64(jitter).max(asked).min(config.outage_backoff_max)
 }
 
 /// Processes work until `shutdown`; a unit in hand is finished first.
@@ -187,5 +237,48 @@ pub async fn run(
             () = queue.work_arrived() => {}
             () = tokio::time::sleep(config.idle_poll) => {}
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use roncho_core::Error;
+
+    #[test]
+    fn outages_wait_longer_each_time_within_the_cap_and_honour_retry_after() {
+        let config = WorkerConfig::default();
+        let unavailable = Error::Unavailable("HTTP 503".into());
+        let first = outage_delay(&config, 0, &unavailable);
+        assert!(
+            first >= Duration::from_millis(3_750) && first <= Duration::from_millis(6_250),
+            "{first:?}"
+        );
+        let fourth = outage_delay(&config, 3, &unavailable);
+        assert!(
+            fourth >= Duration::from_secs(30) && fourth <= Duration::from_secs(50),
+            "{fourth:?}"
+        );
+        assert!(outage_delay(&config, 40, &unavailable) <= config.outage_backoff_max);
+        let asked = Error::Throttled {
+            reason: "rate limited".into(),
+            retry_after: Duration::from_secs(120),
+        };
+        assert!(
+            outage_delay(&config, 0, &asked) >= Duration::from_secs(120),
+            "Retry-After honoured"
+        );
+        let greedy = Error::Throttled {
+            reason: "rate limited".into(),
+            retry_after: Duration::from_secs(86_400),
+        };
+        assert_eq!(
+            outage_delay(&config, 0, &greedy),
+            config.outage_backoff_max,
+            "up to the cap"
+        );
+        assert!(is_outage(&unavailable) && is_outage(&asked));
+        assert!(!is_outage(&Error::Internal("malformed reply".into())));
+        assert!(!is_outage(&Error::invalid("content", "bad")));
     }
 }

@@ -113,6 +113,7 @@ async fn ingest(
                     workspace_id: workspace_id.to_owned(),
                     session_id: format!("session_{}", session.number),
                     messages: batch.to_vec(),
+                    idempotency_key: None,
                 })
                 .await
                 .with_context(|| format!("ingesting session {} of {}", session.number, sample.sample_id))?;

@@ -9,7 +9,7 @@ use std::sync::Arc;
 
 pub mod worker;
 
-use roncho_core::queue::{QueueStatus, StatusFilter, WorkQueue};
+use roncho_core::queue::{QueueStatus, RetryFilter, StatusFilter, WorkQueue};
 use roncho_core::{Caller, Error, Result, validate};
 
 /// How the deriver works, for queue status.
@@ -54,10 +54,20 @@ pub struct QueueReport {
     pub derivation: Derivation,
 }
 
-/// Queue status, as every edge calls it.
+/// Names dead work to run again: a workspace's, narrowed to a session or a task type.
+#[derive(Debug, Clone, Default)]
+pub struct RetryFailedWork {
+    pub workspace_id: String,
+    pub session_id: Option<String>,
+    pub task_type: Option<String>,
+}
+
+/// Queue status and dead work, as every edge calls them.
 #[async_trait::async_trait]
 pub trait DeriverApi: Send + Sync {
     async fn get_queue_status(&self, caller: &Caller, request: GetQueueStatus) -> Result<QueueReport>;
+    /// Returns how many dead tasks run again.
+    async fn retry_failed_work(&self, caller: &Caller, request: RetryFailedWork) -> Result<u64>;
 }
 
 /// The queue status service.
@@ -105,5 +115,38 @@ impl DeriverApi for Deriver {
             by_session,
             derivation: self.derivation.clone(),
         })
+    }
+
+    async fn retry_failed_work(&self, _caller: &Caller, request: RetryFailedWork) -> Result<u64> {
+        let filter = RetryFilter {
+            workspace_id: validate::reference_id("workspace_id", &request.workspace_id)?,
+            session_id: request
+                .session_id
+                .filter(|id| !id.is_empty())
+                .map(|id| validate::reference_id("session_id", &id))
+                .transpose()?,
+            task_type: match request.task_type.filter(|kind| !kind.is_empty()) {
+                Some(kind) if roncho_core::queue::TASK_TYPES.contains(&kind.as_str()) || kind == "dream" => Some(kind),
+                Some(kind) => {
+                    return Err(Error::invalid(
+                        "task_type",
+                        format!("`{kind}` is not representation, summary or dream"),
+                    ));
+                }
+                None => None,
+            },
+        };
+        let queue = self.queue.as_ref().ok_or_else(|| {
+            Error::FailedPrecondition("this process has no work queue configured (see roncho status)".into())
+        })?;
+        let retried = queue.retry_dead(&filter).await?;
+        tracing::info!(
+            workspace = %filter.workspace_id,
+            session = ?filter.session_id,
+            task_type = ?filter.task_type,
+            retried,
+            "dead work runs again"
+        );
+        Ok(retried)
     }
 }

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use roncho_core::files::{self, PdfReader};
+use roncho_core::idempotency::{Fingerprint, Once};
 use roncho_core::model::{
     Conclusion, JsonObject, Message, NewConclusion, NewMessage, Peer, Session, SessionPeerConfig, WebhookEndpoint,
     Workspace,
@@ -143,6 +144,8 @@ pub struct CreateMessages {
     pub workspace_id: String,
     pub session_id: String,
     pub messages: Vec<MessageInput>,
+    /// A repeat with the same key returns the first call's messages.
+    pub idempotency_key: Option<String>,
 }
 
 /// A file whose text becomes messages of `peer_id`.
@@ -157,6 +160,8 @@ pub struct UploadFile {
     pub metadata: Option<JsonObject>,
     pub configuration: Option<JsonObject>,
     pub created_at: Option<i64>,
+    /// A repeat with the same key returns the first call's messages.
+    pub idempotency_key: Option<String>,
 }
 
 /// A message's new metadata.
@@ -190,6 +195,8 @@ pub struct ConclusionInput {
 pub struct CreateConclusions {
     pub workspace_id: String,
     pub conclusions: Vec<ConclusionInput>,
+    /// A repeat with the same key returns the first call's conclusions.
+    pub idempotency_key: Option<String>,
 }
 
 /// Names a conclusion to delete.
@@ -319,7 +326,19 @@ pub struct Ingest {
     pdf: Arc<dyn PdfReader>,
     /// Webhook URLs may point at private, loopback and link-local addresses.
     allow_private_webhooks: bool,
+    /// How long idempotency keys are remembered.
+    idempotency_window: std::time::Duration,
 }
+
+/// A request's optional object as JSON (absent: `null`), for fingerprints.
+fn optional_json(object: &Option<JsonObject>) -> serde_json::Value {
+    object
+        .clone()
+        .map_or(serde_json::Value::Null, serde_json::Value::Object)
+}
+
+/// How long idempotency keys are remembered by default.
+pub const DEFAULT_IDEMPOTENCY_WINDOW: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
 
 impl std::fmt::Debug for Ingest {
     fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -335,7 +354,34 @@ impl Ingest {
             after_write: None,
             pdf: Arc::new(InProcessPdf::default()),
             allow_private_webhooks: false,
+            idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
         }
+    }
+
+    /// Returns the service remembering idempotency keys for `window`.
+    pub fn with_idempotency_window(mut self, window: std::time::Duration) -> Self {
+        self.idempotency_window = window;
+        self
+    }
+
+    /// The write `operation` under the client's `key`, when it sent one;
+    /// `fingerprint` digests the request.
+    fn once(
+        &self,
+        operation: &'static str,
+        key: Option<&str>,
+        fingerprint: impl FnOnce() -> Fingerprint,
+    ) -> Result<Option<Once>> {
+        key.map(|key| {
+            Once::new(
+                "idempotency_key",
+                key,
+                operation,
+                fingerprint(),
+                self.idempotency_window,
+            )
+        })
+        .transpose()
     }
 
     /// Lets webhook URLs point at private addresses (a deployment whose
@@ -355,6 +401,25 @@ impl Ingest {
     pub fn with_after_write(mut self, after_write: AfterWrite) -> Self {
         self.after_write = Some(after_write);
         self
+    }
+
+    /// Stores `messages`, once per key when `once` is set.
+    async fn create(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: Option<&Once>,
+    ) -> Result<Vec<Message>> {
+        let created = match once {
+            Some(once) => {
+                self.store
+                    .create_messages_once(workspace_id, session_id, messages, once)
+                    .await
+            }
+            None => self.store.create_messages(workspace_id, session_id, messages).await,
+        };
+        self.wrote(created)
     }
 
     fn wrote<T>(&self, result: Result<T>) -> Result<T> {
@@ -548,6 +613,19 @@ impl IngestApi for Ingest {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
         validate::batch_len("messages", request.messages.len())?;
+        let once = self.once("CreateMessages", request.idempotency_key.as_deref(), || {
+            request
+                .messages
+                .iter()
+                .fold(Fingerprint::new().text(&session_id), |fingerprint, message| {
+                    fingerprint
+                        .text(&message.peer_id)
+                        .text(&message.content)
+                        .json(&optional_json(&message.metadata))
+                        .json(&optional_json(&message.configuration))
+                        .number(message.created_at)
+                })
+        })?;
         let mut drafts = Vec::with_capacity(request.messages.len());
         let mut contents = Vec::with_capacity(request.messages.len());
         for (index, message) in request.messages.into_iter().enumerate() {
@@ -573,7 +651,7 @@ impl IngestApi for Ingest {
                 },
             )
             .collect();
-        self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)
+        self.create(&workspace_id, &session_id, messages, once.as_ref()).await
     }
 
     async fn upload_file(&self, _caller: &Caller, request: UploadFile) -> Result<Vec<Message>> {
@@ -583,6 +661,23 @@ impl IngestApi for Ingest {
         let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
         let configuration = metadata_arg("configuration", request.configuration)?.unwrap_or_default();
         let filename = validate::strip_nul(&request.filename);
+        let once = self.once("UploadFile", request.idempotency_key.as_deref(), || {
+            Fingerprint::new()
+                .text(&session_id)
+                .text(&peer_id)
+                .bytes(&request.file)
+                .text(&filename)
+                .text(&request.content_type)
+                .json(&serde_json::Value::Object(metadata.clone()))
+                .json(&serde_json::Value::Object(configuration.clone()))
+                .number(request.created_at)
+        })?;
+        // A repeat skips the parsing: the first call's messages are its answer.
+        if let Some(once) = &once
+            && let Some(messages) = self.store.replayed_messages(&workspace_id, &session_id, once).await?
+        {
+            return Ok(messages);
+        }
         let content_type = request.content_type;
         let file = request.file;
         let file_size = file.len();
@@ -632,7 +727,7 @@ impl IngestApi for Ingest {
                 }
             })
             .collect();
-        self.wrote(self.store.create_messages(&workspace_id, &session_id, messages).await)
+        self.create(&workspace_id, &session_id, messages, once.as_ref()).await
     }
 
     async fn update_message(&self, _caller: &Caller, request: UpdateMessage) -> Result<Message> {
@@ -655,6 +750,18 @@ impl IngestApi for Ingest {
     async fn create_conclusions(&self, _caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         validate::batch_len("conclusions", request.conclusions.len())?;
+        let once = self.once("CreateConclusions", request.idempotency_key.as_deref(), || {
+            request
+                .conclusions
+                .iter()
+                .fold(Fingerprint::new(), |fingerprint, conclusion| {
+                    fingerprint
+                        .text(&conclusion.content)
+                        .text(&conclusion.observer_id)
+                        .text(&conclusion.observed_id)
+                        .optional(conclusion.session_id.as_deref())
+                })
+        })?;
         // Token counting of up to 100 long texts is CPU work: off the runtime.
         let conclusions = tokio::task::spawn_blocking(move || {
             request
@@ -683,7 +790,15 @@ impl IngestApi for Ingest {
         })
         .await
         .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
-        self.wrote(self.store.create_conclusions(&workspace_id, conclusions).await)
+        let created = match &once {
+            Some(once) => {
+                self.store
+                    .create_conclusions_once(&workspace_id, conclusions, once)
+                    .await
+            }
+            None => self.store.create_conclusions(&workspace_id, conclusions).await,
+        };
+        self.wrote(created)
     }
 
     async fn delete_conclusion(&self, _caller: &Caller, request: DeleteConclusion) -> Result<()> {

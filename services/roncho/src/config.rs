@@ -158,6 +158,9 @@ pub struct ConfigLayer {
     pub dialectic_high_timeout_secs: Option<u64>,
     pub dialectic_max_timeout_secs: Option<u64>,
     pub deriver_lease_secs: Option<u64>,
+    pub worker_outage_backoff_secs: Option<u64>,
+    pub idempotency_window_secs: Option<u64>,
+    pub worker_outage_backoff_max_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
     pub metrics_listen: Option<SocketAddr>,
     /// OpenTelemetry collector (OTLP over gRPC, e.g. `http://otel-collector:4317`);
@@ -431,6 +434,15 @@ pub struct Config {
     /// How long a deriver holds a work unit without renewing; a killed worker's
     /// units are taken over after it.
     pub deriver_lease: Duration,
+    /// How long idempotency keys of CreateMessages, UploadFile and
+    /// CreateConclusions are remembered.
+    pub idempotency_window: Duration,
+    /// First wait of a task postponed by an outage (a model unavailable,
+    /// rate limited or timing out); doubled per outage, with jitter.
+    pub worker_outage_backoff: Duration,
+    /// Longest wait after an outage, and the most a provider's `Retry-After`
+    /// can ask for.
+    pub worker_outage_backoff_max: Duration,
     /// How often the reconciler looks for rows to embed when nobody nudges
     /// it (a deriver or ingest in its own process nudges it at once).
     pub reconciler_interval: Duration,
@@ -1093,6 +1105,14 @@ impl Config {
             qdrant,
             llm,
             deriver_lease: Duration::from_secs(merged.deriver_lease_secs.unwrap_or(60).max(1)),
+            idempotency_window: Duration::from_secs(merged.idempotency_window_secs.unwrap_or(86_400).max(1)),
+            worker_outage_backoff: Duration::from_secs(merged.worker_outage_backoff_secs.unwrap_or(5).max(1)),
+            worker_outage_backoff_max: Duration::from_secs(
+                merged
+                    .worker_outage_backoff_max_secs
+                    .unwrap_or(300)
+                    .max(merged.worker_outage_backoff_secs.unwrap_or(5).max(1)),
+            ),
             reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
             startup_timeout: Duration::from_secs(merged.startup_timeout_secs.unwrap_or(120)),
             metrics_listen: merged.metrics_listen,

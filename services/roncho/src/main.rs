@@ -40,6 +40,9 @@ enum Command {
     /// API keys, signed with the configured auth_jwt_secret.
     #[command(subcommand)]
     Keys(KeysCommand),
+    /// The work queue, straight from the database.
+    #[command(subcommand)]
+    Queue(QueueCommand),
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -71,6 +74,24 @@ enum KeysCommand {
         /// When the key stops working, from now: 90s, 30m, 12h, 30d [default: never].
         #[arg(long, value_parser = parse_duration)]
         expires_in: Option<std::time::Duration>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+enum QueueCommand {
+    /// Runs dead work again from its first attempt (the admin RetryFailedWork RPC, offline); prints how many tasks.
+    Retry {
+        #[command(flatten)]
+        flags: CommonFlags,
+        /// The workspace whose dead work runs again.
+        #[arg(long)]
+        workspace: String,
+        /// Only this session's dead work.
+        #[arg(long)]
+        session: Option<String>,
+        /// Only this kind of task: representation, summary, dream, ...
+        #[arg(long)]
+        task_type: Option<String>,
     },
 }
 
@@ -258,6 +279,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             println!("{key}");
             Ok(())
         }
+        Command::Queue(QueueCommand::Retry {
+            flags,
+            workspace,
+            session,
+            task_type,
+        }) => {
+            let config = flags.load()?;
+            let store = roncho_store::connect(&config.store_options()).await?;
+            let filter = roncho_core::queue::RetryFilter {
+                workspace_id: workspace,
+                session_id: session,
+                task_type,
+            };
+            // The SQL ledger is the queue of record in both modes: with NATS
+            // the relay publishes the revived tasks as new work.
+            let revived =
+                roncho_core::queue::WorkQueue::retry_dead(&roncho_store::SqlWorkQueue::new(Arc::new(store)), &filter)
+                    .await?;
+            println!("{revived} dead task(s) will run again");
+            Ok(())
+        }
     }
 }
 
@@ -301,6 +343,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.tls = tls;
     services.health_listen = config.health_listen;
     services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
+    services.idempotency_window = config.idempotency_window;
     services.reflection = config.grpc_reflection;
     services.pdf = Some(Arc::new(roncho::pdf::SandboxedPdf::new(
         std::env::current_exe().context("finding this binary for the PDF reader")?,
@@ -372,6 +415,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 let worker_config = roncho_deriver::worker::WorkerConfig {
                     worker_id: roncho_deriver::worker::unique_worker_id("dreamer"),
                     lease: config.deriver_lease,
+                    outage_backoff: config.worker_outage_backoff,
+                    outage_backoff_max: config.worker_outage_backoff_max,
                     ..roncho_deriver::worker::WorkerConfig::default()
                 };
                 worker_ids.push(worker_config.worker_id.clone());
@@ -396,6 +441,8 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
         let worker_config = roncho_deriver::worker::WorkerConfig {
             lease: config.deriver_lease,
+            outage_backoff: config.worker_outage_backoff,
+            outage_backoff_max: config.worker_outage_backoff_max,
             ..roncho_deriver::worker::WorkerConfig::default()
         };
         worker_ids.push(worker_config.worker_id.clone());

@@ -137,7 +137,7 @@ impl Metrics {
         let queue_tasks = Family::<TaskState, Gauge>::default();
         registry.register(
             "queue_tasks",
-            "work queue tasks by type and state (pending, in_progress, done, dead)",
+            "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, done, dead)",
             queue_tasks.clone(),
         );
         let queue_oldest_pending_seconds = Family::default();

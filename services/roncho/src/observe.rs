@@ -228,7 +228,7 @@ impl ObservedLlm {
 /// The outcome label of a failed LLM call.
 fn llm_outcome(error: &roncho_core::Error) -> &'static str {
     match error {
-        roncho_core::Error::ResourceExhausted(_) => "rate_limited",
+        roncho_core::Error::ResourceExhausted(_) | roncho_core::Error::Throttled { .. } => "rate_limited",
         roncho_core::Error::Unavailable(_) => "unavailable",
         roncho_core::Error::FailedPrecondition(_) => "refused",
         roncho_core::Error::DeadlineExceeded(_) => "timeout",

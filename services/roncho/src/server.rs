@@ -65,6 +65,8 @@ pub struct Services {
     pub pdf: Option<Arc<dyn roncho_core::files::PdfReader>>,
     /// Webhook URLs may point at private addresses.
     pub allow_private_webhooks: bool,
+    /// How long idempotency keys of writes are remembered.
+    pub idempotency_window: std::time::Duration,
     /// Serve gRPC server reflection (the API's shape, to anyone).
     pub reflection: bool,
 }
@@ -124,6 +126,7 @@ impl Services {
             rates: Arc::new(RateLimiter::default()),
             pdf: None,
             allow_private_webhooks: false,
+            idempotency_window: roncho_ingest::DEFAULT_IDEMPOTENCY_WINDOW,
             reflection: true,
         }
     }
@@ -184,7 +187,8 @@ pub async fn run(
         router = match role {
             Role::Ingest => {
                 let mut ingest = roncho_ingest::Ingest::new(store.clone())
-                    .allowing_private_webhooks(services.allow_private_webhooks);
+                    .allowing_private_webhooks(services.allow_private_webhooks)
+                    .with_idempotency_window(services.idempotency_window);
                 if let Some(after_write) = &services.after_write {
                     ingest = ingest.with_after_write(after_write.clone());
                 }

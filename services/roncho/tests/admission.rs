@@ -206,6 +206,7 @@ async fn a_workspace_over_its_rate_is_refused_before_anything_is_written() {
                 ..Default::default()
             })
             .collect(),
+        idempotency_key: None,
     };
     ingest.create_messages(batch(3, "first")).await.unwrap();
     let status = ingest.create_messages(batch(3, "second")).await.unwrap_err();

@@ -221,6 +221,7 @@ fn cases() -> Vec<(&'static str, Call)> {
                     content: "written by the matrix".into(),
                     ..Default::default()
                 }],
+                idempotency_key: None,
             }),
         ),
         (
@@ -262,6 +263,7 @@ fn cases() -> Vec<(&'static str, Call)> {
                     observed_id: "bob".into(),
                     session_id: None,
                 }],
+                idempotency_key: None,
             }),
         ),
         (
@@ -493,6 +495,13 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "DeriverService.RetryFailedWork",
+            case!(Deriver.retry_failed_work, |w| pb::RetryFailedWorkRequest {
+                workspace_id: w.w.clone(),
+                ..Default::default()
+            }),
+        ),
+        (
             "DreamerService.ScheduleDream",
             case!(Dreamer.schedule_dream, |w| pb::ScheduleDreamRequest {
                 workspace_id: w.w.clone(),
@@ -629,6 +638,7 @@ async fn seed(server: &Server, row: usize) -> World {
                     workspace_id: workspace.clone(),
                     session_id: session.clone(),
                     messages,
+                    idempotency_key: None,
                 },
                 admin(),
             ))
@@ -657,6 +667,7 @@ async fn seed(server: &Server, row: usize) -> World {
                     observed_id: "bob".into(),
                     session_id: Some(s.clone()),
                 }],
+                idempotency_key: None,
             },
             admin(),
         ))

@@ -84,6 +84,7 @@ async fn writes_reads_errors_and_shutdown() {
             workspace_id: "w".into(),
             session_id: "s".into(),
             messages: vec![message("alice", "hello world"), message("bob", "hi")],
+            idempotency_key: None,
         })
         .await
         .unwrap()
@@ -100,6 +101,7 @@ async fn writes_reads_errors_and_shutdown() {
             workspace_id: "w".into(),
             session_id: "s".into(),
             messages: vec![message("alice", "fine"), message("bad id", "x")],
+            idempotency_key: None,
         })
         .await
         .unwrap_err();
@@ -240,6 +242,7 @@ async fn summaries_are_served_and_bound_the_context() {
             workspace_id: "w".into(),
             session_id: "s".into(),
             messages: (0..6).map(|i| message("alice", &format!("turn number {i}"))).collect(),
+            idempotency_key: None,
         })
         .await
         .unwrap()
@@ -340,6 +343,7 @@ async fn queue_status_counts_the_work_messages_create() {
             messages: (0..20)
                 .map(|i| message(["alice", "bob"][i % 2], "hello there"))
                 .collect(),
+            idempotency_key: None,
         })
         .await
         .unwrap();
@@ -434,6 +438,7 @@ async fn the_extractive_deriver_derives_observations_and_summaries() {
                     _ => message("bob", "That sounds like a big change!"),
                 })
                 .collect(),
+            idempotency_key: None,
         })
         .await
         .unwrap();

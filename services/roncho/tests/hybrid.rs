@@ -125,6 +125,7 @@ async fn outage_degrades_search_and_loses_nothing(
             workspace_id: "w".into(),
             session_id: "s".into(),
             messages,
+            idempotency_key: None,
         })
         .await
         .expect("a write never fails because the embedder or vector store is down");
@@ -170,6 +171,7 @@ async fn outage_degrades_search_and_loses_nothing(
                     session_id: None,
                 },
             ],
+            idempotency_key: None,
         })
         .await
         .unwrap();

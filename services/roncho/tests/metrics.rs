@@ -82,6 +82,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
                 content: "I keep bees on my roof.".into(),
                 ..Default::default()
             }],
+            idempotency_key: None,
         })
         .await
         .unwrap();

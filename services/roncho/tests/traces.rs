@@ -160,6 +160,7 @@ async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its
                 ..Default::default()
             })
             .collect(),
+        idempotency_key: None,
     });
     request.metadata_mut().insert(
         "traceparent",

@@ -107,6 +107,20 @@ fn upload(file: Vec<u8>, name: &str) -> pb::UploadFileRequest {
     }
 }
 
+/// How many messages session `docs` holds.
+async fn stored_in_docs(served: &support::Served) -> i64 {
+    RecallServiceClient::new(served.channel.clone())
+        .list_messages(pb::ListMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "docs".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .total
+}
+
 #[tokio::test]
 async fn a_pdf_that_inflates_to_a_gigabyte_is_refused_without_the_memory() {
     let dir = tempfile::tempdir().unwrap();
@@ -142,16 +156,8 @@ async fn a_pdf_that_inflates_to_a_gigabyte_is_refused_without_the_memory() {
     );
 
     // Nothing of the bomb was written, and the server goes on serving.
-    let listed = RecallServiceClient::new(served.channel.clone())
-        .list_messages(pb::ListMessagesRequest {
-            workspace_id: "w".into(),
-            session_id: "docs".into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(listed.total, 1, "only the honest PDF's message");
+    let listed = stored_in_docs(&served).await;
+    assert_eq!(listed, 1, "only the honest PDF's message");
     served.shutdown.cancel();
 }
 
@@ -176,4 +182,57 @@ async fn a_pdf_past_the_read_deadline_is_refused() {
         matches!(&error, roncho_core::Error::InvalidArgument { field, reason } if field == "file" && reason.contains("longer than")),
         "{error}"
     );
+}
+
+/// A PDF reader counting its reads.
+#[derive(Debug)]
+struct Counting {
+    inner: SandboxedPdf,
+    reads: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl roncho_core::files::PdfReader for Counting {
+    async fn text(&self, pdf: Vec<u8>) -> roncho_core::Result<String> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.text(pdf).await
+    }
+}
+
+#[tokio::test]
+async fn a_repeated_upload_with_its_key_is_stored_once_and_not_read_again() {
+    let dir = tempfile::tempdir().unwrap();
+    let store: Arc<dyn roncho_core::store::Store> = roncho_store::testing::open_embedded(dir.path()).await;
+    let reader = Arc::new(Counting {
+        inner: SandboxedPdf::new(env!("CARGO_BIN_EXE_roncho").into(), 256, Duration::from_secs(30), 2),
+        reads: Default::default(),
+    });
+    let services = roncho::server::Services {
+        pdf: Some(reader.clone()),
+        ..roncho::server::Services::store_only(store)
+    };
+    let served = support::serve(services, &[Role::Ingest, Role::Recall]).await;
+    let mut ingest = IngestServiceClient::new(served.channel.clone());
+    let keyed = |text: &[u8]| pb::UploadFileRequest {
+        idempotency_key: Some("upload-1".into()),
+        ..upload(pdf(text, ""), "hello.pdf")
+    };
+    let hello = b"BT /F1 12 Tf 72 720 Td (Hello from a PDF) Tj ET";
+    let first = ingest.upload_file(keyed(hello)).await.unwrap().into_inner().messages;
+    let again = ingest.upload_file(keyed(hello)).await.unwrap().into_inner().messages;
+    assert_eq!(again, first, "the repeat answers with the first upload's messages");
+    assert_eq!(
+        reader.reads.load(std::sync::atomic::Ordering::SeqCst),
+        1,
+        "and is not read again"
+    );
+    let other = ingest
+        .upload_file(keyed(b"BT /F1 12 Tf 72 720 Td (Another PDF) Tj ET"))
+        .await
+        .unwrap_err();
+    assert_eq!(other.code(), tonic::Code::FailedPrecondition, "{other:?}");
+    assert!(other.message().contains("upload-1"), "{other:?}");
+    let listed = stored_in_docs(&served).await;
+    assert_eq!(listed, 1, "stored once");
+    served.shutdown.cancel();
 }

@@ -7,7 +7,7 @@ use std::pin::Pin;
 use std::time::Duration;
 
 use crate::Error;
-use crate::queue::{Claim, NewTask, StatusFilter, WorkQueue};
+use crate::queue::{Claim, NewTask, RetryFilter, StatusFilter, WorkQueue};
 
 /// One contract check over a queue the caller provides.
 pub type Check = for<'a> fn(&'a dyn WorkQueue) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -29,6 +29,7 @@ macro_rules! work_queue_contract {
                 concurrent_workers_never_share_a_unit_and_lose_nothing,
                 purging_removes_old_finished_tasks_only,
                 delayed_tasks_wait_and_postponing_moves_them,
+                outages_postpone_without_spending_attempts_and_dead_work_runs_again,
             );
         }
     };
@@ -213,6 +214,83 @@ pub async fn failures_retry_in_order_then_die_with_their_error(queue: &dyn WorkQ
         ),
         ("t1", 2, "llm: malformed JSON")
     );
+}
+
+pub async fn outages_postpone_without_spending_attempts_and_dead_work_runs_again(queue: &dyn WorkQueue) {
+    queue.enqueue(vec![task(A, "t1"), task(A, "t2")]).await.unwrap();
+    let filter = StatusFilter {
+        workspace_id: "w".into(),
+        ..StatusFilter::default()
+    };
+    // Postponed again and again, it never dies: no attempt is spent.
+    for deferral in 0..3 {
+        let claim = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("t1 and t2");
+        assert_eq!(dedup_ids(&claim), ["t1", "t2"]);
+        assert_eq!((claim.tasks[0].attempts, claim.tasks[0].deferrals), (0, deferral));
+        queue
+            .defer(
+                &claim,
+                &ids(&claim),
+                "llm unavailable: HTTP 503",
+                Duration::from_millis(900),
+            )
+            .await
+            .unwrap();
+        queue.release(&claim).await.unwrap();
+        assert!(
+            queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().is_none(),
+            "waits out the outage"
+        );
+        let status = queue.status(&filter).await.unwrap();
+        assert_eq!(
+            (status.counts.pending, status.counts.postponed, status.counts.failed),
+            (2, 2, 0)
+        );
+        assert_eq!(status.postponed.len(), 2);
+        assert_eq!(status.postponed[0].reason, "llm unavailable: HTTP 503");
+        assert_eq!(status.postponed[0].deferrals, deferral + 1);
+        tokio::time::sleep(Duration::from_millis(1_000)).await;
+    }
+    // A real failure kills t1 at its one attempt; t2 completes.
+    let claim = queue.claim("w1", DERIVER, 1, LEASE).await.unwrap().expect("t1");
+    queue
+        .fail(&claim, &ids(&claim), "malformed", Duration::ZERO, 1)
+        .await
+        .unwrap();
+    queue.release(&claim).await.unwrap();
+    let claim = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("t2");
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let status = queue.status(&filter).await.unwrap();
+    assert_eq!(
+        (status.counts.failed, status.counts.completed, status.counts.postponed),
+        (1, 1, 0)
+    );
+    // Retrying another workspace or task type leaves it dead; its own revives it.
+    let other = RetryFilter {
+        workspace_id: "elsewhere".into(),
+        ..RetryFilter::default()
+    };
+    assert_eq!(queue.retry_dead(&other).await.unwrap(), 0);
+    let summaries = RetryFilter {
+        workspace_id: "w".into(),
+        task_type: Some("summary".into()),
+        ..RetryFilter::default()
+    };
+    assert_eq!(queue.retry_dead(&summaries).await.unwrap(), 0);
+    let ours = RetryFilter {
+        workspace_id: "w".into(),
+        session_id: Some("s1".into()),
+        task_type: Some("representation".into()),
+    };
+    assert_eq!(queue.retry_dead(&ours).await.unwrap(), 1);
+    let again = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("t1 again");
+    assert_eq!(dedup_ids(&again), ["t1"]);
+    assert_eq!(again.tasks[0].attempts, 0, "a fresh start");
+    queue.complete(&again, &ids(&again)).await.unwrap();
+    queue.release(&again).await.unwrap();
+    let status = queue.status(&filter).await.unwrap();
+    assert_eq!((status.counts.failed, status.counts.completed), (0, 2));
 }
 
 pub async fn status_counts_by_state_session_observer_and_sender(queue: &dyn WorkQueue) {

@@ -52,6 +52,8 @@ pub struct Task {
     pub payload: serde_json::Value,
     /// Failed attempts so far.
     pub attempts: i64,
+    /// Times an outage postponed it so far (no attempt spent).
+    pub deferrals: i64,
     /// The trace of the request that enqueued it (when traced), which the
     /// work joins.
     pub trace: Option<crate::trace::TraceContext>,
@@ -85,6 +87,8 @@ pub struct Counts {
     pub pending: i64,
     /// Dead: out of attempts.
     pub failed: i64,
+    /// Of the pending, those waiting out an outage (postponed, not failed).
+    pub postponed: i64,
 }
 
 /// A dead task and why.
@@ -96,6 +100,27 @@ pub struct FailedTask {
     pub last_error: String,
 }
 
+/// A task an outage postponed, and why.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PostponedTask {
+    pub work_unit_key: String,
+    pub dedup_id: String,
+    /// Postponements so far.
+    pub deferrals: i64,
+    pub reason: String,
+    /// When it is tried again, in microseconds since the epoch.
+    pub ready_at: i64,
+}
+
+/// Which dead tasks to run again; unset fields do not restrict.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct RetryFilter {
+    pub workspace_id: String,
+    pub session_id: Option<String>,
+    /// `representation`, `summary`, `dream`, ...
+    pub task_type: Option<String>,
+}
+
 /// The queue as a status filter sees it.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct QueueStatus {
@@ -104,6 +129,8 @@ pub struct QueueStatus {
     pub sessions: Vec<(String, Counts)>,
     /// The most recent dead tasks, newest first (at most 100).
     pub failures: Vec<FailedTask>,
+    /// Postponed tasks, soonest ready first (at most 100).
+    pub postponed: Vec<PostponedTask>,
 }
 
 #[async_trait]
@@ -142,6 +169,15 @@ pub trait WorkQueue: Send + Sync + 'static {
         retry_after: Duration,
         max_attempts: i64,
     ) -> Result<()>;
+
+    /// Postpones tasks an outage stopped (a model or dependency unavailable,
+    /// rate limited, timed out) without spending an attempt: ready again
+    /// after `delay`, their deferrals counted and `reason` kept for status.
+    async fn defer(&self, claim: &Claim, task_ids: &[i64], reason: &str, delay: Duration) -> Result<()>;
+
+    /// Runs dead tasks again (pending, ready now, attempts and deferrals
+    /// reset; their last error kept until they run); returns how many.
+    async fn retry_dead(&self, filter: &RetryFilter) -> Result<u64>;
 
     /// Gives the work unit back (its remaining tasks wait for the next claim).
     async fn release(&self, claim: &Claim) -> Result<()>;

@@ -1,0 +1,142 @@
+//! Idempotency keys in the relational store: a write claims its key in its
+//! own transaction, so the key and what the write made commit together or
+//! not at all. A twin running at the same time waits on the key's row
+//! (Postgres) or the write gate (SQLite) and then replays.
+
+use roncho_core::idempotency::Once;
+use roncho_core::model::{Conclusion, Message, now_micros};
+use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
+
+use crate::rows;
+use crate::sql::Sql;
+use crate::store::{SqlStore, execute, fetch_optional};
+
+/// What claiming a key found.
+pub(crate) enum Claim {
+    /// The key is new: this transaction does the write and records it.
+    New,
+    /// An earlier call did the write: the ids it made.
+    Done(Vec<String>),
+}
+
+fn key_filter(sql: &mut Sql, workspace_id: &str, once: &Once) {
+    sql.push(" WHERE workspace_name = ")
+        .bind(workspace_id)
+        .push(" AND operation = ")
+        .bind(once.operation)
+        .push(" AND idempotency_key = ")
+        .bind(once.key.as_str());
+}
+
+/// Claims `once`'s key in the caller's transaction, forgetting the
+/// workspace's expired keys first.
+pub(crate) async fn claim(conn: &mut AnyConnection, workspace_id: &str, once: &Once) -> Result<Claim> {
+    let now = now_micros();
+    let mut sql = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
+    sql.bind(workspace_id).push(" AND expires_at <= ").bind(now);
+    execute(conn, &sql).await?;
+    let window = i64::try_from(once.window.as_micros()).unwrap_or(i64::MAX / 4);
+    let mut sql = Sql::new(
+        "INSERT INTO idempotency_keys (workspace_name, operation, idempotency_key, fingerprint, result_ids, \
+         created_at, expires_at) VALUES (",
+    );
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(once.operation)
+        .push(", ")
+        .bind(once.key.as_str())
+        .push(", ")
+        .bind(once.fingerprint.as_str())
+        .push(", '[]', ")
+        .bind(now)
+        .push(", ")
+        .bind(now.saturating_add(window))
+        .push(") ON CONFLICT DO NOTHING");
+    if execute(conn, &sql).await? == 1 {
+        return Ok(Claim::New);
+    }
+    match lookup(conn, workspace_id, once).await? {
+        Some(ids) => Ok(Claim::Done(ids)),
+        // Claimed and gone between the two statements: only an expiry
+        // racing this call does that.
+        None => Err(Error::Unavailable(format!(
+            "idempotency key `{}` expired while in use; send the request again",
+            once.key
+        ))),
+    }
+}
+
+/// The ids the write under `once`'s key made, if it is remembered;
+/// `FAILED_PRECONDITION` when it was another request.
+pub(crate) async fn lookup(conn: &mut AnyConnection, workspace_id: &str, once: &Once) -> Result<Option<Vec<String>>> {
+    let mut sql = Sql::new("SELECT fingerprint, result_ids FROM idempotency_keys");
+    key_filter(&mut sql, workspace_id, once);
+    sql.push(" AND expires_at > ").bind(now_micros());
+    let Some(row) = fetch_optional(conn, &sql).await? else {
+        return Ok(None);
+    };
+    let fingerprint: String = rows::get(&row, "fingerprint")?;
+    if fingerprint != once.fingerprint {
+        return Err(once.mismatch());
+    }
+    let ids: String = rows::get(&row, "result_ids")?;
+    serde_json::from_str(&ids)
+        .map(Some)
+        .map_err(|error| Error::Internal(format!("idempotency key ids are not JSON: {error}")))
+}
+
+/// Records what the write under `once`'s key made.
+pub(crate) async fn record(conn: &mut AnyConnection, workspace_id: &str, once: &Once, ids: &[String]) -> Result<()> {
+    let ids = serde_json::to_string(ids).map_err(|error| Error::Internal(error.to_string()))?;
+    let mut sql = Sql::new("UPDATE idempotency_keys SET result_ids = ");
+    sql.bind(ids);
+    key_filter(&mut sql, workspace_id, once);
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+impl SqlStore {
+    /// The messages of `ids` still stored, in session order.
+    pub(crate) async fn messages_by_ids(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        ids: &[String],
+    ) -> Result<Vec<Message>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id)
+            .push(" AND m.session_name = ")
+            .bind(session_id)
+            .push(" AND m.public_id IN ")
+            .push_list(ids)
+            .push(" ORDER BY m.seq_in_session");
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    /// The live conclusions of `ids`, in the order of `ids`.
+    pub(crate) async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+            rows::CONCLUSION_COLUMNS
+        ));
+        sql.bind(workspace_id).push(" AND d.public_id IN ").push_list(ids);
+        let mut found: Vec<Conclusion> = self
+            .read(&sql)
+            .await?
+            .iter()
+            .map(rows::conclusion)
+            .collect::<Result<_>>()?;
+        found.sort_by_key(|conclusion| ids.iter().position(|id| *id == conclusion.id));
+        Ok(found)
+    }
+}
