@@ -176,7 +176,9 @@ needs! {
     ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
     ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::DeleteWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::TestWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWorkspaces => |_r| vec![Need::Admin];
+    recall::GetErasureReceipt => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListPeers => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListSessions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListPeerSessions => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];

@@ -5,7 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use roncho_core::model::{
-    Conclusion, JsonObject, Message, Page, Peer, Session, SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
+    Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, Page, Peer, Session,
+    SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
 };
 use roncho_core::queue::task_type;
 use roncho_deriver::{Derivation, QueueReport};
@@ -139,6 +140,7 @@ from_wire! {
     SetPeerCardRequest => roncho_ingest::SetPeerCard { workspace_id, peer_id, target, peer_card }
     CreateWebhookRequest => roncho_ingest::CreateWebhook { workspace_id, url }
     DeleteWebhookRequest => roncho_ingest::DeleteWebhook { workspace_id, endpoint_id }
+    TestWebhookRequest => roncho_ingest::TestWebhook { workspace_id }
     GetSessionPeerConfigRequest => roncho_recall::GetSessionPeerConfig { workspace_id, session_id, peer_id }
     GetMessageRequest => roncho_recall::GetMessage { workspace_id, session_id, message_id }
     SearchMessagesRequest => roncho_recall::SearchMessages { workspace_id, session_id, peer_id, query, filters, limit }
@@ -156,6 +158,7 @@ from_wire! {
         include_most_frequent, max_conclusions
     }
     GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
+    GetErasureReceiptRequest => roncho_recall::GetErasureReceipt { workspace_id, receipt_id }
     QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
     ChatRequest => roncho_dialectic::Chat {
         workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format
@@ -364,8 +367,62 @@ macro_rules! unit_into_wire {
 }
 
 unit_into_wire! {
-    DeleteWorkspaceResponse, DeletePeerResponse, DeleteSessionResponse, SetSessionPeerConfigResponse,
-    DeleteMessageResponse, DeleteConclusionResponse, DeleteWebhookResponse,
+    SetSessionPeerConfigResponse, DeleteConclusionResponse, DeleteWebhookResponse,
+}
+
+impl IntoWire<pb::ErasureReceipt> for ErasureReceipt {
+    fn into_wire(self) -> pb::ErasureReceipt {
+        let c = self.counts;
+        pb::ErasureReceipt {
+            scope: self.scope.kind().to_owned(),
+            target_id: self.scope.target(&self.workspace_id).to_owned(),
+            session_id: match &self.scope {
+                ErasureScope::Message { session_id, .. } => Some(session_id.clone()),
+                _ => None,
+            },
+            id: self.id,
+            workspace_id: self.workspace_id,
+            state: match self.state {
+                ErasureState::Running => pb::ErasureState::Running,
+                ErasureState::Complete => pb::ErasureState::Complete,
+            }
+            .into(),
+            counts: Some(pb::ErasureCounts {
+                messages: c.messages,
+                message_vectors: c.message_vectors,
+                conclusions: c.conclusions,
+                conclusion_vectors: c.conclusion_vectors,
+                conclusions_trimmed: c.conclusions_trimmed,
+                summaries_rebuilt: c.summaries_rebuilt,
+                messages_reembedded: c.messages_reembedded,
+                tasks_dropped: c.tasks_dropped,
+                idempotency_keys: c.idempotency_keys,
+                peer_cards: c.peer_cards,
+                sessions: c.sessions,
+                peers: c.peers,
+                webhooks: c.webhooks,
+                workspaces: c.workspaces,
+            }),
+            vectors_pending: self.vectors_pending,
+            created_at: Some(timestamp(self.created_at)),
+            finished_at: self.finished_at.map(timestamp),
+        }
+    }
+}
+
+/// Delete replies: the erasure's receipt.
+macro_rules! receipt_into_wire {
+    ($($wire:ident),* $(,)?) => {$(
+        impl IntoWire<pb::$wire> for ErasureReceipt {
+            fn into_wire(self) -> pb::$wire {
+                pb::$wire { receipt: Some(self.into_wire()) }
+            }
+        }
+    )*};
+}
+
+receipt_into_wire! {
+    DeleteWorkspaceResponse, DeletePeerResponse, DeleteSessionResponse, DeleteMessageResponse,
 }
 
 /// Get-or-create replies: the resource and whether it was created.
@@ -384,6 +441,14 @@ created_into_wire! {
     Peer => GetOrCreatePeerResponse.peer,
     Session => GetOrCreateSessionResponse.session,
     WebhookEndpoint => CreateWebhookResponse.webhook,
+}
+
+impl IntoWire<pb::TestWebhookResponse> for u64 {
+    fn into_wire(self) -> pb::TestWebhookResponse {
+        pb::TestWebhookResponse {
+            endpoints: i64::try_from(self).unwrap_or(i64::MAX),
+        }
+    }
 }
 
 impl IntoWire<pb::CreateMessagesResponse> for Vec<Message> {

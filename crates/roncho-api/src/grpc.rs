@@ -143,6 +143,7 @@ grpc_service! {
         rpc set_peer_card(SetPeerCardRequest) -> pb::PeerCardResponse;
         rpc create_webhook(CreateWebhookRequest) -> pb::CreateWebhookResponse;
         rpc delete_webhook(DeleteWebhookRequest) -> pb::DeleteWebhookResponse;
+        rpc test_webhook(TestWebhookRequest) -> pb::TestWebhookResponse;
     }
 }
 
@@ -163,6 +164,7 @@ grpc_service! {
         rpc get_peer_context(GetPeerContextRequest) -> pb::PeerContext;
         rpc get_representation(GetRepresentationRequest) -> pb::GetRepresentationResponse;
         rpc get_peer_card(GetPeerCardRequest) -> pb::PeerCardResponse;
+        rpc get_erasure_receipt(GetErasureReceiptRequest) -> pb::ErasureReceipt;
         rpc list_conclusions(ListConclusionsRequest) -> pb::ListConclusionsResponse;
         rpc query_conclusions(QueryConclusionsRequest) -> pb::QueryConclusionsResponse;
         rpc list_webhooks(ListWebhooksRequest) -> pb::ListWebhooksResponse;

@@ -355,6 +355,9 @@ pub struct SyncItem {
     pub peer_id: Option<String>,
     pub level: Option<String>,
     pub attempts: i64,
+    /// The row's sync version when read: a row queued again since (its
+    /// text changed) is not marked synced with this embedding.
+    pub version: i64,
 }
 
 /// Counts of rows by sync state.
@@ -370,4 +373,121 @@ pub struct SyncCounts {
 pub struct Tombstone {
     pub namespace: String,
     pub id: String,
+}
+
+/// What an erasure removes: one message, or a session, a peer or a
+/// workspace with everything in it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ErasureScope {
+    Message { session_id: String, message_id: String },
+    Session { session_id: String },
+    Peer { peer_id: String },
+    Workspace,
+}
+
+impl ErasureScope {
+    /// `message`, `session`, `peer` or `workspace`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ErasureScope::Message { .. } => "message",
+            ErasureScope::Session { .. } => "session",
+            ErasureScope::Peer { .. } => "peer",
+            ErasureScope::Workspace => "workspace",
+        }
+    }
+
+    /// The id of what is erased (the workspace's own id for a workspace).
+    pub fn target<'a>(&'a self, workspace_id: &'a str) -> &'a str {
+        match self {
+            ErasureScope::Message { message_id, .. } => message_id,
+            ErasureScope::Session { session_id } => session_id,
+            ErasureScope::Peer { peer_id } => peer_id,
+            ErasureScope::Workspace => workspace_id,
+        }
+    }
+}
+
+/// Where an erasure is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErasureState {
+    /// Removing, chunk by chunk (`counts` so far).
+    Running,
+    /// Every row is gone; vectors go as the reconciler applies the
+    /// tombstones (`vectors_pending`).
+    Complete,
+}
+
+impl ErasureState {
+    pub fn name(self) -> &'static str {
+        match self {
+            ErasureState::Running => "running",
+            ErasureState::Complete => "complete",
+        }
+    }
+}
+
+/// What an erasure removed or rebuilt, by kind.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
+pub struct ErasureCounts {
+    /// Message rows deleted (their full-text entries with them).
+    pub messages: i64,
+    /// Message vectors removed from the vector store.
+    pub message_vectors: i64,
+    /// Conclusions deleted: every source gone, or in the erased scope.
+    pub conclusions: i64,
+    /// Conclusion vectors removed.
+    pub conclusion_vectors: i64,
+    /// Conclusions kept that lost some of their sources (and premises).
+    pub conclusions_trimmed: i64,
+    /// Session summaries that covered an erased message: deleted and queued
+    /// to be summarised again without it.
+    pub summaries_rebuilt: i64,
+    /// Messages whose vector was embedded with an erased turn as context:
+    /// queued to be embedded again.
+    pub messages_reembedded: i64,
+    /// Queued tasks of erased data dropped.
+    pub tasks_dropped: i64,
+    /// Idempotency keys that named erased rows.
+    pub idempotency_keys: i64,
+    pub peer_cards: i64,
+    pub sessions: i64,
+    pub peers: i64,
+    pub webhooks: i64,
+    pub workspaces: i64,
+}
+
+impl ErasureCounts {
+    /// Adds `other`'s counts to these.
+    pub fn add(&mut self, other: &ErasureCounts) {
+        self.messages += other.messages;
+        self.message_vectors += other.message_vectors;
+        self.conclusions += other.conclusions;
+        self.conclusion_vectors += other.conclusion_vectors;
+        self.conclusions_trimmed += other.conclusions_trimmed;
+        self.summaries_rebuilt += other.summaries_rebuilt;
+        self.messages_reembedded += other.messages_reembedded;
+        self.tasks_dropped += other.tasks_dropped;
+        self.idempotency_keys += other.idempotency_keys;
+        self.peer_cards += other.peer_cards;
+        self.sessions += other.sessions;
+        self.peers += other.peers;
+        self.webhooks += other.webhooks;
+        self.workspaces += other.workspaces;
+    }
+}
+
+/// The record of an erasure, kept after the data is gone.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErasureReceipt {
+    pub id: String,
+    pub workspace_id: String,
+    pub scope: ErasureScope,
+    pub state: ErasureState,
+    pub counts: ErasureCounts,
+    /// Vector removals the reconciler has yet to apply (one per erased row
+    /// that had, or might still get, a vector); 0 once applied.
+    pub vectors_pending: i64,
+    pub created_at: i64,
+    pub finished_at: Option<i64>,
 }

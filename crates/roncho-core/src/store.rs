@@ -11,9 +11,9 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::idempotency::Once;
 use crate::model::{
-    CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
-    NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
-    SyncKind, Tombstone, WebhookEndpoint, Workspace,
+    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message,
+    MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig,
+    SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -51,8 +51,11 @@ pub trait Store: Send + Sync + 'static {
         metadata: Option<JsonObject>,
         configuration: Option<JsonObject>,
     ) -> Result<Workspace>;
-    /// Deletes a workspace and all it holds; refused while a session is active.
-    async fn delete_workspace(&self, id: &str) -> Result<()>;
+    /// Erases a workspace and all it holds; refused while a session is
+    /// active. Runs the erasure to the end (see [`erase`]).
+    async fn delete_workspace(&self, id: &str) -> Result<ErasureReceipt> {
+        erase(self, id, ErasureScope::Workspace).await
+    }
     async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>>;
 
     /// Returns the peer, creating it (and the workspace) when absent; given
@@ -64,8 +67,11 @@ pub trait Store: Send + Sync + 'static {
         metadata: Option<JsonObject>,
         configuration: Option<JsonObject>,
     ) -> Result<(Peer, bool)>;
-    /// Deletes a peer, its messages and memberships.
-    async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// Erases a peer, its messages, memberships, conclusions by and about
+    /// it, and what was derived from its messages (see [`erase`]).
+    async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
+        erase(self, workspace_id, ErasureScope::Peer { peer_id: id.to_owned() }).await
+    }
     async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>>;
 
     /// Returns the session, creating it when absent; on an existing session
@@ -78,8 +84,18 @@ pub trait Store: Send + Sync + 'static {
         configuration: Option<JsonObject>,
         peers: SessionPeers,
     ) -> Result<(Session, bool)>;
-    /// Deletes a session with its messages and memberships.
-    async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// Erases a session with its messages, memberships, summaries and
+    /// conclusions, and what was derived from its messages (see [`erase`]).
+    async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
+        erase(
+            self,
+            workspace_id,
+            ErasureScope::Session {
+                session_id: id.to_owned(),
+            },
+        )
+        .await
+    }
     /// Copies a session with messages up to the inclusive cutoff into a new session.
     async fn clone_session(&self, workspace_id: &str, id: &str, cutoff_message_id: Option<&str>) -> Result<Session>;
     /// Adds (or re-activates) members with their configs.
@@ -153,7 +169,22 @@ pub trait Store: Send + Sync + 'static {
         id: &str,
         metadata: JsonObject,
     ) -> Result<Message>;
-    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()>;
+    /// Erases a message and what was derived from it, at once (one
+    /// transaction): conclusions left without a source, summaries covering
+    /// it (rebuilt), the next turn's embedding (redone), its queued work.
+    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<ErasureReceipt>;
+
+    /// Starts erasing a session, peer or workspace: checks it exists (a
+    /// workspace: that no session is active) and records a running receipt
+    /// and the `deletion` task that carries the erasure on in the background.
+    /// An erasure of the same target already running is returned instead.
+    async fn begin_erasure(&self, workspace_id: &str, scope: &ErasureScope) -> Result<ErasureReceipt>;
+    /// Erases the next chunk of a running erasure (at most `max_rows`
+    /// messages, then conclusions, then the scope's own rows), in one
+    /// transaction; the receipt is complete when nothing is left.
+    async fn continue_erasure(&self, workspace_id: &str, receipt_id: &str, max_rows: i64) -> Result<ErasureReceipt>;
+    /// An erasure's receipt, with the vectors its tombstones still hold.
+    async fn erasure_receipt(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt>;
     /// Messages of a session in order (`reverse`: newest first).
     async fn list_messages(
         &self,
@@ -167,6 +198,9 @@ pub trait Store: Send + Sync + 'static {
     async fn create_webhook(&self, workspace_id: &str, url: &str) -> Result<(WebhookEndpoint, bool)>;
     async fn delete_webhook(&self, workspace_id: &str, id: &str) -> Result<()>;
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>>;
+    /// Queues a `test.event` for every endpoint of the workspace (delivered
+    /// by the deriver role); returns how many endpoints it goes to.
+    async fn queue_test_webhook(&self, workspace_id: &str) -> Result<u64>;
 
     /// Returns the newest messages of a session at or after position
     /// `from_seq` whose tokens add up to at most `token_budget`, oldest first.
@@ -264,8 +298,9 @@ pub trait Store: Send + Sync + 'static {
     /// first, skipping those whose backoff — `backoff_micros` × attempts² since
     /// the last attempt — has not passed at `now`.
     async fn unsynced(&self, kind: SyncKind, limit: i64, now: i64, backoff_micros: i64) -> Result<Vec<SyncItem>>;
-    /// Marks rows as having their vector.
-    async fn mark_synced(&self, kind: SyncKind, ids: &[String]) -> Result<()>;
+    /// Marks rows, by id and the sync version read with them, as having
+    /// their vector; a row whose version moved since keeps waiting.
+    async fn mark_synced(&self, kind: SyncKind, rows: &[(String, i64)]) -> Result<()>;
     /// Records a failed attempt; rows reaching `max_attempts` become `failed`.
     async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()>;
     /// Counts rows of `kind` by sync state.
@@ -293,4 +328,16 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// Returns messages by a [`MessageScan`], in time order.
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>>;
+}
+
+/// Rows an erasure removes per transaction.
+pub const ERASURE_CHUNK: i64 = 500;
+
+/// Erases a session, peer or workspace to the end, chunk by chunk.
+pub async fn erase<S: Store + ?Sized>(store: &S, workspace_id: &str, scope: ErasureScope) -> Result<ErasureReceipt> {
+    let mut receipt = store.begin_erasure(workspace_id, &scope).await?;
+    while receipt.state == ErasureState::Running {
+        receipt = store.continue_erasure(workspace_id, &receipt.id, ERASURE_CHUNK).await?;
+    }
+    Ok(receipt)
 }

@@ -26,8 +26,8 @@ use qdrant_client::QdrantError;
 use qdrant_client::qdrant::{
     CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
     FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, PayloadIndexParams, PointId, PointStruct,
-    PointsIdsList, PointsSelector, Query, QueryPoints, UpsertPoints, Value, VectorParams, VectorsConfig,
-    WithPayloadSelector, payload_index_params, points_selector, value, vectors_config,
+    PointsIdsList, PointsSelector, Query, QueryPoints, ScrollPoints, UpsertPoints, Value, VectorParams, VectorsConfig,
+    WithPayloadSelector, payload_index_params, points_selector, value, vector_output, vectors_config, vectors_output,
 };
 use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_core::{Error, Result};
@@ -462,6 +462,49 @@ impl VectorStore for QdrantVectorStore {
 }
 
 impl QdrantVectorStore {
+    /// Every point of `namespace`: its roncho id and vector, read with
+    /// Qdrant's scroll (for audits: what the vector store holds, erasures
+    /// included).
+    pub async fn scroll(&self, namespace: &str) -> Result<Vec<(String, Vec<f32>)>> {
+        if self.describe_cached().await?.is_none() {
+            return Ok(Vec::new());
+        }
+        let mut points = Vec::new();
+        let mut offset = None;
+        loop {
+            let page = self
+                .client
+                .scroll(ScrollPoints {
+                    collection_name: self.collection.clone(),
+                    filter: Some(Filter::must([Self::scope(namespace)])),
+                    offset,
+                    limit: Some(256),
+                    with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
+                    with_vectors: Some(true.into()),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|error| qdrant_error("scroll", error))?;
+            for point in page.result {
+                let id = point.payload.get(RONCHO_ID).cloned().and_then(string_value);
+                let vector = point.vectors.and_then(|vectors| match vectors.vectors_options {
+                    Some(vectors_output::VectorsOptions::Vector(vector)) => match vector.into_vector() {
+                        vector_output::Vector::Dense(dense) => Some(dense.data),
+                        _ => None,
+                    },
+                    _ => None,
+                });
+                if let (Some(id), Some(vector)) = (id, vector) {
+                    points.push((id, vector));
+                }
+            }
+            offset = page.next_page_offset;
+            if offset.is_none() {
+                return Ok(points);
+            }
+        }
+    }
+
     /// The collection's vector size when it exists (cached once seen).
     async fn describe_cached(&self) -> Result<Option<usize>> {
         if let Some(size) = self.ready.get() {

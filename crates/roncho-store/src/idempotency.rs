@@ -30,8 +30,14 @@ fn key_filter(sql: &mut Sql, workspace_id: &str, once: &Once) {
 }
 
 /// Claims `once`'s key in the caller's transaction, forgetting the
-/// workspace's expired keys first.
-pub(crate) async fn claim(conn: &mut AnyConnection, workspace_id: &str, once: &Once) -> Result<Claim> {
+/// workspace's expired keys first. `session`: where the write goes (an
+/// erasure there forgets the key).
+pub(crate) async fn claim(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session: Option<&str>,
+    once: &Once,
+) -> Result<Claim> {
     let now = now_micros();
     let mut sql = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
     sql.bind(workspace_id).push(" AND expires_at <= ").bind(now);
@@ -39,7 +45,7 @@ pub(crate) async fn claim(conn: &mut AnyConnection, workspace_id: &str, once: &O
     let window = i64::try_from(once.window.as_micros()).unwrap_or(i64::MAX / 4);
     let mut sql = Sql::new(
         "INSERT INTO idempotency_keys (workspace_name, operation, idempotency_key, fingerprint, result_ids, \
-         created_at, expires_at) VALUES (",
+         created_at, expires_at, session_name) VALUES (",
     );
     sql.bind(workspace_id)
         .push(", ")
@@ -52,7 +58,12 @@ pub(crate) async fn claim(conn: &mut AnyConnection, workspace_id: &str, once: &O
         .bind(now)
         .push(", ")
         .bind(now.saturating_add(window))
-        .push(") ON CONFLICT DO NOTHING");
+        .push(", ");
+    match session {
+        Some(session) => sql.bind(session),
+        None => sql.push("NULL"),
+    };
+    sql.push(") ON CONFLICT DO NOTHING");
     if execute(conn, &sql).await? == 1 {
         return Ok(Claim::New);
     }
@@ -97,45 +108,24 @@ pub(crate) async fn record(conn: &mut AnyConnection, workspace_id: &str, once: &
 }
 
 impl SqlStore {
-    /// The messages of `ids` still stored, in session order.
-    pub(crate) async fn messages_by_ids(
+    /// The messages of `ids` still stored in `session_id`, in session order.
+    pub(crate) async fn replay_messages(
         &self,
         workspace_id: &str,
         session_id: &str,
         ids: &[String],
     ) -> Result<Vec<Message>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut sql = Sql::new(&format!(
-            "SELECT {} FROM messages m WHERE m.workspace_name = ",
-            rows::MESSAGE_COLUMNS
-        ));
-        sql.bind(workspace_id)
-            .push(" AND m.session_name = ")
-            .bind(session_id)
-            .push(" AND m.public_id IN ")
-            .push_list(ids)
-            .push(" ORDER BY m.seq_in_session");
-        self.read(&sql).await?.iter().map(rows::message).collect()
+        let mut found = self
+            .messages_by_ids_impl(workspace_id, ids, &roncho_core::filter::Filter::All, None)
+            .await?;
+        found.retain(|message| message.session_id == session_id);
+        found.sort_by_key(|message| message.seq_in_session);
+        Ok(found)
     }
 
     /// The live conclusions of `ids`, in the order of `ids`.
-    pub(crate) async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut sql = Sql::new(&format!(
-            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
-            rows::CONCLUSION_COLUMNS
-        ));
-        sql.bind(workspace_id).push(" AND d.public_id IN ").push_list(ids);
-        let mut found: Vec<Conclusion> = self
-            .read(&sql)
-            .await?
-            .iter()
-            .map(rows::conclusion)
-            .collect::<Result<_>>()?;
+    pub(crate) async fn replay_conclusions(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
+        let mut found = self.conclusions_by_ids_impl(workspace_id, ids).await?;
         found.sort_by_key(|conclusion| ids.iter().position(|id| *id == conclusion.id));
         Ok(found)
     }

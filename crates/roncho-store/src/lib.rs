@@ -11,8 +11,12 @@
 //! - `store`: the `Store` implementation.
 //! - `sync`: vector sync state and tombstones.
 //! - `vectors`: the exact vector store over the same database.
+//! - `webhooks`: webhook events queued as work, `queue.empty` when a unit drains.
+//! - `erasure`: deletes that reach everything derived, with receipts.
+//! - `idempotency`: client idempotency keys claimed in the write's transaction.
 //! - [`testing`]: fresh databases for integration tests.
 
+mod erasure;
 mod idempotency;
 mod open;
 mod queue;
@@ -23,6 +27,7 @@ mod store;
 mod sync;
 pub mod testing;
 mod vectors;
+mod webhooks;
 
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
 pub use queue::{SqlWorkQueue, Unpublished};

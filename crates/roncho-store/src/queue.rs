@@ -564,6 +564,8 @@ impl WorkQueue for SqlWorkQueue {
             .push(" AND id IN ")
             .push_list(task_ids);
         execute(tx.conn(), &sql).await?;
+        let last = task_ids.iter().copied().max().unwrap_or_default();
+        crate::webhooks::queue_empty_if_drained(tx.conn(), &claim.work_unit_key, last).await?;
         tx.commit().await
     }
 

@@ -165,14 +165,15 @@ impl SqlStore {
         let mut tx = self.begin_write().await?;
         if let Some(once) = once
             && let crate::idempotency::Claim::Done(ids) =
-                crate::idempotency::claim(tx.conn(), workspace_id, once).await?
+                crate::idempotency::claim(tx.conn(), workspace_id, None, once).await?
         {
             drop(tx);
-            return self.conclusions_by_ids(workspace_id, &ids).await;
+            return self.replay_conclusions(workspace_id, &ids).await;
         }
+        let live = crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, &conclusions).await?;
         let mut created = Vec::with_capacity(conclusions.len());
         for new in conclusions {
-            created.push(insert_conclusion(tx.conn(), workspace_id, new, 1, now).await?);
+            created.extend(insert_conclusion(tx.conn(), workspace_id, new, 1, now, &live).await?);
         }
         if let Some(once) = once {
             let ids: Vec<String> = created.iter().map(|conclusion| conclusion.id.clone()).collect();
@@ -201,8 +202,12 @@ impl SqlStore {
             .await?
             .ok_or_else(|| Error::not_found("conclusion", old_id))?;
         let times_derived: i64 = rows::get(&row, "times_derived")?;
+        let live =
+            crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, std::slice::from_ref(&new)).await?;
         soft_delete_conclusion(tx.conn(), workspace_id, old_id, now).await?;
-        let created = insert_conclusion(tx.conn(), workspace_id, new, times_derived + 1, now).await?;
+        let created = insert_conclusion(tx.conn(), workspace_id, new, times_derived + 1, now, &live)
+            .await?
+            .ok_or_else(|| Error::not_found("conclusion source", "every source was erased"))?;
         tx.commit().await?;
         Ok(created)
     }
@@ -297,15 +302,15 @@ impl SqlStore {
     }
 
     pub(crate) async fn conclusions_citing_impl(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>> {
-        // source_ids is a JSON list of strings; ids hold no quote.
         let mut sql = Sql::new(&format!(
-            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+            "SELECT {} FROM documents d WHERE d.deleted_at IS NULL AND d.id IN \
+             (SELECT s.document_id FROM conclusion_sources s WHERE s.workspace_name = ",
             rows::CONCLUSION_COLUMNS
         ));
         sql.bind(workspace_id)
-            .push(" AND d.source_ids LIKE ")
-            .bind(format!("%\"{}\"%", escape_like(id)))
-            .push(" ESCAPE '\\' ORDER BY d.created_at, d.id");
+            .push(" AND s.source_id = ")
+            .bind(id)
+            .push(") ORDER BY d.created_at, d.id");
         self.read(&sql).await?.iter().map(rows::conclusion).collect()
     }
 
@@ -562,14 +567,25 @@ fn escape_like(text: &str) -> String {
     escaped
 }
 
-/// Inserts one conclusion with `times_derived`, checking its peers and session.
+/// Inserts one conclusion with `times_derived`, checking its peers and
+/// session, and recording its sources. Sources not in `live` (erased since
+/// the conclusion was derived) are dropped; a conclusion whose every source
+/// was erased is not inserted (`None`).
 async fn insert_conclusion(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
-    new: NewConclusion,
+    mut new: NewConclusion,
     times_derived: i64,
     now: i64,
-) -> Result<Conclusion> {
+    live: &std::collections::BTreeSet<String>,
+) -> Result<Option<Conclusion>> {
+    if !new.source_ids.is_empty() {
+        new.source_ids.retain(|source| live.contains(source));
+        if new.source_ids.is_empty() {
+            tracing::info!(observer = %new.observer_id, observed = %new.observed_id, "a conclusion whose sources were erased is not stored");
+            return Ok(None);
+        }
+    }
     load_peer(conn, workspace_id, &new.observer_id).await?;
     load_peer(conn, workspace_id, &new.observed_id).await?;
     if let Some(session_id) = &new.session_id {
@@ -616,9 +632,15 @@ async fn insert_conclusion(
         .push(", ")
         .bind(times_derived)
         .push(", ");
-    sql.bind(to_json(&conclusion.metadata)).push(", ").bind(now).push(")");
-    execute(conn, &sql).await?;
-    Ok(conclusion)
+    sql.bind(to_json(&conclusion.metadata))
+        .push(", ")
+        .bind(now)
+        .push(") RETURNING id");
+    let row = crate::store::fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::Internal("the inserted conclusion returned no id".into()))?;
+    crate::erasure::record_sources(conn, workspace_id, rows::get(&row, "id")?, &conclusion.source_ids).await?;
+    Ok(Some(conclusion))
 }
 
 /// Soft-deletes one live conclusion and tombstones its vector; returns

@@ -99,7 +99,7 @@ pub fn count(row: &AnyRow) -> Result<i64> {
 pub const CONCLUSION_COLUMNS: &str = "d.public_id, d.workspace_name, d.observer, d.observed, d.session_name, d.level, \
      d.content, d.premises, d.source_ids, d.times_derived, d.metadata, d.created_at";
 
-fn string_list(row: &AnyRow, column: &str) -> Result<Vec<String>> {
+pub(crate) fn string_list(row: &AnyRow, column: &str) -> Result<Vec<String>> {
     let text: String = get(row, column)?;
     serde_json::from_str(&text)
         .map_err(|error| Error::Internal(format!("column {column} holds an invalid list: {error}")))

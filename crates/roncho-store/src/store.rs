@@ -6,9 +6,10 @@ use roncho_core::derivation::{Member, Settings, tasks_for_message};
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion,
-    NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem,
-    SyncKind, Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
+    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, JsonObject, Message, MessageScan,
+    MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary,
+    SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros,
+    shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -19,7 +20,6 @@ use tokio::sync::{Mutex, MutexGuard};
 
 use crate::rows;
 use crate::sql::{Bind, ColumnOf, Dialect, Sql, render_filter};
-use crate::sync::{tombstone_documents, tombstone_messages};
 
 /// The relational store of both modes.
 #[derive(Debug)]
@@ -66,7 +66,7 @@ fn flag(value: Option<bool>) -> Bind {
     Bind::from(value.map(i64::from))
 }
 
-async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
+pub(crate) async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
     sql.query()?.fetch_all(conn).await.map_err(db_error)
 }
 
@@ -226,7 +226,7 @@ pub(crate) async fn ensure_workspace(
     Ok(execute(conn, &sql).await? == 1)
 }
 
-async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
+pub(crate) async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM workspaces WHERE name = ",
         rows::WORKSPACE_COLUMNS
@@ -511,10 +511,10 @@ impl SqlStore {
         ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
         if let Some(once) = once
             && let crate::idempotency::Claim::Done(ids) =
-                crate::idempotency::claim(tx.conn(), workspace_id, once).await?
+                crate::idempotency::claim(tx.conn(), workspace_id, Some(session_id), once).await?
         {
             drop(tx);
-            return self.messages_by_ids(workspace_id, session_id, &ids).await;
+            return self.replay_messages(workspace_id, session_id, &ids).await;
         }
         ensure_session(
             tx.conn(),
@@ -646,37 +646,6 @@ impl Store for SqlStore {
         Ok(workspace)
     }
 
-    async fn delete_workspace(&self, id: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        load_workspace(tx.conn(), id).await?;
-        let mut sql = Sql::new("SELECT COUNT(*) AS n FROM sessions WHERE is_active = 1 AND workspace_name = ");
-        sql.bind(id);
-        let active = match fetch_optional(tx.conn(), &sql).await? {
-            Some(row) => rows::count(&row)?,
-            None => 0,
-        };
-        if active > 0 {
-            return Err(Error::FailedPrecondition(format!(
-                "workspace `{id}` has {active} active sessions; delete them before the workspace"
-            )));
-        }
-        tombstone_messages(tx.conn(), |sql| {
-            sql.push("m.workspace_name = ").bind(id);
-        })
-        .await?;
-        tombstone_documents(tx.conn(), |sql| {
-            sql.push("d.workspace_name = ").bind(id);
-        })
-        .await?;
-        let mut sql = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
-        sql.bind(id);
-        execute(tx.conn(), &sql).await?;
-        let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
-        sql.bind(id);
-        execute(tx.conn(), &sql).await?;
-        tx.commit().await
-    }
-
     async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>> {
         let mut from_where = Sql::new("workspaces WHERE 1=1");
         self.push_filter(&mut from_where, filter, workspace_column)?;
@@ -725,31 +694,6 @@ impl Store for SqlStore {
         let peer = load_peer(tx.conn(), workspace_id, id).await?;
         tx.commit().await?;
         Ok((peer, created))
-    }
-
-    async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        tombstone_messages(tx.conn(), |sql| {
-            sql.push("m.workspace_name = ")
-                .bind(workspace_id)
-                .push(" AND m.peer_name = ")
-                .bind(id);
-        })
-        .await?;
-        tombstone_documents(tx.conn(), |sql| {
-            sql.push("d.workspace_name = ")
-                .bind(workspace_id)
-                .push(" AND (d.observer = ")
-                .bind(id);
-            sql.push(" OR d.observed = ").bind(id).push(")");
-        })
-        .await?;
-        let mut sql = Sql::new("DELETE FROM peers WHERE workspace_name = ");
-        sql.bind(workspace_id).push(" AND name = ").bind(id);
-        if execute(tx.conn(), &sql).await? == 0 {
-            return Err(Error::not_found("peer", id));
-        }
-        tx.commit().await
     }
 
     async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>> {
@@ -806,23 +750,6 @@ impl Store for SqlStore {
         add_members(tx.conn(), workspace_id, id, &peers).await?;
         tx.commit().await?;
         Ok((session, created))
-    }
-
-    async fn delete_session(&self, workspace_id: &str, id: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        tombstone_messages(tx.conn(), |sql| {
-            sql.push("m.workspace_name = ")
-                .bind(workspace_id)
-                .push(" AND m.session_name = ")
-                .bind(id);
-        })
-        .await?;
-        let mut sql = Sql::new("DELETE FROM sessions WHERE workspace_name = ");
-        sql.bind(workspace_id).push(" AND name = ").bind(id);
-        if execute(tx.conn(), &sql).await? == 0 {
-            return Err(Error::not_found("session", id));
-        }
-        tx.commit().await
     }
 
     async fn clone_session(&self, workspace_id: &str, id: &str, cutoff_message_id: Option<&str>) -> Result<Session> {
@@ -1131,7 +1058,7 @@ impl Store for SqlStore {
             return Ok(None);
         };
         drop(conn);
-        self.messages_by_ids(workspace_id, session_id, &ids).await.map(Some)
+        self.replay_messages(workspace_id, session_id, &ids).await.map(Some)
     }
 
     async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
@@ -1163,26 +1090,20 @@ impl Store for SqlStore {
         Ok(message)
     }
 
-    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        tombstone_messages(tx.conn(), |sql| {
-            sql.push("m.workspace_name = ")
-                .bind(workspace_id)
-                .push(" AND m.session_name = ")
-                .bind(session_id);
-            sql.push(" AND m.public_id = ").bind(id);
-        })
-        .await?;
-        let mut sql = Sql::new("DELETE FROM messages WHERE workspace_name = ");
-        sql.bind(workspace_id)
-            .push(" AND session_name = ")
-            .bind(session_id)
-            .push(" AND public_id = ")
-            .bind(id);
-        if execute(tx.conn(), &sql).await? == 0 {
-            return Err(Error::not_found("message", id));
-        }
-        tx.commit().await
+    async fn delete_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<ErasureReceipt> {
+        self.erase_message(workspace_id, session_id, id).await
+    }
+
+    async fn begin_erasure(&self, workspace_id: &str, scope: &ErasureScope) -> Result<ErasureReceipt> {
+        self.begin_erasure_impl(workspace_id, scope).await
+    }
+
+    async fn continue_erasure(&self, workspace_id: &str, receipt_id: &str, max_rows: i64) -> Result<ErasureReceipt> {
+        self.continue_erasure_impl(workspace_id, receipt_id, max_rows).await
+    }
+
+    async fn erasure_receipt(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
+        self.erasure_receipt_impl(workspace_id, id).await
     }
 
     async fn list_messages(
@@ -1272,6 +1193,14 @@ impl Store for SqlStore {
             rows::webhook,
         )
         .await
+    }
+
+    async fn queue_test_webhook(&self, workspace_id: &str) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        load_workspace(tx.conn(), workspace_id).await?;
+        let queued = crate::webhooks::queue_test_event(tx.conn(), workspace_id).await?;
+        tx.commit().await?;
+        Ok(queued)
     }
 
     #[tracing::instrument(name = "store.context_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
@@ -1410,8 +1339,8 @@ impl Store for SqlStore {
         self.unsynced_impl(kind, limit, now, backoff_micros).await
     }
 
-    async fn mark_synced(&self, kind: SyncKind, ids: &[String]) -> Result<()> {
-        self.mark_synced_impl(kind, ids).await
+    async fn mark_synced(&self, kind: SyncKind, rows: &[(String, i64)]) -> Result<()> {
+        self.mark_synced_impl(kind, rows).await
     }
 
     async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()> {

@@ -20,19 +20,6 @@ fn table(kind: SyncKind) -> &'static str {
     }
 }
 
-/// Records tombstones for the message vectors selected by `condition`
-/// (SQL over `messages m`, binds continuing the builder).
-pub(crate) async fn tombstone_messages(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
-    let mut sql = Sql::new(
-        "INSERT INTO vector_tombstones (namespace, id, deleted_at) SELECT 'msg/' || m.workspace_name, m.public_id, ",
-    );
-    sql.bind(now_micros()).push(" FROM messages m WHERE ");
-    condition(&mut sql);
-    sql.push(" ON CONFLICT (namespace, id) DO NOTHING");
-    execute(conn, &sql).await?;
-    Ok(())
-}
-
 /// Records tombstones for the conclusion vectors selected by `condition` (over `documents d`).
 pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
     let mut sql = Sql::new(
@@ -101,7 +88,7 @@ impl SqlStore {
     ) -> Result<Vec<SyncItem>> {
         let mut sql = match kind {
             SyncKind::Message => Sql::new(
-                "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, \
+                "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, sync_version, \
                  NULL AS observer, NULL AS observed, NULL AS level, \
                  (SELECT p.peer_name FROM messages p WHERE p.workspace_name = messages.workspace_name \
                   AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_peer, \
@@ -111,7 +98,7 @@ impl SqlStore {
             ),
             SyncKind::Conclusion => Sql::new(
                 "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
-                 observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
+                 CAST(0 AS BIGINT) AS sync_version, observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
             ),
         };
         // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
@@ -159,23 +146,34 @@ impl SqlStore {
                 peer_id,
                 level: text("level")?,
                 attempts: row.try_get("sync_attempts").map_err(db_error)?,
+                version: row.try_get("sync_version").map_err(db_error)?,
             });
         }
         Ok(items)
     }
 
-    pub(crate) async fn mark_synced_impl(&self, kind: SyncKind, ids: &[String]) -> Result<()> {
-        if ids.is_empty() {
+    pub(crate) async fn mark_synced_impl(&self, kind: SyncKind, synced: &[(String, i64)]) -> Result<()> {
+        if synced.is_empty() {
             return Ok(());
         }
+        let mut by_version: std::collections::BTreeMap<i64, Vec<String>> = std::collections::BTreeMap::new();
+        for (id, version) in synced {
+            by_version.entry(*version).or_default().push(id.clone());
+        }
+        let now = now_micros();
         let mut tx = self.begin_write().await?;
-        let mut sql = Sql::new(&format!(
-            "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
-            table(kind)
-        ));
-        sql.bind(now_micros()).push(" WHERE public_id IN ");
-        sql.push_list(ids);
-        execute(tx.conn(), &sql).await?;
+        for (version, ids) in by_version {
+            let mut sql = Sql::new(&format!(
+                "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
+                table(kind)
+            ));
+            sql.bind(now).push(" WHERE public_id IN ");
+            sql.push_list(&ids);
+            if kind == SyncKind::Message {
+                sql.push(" AND sync_version = ").bind(version);
+            }
+            execute(tx.conn(), &sql).await?;
+        }
         tx.commit().await
     }
 

@@ -3,10 +3,12 @@
 //!
 //! Writing messages enqueues their work (representation and summary tasks,
 //! by Honcho's observer rules) in the same transaction; the [`worker`]
-//! processes it and `GetQueueStatus` reports the queue.
+//! processes it and `GetQueueStatus` reports the queue. The same worker
+//! delivers webhook events ([`webhooks`]) and carries large erasures on.
 
 use std::sync::Arc;
 
+pub mod webhooks;
 pub mod worker;
 
 use roncho_core::queue::{QueueStatus, RetryFilter, StatusFilter, WorkQueue};

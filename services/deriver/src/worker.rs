@@ -26,16 +26,21 @@ use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
 use roncho_core::{Error, Result, representation, tokens};
+use roncho_http::webhook::WebhookSender;
 use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
-/// The task types this worker handles.
-pub const TASK_TYPES: [&str; 2] = ["representation", "summary"];
+/// The task types this worker handles: derivation, summaries, the
+/// erasures delete requests left to the background, and webhook events.
+pub const TASK_TYPES: [&str; 4] = ["representation", "summary", "deletion", "webhook"];
 
 pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
+
+/// How long a webhook delivery waits for its receiver (Honcho's 30 s).
+pub const DEFAULT_WEBHOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reply budgets of a derivation call and of a long summary (a short one gets at most 1,000).
 const DEFAULT_MAX_TOKENS: (u32, u32) = (2_000, 4_000);
@@ -70,6 +75,8 @@ pub struct Worker {
     on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Told which collections gained observations (the dream scheduler).
     listener: Option<Arc<dyn CollectionListener>>,
+    /// Delivers webhook events.
+    webhooks: WebhookSender,
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -107,7 +114,14 @@ impl Worker {
             semantic: None,
             on_saved: None,
             listener: None,
+            webhooks: WebhookSender::new(None, DEFAULT_WEBHOOK_TIMEOUT, false).expect("an HTTP client with defaults"),
         }
+    }
+
+    /// Delivers webhook events with `sender` (its secret signs them).
+    pub fn with_webhooks(mut self, sender: WebhookSender) -> Self {
+        self.webhooks = sender;
+        self
     }
 
     /// Gives derivation calls and long summaries these reply budgets.
@@ -174,6 +188,9 @@ impl roncho_worker::Handler for Worker {
     }
 
     async fn process(&self, claim: &Claim) -> Result<()> {
+        if task_type(&claim.work_unit_key) == "webhook" {
+            return self.deliver_webhooks(claim).await;
+        }
         // Keys are `type:workspace:session:...`; ids cannot hold `:`.
         let mut parts = claim.work_unit_key.splitn(4, ':');
         let (_, workspace, session) = (parts.next(), parts.next(), parts.next());
@@ -183,6 +200,21 @@ impl roncho_worker::Handler for Worker {
                 claim.work_unit_key
             )));
         };
+        if task_type(&claim.work_unit_key) == "deletion" {
+            // deletion:{workspace}:{scope}:{target}: the receipt carries the rest.
+            for task in &claim.tasks {
+                let receipt = payload_str(task, "receipt_id")?;
+                let mut state = roncho_core::model::ErasureState::Running;
+                while state == roncho_core::model::ErasureState::Running {
+                    state = self
+                        .store
+                        .continue_erasure(workspace, receipt, roncho_core::store::ERASURE_CHUNK)
+                        .await?
+                        .state;
+                }
+            }
+            return Ok(());
+        }
         if let (Some(deriver), "representation") = (&self.deriver, task_type(&claim.work_unit_key)) {
             return self
                 .represent_with_llm(deriver.as_ref(), workspace, session, &claim.tasks)
@@ -200,6 +232,24 @@ impl roncho_worker::Handler for Worker {
 }
 
 impl Worker {
+    /// Delivers a claim's webhook events (`webhook:{workspace}:{endpoint}`)
+    /// in order; those delivered before one fails are completed at once, so
+    /// the retry sends only the rest.
+    async fn deliver_webhooks(&self, claim: &Claim) -> Result<()> {
+        let workspace = claim.work_unit_key.split(':').nth(1).unwrap_or_default();
+        let mut delivered = Vec::new();
+        for task in &claim.tasks {
+            if let Err(error) = crate::webhooks::deliver(self.store.as_ref(), &self.webhooks, workspace, task).await {
+                if !delivered.is_empty() {
+                    self.queue.complete(claim, &delivered).await?;
+                }
+                return Err(error);
+            }
+            delivered.push(task.id);
+        }
+        Ok(())
+    }
+
     async fn represent(&self, workspace: &str, session: &str, task: &Task) -> Result<()> {
         let message_id = payload_str(task, "message_id")?;
         let message = match self.store.get_message(workspace, session, message_id).await {

@@ -11,8 +11,8 @@ use std::sync::Arc;
 use roncho_core::files::{self, PdfReader};
 use roncho_core::idempotency::{Fingerprint, Once};
 use roncho_core::model::{
-    Conclusion, JsonObject, Message, NewConclusion, NewMessage, Peer, Session, SessionPeerConfig, WebhookEndpoint,
-    Workspace,
+    Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, NewConclusion, NewMessage, Peer,
+    Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::{SessionPeers, Store};
 use roncho_core::{Caller, Error, Result, tokens, validate};
@@ -229,6 +229,12 @@ pub struct DeleteWebhook {
     pub endpoint_id: String,
 }
 
+/// Names the workspace whose endpoints get a `test.event`.
+#[derive(Debug, Clone, Default)]
+pub struct TestWebhook {
+    pub workspace_id: String,
+}
+
 /// Every write, as every edge calls it.
 #[async_trait::async_trait]
 pub trait IngestApi: Send + Sync {
@@ -239,15 +245,16 @@ pub trait IngestApi: Send + Sync {
         request: GetOrCreateWorkspace,
     ) -> Result<(Workspace, bool)>;
     async fn update_workspace(&self, caller: &Caller, request: UpdateWorkspace) -> Result<Workspace>;
-    async fn delete_workspace(&self, caller: &Caller, request: DeleteWorkspace) -> Result<()>;
+    /// Erases the workspace: see [`Ingest::erase`] for when it returns.
+    async fn delete_workspace(&self, caller: &Caller, request: DeleteWorkspace) -> Result<ErasureReceipt>;
     /// Returns the peer and whether it was created.
     async fn get_or_create_peer(&self, caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)>;
     async fn update_peer(&self, caller: &Caller, request: UpdatePeer) -> Result<Peer>;
-    async fn delete_peer(&self, caller: &Caller, request: DeletePeer) -> Result<()>;
+    async fn delete_peer(&self, caller: &Caller, request: DeletePeer) -> Result<ErasureReceipt>;
     /// Returns the session and whether it was created.
     async fn get_or_create_session(&self, caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)>;
     async fn update_session(&self, caller: &Caller, request: UpdateSession) -> Result<Session>;
-    async fn delete_session(&self, caller: &Caller, request: DeleteSession) -> Result<()>;
+    async fn delete_session(&self, caller: &Caller, request: DeleteSession) -> Result<ErasureReceipt>;
     async fn clone_session(&self, caller: &Caller, request: CloneSession) -> Result<Session>;
     async fn add_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
     async fn set_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
@@ -256,7 +263,7 @@ pub trait IngestApi: Send + Sync {
     async fn create_messages(&self, caller: &Caller, request: CreateMessages) -> Result<Vec<Message>>;
     async fn upload_file(&self, caller: &Caller, request: UploadFile) -> Result<Vec<Message>>;
     async fn update_message(&self, caller: &Caller, request: UpdateMessage) -> Result<Message>;
-    async fn delete_message(&self, caller: &Caller, request: DeleteMessage) -> Result<()>;
+    async fn delete_message(&self, caller: &Caller, request: DeleteMessage) -> Result<ErasureReceipt>;
     async fn create_conclusions(&self, caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>>;
     async fn delete_conclusion(&self, caller: &Caller, request: DeleteConclusion) -> Result<()>;
     /// Returns the card as stored.
@@ -264,6 +271,8 @@ pub trait IngestApi: Send + Sync {
     /// Returns the endpoint and whether it was created.
     async fn create_webhook(&self, caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)>;
     async fn delete_webhook(&self, caller: &Caller, request: DeleteWebhook) -> Result<()>;
+    /// Queues a `test.event` for every endpoint; returns how many.
+    async fn test_webhook(&self, caller: &Caller, request: TestWebhook) -> Result<u64>;
 }
 
 /// Reads PDFs in this process: at most `permits` at once, each answered
@@ -328,6 +337,9 @@ pub struct Ingest {
     allow_private_webhooks: bool,
     /// How long idempotency keys are remembered.
     idempotency_window: std::time::Duration,
+    /// How long a delete request erases before leaving the rest to the
+    /// background `deletion` work.
+    erasure_budget: std::time::Duration,
 }
 
 /// A request's optional object as JSON (absent: `null`), for fingerprints.
@@ -355,7 +367,15 @@ impl Ingest {
             pdf: Arc::new(InProcessPdf::default()),
             allow_private_webhooks: false,
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
+            erasure_budget: std::time::Duration::from_secs(5),
         }
+    }
+
+    /// Returns the service erasing for up to `budget` within a delete
+    /// request (the rest runs as background work).
+    pub fn with_erasure_budget(mut self, budget: std::time::Duration) -> Self {
+        self.erasure_budget = budget;
+        self
     }
 
     /// Returns the service remembering idempotency keys for `window`.
@@ -420,6 +440,25 @@ impl Ingest {
             None => self.store.create_messages(workspace_id, session_id, messages).await,
         };
         self.wrote(created)
+    }
+
+    /// Erases `scope` chunk by chunk (at least one) for up to the erasure budget, then
+    /// returns the receipt: complete, or running with the counts so far
+    /// while the `deletion` task carries it on in the background.
+    async fn erase(&self, workspace_id: &str, scope: ErasureScope) -> Result<ErasureReceipt> {
+        let started = std::time::Instant::now();
+        let mut receipt = self.store.begin_erasure(workspace_id, &scope).await?;
+        // At least one chunk, then as many as the budget allows.
+        loop {
+            receipt = self
+                .store
+                .continue_erasure(workspace_id, &receipt.id, roncho_core::store::ERASURE_CHUNK)
+                .await?;
+            if receipt.state != ErasureState::Running || started.elapsed() >= self.erasure_budget {
+                break;
+            }
+        }
+        self.wrote(Ok(receipt))
     }
 
     fn wrote<T>(&self, result: Result<T>) -> Result<T> {
@@ -504,9 +543,9 @@ impl IngestApi for Ingest {
         self.store.update_workspace(&id, metadata, configuration).await
     }
 
-    async fn delete_workspace(&self, _caller: &Caller, request: DeleteWorkspace) -> Result<()> {
+    async fn delete_workspace(&self, _caller: &Caller, request: DeleteWorkspace) -> Result<ErasureReceipt> {
         let id = validate::reference_id("workspace_id", &request.workspace_id)?;
-        self.wrote(self.store.delete_workspace(&id).await)
+        self.erase(&id, ErasureScope::Workspace).await
     }
 
     async fn get_or_create_peer(&self, _caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)> {
@@ -531,10 +570,10 @@ impl IngestApi for Ingest {
         Ok(peer)
     }
 
-    async fn delete_peer(&self, _caller: &Caller, request: DeletePeer) -> Result<()> {
+    async fn delete_peer(&self, _caller: &Caller, request: DeletePeer) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-        let id = validate::reference_id("peer_id", &request.peer_id)?;
-        self.wrote(self.store.delete_peer(&workspace_id, &id).await)
+        let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
+        self.erase(&workspace_id, ErasureScope::Peer { peer_id }).await
     }
 
     async fn get_or_create_session(&self, _caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)> {
@@ -560,10 +599,10 @@ impl IngestApi for Ingest {
         Ok(session)
     }
 
-    async fn delete_session(&self, _caller: &Caller, request: DeleteSession) -> Result<()> {
+    async fn delete_session(&self, _caller: &Caller, request: DeleteSession) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-        let id = validate::reference_id("session_id", &request.session_id)?;
-        self.wrote(self.store.delete_session(&workspace_id, &id).await)
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        self.erase(&workspace_id, ErasureScope::Session { session_id }).await
     }
 
     async fn clone_session(&self, _caller: &Caller, request: CloneSession) -> Result<Session> {
@@ -740,7 +779,7 @@ impl IngestApi for Ingest {
             .await
     }
 
-    async fn delete_message(&self, _caller: &Caller, request: DeleteMessage) -> Result<()> {
+    async fn delete_message(&self, _caller: &Caller, request: DeleteMessage) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let id = validate::reference_id("message_id", &request.message_id)?;
@@ -834,6 +873,11 @@ impl IngestApi for Ingest {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let id = validate::reference_id("endpoint_id", &request.endpoint_id)?;
         self.store.delete_webhook(&workspace_id, &id).await
+    }
+
+    async fn test_webhook(&self, _caller: &Caller, request: TestWebhook) -> Result<u64> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        self.wrote(self.store.queue_test_webhook(&workspace_id).await)
     }
 }
 

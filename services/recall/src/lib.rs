@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use roncho_core::filter::{self, Filter, Schema};
 use roncho_core::model::{
-    Conclusion, JsonObject, Message, MessageSearch, Page, PageRequest, Peer, Session, SessionPeerConfig,
-    SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
+    Conclusion, ErasureReceipt, JsonObject, Message, MessageSearch, Page, PageRequest, Peer, Session,
+    SessionPeerConfig, SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::Store;
 use roncho_core::{Caller, Error, Result, validate};
@@ -237,6 +237,13 @@ pub struct ListWebhooks {
     pub paging: Paging,
 }
 
+/// Names an erasure's receipt.
+#[derive(Debug, Clone, Default)]
+pub struct GetErasureReceipt {
+    pub workspace_id: String,
+    pub receipt_id: String,
+}
+
 /// Every read, as every edge calls it.
 #[async_trait::async_trait]
 pub trait RecallApi: Send + Sync {
@@ -263,6 +270,7 @@ pub trait RecallApi: Send + Sync {
     async fn list_conclusions(&self, caller: &Caller, request: ListConclusions) -> Result<Page<Conclusion>>;
     async fn query_conclusions(&self, caller: &Caller, request: QueryConclusions) -> Result<Vec<Conclusion>>;
     async fn list_webhooks(&self, caller: &Caller, request: ListWebhooks) -> Result<Page<WebhookEndpoint>>;
+    async fn get_erasure_receipt(&self, caller: &Caller, request: GetErasureReceipt) -> Result<ErasureReceipt>;
 }
 
 /// The recall service over a store, with semantic search when configured.
@@ -663,5 +671,11 @@ impl RecallApi for Recall {
             ..request.paging
         };
         self.store.list_webhooks(&workspace_id, paging.request()?).await
+    }
+
+    async fn get_erasure_receipt(&self, _caller: &Caller, request: GetErasureReceipt) -> Result<ErasureReceipt> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("receipt_id", &request.receipt_id)?;
+        self.store.erasure_receipt(&workspace_id, &id).await
     }
 }

@@ -191,7 +191,7 @@ impl Reconciler {
             self.vectors.upsert(namespace, records).await?;
         }
         let kind = items[0].kind;
-        let ids: Vec<String> = items.iter().map(|item| item.id.clone()).collect();
-        self.store.mark_synced(kind, &ids).await
+        let synced: Vec<(String, i64)> = items.iter().map(|item| (item.id.clone(), item.version)).collect();
+        self.store.mark_synced(kind, &synced).await
     }
 }

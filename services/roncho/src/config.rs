@@ -224,6 +224,11 @@ pub struct ConfigLayer {
     pub upload_pdf_concurrency: Option<usize>,
     /// Webhook URLs may point at private, loopback and link-local addresses.
     pub webhook_allow_private_addresses: Option<bool>,
+    /// Signs webhook events (`X-Honcho-Signature`, Honcho's `WEBHOOK_SECRET`);
+    /// unset: events go unsigned.
+    pub webhook_secret: Option<String>,
+    /// Longest a webhook delivery waits for its receiver.
+    pub webhook_timeout_secs: Option<u64>,
     /// Serve gRPC server reflection; unset: when authentication is off.
     pub grpc_reflection: Option<bool>,
 }
@@ -467,6 +472,8 @@ pub struct Config {
     pub health_listen: Option<SocketAddr>,
     /// Whether gRPC server reflection is served.
     pub grpc_reflection: bool,
+    /// How webhook events are delivered.
+    pub webhooks: WebhookConfig,
     /// Admission control.
     pub limits: LimitsConfig,
 }
@@ -489,6 +496,14 @@ fn dialectic_limit(merged: &ConfigLayer) -> Duration {
         .max()
         .unwrap_or_default();
     slowest + Duration::from_secs(30)
+}
+
+/// Webhook delivery (the deriver role delivers events).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct WebhookConfig {
+    /// Signs events; `None`: unsigned.
+    pub secret: Option<Secret>,
+    pub timeout: Duration,
 }
 
 /// Bounds on what callers take (docs/security.md).
@@ -1093,6 +1108,10 @@ impl Config {
         let grpc_reflection = merged.grpc_reflection.unwrap_or(secrets.is_empty());
         let config = Config {
             grpc_reflection,
+            webhooks: WebhookConfig {
+                secret: merged.webhook_secret.as_ref().map(Secret::from),
+                timeout: Duration::from_secs(merged.webhook_timeout_secs.unwrap_or(30).max(1)),
+            },
             limits,
             tls,
             health_listen: merged.health_listen,

@@ -446,8 +446,15 @@ async fn serve(config: Config) -> anyhow::Result<()> {
             ..roncho_deriver::worker::WorkerConfig::default()
         };
         worker_ids.push(worker_config.worker_id.clone());
+        let webhooks = roncho_http::webhook::WebhookSender::new(
+            config.webhooks.secret.as_ref().map(|secret| secret.expose()),
+            config.webhooks.timeout,
+            config.limits.webhook_allow_private_addresses,
+        )
+        .map_err(|error| anyhow::anyhow!("webhook delivery: {error}"))?;
         let mut worker = roncho_deriver::worker::Worker::new(store.clone(), queue.clone(), worker_config)
-            .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
+            .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary))
+            .with_webhooks(webhooks);
         let deriver = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
         let summarizer = roncho::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
         tracing::info!(

@@ -53,7 +53,9 @@ struct World {
     webhook_id: String,
 }
 
-type Call = fn(Channel, Arc<World>, Option<String>) -> BoxFuture<'static, Result<(), Status>>;
+/// A call's outcome: the reply as `Debug` text (a stream's messages
+/// joined), or the status.
+type Call = fn(Channel, Arc<World>, Option<String>) -> BoxFuture<'static, Result<String, Status>>;
 
 fn authed<T>(message: T, token: Option<String>) -> tonic::Request<T> {
     let mut request = tonic::Request::new(message);
@@ -72,10 +74,24 @@ fn object(value: serde_json::Value) -> Option<prost_types::Struct> {
 /// A case: `client.method(request)` with the world `w` and a key.
 macro_rules! case {
     ($client:ident . $method:ident, |$w:ident| $request:expr) => {
-        (|channel: Channel, $w: Arc<World>, token: Option<String>| -> BoxFuture<'static, Result<(), Status>> {
+        (|channel: Channel, $w: Arc<World>, token: Option<String>| -> BoxFuture<'static, Result<String, Status>> {
             Box::pin(async move {
                 let mut client = $client::new(channel);
-                client.$method(authed($request, token)).await.map(|_| ())
+                let reply = client.$method(authed($request, token)).await?;
+                Ok(format!("{:?}", reply.into_inner()))
+            })
+        }) as Call
+    };
+    (stream $client:ident . $method:ident, |$w:ident| $request:expr) => {
+        (|channel: Channel, $w: Arc<World>, token: Option<String>| -> BoxFuture<'static, Result<String, Status>> {
+            Box::pin(async move {
+                let mut client = $client::new(channel);
+                let mut stream = client.$method(authed($request, token)).await?.into_inner();
+                let mut shown = String::new();
+                while let Some(message) = stream.message().await? {
+                    shown.push_str(&format!("{message:?}\n"));
+                }
+                Ok(shown)
             })
         }) as Call
     };
@@ -297,6 +313,12 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "IngestService.TestWebhook",
+            case!(Ingest.test_webhook, |w| pb::TestWebhookRequest {
+                workspace_id: w.w.clone(),
+            }),
+        ),
+        (
             "RecallService.ListWorkspaces",
             case!(Recall.list_workspaces, |_w| pb::ListWorkspacesRequest::default()),
         ),
@@ -478,7 +500,7 @@ fn cases() -> Vec<(&'static str, Call)> {
         ),
         (
             "DialecticService.ChatStream",
-            case!(Dialectic.chat_stream, |w| pb::ChatRequest {
+            case!(stream Dialectic.chat_stream, |w| pb::ChatRequest {
                 workspace_id: w.w.clone(),
                 peer_id: "alice".into(),
                 target: Some("bob".into()),
@@ -492,6 +514,13 @@ fn cases() -> Vec<(&'static str, Call)> {
             case!(Deriver.get_queue_status, |w| pb::GetQueueStatusRequest {
                 workspace_id: w.w.clone(),
                 ..Default::default()
+            }),
+        ),
+        (
+            "RecallService.GetErasureReceipt",
+            case!(Recall.get_erasure_receipt, |w| pb::GetErasureReceiptRequest {
+                workspace_id: w.w.clone(),
+                receipt_id: "no-such-receipt".into(),
             }),
         ),
         (
@@ -628,7 +657,7 @@ async fn seed(server: &Server, row: usize) -> World {
             .iter()
             .map(|peer| pb::MessageCreate {
                 peer_id: (*peer).to_owned(),
-                content: format!("{peer} went hiking in {session}"),
+                content: format!("{peer} went hiking in {session} of {workspace}"),
                 ..Default::default()
             })
             .collect();
@@ -852,6 +881,19 @@ async fn snapshot(server: &Server, world: &World) -> String {
     out.join("\n")
 }
 
+/// What a reply to the key of `column` must not hold: another workspace's
+/// ids and messages for every key but admin's; for peer and session keys
+/// also session `t`'s (alice and session `s` are not in it).
+fn out_of_scope(world: &World, column: usize) -> Vec<String> {
+    let other_workspace = [format!("{:?}", world.x), format!("of {}", world.x)];
+    let other_session = [format!("{:?}", world.t), format!("in {} of", world.t)];
+    match COLUMNS[column] {
+        "admin" => Vec::new(),
+        "workspace" | "other workspace" => other_workspace.to_vec(),
+        _ => other_workspace.into_iter().chain(other_session).collect(),
+    }
+}
+
 /// A status without its headers (which carry the date).
 fn plain(status: Status) -> (Code, String) {
     (status.code(), status.message().to_owned())
@@ -956,15 +998,27 @@ async fn every_rpc_with_every_key_matches_the_documented_table() {
             ));
         }
 
-        // Allowed calls reach the service: any answer but an authorization failure or a crash.
+        // Allowed calls reach the service (any answer but an authorization
+        // failure or a crash) and read nothing outside the key's scope.
         for (column, key) in keys.iter().enumerate().filter(|(column, _)| expected[*column]) {
-            if let Err(status) = call(server.channel.clone(), world.clone(), Some(key.clone())).await
-                && (is_authorization_failure(status.code()) || status.code() == Code::Internal)
-            {
-                failures.push(format!(
-                    "{name} with the {} key: expected to be let through, got {status:?}",
-                    COLUMNS[column]
-                ));
+            match call(server.channel.clone(), world.clone(), Some(key.clone())).await {
+                Err(status) if is_authorization_failure(status.code()) || status.code() == Code::Internal => {
+                    failures.push(format!(
+                        "{name} with the {} key: expected to be let through, got {status:?}",
+                        COLUMNS[column]
+                    ));
+                }
+                Err(_) => {}
+                Ok(reply) => {
+                    for marker in out_of_scope(&world, column) {
+                        if reply.contains(&marker) {
+                            failures.push(format!(
+                                "{name} with the {} key: the reply holds {marker:?}, outside the key's scope: {reply}",
+                                COLUMNS[column]
+                            ));
+                        }
+                    }
+                }
             }
         }
     }

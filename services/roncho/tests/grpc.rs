@@ -12,6 +12,8 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 
+mod support;
+
 struct Server {
     channel: tonic::transport::Channel,
     store: Arc<roncho_store::SqlStore>,
@@ -157,6 +159,102 @@ async fn writes_reads_errors_and_shutdown() {
         "a query without text or collection is refused"
     );
 
+    server.shutdown.cancel();
+    server.task.await.unwrap().unwrap();
+}
+
+/// The session allowlists (context `sessions`, `filters.session_id` of
+/// QueryConclusions and Chat) take 1,000 ids; one more is INVALID_ARGUMENT
+/// naming the field and the limit.
+#[tokio::test]
+async fn a_session_allowlist_just_over_its_bound_is_refused() {
+    use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
+    let server = start(&Role::ALL).await;
+    let mut ingest = IngestServiceClient::new(server.channel.clone());
+    ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: vec![message("alice", "hello")],
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let limit = roncho_search::context::MAX_ALLOWLIST;
+    let ids = |n: usize| -> Vec<String> {
+        std::iter::once("s".to_owned())
+            .chain((1..n).map(|i| format!("s{i}")))
+            .collect()
+    };
+    let as_filter = |n: usize, collection: bool| {
+        let mut filters = serde_json::json!({"session_id": ids(n)});
+        if collection {
+            filters["observer_id"] = "alice".into();
+            filters["observed_id"] = "alice".into();
+        }
+        Some(roncho_api::json::json_to_struct(filters.as_object().unwrap()))
+    };
+    let assert_refused = |result: Result<tonic::Status, String>, field: &str| {
+        let status = result.unwrap();
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        let violation = &status
+            .get_details_bad_request()
+            .expect("BadRequest details")
+            .field_violations[0];
+        assert_eq!(violation.field, field, "{status:?}");
+        assert!(violation.description.contains(&limit.to_string()), "{violation:?}");
+    };
+    let mut recall = RecallServiceClient::new(server.channel.clone());
+    let context = |n: usize| pb::GetSessionContextRequest {
+        workspace_id: "w".into(),
+        session_id: "s".into(),
+        peer_target: Some("alice".into()),
+        sessions: ids(n),
+        ..Default::default()
+    };
+    recall.get_session_context(context(limit)).await.unwrap();
+    assert_refused(
+        recall
+            .get_session_context(context(limit + 1))
+            .await
+            .map(|_| ())
+            .err()
+            .ok_or_else(|| "accepted".to_owned()),
+        "sessions",
+    );
+    let query = pb::QueryConclusionsRequest {
+        workspace_id: "w".into(),
+        query: "hello".into(),
+        filters: as_filter(limit + 1, true),
+        ..Default::default()
+    };
+    assert_refused(
+        recall
+            .query_conclusions(query)
+            .await
+            .map(|_| ())
+            .err()
+            .ok_or_else(|| "accepted".to_owned()),
+        "filters.session_id",
+    );
+    let mut dialectic = DialecticServiceClient::new(server.channel.clone());
+    let chat = |n: usize| pb::ChatRequest {
+        workspace_id: "w".into(),
+        peer_id: "alice".into(),
+        query: "what did alice say?".into(),
+        filters: as_filter(n, false),
+        ..Default::default()
+    };
+    dialectic.chat(chat(limit)).await.unwrap();
+    assert_refused(
+        dialectic
+            .chat(chat(limit + 1))
+            .await
+            .map(|_| ())
+            .err()
+            .ok_or_else(|| "accepted".to_owned()),
+        "filters.session_id",
+    );
     server.shutdown.cancel();
     server.task.await.unwrap().unwrap();
 }
@@ -411,22 +509,7 @@ async fn the_extractive_deriver_derives_observations_and_summaries() {
     let server = start(&Role::ALL).await;
     let mut ingest = IngestServiceClient::new(server.channel.clone());
     let recall = RecallServiceClient::new(server.channel.clone());
-    ingest
-        .get_or_create_session(pb::GetOrCreateSessionRequest {
-            workspace_id: "w".into(),
-            id: "s".into(),
-            peers: [(
-                "bob".to_owned(),
-                pb::SessionPeerConfig {
-                    observe_me: None,
-                    observe_others: Some(true),
-                },
-            )]
-            .into(),
-            ..Default::default()
-        })
-        .await
-        .unwrap();
+    support::session_observed_by(&server.channel, "w", "s", "bob").await;
     // Alice says something new each time; Bob repeats himself.
     ingest
         .create_messages(pb::CreateMessagesRequest {

@@ -17,6 +17,7 @@ pub struct Served {
 }
 
 /// Serves `roles` over `services` until `shutdown` is cancelled.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
 pub async fn serve(services: roncho::server::Services, roles: &[Role]) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
@@ -31,4 +32,24 @@ pub async fn serve(services: roncho::server::Services, roles: &[Role]) -> Served
         address,
         shutdown,
     }
+}
+
+/// Creates session `session` of `workspace` in which `observer` observes
+/// the other peers (and so derives conclusions about them).
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub async fn session_observed_by(channel: &Channel, workspace: &str, session: &str, observer: &str) {
+    use roncho_proto::v1 as pb;
+    let config = pb::SessionPeerConfig {
+        observe_me: None,
+        observe_others: Some(true),
+    };
+    roncho_proto::v1::ingest_service_client::IngestServiceClient::new(channel.clone())
+        .get_or_create_session(pb::GetOrCreateSessionRequest {
+            workspace_id: workspace.into(),
+            id: session.into(),
+            peers: [(observer.to_owned(), config)].into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
 }
