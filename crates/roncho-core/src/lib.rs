@@ -3,6 +3,7 @@
 //! domain error. It knows no wire: edges (`roncho-api`) convert.
 //!
 //! # Layout
+//! - `arbitrary` (feature `testing`): generators of client input for property tests.
 //! - [`auth`]: the authenticated caller.
 //! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
 //! - [`derivation`]: which background work a new message creates (Honcho's observer rules).
@@ -19,6 +20,8 @@
 //! - [`store`]: the relational `Store` port both backends implement.
 //! - [`vector`]: the `VectorStore` port (and, with feature `testing`, its contract suite).
 
+#[cfg(feature = "testing")]
+pub mod arbitrary;
 pub mod auth;
 pub mod derivation;
 pub mod embed;

@@ -184,6 +184,74 @@ async fn a_pdf_past_the_read_deadline_is_refused() {
     );
 }
 
+/// Broken and hostile PDFs (a valid one with bytes flipped, cut short,
+/// spliced or repeated) through the sandboxed reader the server uses: each
+/// is text or an INVALID_ARGUMENT naming the file, never a crash, a hang
+/// or another kind of error.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn any_mangled_pdf_is_read_or_refused_cleanly() {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, TestRunner};
+    let reader = SandboxedPdf::new(env!("CARGO_BIN_EXE_roncho").into(), 256, Duration::from_secs(10), 2);
+    let runtime = tokio::runtime::Handle::current();
+    let mangled = (
+        "[ -~]{0,200}",
+        prop::collection::vec((any::<prop::sample::Index>(), any::<u8>(), 0u8..4), 0..24),
+    )
+        .prop_map(|(text, edits)| {
+            let mut bytes = pdf(format!("BT /F1 12 Tf 72 720 Td ({text}) Tj ET").as_bytes(), "");
+            for (at, byte, kind) in edits {
+                if bytes.is_empty() {
+                    break;
+                }
+                let at = at.index(bytes.len());
+                match kind {
+                    0 => bytes[at] = byte,
+                    1 => bytes.truncate(at),
+                    2 => bytes.insert(at, byte),
+                    _ => {
+                        let copy = bytes[at..].to_vec();
+                        bytes.extend_from_slice(&copy);
+                    }
+                }
+            }
+            bytes
+        });
+    let mut runner = TestRunner::new(Config {
+        cases: 64,
+        failure_persistence: None,
+        ..Config::default()
+    });
+    let (read, refused) = (
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    );
+    let outcome = runner.run(&mangled, |bytes| {
+        let outcome = tokio::task::block_in_place(|| {
+            runtime.block_on(roncho_core::files::PdfReader::text(&reader, bytes.clone()))
+        });
+        match outcome {
+            Ok(_) => {
+                read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+            Err(roncho_core::Error::InvalidArgument { field, .. }) => {
+                refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                prop_assert_eq!(field, "file");
+            }
+            Err(other) => prop_assert!(false, "{other:?} for a PDF of {} bytes", bytes.len()),
+        }
+        Ok(())
+    });
+    if let Err(failure) = outcome {
+        panic!("{failure}");
+    }
+    let (read, refused) = (read.into_inner(), refused.into_inner());
+    assert!(
+        read > 0 && refused > 0,
+        "both outcomes occur: {read} read, {refused} refused"
+    );
+}
+
 /// A PDF reader counting its reads.
 #[derive(Debug)]
 struct Counting {
