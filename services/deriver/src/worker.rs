@@ -289,9 +289,10 @@ impl Worker {
     }
 
     /// One structured call over the batch's messages; the facts go to every
-    /// observer's collection with the batch's messages as sources. An
-    /// observer whose collection already has conclusions from the batch's
-    /// first message was served before (a redelivery) and is skipped.
+    /// observer's collection with the batch's messages as sources. A
+    /// redelivery (the worker died after writing, before completing) leaves
+    /// out, per observer, the messages its collection already has
+    /// conclusions from; observers left with the same messages share a call.
     async fn represent_with_llm(&self, llm: &dyn Llm, workspace: &str, session: &str, tasks: &[Task]) -> Result<()> {
         let mut messages = Vec::new();
         let mut observers: Vec<String> = Vec::new();
@@ -313,19 +314,52 @@ impl Worker {
                 }
             }
         }
-        let Some(first) = messages.first() else { return Ok(()) };
-        let observed = first.peer_id.clone();
-        // Each observer's collection is written in its own transaction: a
-        // redelivery after a crash skips the observers already served.
-        let mut pending = Vec::with_capacity(observers.len());
+        // Each observer's collection is written in its own transaction, and
+        // a redelivered batch can hold more messages than the first delivery:
+        // what is left to derive is decided per observer and message.
+        let mut served: Vec<Vec<String>> = Vec::with_capacity(messages.len());
+        for message in &messages {
+            let citing = self.store.conclusions_citing(workspace, &message.id).await?;
+            served.push(
+                citing
+                    .into_iter()
+                    .filter(|conclusion| conclusion.observed_id == message.peer_id)
+                    .map(|conclusion| conclusion.observer_id)
+                    .collect(),
+            );
+        }
+        let mut groups: Vec<(Vec<usize>, Vec<String>)> = Vec::new();
         for observer in observers {
-            if self.existing(workspace, &observer, first).await?.is_empty() {
-                pending.push(observer);
+            let left: Vec<usize> = (0..messages.len())
+                .filter(|&index| !served[index].contains(&observer))
+                .collect();
+            if left.is_empty() {
+                continue;
+            }
+            match groups.iter_mut().find(|(same, _)| *same == left) {
+                Some((_, group)) => group.push(observer),
+                None => groups.push((left, vec![observer])),
             }
         }
-        if pending.is_empty() {
-            return Ok(());
+        for (indices, group) in groups {
+            let batch: Vec<&Message> = indices.iter().map(|&index| &messages[index]).collect();
+            self.derive_batch(llm, workspace, session, &batch, &group).await?;
         }
+        Ok(())
+    }
+
+    /// Derives explicit facts from `messages` (one peer's) with one call and
+    /// saves them into each of `observers`' collections.
+    async fn derive_batch(
+        &self,
+        llm: &dyn Llm,
+        workspace: &str,
+        session: &str,
+        messages: &[&Message],
+        observers: &[String],
+    ) -> Result<()> {
+        let Some(first) = messages.first() else { return Ok(()) };
+        let observed = first.peer_id.clone();
         let transcript: String = messages
             .iter()
             .map(|message| {
@@ -378,7 +412,7 @@ impl Worker {
             .as_object()
             .cloned()
             .unwrap_or_default();
-        for observer in &pending {
+        for observer in observers {
             let target = Collection {
                 workspace,
                 observer,
@@ -579,19 +613,16 @@ impl Worker {
     /// Contents of the conclusions this message already gave the observer,
     /// among the collection's 100 newest from this session (a redelivery
     /// follows its first delivery closely).
+    /// The contents of `observer`'s live conclusions about the sender drawn
+    /// from `message` (found through the source index, however large the
+    /// collection).
     async fn existing(&self, workspace: &str, observer: &str, message: &Message) -> Result<Vec<String>> {
-        let filters = json!({
-            "observer_id": observer,
-            "observed_id": message.peer_id,
-            "session_id": message.session_id,
-        });
-        let filter = filter::parse(&filter::CONCLUSION, filters.as_object())?;
-        let page = PageRequest::from_wire(1, 100, false)?;
-        let found = self.store.list_conclusions(workspace, &filter, page).await?;
-        Ok(found
-            .items
+        Ok(self
+            .store
+            .conclusions_citing(workspace, &message.id)
+            .await?
             .into_iter()
-            .filter(|conclusion| conclusion.source_ids.contains(&message.id))
+            .filter(|conclusion| conclusion.observer_id == observer && conclusion.observed_id == message.peer_id)
             .map(|conclusion| conclusion.content)
             .collect())
     }

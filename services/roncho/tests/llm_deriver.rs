@@ -165,6 +165,63 @@ async fn a_fact_derived_again_counts_up_instead_of_repeating() {
     );
 }
 
+/// A worker that wrote a batch's facts and died before completing it leaves
+/// the batch to be delivered again, by then with a message that arrived
+/// since: the redelivery derives that message (and only it) instead of
+/// skipping the whole batch because its first message was served.
+#[tokio::test]
+async fn a_redelivered_batch_derives_what_arrived_since_the_first_delivery() {
+    use roncho_worker::Handler as _;
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let (llm, script) = model(vec![
+        r#"{"explicit": [{"content": "Alice moved to Berlin in 2019"}]}"#,
+        r#"{"explicit": [{"content": "Alice adopted a cat"}]}"#,
+    ])
+    .await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let worker = Worker::new(dyn_store, queue.clone(), WorkerConfig::default()).with_llms(llm.clone(), llm);
+    // The first delivery writes, then its worker dies: the unit is given back unfinished.
+    let claim = queue
+        .claim("dies", &["representation"], 32, Duration::from_secs(60))
+        .await
+        .unwrap()
+        .expect("the batch");
+    worker.process(&claim).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let more = vec![NewMessage {
+        peer_id: "alice".into(),
+        content: "I adopted a cat last week.".into(),
+        metadata: JsonObject::new(),
+        configuration: JsonObject::new(),
+        created_at: None,
+        token_count: 6,
+    }];
+    store.create_messages("w", "s", more).await.unwrap();
+    while worker.run_once().await.unwrap() {}
+
+    assert_eq!(script.count(), 2);
+    let second = script.requests.lock().unwrap()[1]["messages"][1]["content"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    assert!(
+        second.contains("adopted a cat") && !second.contains("Berlin"),
+        "only the message the first delivery did not see: {second}"
+    );
+    let facts: Vec<String> = alice_observes(&store).await.into_iter().map(|c| c.content).collect();
+    assert_eq!(facts, ["Alice moved to Berlin in 2019", "Alice adopted a cat"]);
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((status.counts.pending, status.counts.failed), (0, 0));
+}
+
 #[tokio::test]
 async fn a_near_identical_fact_is_the_same_fact_and_the_better_wording_wins() {
     let dir = tempfile::tempdir().unwrap();
