@@ -2,10 +2,13 @@
 """A scripted OpenAI-compatible chat server for the derivation benchmark.
 
 Answers POST /v1/chat/completions after a fixed latency (default 0.2 s):
-structured requests get {"explicit": [one fact per transcript line]},
-others a one-line summary. Standard library only; prints its port.
+structured requests get {"explicit": [one fact per transcript line]} (the
+first five lines; every line with --all-lines), others a one-line summary.
+GET / reports the calls answered; GET /outage/on makes every call answer
+503 until GET /outage/off (the chaos run's model outage). Standard library
+only; prints its port.
 
-    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0]
+    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0] [--all-lines]
 """
 import argparse
 import json
@@ -14,25 +17,45 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 calls = 0
+refused = 0
+outage = False
 lock = threading.Lock()
+
+
+class Server(ThreadingHTTPServer):
+    def handle_error(self, request, client_address):
+        # A client that went away mid-answer (a deriver killed by the chaos run) is not an error here.
+        pass
 
 
 class Handler(BaseHTTPRequestHandler):
     latency = 0.2
+    all_lines = False
 
     def log_message(self, *args):
         pass
 
     def do_POST(self):
-        global calls
+        global calls, refused
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        if outage:
+            with lock:
+                refused += 1
+            data = b'{"error": {"message": "scripted outage"}}'
+            self.send_response(503)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+            return
         time.sleep(self.latency)
         with lock:
             calls += 1
         transcript = body["messages"][-1]["content"]
         if "response_format" in body:
             lines = [line for line in transcript.splitlines() if line.strip()]
-            content = json.dumps({"explicit": [{"content": f"fact: {line[-80:]}"} for line in lines[:5]]})
+            chosen = lines if self.all_lines else lines[:5]
+            content = json.dumps({"explicit": [{"content": f"fact: {line[-80:]}"} for line in chosen]})
         else:
             content = f"Summary of {len(transcript.splitlines())} lines."
         reply = {
@@ -47,7 +70,10 @@ class Handler(BaseHTTPRequestHandler):
         self.wfile.write(data)
 
     def do_GET(self):
-        data = json.dumps({"calls": calls}).encode()
+        global outage
+        if self.path in ("/outage/on", "/outage/off"):
+            outage = self.path == "/outage/on"
+        data = json.dumps({"calls": calls, "refused": refused, "outage": outage}).encode()
         self.send_response(200)
         self.send_header("content-length", str(len(data)))
         self.end_headers()
@@ -58,9 +84,11 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--all-lines", action="store_true")
     args = parser.parse_args()
     Handler.latency = args.latency
-    server = ThreadingHTTPServer(("127.0.0.1", args.port), Handler)
+    Handler.all_lines = args.all_lines
+    server = Server(("127.0.0.1", args.port), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()
 

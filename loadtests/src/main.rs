@@ -4,7 +4,9 @@
 //! context), `dialectic` (Chat about a peer), `visibility` (CreateMessages →
 //! derived observation), `turn` (context → chat → create messages, the agent
 //! loop), and `sustained` (a deployment under mixed load, each role at its
-//! own address: ingest rate, read latency and derivation lag). Scenario
+//! own address: ingest rate, read latency and derivation lag), and
+//! `chaos-write` (writers retrying with idempotency keys through failures,
+//! for loadtests/run-chaos.sh). Scenario
 //! `ingest` drives `CreateMessages` in batches and then
 //! `ListMessages` pages against a running server, from `--concurrency`
 //! concurrent clients, and reports throughput and latency percentiles
@@ -23,6 +25,7 @@ use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::json;
 
+mod chaos;
 mod sustained;
 
 #[derive(Debug, Parser)]
@@ -120,6 +123,9 @@ enum Scenario {
     /// Writers, readers and derivation probes at once, for `--seconds`,
     /// against separate role processes.
     Sustained(sustained::Args),
+    /// Writers that retry every failed batch with its idempotency key until
+    /// it is acknowledged, while loadtests/run-chaos.sh breaks the deployment.
+    ChaosWrite(chaos::Args),
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
         /// Batches to send in total.
@@ -647,6 +653,11 @@ async fn main() -> anyhow::Result<()> {
         Scenario::Sustained(args) => {
             let (phases, derivation) = sustained::run(&target, &args).await?;
             extra = derivation;
+            phases
+        }
+        Scenario::ChaosWrite(args) => {
+            let (phases, written) = chaos::run(&target, &args).await?;
+            extra = written;
             phases
         }
         Scenario::Ingest {

@@ -54,8 +54,23 @@ pub(crate) fn db_error(error: sqlx::Error) -> Error {
         sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
             Error::Unavailable(format!("database: {error}"))
         }
+        sqlx::Error::Database(ref database) if database.code().is_some_and(|code| is_transient(&code)) => {
+            Error::Unavailable(format!("database: {error}"))
+        }
         other => Error::Internal(format!("database: {other}")),
     }
+}
+
+/// Whether a database error code says "try again": the server is shutting
+/// down or starting (a restart, a failover), the connection broke, too
+/// many connections, a serialization failure or deadlock (Postgres
+/// SQLSTATE 08xxx, 57P01-57P03, 53300, 40001, 40P01), or SQLite is busy.
+/// Clients get UNAVAILABLE and workers postpone, rather than INTERNAL and a
+/// spent attempt (found by loadtests/run-chaos.sh restarting Postgres).
+fn is_transient(code: &str) -> bool {
+    code.starts_with("08")
+        || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
+        || matches!(code, "5" | "6" | "517" | "261")
 }
 
 pub(crate) fn to_json(object: &JsonObject) -> String {
@@ -1384,5 +1399,18 @@ impl Store for SqlStore {
 
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>> {
         self.scan_messages_impl(workspace_id, scan).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn restarts_and_broken_connections_are_transient_other_errors_are_not() {
+        for code in ["57P01", "57P03", "08006", "08001", "53300", "40001", "40P01", "5"] {
+            assert!(super::is_transient(code), "{code}");
+        }
+        for code in ["23505", "42601", "22021", "42P01", "55000"] {
+            assert!(!super::is_transient(code), "{code}");
+        }
     }
 }
