@@ -28,11 +28,12 @@ if ! (exec 3<>"/dev/tcp/${nats_hostport%:*}/${nats_hostport##*:}") 2>/dev/null; 
   exit 1
 fi
 
-# A real Qdrant server for the vector-store suites and the erasure test:
+# A real Qdrant server for the vector-store contract suite, the hybrid and
+# outage tests, the erasure test and the multi-process Qdrant test:
 # RONCHO_TEST_QDRANT_URL if given, else the binary at RONCHO_QDRANT_BIN or
 # ../shared/tools/qdrant (it cannot come from a package registry), started
-# here on free loopback ports with temporary storage. Without one those
-# tests use the in-process stand-in and say so.
+# here on free loopback ports with temporary storage and stopped at the end.
+# The in-process stand-in serves only the tests of faults.
 if [ -z "${RONCHO_TEST_QDRANT_URL:-}" ]; then
   qdrant_bin=""
   for candidate in "${RONCHO_QDRANT_BIN:-}" ../shared/tools/qdrant/qdrant /work/shared/tools/qdrant/qdrant; do
@@ -54,7 +55,8 @@ print(a.getsockname()[1], b.getsockname()[1])')
     export RONCHO_TEST_QDRANT_URL=http://127.0.0.1:$grpc_port
     echo "Qdrant $("$qdrant_bin" --version 2>/dev/null | head -n1) at $RONCHO_TEST_QDRANT_URL"
   else
-    echo "no Qdrant binary (RONCHO_QDRANT_BIN, ../shared/tools/qdrant): vector tests use the stand-in" >&2
+    echo "no Qdrant binary (RONCHO_QDRANT_BIN, ../shared/tools/qdrant) and no RONCHO_TEST_QDRANT_URL:" \
+      "the Qdrant tests skip, or fail under RONCHO_REQUIRE_INTEGRATION=1" >&2
   fi
 fi
 

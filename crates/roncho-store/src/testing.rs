@@ -13,6 +13,9 @@ use sqlx::{Connection, Executor};
 pub const DATABASE_URL_VAR: &str = "RONCHO_TEST_DATABASE_URL";
 /// Env var naming the NATS server (with JetStream) for tests.
 pub const NATS_URL_VAR: &str = "RONCHO_TEST_NATS_URL";
+/// Env var naming a Qdrant server's gRPC address for tests (`scripts/test.sh`
+/// starts the real one from ../shared/tools/qdrant).
+pub const QDRANT_URL_VAR: &str = "RONCHO_TEST_QDRANT_URL";
 /// Env var that turns a missing integration service into a failure.
 pub const REQUIRE_VAR: &str = "RONCHO_REQUIRE_INTEGRATION";
 

@@ -3,9 +3,8 @@
 //! queues), neither SearchMessages, QueryConclusions, GetSessionContext,
 //! GetRepresentation, the summaries nor the vector store (a Qdrant scroll)
 //! holds the text, and the receipt counts exactly what was there. On SQLite
-//! with the embedded vector store, and on Postgres with Qdrant (the real
-//! server when `RONCHO_TEST_QDRANT_URL` is set, which `scripts/test.sh`
-//! does when it finds the binary; else the stand-in).
+//! with the embedded vector store, and on Postgres with the real Qdrant
+//! (`RONCHO_TEST_QDRANT_URL`, which `scripts/test.sh` sets when it starts it).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -39,19 +38,10 @@ async fn a_deleted_message_leaves_no_trace_on_sqlite() {
 
 #[tokio::test]
 async fn a_deleted_message_leaves_no_trace_on_postgres_and_qdrant() {
-    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+    let Some((database, url)) = support::postgres_and_qdrant().await else {
         return;
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
-    let standin;
-    let url = match std::env::var("RONCHO_TEST_QDRANT_URL") {
-        Ok(url) if !url.is_empty() => url,
-        _ => {
-            eprintln!("RONCHO_TEST_QDRANT_URL is not set: using the Qdrant stand-in");
-            standin = roncho_qdrant::standin::StandIn::start().await.unwrap();
-            standin.url()
-        }
-    };
     let mut options = QdrantOptions::new(url);
     options.collection = format!("erasure_{}", roncho_store::testing::unique_name());
     let qdrant = Arc::new(QdrantVectorStore::connect(&options).unwrap());

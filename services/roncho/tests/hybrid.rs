@@ -1,7 +1,8 @@
 //! Semantic search end to end over gRPC: with the embedder down, writes still
 //! succeed, rows stay pending and search answers from full text saying why;
 //! once it returns, the reconciler syncs every row and search is hybrid. The
-//! same holds with Qdrant down in the distributed mode (Postgres + Qdrant).
+//! same holds with Qdrant down in the distributed mode (Postgres and the
+//! real Qdrant behind a relay the test cuts).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -16,10 +17,11 @@ use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
-use roncho_qdrant::standin::StandIn;
 use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tokio_util::sync::CancellationToken;
+
+mod support;
 
 async fn search(
     recall: &mut RecallServiceClient<tonic::transport::Channel>,
@@ -46,24 +48,33 @@ async fn embedder_outage_degrades_search_and_loses_nothing() {
     outage_degrades_search_and_loses_nothing(store, vectors, embedder, move |down| switch.set_up(!down)).await;
 }
 
-/// The distributed mode's backends: Postgres and Qdrant (the stand-in).
+/// The distributed mode's backends: Postgres and the real Qdrant, reached
+/// through a relay the test cuts for the outage.
 #[tokio::test]
 async fn qdrant_outage_on_postgres_degrades_search_and_loses_nothing() {
-    let Some(database) = roncho_store::testing::FreshDatabase::create().await else {
+    let Some((database, qdrant_url)) = support::postgres_and_qdrant().await else {
         return;
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
-    let qdrant = Arc::new(StandIn::start().await.unwrap());
-    let vectors = Arc::new(QdrantVectorStore::connect(&QdrantOptions::new(qdrant.url())).unwrap());
+    let upstream = qdrant_url
+        .trim_start_matches("http://")
+        .trim_end_matches('/')
+        .to_owned();
+    let relay = Arc::new(support::Relay::start(upstream).await);
+    let mut options = QdrantOptions::new(format!("http://{}", relay.address));
+    options.collection = format!("hybrid_{}", roncho_store::testing::unique_name());
+    let qdrant = Arc::new(QdrantVectorStore::connect(&options).unwrap());
     let embedder = Arc::new(SwitchableTestEmbedder::down(128));
     embedder.set_up(true);
-    qdrant.set_down(true);
-    let switch = qdrant.clone();
-    outage_degrades_search_and_loses_nothing(store.clone(), vectors, embedder, move |down| switch.set_down(down)).await;
-    assert!(
-        qdrant.point_count("roncho") >= 3 + 2,
-        "messages and conclusions live in Qdrant"
-    );
+    relay.set_up(false);
+    let switch = relay.clone();
+    outage_degrades_search_and_loses_nothing(store.clone(), qdrant.clone(), embedder, move |down| {
+        switch.set_up(!down)
+    })
+    .await;
+    let points = qdrant.scroll("msg/w").await.unwrap();
+    assert_eq!(points.len(), 3, "every message lives in Qdrant: {points:?}");
+    qdrant.drop_collection().await.unwrap();
     store.close().await;
     database.drop_database().await;
 }

@@ -11,6 +11,8 @@ use tonic_health::ServingStatus;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
+mod support;
+
 async fn status(client: &mut HealthClient<tonic::transport::Channel>, service: &str) -> i32 {
     client
         .check(HealthCheckRequest {
@@ -152,51 +154,6 @@ async fn a_process_started_before_its_database_waits_for_it() {
     database.drop_database().await;
 }
 
-/// A TCP relay to a real server that can be cut and restored: cutting
-/// closes every relayed connection and refuses new ones.
-struct Relay {
-    address: std::net::SocketAddr,
-    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
-    cut: std::sync::Arc<std::sync::Mutex<CancellationToken>>,
-}
-
-impl Relay {
-    async fn start(upstream: String) -> Self {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let relay = Relay {
-            address: listener.local_addr().unwrap(),
-            up: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
-            cut: std::sync::Arc::default(),
-        };
-        let (up, cut) = (relay.up.clone(), relay.cut.clone());
-        tokio::spawn(async move {
-            while let Ok((mut client, _)) = listener.accept().await {
-                if !up.load(std::sync::atomic::Ordering::SeqCst) {
-                    continue;
-                }
-                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
-                    continue;
-                };
-                let cut = cut.lock().unwrap().clone();
-                tokio::spawn(async move {
-                    tokio::select! {
-                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
-                        () = cut.cancelled() => {}
-                    }
-                });
-            }
-        });
-        relay
-    }
-
-    fn set_up(&self, up: bool) {
-        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
-        if !up {
-            std::mem::take(&mut *self.cut.lock().unwrap()).cancel();
-        }
-    }
-}
-
 #[tokio::test]
 async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
     let Some(nats_url) = roncho_store::testing::integration_env(roncho_store::testing::NATS_URL_VAR) else {
@@ -206,7 +163,7 @@ async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
         return;
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
-    let relay = Relay::start(nats_url.trim_start_matches("nats://").to_owned()).await;
+    let relay = support::Relay::start(nats_url.trim_start_matches("nats://").to_owned()).await;
     let mut options = roncho_nats::NatsOptions::new(format!("nats://{}", relay.address));
     options.prefix = roncho_store::testing::unique_name();
     options.consume = vec!["representation".into(), "summary".into()];

@@ -1,5 +1,6 @@
 //! Shared by the tests that run `roncho serve` as separate processes:
 //! addresses, connecting, stopping, and a scripted model's replies.
+#![allow(dead_code, reason = "each test binary uses the helpers it needs")]
 
 use std::process::{Child, Command};
 use std::time::{Duration, Instant};

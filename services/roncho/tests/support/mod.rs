@@ -53,3 +53,62 @@ pub async fn session_observed_by(channel: &Channel, workspace: &str, session: &s
         .await
         .unwrap();
 }
+
+/// A TCP relay to a real server that can be cut and restored: cutting
+/// closes every relayed connection and refuses new ones.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub struct Relay {
+    pub address: std::net::SocketAddr,
+    up: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    cut: std::sync::Arc<std::sync::Mutex<tokio_util::sync::CancellationToken>>,
+}
+
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+impl Relay {
+    /// Relays a loopback port to `upstream` (`host:port`).
+    pub async fn start(upstream: String) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let relay = Relay {
+            address: listener.local_addr().unwrap(),
+            up: std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true)),
+            cut: std::sync::Arc::default(),
+        };
+        let (up, cut) = (relay.up.clone(), relay.cut.clone());
+        tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                if !up.load(std::sync::atomic::Ordering::SeqCst) {
+                    continue;
+                }
+                let Ok(mut server) = tokio::net::TcpStream::connect(&upstream).await else {
+                    continue;
+                };
+                let cut = cut.lock().unwrap().clone();
+                tokio::spawn(async move {
+                    tokio::select! {
+                        _ = tokio::io::copy_bidirectional(&mut client, &mut server) => {}
+                        () = cut.cancelled() => {}
+                    }
+                });
+            }
+        });
+        relay
+    }
+
+    /// Cuts (`false`) or restores the relay.
+    pub fn set_up(&self, up: bool) {
+        self.up.store(up, std::sync::atomic::Ordering::SeqCst);
+        if !up {
+            std::mem::take(&mut *self.cut.lock().unwrap()).cancel();
+        }
+    }
+}
+
+/// The distributed mode's test backends: a fresh Postgres database and the
+/// real Qdrant's URL; `None` (the test skips) when either is not configured,
+/// a failure under `RONCHO_REQUIRE_INTEGRATION=1`.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub async fn postgres_and_qdrant() -> Option<(roncho_store::testing::FreshDatabase, String)> {
+    let qdrant_url = roncho_store::testing::integration_env(roncho_store::testing::QDRANT_URL_VAR)?;
+    let database = roncho_store::testing::FreshDatabase::create().await?;
+    Some((database, qdrant_url))
+}
