@@ -25,9 +25,12 @@ run() { # label serve-args...
     "$eval_bin" locomo --target http://127.0.0.1:$port --data "$file" --phase ingest --run-id "$label" >/dev/null
   done
   # Ask only once every message has its vector, as a user would after a few seconds.
+  # (The status is read whole before grep: `status | grep -q` under pipefail
+  # fails when grep stops reading early, which skipped this wait.)
   local started=$SECONDS
-  "$roncho" status --listen 127.0.0.1:$port "$@" 2>/dev/null | grep -Eq "^semantic search +ok" &&
-  until "$roncho" status --listen 127.0.0.1:$port "$@" 2>/dev/null | grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending"; do
+  status() { "$roncho" status --listen 127.0.0.1:$port "$@" 2>/dev/null || true; }
+  grep -Eq "^semantic search +ok" <<<"$(status "$@")" &&
+  until grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending" <<<"$(status "$@")"; do
     [ $((SECONDS - started)) -gt 600 ] && { echo "vectors did not sync within 600 s"; "$roncho" status --listen 127.0.0.1:$port "$@"; exit 1; }
     sleep 1
   done

@@ -350,7 +350,11 @@ pub struct SyncItem {
     pub kind: SyncKind,
     pub id: String,
     pub namespace: String,
+    /// What the row says (`speaker: text` for a message).
     pub text: String,
+    /// The turn a message answers (`speaker: text` of the previous message
+    /// in its session), whose meaning is mixed into its vector.
+    pub context: Option<String>,
     pub session_id: Option<String>,
     pub peer_id: Option<String>,
     pub level: Option<String>,

@@ -1355,9 +1355,13 @@ async fn sync_state_and_tombstones_track_vectors(store: &dyn Store) {
     let now = roncho_core::model::now_micros();
     let pending = store.unsynced(SyncKind::Message, 10, now, 0).await.unwrap();
     assert_eq!(pending.len(), 2);
-    assert_eq!(pending[0].text, "alice: Did you hike on Sunday?");
     assert_eq!(
-        pending[1].text, "alice: Did you hike on Sunday?\nbob: Yes, the ridge trail!",
+        (pending[0].text.as_str(), pending[0].context.as_deref()),
+        ("alice: Did you hike on Sunday?", None)
+    );
+    assert_eq!(
+        (pending[1].text.as_str(), pending[1].context.as_deref()),
+        ("bob: Yes, the ridge trail!", Some("alice: Did you hike on Sunday?")),
         "a reply carries the turn it answers"
     );
     assert_eq!(pending[1].namespace, "msg/w");

@@ -125,8 +125,15 @@ async fn erase_and_look_everywhere(
     assert!(summaries.iter().any(|summary| leaks(&summary.content)), "{summaries:?}");
     assert!(search_hits(&mut recall).await.iter().any(|m| m.id == secret));
     assert!(leaks(&representation(&mut recall).await));
-    let old_texts = [format!("alice: {SECRET}"), format!("alice: {SECRET}\nbob: {REPLY}")];
-    let old_vectors = embedder.embed(&old_texts).await.unwrap();
+    // The secret's vector, and the reply's with the secret mixed in as its context.
+    let own = embedder
+        .embed(&[format!("alice: {SECRET}"), format!("bob: {REPLY}")])
+        .await
+        .unwrap();
+    let old_vectors = [
+        own[0].clone(),
+        roncho_reconciler::mix(&own[1], &own[0], roncho_reconciler::CONTEXT_WEIGHT),
+    ];
     assert_eq!(
         nearest(&*vectors, "msg/w", &old_vectors[0]).await.as_deref(),
         Some(secret.as_str())

@@ -113,7 +113,7 @@ async fn an_ingest_process_and_a_reconciler_process_keep_qdrant_in_step() {
     let mut reconciling = spawn("reconciler", &processes::free_address());
     let (mut ingest, mut recall) = (
         IngestServiceClient::new(channel.clone()),
-        RecallServiceClient::new(channel),
+        RecallServiceClient::new(channel.clone()),
     );
     let texts = [
         "I drink espresso every morning",
@@ -122,24 +122,7 @@ async fn an_ingest_process_and_a_reconciler_process_keep_qdrant_in_step() {
         "The bakery on Elm street closed",
         "Tax forms are due in April",
     ];
-    let created = ingest
-        .create_messages(pb::CreateMessagesRequest {
-            workspace_id: "w".into(),
-            session_id: "s".into(),
-            messages: texts
-                .iter()
-                .map(|content| pb::MessageCreate {
-                    peer_id: "alice".into(),
-                    content: (*content).into(),
-                    ..Default::default()
-                })
-                .collect(),
-            idempotency_key: None,
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .messages;
+    let created = support::write_as(&channel, "alice", &texts).await;
     let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url.clone());
     options.collection = collection.clone();
     let qdrant = roncho_qdrant::QdrantVectorStore::connect(&options).unwrap();

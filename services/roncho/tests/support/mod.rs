@@ -112,3 +112,28 @@ pub async fn postgres_and_qdrant() -> Option<(roncho_store::testing::FreshDataba
     let database = roncho_store::testing::FreshDatabase::create().await?;
     Some((database, qdrant_url))
 }
+
+/// Writes `texts` as `peer`'s messages into session `s` of workspace `w`;
+/// returns them as stored.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub async fn write_as(channel: &Channel, peer: &str, texts: &[&str]) -> Vec<roncho_proto::v1::Message> {
+    use roncho_proto::v1 as pb;
+    roncho_proto::v1::ingest_service_client::IngestServiceClient::new(channel.clone())
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: texts
+                .iter()
+                .map(|content| pb::MessageCreate {
+                    peer_id: peer.into(),
+                    content: (*content).into(),
+                    ..Default::default()
+                })
+                .collect(),
+            idempotency_key: None,
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .messages
+}
