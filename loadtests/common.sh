@@ -9,6 +9,8 @@ work=$(mktemp -d)
 database=roncho_bench_$$
 pid=""
 pids=()
+qdrant_pid=""
+source scripts/qdrant.sh
 # end_all pid...: SIGTERMs each process still running, waits for each, and
 # reports any that did not exit cleanly.
 end_all() {
@@ -21,6 +23,7 @@ end_all() {
 cleanup() {
   [ -z "$pid" ] || end_all "$pid"
   [ ${#pids[@]} -eq 0 ] || end_all "${pids[@]}"
+  [ -z "$qdrant_pid" ] || end_all "$qdrant_pid"
   psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true
   rm -rf "$work"
 }
@@ -67,10 +70,36 @@ stop_server() {
   pid=""
 }
 
-# postgres_args: creates the fresh database and prints the serve flag for it.
+# postgres_args: creates the fresh database (dropping an earlier one) and
+# prints the serve flag for it.
 postgres_args() {
+  psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null
   psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
   echo "--database-url=${server_url%/*}/$database"
+}
+
+# qdrant_args: starts the real Qdrant once (call it outside `$(...)` first,
+# so the server outlives the subshell), exports a fresh collection name as
+# RONCHO_QDRANT_COLLECTION and prints the serve flag.
+qdrant_args() {
+  if [ -z "$qdrant_pid" ]; then
+    start_qdrant "$work/qdrant" || { echo "no Qdrant binary (see scripts/qdrant.sh)" >&2; return 1; }
+  fi
+  export RONCHO_QDRANT_COLLECTION=bench_$$_$((++qdrant_collections))
+  echo "--qdrant-url=$qdrant_url"
+}
+qdrant_collections=0
+
+# qdrant_indexed: waits until Qdrant has finished indexing the run's
+# collection (status green: its optimizer built the HNSW graphs of the
+# segments a bulk load left unindexed) and says how long that took.
+qdrant_indexed() {
+  local started=$SECONDS
+  until curl -s "$qdrant_http_url/collections/$RONCHO_QDRANT_COLLECTION" | grep -q '"status":"green"'; do
+    [ $((SECONDS - started)) -gt 3600 ] && { echo "qdrant did not finish indexing" >&2; return 1; }
+    sleep 5
+  done
+  echo "# qdrant indexed the collection $((SECONDS - started)) s after the sync"
 }
 
 # run_loadtest label scenario serve-args...: starts roncho with serve-args,

@@ -44,3 +44,6 @@ run() { # label serve-args...
 
 run embedded --data-dir "$work/data"
 run postgres "$(postgres_args)"
+# The distributed mode's store: Qdrant ranks both lists (ADR 0007).
+qdrant_args >/dev/null
+run postgres+qdrant "$(postgres_args)" "--qdrant-url=$qdrant_url"

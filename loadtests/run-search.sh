@@ -8,11 +8,13 @@
 # embedding time (see docs/benchmarks.md). Corpora: loadtests/src/corpus.rs.
 #
 #   loadtests/run-search.sh                 the table in docs/benchmarks.md
-#   loadtests/run-search.sh N [corpus] [provider]
-#                                           one embedded run (corpus zipf|dense;
+#   loadtests/run-search.sh N [corpus] [provider] [backend]
+#                                           one run (corpus zipf|dense;
 #                                           provider test-hashing|auto, where auto
 #                                           is the local MiniLM: query embedding included;
-#                                           syncing runs at ~50 messages/s on 2 cores)
+#                                           syncing runs at ~50 messages/s on 2 cores;
+#                                           backend embedded|qdrant, where qdrant is
+#                                           Postgres with the real Qdrant, ADR 0007)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50974
@@ -34,6 +36,7 @@ run() { # label messages corpus provider serve-args...
     done
   fi
   echo "# $label: $messages messages ($corpus) written and synced in $((SECONDS - started)) s"
+  [ -z "${RONCHO_QDRANT_COLLECTION:-}" ] || qdrant_indexed
   "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search --corpus "$corpus"
   stop_server
   rm -rf "$work"/data-*
@@ -41,7 +44,13 @@ run() { # label messages corpus provider serve-args...
 
 echo "# $(date -u +%F) $(nproc) cores"
 if [ $# -gt 0 ]; then
-  run "embedded-$1-${2:-zipf}-${3:-test-hashing}" "$1" "${2:-zipf}" "${3:-test-hashing}" --data-dir "$work/data-$1"
+  case ${4:-embedded} in
+    embedded) run "embedded-$1-${2:-zipf}-${3:-test-hashing}" "$1" "${2:-zipf}" "${3:-test-hashing}" --data-dir "$work/data-$1" ;;
+    qdrant)
+      qdrant_args >/dev/null
+      run "qdrant-$1-${2:-zipf}-${3:-test-hashing}" "$1" "${2:-zipf}" "${3:-test-hashing}" "$(postgres_args)" "--qdrant-url=$qdrant_url" ;;
+    *) echo "backend: embedded or qdrant" >&2; exit 2 ;;
+  esac
 else
   run embedded-10k 10000 zipf test-hashing --data-dir "$work/data-10k"
   run embedded-100k 100000 zipf test-hashing --data-dir "$work/data-100k"

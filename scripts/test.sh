@@ -34,27 +34,14 @@ fi
 # ../shared/tools/qdrant (it cannot come from a package registry), started
 # here on free loopback ports with temporary storage and stopped at the end.
 # The in-process stand-in serves only the tests of faults.
+source scripts/qdrant.sh
 if [ -z "${RONCHO_TEST_QDRANT_URL:-}" ]; then
-  qdrant_bin=""
-  for candidate in "${RONCHO_QDRANT_BIN:-}" ../shared/tools/qdrant/qdrant /work/shared/tools/qdrant/qdrant; do
-    if [ -n "$candidate" ] && [ -x "$candidate" ]; then qdrant_bin=$candidate; break; fi
-  done
-  if [ -n "$qdrant_bin" ]; then
-    qdrant_dir=$(mktemp -d)
-    read -r http_port grpc_port < <(python3 -c 'import socket
-a, b = socket.socket(), socket.socket()
-a.bind(("127.0.0.1", 0)); b.bind(("127.0.0.1", 0))
-print(a.getsockname()[1], b.getsockname()[1])')
-    QDRANT__SERVICE__HOST=127.0.0.1 QDRANT__SERVICE__HTTP_PORT=$http_port QDRANT__SERVICE__GRPC_PORT=$grpc_port \
-      QDRANT__STORAGE__STORAGE_PATH=$qdrant_dir/storage QDRANT__STORAGE__SNAPSHOTS_PATH=$qdrant_dir/snapshots \
-      QDRANT__TELEMETRY_DISABLED=true QDRANT__SERVICE__ENABLE_STATIC_CONTENT=false \
-      QDRANT_INIT_FILE_PATH=$qdrant_dir/.qdrant-initialized "$qdrant_bin" >"$qdrant_dir/qdrant.log" 2>&1 &
-    qdrant_pid=$!
+  qdrant_dir=$(mktemp -d)
+  if start_qdrant "$qdrant_dir"; then
     trap 'kill $qdrant_pid 2>/dev/null; wait $qdrant_pid 2>/dev/null; rm -rf "$qdrant_dir"' EXIT
-    for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$grpc_port") 2>/dev/null && break; sleep 0.1; done
-    export RONCHO_TEST_QDRANT_URL=http://127.0.0.1:$grpc_port
-    echo "Qdrant $("$qdrant_bin" --version 2>/dev/null | head -n1) at $RONCHO_TEST_QDRANT_URL"
+    export RONCHO_TEST_QDRANT_URL=$qdrant_url
   else
+    rm -rf "$qdrant_dir"
     echo "no Qdrant binary (RONCHO_QDRANT_BIN, ../shared/tools/qdrant) and no RONCHO_TEST_QDRANT_URL:" \
       "the Qdrant tests skip, or fail under RONCHO_REQUIRE_INTEGRATION=1" >&2
   fi

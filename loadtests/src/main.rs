@@ -65,6 +65,13 @@ enum Scenario {
         /// The generated text (see loadtests/src/corpus.rs).
         #[arg(long, value_enum, default_value_t = Corpus::Zipf)]
         corpus: Corpus,
+        /// Makes the writing peers unobserved (`observe_me: false`) first, so
+        /// their messages queue no derivation: for runs without derivers.
+        #[arg(long)]
+        unobserved: bool,
+        /// Messages per second at most (0: as fast as the server takes them).
+        #[arg(long, default_value_t = 0)]
+        rate: u64,
     },
     /// SearchMessages and GetSessionContext against a corpus from `search-ingest`.
     Search {
@@ -517,9 +524,33 @@ async fn search_ingest(
     messages: usize,
     session_size: usize,
     workspace: &str,
+    unobserved: bool,
+    rate: u64,
 ) -> anyhow::Result<Vec<Phase>> {
     let channel = target.connect().await?;
     let mut client = IngestServiceClient::new(channel);
+    if unobserved {
+        for peer in ["user", "assistant"] {
+            let configuration = prost_types::Struct {
+                fields: [(
+                    "observe_me".to_owned(),
+                    prost_types::Value {
+                        kind: Some(prost_types::value::Kind::BoolValue(false)),
+                    },
+                )]
+                .into(),
+            };
+            client
+                .get_or_create_peer(pb::GetOrCreatePeerRequest {
+                    workspace_id: workspace.to_owned(),
+                    id: peer.to_owned(),
+                    configuration: Some(configuration),
+                    ..Default::default()
+                })
+                .await
+                .context("GetOrCreatePeer failed")?;
+        }
+    }
     let started = Instant::now();
     let mut latencies = histogram();
     for batch_start in (0..messages).step_by(100) {
@@ -540,6 +571,11 @@ async fn search_ingest(
             messages: batch,
             idempotency_key: None,
         };
+        if rate > 0 {
+            // Paced: this batch's first message is due at batch_start / rate seconds.
+            let due = started + Duration::from_secs_f64(batch_start as f64 / rate as f64);
+            tokio::time::sleep_until(due.into()).await;
+        }
         let start = Instant::now();
         client.create_messages(request).await.context("CreateMessages failed")?;
         latencies.record(elapsed_micros(start))?;
@@ -678,7 +714,9 @@ async fn main() -> anyhow::Result<()> {
             session_size,
             workspace,
             corpus,
-        } => search_ingest(&target, corpus, messages, session_size, &workspace).await?,
+            unobserved,
+            rate,
+        } => search_ingest(&target, corpus, messages, session_size, &workspace, unobserved, rate).await?,
         Scenario::Visibility {
             samples,
             workspace,

@@ -96,6 +96,7 @@ async fn world() -> World {
             session_id: Some(m.session_id.clone()),
             peer_id: Some(m.peer_id.clone()),
             level: None,
+            lexical: None,
         })
         .collect();
     vectors.upsert(&messages_namespace("w"), records).await.unwrap();
@@ -108,6 +109,7 @@ async fn world() -> World {
             session_id: c.session_id.clone(),
             peer_id: None,
             level: Some(c.level.clone()),
+            lexical: None,
         })
         .collect();
     vectors

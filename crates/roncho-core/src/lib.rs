@@ -29,6 +29,7 @@ pub mod error;
 pub mod files;
 pub mod filter;
 pub mod idempotency;
+pub mod lexical;
 pub mod model;
 pub mod queue;
 pub mod representation;

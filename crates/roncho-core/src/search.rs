@@ -7,7 +7,8 @@
 /// Most terms taken from one query.
 pub const MAX_TERMS: usize = 64;
 
-const STOPWORDS: &[&str] = &[
+/// Common English words, dropped from queries (and from lexical vectors).
+pub const STOPWORDS: &[&str] = &[
     "a", "about", "after", "all", "also", "am", "an", "and", "any", "are", "as", "at", "be", "been", "before", "being",
     "both", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "having",
     "he", "her", "here", "hers", "him", "his", "how", "i", "if", "in", "into", "is", "it", "its", "just", "me", "my",

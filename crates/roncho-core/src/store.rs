@@ -231,6 +231,16 @@ pub trait Store: Send + Sync + 'static {
         search: &MessageSearch,
         filter: &Filter,
     ) -> Result<Vec<Message>>;
+    /// Like [`Store::search_messages`], over the messages whose vectors are
+    /// not synced yet among the store's `newest` messages (every workspace's):
+    /// what a vector store that ranks full text has not seen, at a bounded cost.
+    async fn search_unsynced_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+        newest: i64,
+    ) -> Result<Vec<Message>>;
 
     /// Stores conclusions; observer, observed and session must exist.
     async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;

@@ -3,7 +3,11 @@
 //!
 //! # Layout in Qdrant
 //! All namespaces share one collection (default `roncho`): one unnamed dense
-//! vector per point, cosine distance. Each point's payload carries
+//! vector per point, cosine distance, and for messages a sparse vector
+//! `text` of BM25 term weights ([`roncho_core::lexical`]) that Qdrant scales
+//! by each term's inverse document frequency (the `Idf` modifier), so one
+//! `QueryBatch` request returns both the nearest and the best full-text
+//! candidates (ADR 0007). Each point's payload carries
 //! - `ns`: the roncho namespace (`msg/{workspace}` or `doc/{ws}/{observer}/{observed}`),
 //!   indexed as a keyword with `is_tenant`, so Qdrant co-locates and filters by it;
 //! - `rid`: the roncho id of the message or conclusion;
@@ -13,6 +17,9 @@
 //! FNV-1a hash, so upserts replace and deletes need no lookup. The collection
 //! records the embedding model in its metadata; `check_dimensions` compares
 //! the configured size with the collection's and stops start-up on a mismatch.
+//! A collection made before the `text` vector existed has no lexical ranking:
+//! [`QdrantVectorStore::ranks_full_text`] says so and full text stays in the
+//! database (docs/operations.md says how to move to a new collection).
 //!
 //! With feature `standin`, [`standin::StandIn`] runs an in-process server
 //! speaking the RPCs used here, for tests where Qdrant cannot run.
@@ -25,11 +32,15 @@ use qdrant_client::Qdrant;
 use qdrant_client::QdrantError;
 use qdrant_client::qdrant::{
     CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
-    FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, PayloadIndexParams, PointId, PointStruct,
-    PointsIdsList, PointsSelector, Query, QueryPoints, ScrollPoints, UpsertPoints, Value, VectorParams, VectorsConfig,
-    WithPayloadSelector, payload_index_params, points_selector, value, vector_output, vectors_config, vectors_output,
+    FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, Memory, Modifier, NamedVectors,
+    PayloadIndexParams, PointId, PointStruct, PointsIdsList, PointsSelector, QuantizationConfig, QuantizationType,
+    Query, QueryBatchPoints, QueryPoints, ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig,
+    SparseVectorParams, UpsertPoints, Value, Vector, VectorInput, VectorParams, Vectors, VectorsConfig,
+    WithPayloadSelector, payload_index_params, points_selector, quantization_config, value, vector_output,
+    vectors_config, vectors_output,
 };
-use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::lexical::SparseVector;
+use roncho_core::vector::{HybridHits, VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_core::{Error, Result};
 use tokio::sync::OnceCell;
 
@@ -42,6 +53,8 @@ const RONCHO_ID: &str = "rid";
 const SESSION: &str = "session";
 const PEER: &str = "peer";
 const LEVEL: &str = "level";
+/// The sparse vector of a message's words.
+const LEXICAL: &str = "text";
 /// Collection metadata keys.
 const META_MODEL: &str = "roncho_embedding_model";
 
@@ -77,8 +90,17 @@ pub struct QdrantVectorStore {
     client: Qdrant,
     collection: String,
     url: String,
-    /// Set once the collection is known to exist, with its vector size.
-    ready: OnceCell<usize>,
+    /// Set once the collection is known to exist.
+    ready: OnceCell<Layout>,
+}
+
+/// What a collection holds: its dense vectors' size, the model recorded
+/// when it was made, and whether it has the lexical `text` vector.
+#[derive(Debug, Clone, PartialEq)]
+struct Layout {
+    size: usize,
+    model: Option<String>,
+    lexical: bool,
 }
 
 impl std::fmt::Debug for QdrantVectorStore {
@@ -128,8 +150,8 @@ impl QdrantVectorStore {
         Ok(())
     }
 
-    /// Returns the collection's vector size and recorded model, if it exists.
-    async fn describe(&self) -> Result<Option<(usize, Option<String>)>> {
+    /// Returns the collection's layout, if it exists.
+    async fn describe(&self) -> Result<Option<Layout>> {
         let exists = self
             .client
             .collection_exists(CollectionExistsRequest {
@@ -163,10 +185,15 @@ impl QdrantVectorStore {
                     self.collection
                 ))
             })?;
+        let lexical = config
+            .as_ref()
+            .and_then(|config| config.params.as_ref())
+            .and_then(|params| params.sparse_vectors_config.as_ref())
+            .is_some_and(|sparse| sparse.map.contains_key(LEXICAL));
         let model = config
             .and_then(|config| config.metadata.get(META_MODEL).cloned())
             .and_then(string_value);
-        Ok(Some((size, model)))
+        Ok(Some(Layout { size, model, lexical }))
     }
 
     /// Creates the collection and its payload indexes; another process
@@ -183,8 +210,26 @@ impl QdrantVectorStore {
                     config: Some(vectors_config::Config::Params(VectorParams {
                         size: dimensions as u64,
                         distance: Distance::Cosine.into(),
+                        // int8 codes in RAM walk the HNSW graph at a quarter of
+                        // the memory traffic; the best are rescored on floats.
+                        quantization_config: Some(QuantizationConfig {
+                            quantization: Some(quantization_config::Quantization::Scalar(ScalarQuantization {
+                                r#type: QuantizationType::Int8.into(),
+                                memory: Some(Memory::Pinned.into()),
+                                ..Default::default()
+                            })),
+                        }),
                         ..Default::default()
                     })),
+                }),
+                sparse_vectors_config: Some(SparseVectorConfig {
+                    map: HashMap::from([(
+                        LEXICAL.to_owned(),
+                        SparseVectorParams {
+                            modifier: Some(Modifier::Idf.into()),
+                            ..Default::default()
+                        },
+                    )]),
                 }),
                 metadata,
                 ..Default::default()
@@ -221,19 +266,57 @@ impl QdrantVectorStore {
     }
 
     /// Makes sure the collection exists, creating it for `dimensions`.
-    async fn ensure(&self, dimensions: usize, model_id: Option<&str>) -> Result<usize> {
+    async fn ensure(&self, dimensions: usize, model_id: Option<&str>) -> Result<&Layout> {
         self.ready
             .get_or_try_init(|| async {
-                match self.describe().await? {
-                    Some((size, _)) => Ok(size),
-                    None => {
-                        self.create(dimensions, model_id).await?;
-                        Ok(self.describe().await?.map_or(dimensions, |(size, _)| size))
-                    }
+                if let Some(layout) = self.describe().await? {
+                    return Ok(layout);
                 }
+                self.create(dimensions, model_id).await?;
+                self.describe().await?.ok_or_else(|| {
+                    Error::Unavailable(format!(
+                        "qdrant collection {} vanished after it was made",
+                        self.collection
+                    ))
+                })
             })
             .await
-            .copied()
+    }
+
+    fn filter(namespace: &str, filter: &VectorFilter) -> Filter {
+        let mut must = vec![Self::scope(namespace)];
+        if let Some(sessions) = &filter.session_ids {
+            must.push(Condition::matches(SESSION, sessions.clone()));
+        }
+        if let Some(peer) = &filter.peer_id {
+            must.push(Condition::matches(PEER, peer.clone()));
+        }
+        if let Some(levels) = &filter.levels {
+            must.push(Condition::matches(LEVEL, levels.clone()));
+        }
+        Filter::must(must)
+    }
+
+    /// The hits of one query's points, best first; `score` maps a point's
+    /// score to the hit's distance.
+    fn hits(namespace: &str, points: Vec<ScoredPoint>, score: impl Fn(f32) -> f32) -> Result<Vec<VectorHit>> {
+        points
+            .into_iter()
+            .map(|point| {
+                let id = point
+                    .payload
+                    .get(RONCHO_ID)
+                    .cloned()
+                    .and_then(string_value)
+                    .ok_or_else(|| {
+                        Error::Internal(format!("qdrant point in {namespace} has no `{RONCHO_ID}` payload"))
+                    })?;
+                Ok(VectorHit {
+                    id,
+                    distance: score(point.score),
+                })
+            })
+            .collect()
     }
 
     fn scope(namespace: &str) -> Condition {
@@ -315,15 +398,14 @@ fn payload(namespace: &str, record: &VectorRecord) -> HashMap<String, Value> {
 #[async_trait]
 impl VectorStore for QdrantVectorStore {
     async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
-        let (size, model) = match self.describe().await? {
-            Some(found) => found,
-            None => {
-                self.create(dimensions, Some(model_id)).await?;
-                self.describe()
-                    .await?
-                    .unwrap_or((dimensions, Some(model_id.to_owned())))
-            }
-        };
+        let Layout { size, model, lexical } = self.ensure(dimensions, Some(model_id)).await?.clone();
+        if !lexical {
+            tracing::warn!(
+                collection = %self.collection,
+                "qdrant collection has no `text` sparse vector (made by an older roncho): full-text ranking stays \
+                 in the database; see docs/operations.md to move to a new collection"
+            );
+        }
         if size != dimensions {
             return Err(Error::FailedPrecondition(format!(
                 "the vector store (qdrant collection {}) holds {size}-dimension vectors (model {}), but the \
@@ -333,13 +415,12 @@ impl VectorStore for QdrantVectorStore {
                 model.as_deref().unwrap_or("unknown"),
             )));
         }
-        let _ = self.ready.set(size);
         Ok(())
     }
 
     async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()> {
         let Some(first) = records.first() else { return Ok(()) };
-        let size = self.ensure(first.vector.len(), None).await?;
+        let Layout { size, lexical, .. } = *self.ensure(first.vector.len(), None).await?;
         if let Some(wrong) = records.iter().find(|record| record.vector.len() != size) {
             return Err(Error::FailedPrecondition(format!(
                 "vector of {} has {} dimensions; qdrant collection {} holds {size}",
@@ -352,11 +433,14 @@ impl VectorStore for QdrantVectorStore {
             let points = chunk
                 .iter()
                 .map(|record| {
-                    PointStruct::new(
-                        point_id(namespace, &record.id),
-                        record.vector.clone(),
-                        payload(namespace, record),
-                    )
+                    let vectors: Vectors = match &record.lexical {
+                        Some(words) if lexical && !words.is_empty() => NamedVectors::default()
+                            .add_vector("", record.vector.clone())
+                            .add_vector(LEXICAL, Vector::new_sparse(words.indices.clone(), words.values.clone()))
+                            .into(),
+                        _ => Vector::from(record.vector.clone()).into(),
+                    };
+                    PointStruct::new(point_id(namespace, &record.id), vectors, payload(namespace, record))
                 })
                 .collect();
             self.client
@@ -384,22 +468,12 @@ impl VectorStore for QdrantVectorStore {
         if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
             return Ok(Vec::new());
         }
-        let mut must = vec![Self::scope(namespace)];
-        if let Some(sessions) = &filter.session_ids {
-            must.push(Condition::matches(SESSION, sessions.clone()));
-        }
-        if let Some(peer) = &filter.peer_id {
-            must.push(Condition::matches(PEER, peer.clone()));
-        }
-        if let Some(levels) = &filter.levels {
-            must.push(Condition::matches(LEVEL, levels.clone()));
-        }
         let response = self
             .client
             .query(QueryPoints {
                 collection_name: self.collection.clone(),
                 query: Some(Query::new_nearest(vector.to_vec())),
-                filter: Some(Filter::must(must)),
+                filter: Some(Self::filter(namespace, filter)),
                 score_threshold: max_distance.map(|distance| 1.0 - distance),
                 limit: Some(top_k as u64),
                 with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
@@ -414,24 +488,64 @@ impl VectorStore for QdrantVectorStore {
             }
             Err(error) => return Err(qdrant_error("query", error)),
         };
-        response
-            .result
-            .into_iter()
-            .map(|point| {
-                let id = point
-                    .payload
-                    .get(RONCHO_ID)
-                    .cloned()
-                    .and_then(string_value)
-                    .ok_or_else(|| {
-                        Error::Internal(format!("qdrant point in {namespace} has no `{RONCHO_ID}` payload"))
-                    })?;
-                Ok(VectorHit {
-                    id,
-                    distance: 1.0 - point.score,
-                })
+        Self::hits(namespace, response.result, |score| 1.0 - score)
+    }
+
+    /// True for a collection with the `text` vector, and for none yet (it
+    /// will be made with it).
+    async fn ranks_full_text(&self) -> Result<bool> {
+        Ok(self.describe_cached().await?.is_none_or(|layout| layout.lexical))
+    }
+
+    async fn hybrid_query(
+        &self,
+        namespace: &str,
+        dense: &[f32],
+        lexical: &SparseVector,
+        top_k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Option<HybridHits>> {
+        let Some(layout) = self.describe_cached().await? else {
+            // No collection yet: nothing was ever stored.
+            return Ok(Some(HybridHits::default()));
+        };
+        if !layout.lexical {
+            return Ok(None);
+        }
+        let empty = |list: &Option<Vec<String>>| list.as_ref().is_some_and(Vec::is_empty);
+        if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
+            return Ok(Some(HybridHits::default()));
+        }
+        let query = |query: Query, using: Option<&str>| QueryPoints {
+            collection_name: self.collection.clone(),
+            query: Some(query),
+            using: using.map(str::to_owned),
+            filter: Some(Self::filter(namespace, filter)),
+            limit: Some(top_k as u64),
+            with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
+            ..Default::default()
+        };
+        let mut query_points = vec![query(Query::new_nearest(dense.to_vec()), None)];
+        if !lexical.is_empty() {
+            let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
+            query_points.push(query(Query::new_nearest(words), Some(LEXICAL)));
+        }
+        let response = self
+            .client
+            .query_batch(QueryBatchPoints {
+                collection_name: self.collection.clone(),
+                query_points,
+                ..Default::default()
             })
-            .collect()
+            .await
+            .map_err(|error| qdrant_error("query_batch", error))?;
+        let mut lists = response.result.into_iter();
+        let dense = lists.next().map(|list| list.result).unwrap_or_default();
+        let words = lists.next().map(|list| list.result).unwrap_or_default();
+        Ok(Some(HybridHits {
+            dense: Self::hits(namespace, dense, |score| 1.0 - score)?,
+            lexical: Self::hits(namespace, words, |score| -score)?,
+        }))
     }
 
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
@@ -487,13 +601,18 @@ impl QdrantVectorStore {
                 .map_err(|error| qdrant_error("scroll", error))?;
             for point in page.result {
                 let id = point.payload.get(RONCHO_ID).cloned().and_then(string_value);
-                let vector = point.vectors.and_then(|vectors| match vectors.vectors_options {
-                    Some(vectors_output::VectorsOptions::Vector(vector)) => match vector.into_vector() {
+                // A point with a lexical vector comes back as named vectors; its dense one is "".
+                let vector = point
+                    .vectors
+                    .and_then(|vectors| match vectors.vectors_options {
+                        Some(vectors_output::VectorsOptions::Vector(vector)) => Some(vector),
+                        Some(vectors_output::VectorsOptions::Vectors(mut named)) => named.vectors.remove(""),
+                        None => None,
+                    })
+                    .and_then(|vector| match vector.into_vector() {
                         vector_output::Vector::Dense(dense) => Some(dense.data),
                         _ => None,
-                    },
-                    _ => None,
-                });
+                    });
                 if let (Some(id), Some(vector)) = (id, vector) {
                     points.push((id, vector));
                 }
@@ -505,12 +624,16 @@ impl QdrantVectorStore {
         }
     }
 
-    /// The collection's vector size when it exists (cached once seen).
-    async fn describe_cached(&self) -> Result<Option<usize>> {
-        if let Some(size) = self.ready.get() {
-            return Ok(Some(*size));
+    /// The collection's layout when it exists (cached once seen).
+    async fn describe_cached(&self) -> Result<Option<Layout>> {
+        if let Some(layout) = self.ready.get() {
+            return Ok(Some(layout.clone()));
         }
-        Ok(self.describe().await?.map(|(size, _)| size))
+        let layout = self.describe().await?;
+        if let Some(layout) = &layout {
+            let _ = self.ready.set(layout.clone());
+        }
+        Ok(layout)
     }
 
     async fn delete_points(&self, points: PointsSelector) -> Result<()> {

@@ -7,8 +7,9 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use roncho_core::Error;
+use roncho_core::lexical;
 use roncho_core::vector::contract::Check;
-use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore};
+use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_qdrant::standin::StandIn;
 use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 
@@ -20,18 +21,23 @@ fn options(url: String) -> QdrantOptions {
     }
 }
 
-async fn on_real_qdrant(check: Check) {
-    let Some(url) = std::env::var("RONCHO_TEST_QDRANT_URL")
+/// The real Qdrant's URL; `None` (skip) when unset, a failure under RONCHO_REQUIRE_INTEGRATION=1.
+fn real_qdrant_url() -> Option<String> {
+    let url = std::env::var("RONCHO_TEST_QDRANT_URL")
         .ok()
-        .filter(|url| !url.is_empty())
-    else {
+        .filter(|url| !url.is_empty());
+    if url.is_none() {
         assert!(
             std::env::var("RONCHO_REQUIRE_INTEGRATION").as_deref() != Ok("1"),
             "RONCHO_TEST_QDRANT_URL is not set and RONCHO_REQUIRE_INTEGRATION=1: the contract must run on the real Qdrant"
         );
         eprintln!("RONCHO_TEST_QDRANT_URL is not set: skipping the real-Qdrant run");
-        return;
-    };
+    }
+    url
+}
+
+async fn on_real_qdrant(check: Check) {
+    let Some(url) = real_qdrant_url() else { return };
     let vectors = QdrantVectorStore::connect(&options(url)).unwrap();
     check(&vectors).await;
     vectors.drop_collection().await.unwrap();
@@ -46,6 +52,7 @@ fn record(id: &str, vector: Vec<f32>) -> VectorRecord {
         session_id: None,
         peer_id: None,
         level: None,
+        lexical: None,
     }
 }
 
@@ -122,4 +129,95 @@ async fn an_unreachable_qdrant_is_unavailable() {
     let vectors = QdrantVectorStore::connect(&options(url)).unwrap();
     let error = vectors.check_dimensions(3, "test").await.unwrap_err();
     assert!(matches!(error, Error::Unavailable(_)), "{error:?}");
+}
+
+fn hit_ids(hits: &[VectorHit]) -> Vec<&str> {
+    hits.iter().map(|hit| hit.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_request() {
+    let Some(url) = real_qdrant_url() else { return };
+    let vectors = QdrantVectorStore::connect(&options(url)).unwrap();
+    vectors.check_dimensions(2, "test").await.unwrap();
+    assert!(
+        vectors.ranks_full_text().await.unwrap(),
+        "a new collection has the `text` vector"
+    );
+    let message = |id: &str, session: &str, vector: Vec<f32>, text: &str| VectorRecord {
+        session_id: Some(session.into()),
+        lexical: Some(lexical::document(text)),
+        ..record(id, vector)
+    };
+    let mut records = vec![
+        message("kitten-once", "s1", vec![0.0, 1.0], "alice: a kitten on the sofa"),
+        message(
+            "kittens",
+            "s1",
+            vec![0.2, 1.0],
+            "alice: kittens, kittens, more kittens on the sofa",
+        ),
+        message(
+            "elsewhere",
+            "s2",
+            vec![0.1, 1.0],
+            "bob: my kitten is on the sofa at home",
+        ),
+    ];
+    for i in 0..6 {
+        records.push(message(
+            &format!("sofa-{i}"),
+            "s1",
+            vec![1.0, 0.1 * i as f32],
+            "alice: the red sofa",
+        ));
+    }
+    // A conclusion: searched by meaning only.
+    records.push(record("conclusion", vec![0.0, 1.0]));
+    vectors.upsert("msg/ws", records).await.unwrap();
+    vectors
+        .upsert(
+            "msg/other",
+            vec![message("other-workspace", "s1", vec![0.0, 1.0], "kitten kitten")],
+        )
+        .await
+        .unwrap();
+
+    let query = lexical::query("Kittens on a sofa?");
+    let all = VectorFilter::default();
+    let hits = vectors
+        .hybrid_query("msg/ws", &[0.0, 1.0], &query, 5, &all)
+        .await
+        .unwrap()
+        .expect("ranks full text");
+    assert_eq!(
+        hit_ids(&hits.dense),
+        hit_ids(&vectors.query("msg/ws", &[0.0, 1.0], 5, &all, None).await.unwrap()),
+        "the dense list is a plain nearest-neighbour query"
+    );
+    let words = hit_ids(&hits.lexical);
+    assert_eq!(words.len(), 5, "{words:?}");
+    // "kitten" is in 3 of 9 messages, "sofa" in all: repeated kittens first, then
+    // one kitten in a short text, and a sofa alone last.
+    assert_eq!(words[..3], ["kittens", "kitten-once", "elsewhere"], "{words:?}");
+    assert!(words[3..].iter().all(|id| id.starts_with("sofa-")), "{words:?}");
+    assert!(!words.contains(&"conclusion") && !words.contains(&"other-workspace"));
+    assert!(
+        hits.lexical.windows(2).all(|pair| pair[0].distance <= pair[1].distance),
+        "best first: {:?}",
+        hits.lexical
+    );
+
+    let in_s2 = VectorFilter {
+        session_ids: Some(vec!["s2".into()]),
+        ..VectorFilter::default()
+    };
+    let hits = vectors
+        .hybrid_query("msg/ws", &[0.0, 1.0], &query, 5, &in_s2)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(hit_ids(&hits.lexical), ["elsewhere"]);
+    assert_eq!(hit_ids(&hits.dense), ["elsewhere"]);
+    vectors.drop_collection().await.unwrap();
 }

@@ -1,11 +1,17 @@
 //! Hybrid message search: full-text candidates and, with an embedder, the
 //! nearest vectors, fused by reciprocal rank; degraded to full text alone
 //! (and saying why) when there is no embedder or it fails.
+//!
+//! Where the vector store ranks full text too (Qdrant, ADR 0007), both lists
+//! come from it in one request, and the database only looks up their rows
+//! and searches the newest messages the vector store has not seen yet: no
+//! query ranks every full-text match of a large workspace.
 
 use roncho_core::filter::Filter;
+use roncho_core::lexical;
 use roncho_core::model::{Message, MessageSearch, PageRequest};
 use roncho_core::store::Store;
-use roncho_core::vector::{VectorFilter, messages_namespace};
+use roncho_core::vector::{VectorFilter, VectorHit, messages_namespace};
 use roncho_core::{Error, Result};
 
 use crate::Semantic;
@@ -19,6 +25,12 @@ const RRF_K: f64 = 10.0;
 
 /// Peers a workspace may have for [`named_peers`] to look for them in queries.
 const NAMED_PEER_SCAN: i64 = 100;
+
+/// The store's newest messages, of which those not synced yet are searched
+/// in the database when the vector store ranks full text: a message is
+/// searchable by its words as soon as it is written, at a cost bounded by
+/// this many rows.
+const UNSYNCED_SCAN: i64 = 2_000;
 
 /// Why search runs on full text alone.
 const NO_EMBEDDER: &str = "no embedder is configured: results come from full-text search alone";
@@ -79,6 +91,36 @@ pub async fn search(
         let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
         return Ok(results(vec![full_text], SearchMode::FullText, NO_EMBEDDER.to_owned()));
     };
+    let degraded = |full_text, error: Error| {
+        tracing::warn!(%error, "semantic search unavailable; answering from full text");
+        results(
+            vec![full_text],
+            SearchMode::FullText,
+            format!("semantic search unavailable: {error}"),
+        )
+    };
+    // An unreachable vector store answers `false`: the database path below then degrades.
+    if semantic.vectors.ranks_full_text().await.unwrap_or(false) {
+        // The unseen tail in the database while the vector store ranks both lists.
+        let (unsynced, hybrid) = tokio::join!(
+            store.search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN),
+            hybrid_candidates(store, semantic, workspace_id, query, &candidates, filter),
+        );
+        let unsynced = unsynced?;
+        match hybrid {
+            Ok(Some(mut lists)) => {
+                if !unsynced.is_empty() {
+                    lists.push(unsynced);
+                }
+                return Ok(results(lists, SearchMode::Hybrid, String::new()));
+            }
+            Ok(None) => {}
+            Err(error) => {
+                let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
+                return Ok(degraded(full_text, error));
+            }
+        }
+    }
     // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
     let (full_text, semantic_hits) = tokio::join!(
         store.search_messages(workspace_id, &candidates, filter),
@@ -87,14 +129,7 @@ pub async fn search(
     let full_text = full_text?;
     Ok(match semantic_hits {
         Ok(hits) => results(vec![full_text, hits], SearchMode::Hybrid, String::new()),
-        Err(error) => {
-            tracing::warn!(%error, "semantic search unavailable; answering from full text");
-            results(
-                vec![full_text],
-                SearchMode::FullText,
-                format!("semantic search unavailable: {error}"),
-            )
-        }
+        Err(error) => degraded(full_text, error),
     })
 }
 
@@ -184,27 +219,89 @@ async fn semantic_candidates(
     filter: &Filter,
 ) -> Result<Vec<Message>> {
     let vector = semantic.embed_query(query).await?;
-    let vector_filter = VectorFilter {
+    let hits = semantic
+        .vectors
+        .query(
+            &messages_namespace(workspace_id),
+            &vector,
+            candidate_count(search),
+            &vector_filter(search),
+            None,
+        )
+        .await?;
+    Ok(rows_in_order(store, workspace_id, &[hits], search, filter)
+        .await?
+        .remove(0))
+}
+
+/// Returns the best full-text matches and the nearest messages, ranked by a
+/// vector store that ranks full text in one request; `None` if it does not.
+async fn hybrid_candidates(
+    store: &dyn Store,
+    semantic: &Semantic,
+    workspace_id: &str,
+    query: &str,
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<Option<Vec<Vec<Message>>>> {
+    let vector = semantic.embed_query(query).await?;
+    let Some(hits) = semantic
+        .vectors
+        .hybrid_query(
+            &messages_namespace(workspace_id),
+            &vector,
+            &lexical::query(query),
+            candidate_count(search),
+            &vector_filter(search),
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let lists = [hits.lexical, hits.dense];
+    Ok(Some(rows_in_order(store, workspace_id, &lists, search, filter).await?))
+}
+
+/// Vector hits to ask for: filters and perspective are applied to the rows,
+/// so more than needed.
+fn candidate_count(search: &MessageSearch) -> usize {
+    usize::try_from(search.limit * 2).unwrap_or(200)
+}
+
+fn vector_filter(search: &MessageSearch) -> VectorFilter {
+    VectorFilter {
         session_ids: search.session_id.clone().map(|id| vec![id]),
         peer_id: search.peer_id.clone(),
         levels: None,
-    };
-    // Filters and perspective are applied to the rows, so ask for more than needed.
-    let top_k = usize::try_from(search.limit * 2).unwrap_or(200);
-    let hits = semantic
-        .vectors
-        .query(&messages_namespace(workspace_id), &vector, top_k, &vector_filter, None)
-        .await?;
-    let ids: Vec<String> = hits.iter().map(|hit| hit.id.clone()).collect();
+    }
+}
+
+/// Looks the rows of hit lists up in one query and returns, per list, the
+/// messages that pass the search's filter and perspective, in the hits'
+/// order, `search.limit` at most.
+async fn rows_in_order(
+    store: &dyn Store,
+    workspace_id: &str,
+    lists: &[Vec<VectorHit>],
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<Vec<Vec<Message>>> {
+    let mut ids: Vec<String> = lists.iter().flatten().map(|hit| hit.id.clone()).collect();
+    ids.sort_unstable();
+    ids.dedup();
     let rows = store
         .messages_by_ids(workspace_id, &ids, filter, search.peer_perspective.as_deref())
         .await?;
-    let mut ranked: Vec<Message> = ids
+    let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
+    Ok(lists
         .iter()
-        .filter_map(|id| rows.iter().find(|row| &row.id == id).cloned())
-        .collect();
-    ranked.truncate(usize::try_from(search.limit).unwrap_or(usize::MAX));
-    Ok(ranked)
+        .map(|hits| {
+            hits.iter()
+                .filter_map(|hit| rows.iter().find(|row| row.id == hit.id).cloned())
+                .take(limit)
+                .collect()
+        })
+        .collect())
 }
 
 #[cfg(test)]

@@ -47,6 +47,7 @@ async fn main() -> anyhow::Result<()> {
                     session_id: Some(format!("s{}", i % 100)),
                     peer_id: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
                     level: None,
+                    lexical: None,
                 })
                 .collect();
             vectors.upsert("msg/bench", records).await?;

@@ -14,15 +14,17 @@ pub enum Dialect {
 }
 
 impl Dialect {
-    /// Returns `column` in a form the planner will not use an index for
-    /// (SQLite's unary `+`), so that a more selective condition's index drives
-    /// the query. SQLite without statistics takes `workspace_name = ?` for
-    /// selective, and scanned a whole workspace to find a few ids; Postgres
-    /// plans from statistics and gets the column as is.
+    /// Returns text `column` in a form the planner will not use an index for
+    /// (SQLite's unary `+`, Postgres' `|| ''`), so that a more selective
+    /// condition's index drives the query. SQLite without statistics takes
+    /// `workspace_name = ?` for selective, and scanned a whole workspace to
+    /// find a few ids; Postgres did the same with statistics older than a
+    /// bulk load (no analyze yet): 40 ids in a million-message workspace took
+    /// 50 ms through a bitmap of the workspace instead of 2 ms by id.
     pub fn unindexed(self, column: &str) -> String {
         match self {
             Dialect::Sqlite => format!("+{column}"),
-            Dialect::Postgres => column.to_owned(),
+            Dialect::Postgres => format!("({column} || '')"),
         }
     }
 }

@@ -1255,7 +1255,18 @@ impl Store for SqlStore {
         search: &MessageSearch,
         filter: &Filter,
     ) -> Result<Vec<Message>> {
-        self.search_messages_impl(workspace_id, search, filter).await
+        self.search_messages_impl(workspace_id, search, filter, None).await
+    }
+
+    async fn search_unsynced_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+        newest: i64,
+    ) -> Result<Vec<Message>> {
+        self.search_messages_impl(workspace_id, search, filter, Some(newest))
+            .await
     }
 
     #[tracing::instrument(name = "store.create_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]

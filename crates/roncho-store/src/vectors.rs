@@ -234,6 +234,7 @@ impl SqlVectorStore {
                 session_id: get_text("session_name")?,
                 peer_id: get_text("peer_name")?,
                 level: get_text("level")?,
+                lexical: None,
             });
         }
         Ok(loaded)
@@ -409,6 +410,7 @@ mod tests {
             session_id: Some(session.into()),
             peer_id: None,
             level: None,
+            lexical: None,
         }
     }
 

@@ -97,6 +97,7 @@ store_contract_suite!(
     webhooks_are_get_or_create_and_limited,
     peer_sessions_and_session_peers_are_listed,
     full_text_search_stems_scopes_and_never_errors,
+    the_unsynced_tail_is_searched_within_its_bound,
     context_messages_fit_the_token_budget,
     context_messages_walk_back_across_pages,
     session_summaries_are_set_replaced_and_bound_context,
@@ -915,6 +916,47 @@ async fn found(store: &dyn Store, workspace_id: &str, search: &MessageSearch, fi
         .into_iter()
         .map(|m| m.content)
         .collect()
+}
+
+async fn the_unsynced_tail_is_searched_within_its_bound(store: &dyn Store) {
+    let texts = ["an old kitten", "a synced kitten", "a new kitten", "the newest kitten"];
+    let created = store
+        .create_messages("w", "s", texts.iter().map(|text| new_message("alice", text)).collect())
+        .await
+        .unwrap();
+    let items = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    let synced: Vec<(String, i64)> = items
+        .iter()
+        .filter(|item| item.id == created[1].id)
+        .map(|item| (item.id.clone(), item.version))
+        .collect();
+    store.mark_synced(SyncKind::Message, &synced).await.unwrap();
+    store
+        .create_messages("other", "s", vec![new_message("alice", "another workspace's kitten")])
+        .await
+        .unwrap();
+    let tail = |newest: i64| async move {
+        let mut found: Vec<String> = store
+            .search_unsynced_messages("w", &search("kitten"), &all(), newest)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content)
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        tail(100).await,
+        ["a new kitten", "an old kitten", "the newest kitten"],
+        "pending rows of the workspace only"
+    );
+    // The bound counts the store's newest rows, synced and the other workspace's included.
+    assert_eq!(tail(3).await, ["a new kitten", "the newest kitten"]);
+    assert_eq!(tail(2).await, ["the newest kitten"]);
 }
 
 async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use roncho_core::Result;
 use roncho_core::embed::Embedder;
+use roncho_core::lexical;
 use roncho_core::model::{SyncItem, SyncKind, now_micros};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorRecord, VectorStore};
@@ -184,6 +185,8 @@ impl Reconciler {
                     session_id: item.session_id.clone(),
                     peer_id: item.peer_id.clone(),
                     level: item.level.clone(),
+                    // Messages are searched by their words too; conclusions by meaning alone.
+                    lexical: (item.kind == SyncKind::Message).then(|| lexical::document(&item.text)),
                 });
         }
         for (namespace, records) in by_namespace {

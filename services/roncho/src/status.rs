@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use roncho_core::store::Store;
+use roncho_core::vector::VectorStore;
 use serde_json::{Value, json};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -260,17 +261,25 @@ async fn vector_store_check(config: &Config) -> Check {
     options.api_key = qdrant.api_key.as_ref().map(|key| key.expose().to_owned());
     options.timeout = Duration::from_secs(3);
     let health = match roncho_qdrant::QdrantVectorStore::connect(&options) {
-        Ok(store) => store.health().await,
+        Ok(store) => match store.health().await {
+            Ok(version) => store.ranks_full_text().await.map(|lexical| (version, lexical)),
+            Err(error) => Err(error),
+        },
         Err(error) => Err(error),
     };
     match health {
-        Ok(version) => Check {
+        Ok((version, lexical)) => Check {
             name: "vector store",
             ok: true,
             detail: format!(
-                "qdrant {version} at {}, collection {}",
+                "qdrant {version} at {}, collection {}; full text ranked {}",
                 roncho_store::redact_url(&qdrant.url),
-                qdrant.collection
+                qdrant.collection,
+                if lexical {
+                    "in qdrant"
+                } else {
+                    "by the database (the collection predates lexical vectors: see docs/operations.md)"
+                }
             ),
         },
         Err(error) => Check {

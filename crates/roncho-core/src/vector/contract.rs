@@ -50,6 +50,7 @@ fn record(id: &str, vector: Vec<f32>, session: &str, peer: &str, level: &str) ->
         session_id: Some(session.into()),
         peer_id: Some(peer.into()),
         level: Some(level.into()),
+        lexical: None,
     }
 }
 

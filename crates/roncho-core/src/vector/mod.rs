@@ -4,6 +4,7 @@
 use async_trait::async_trait;
 
 use crate::Result;
+use crate::lexical::SparseVector;
 
 /// Returns the namespace of a workspace's message vectors.
 pub fn messages_namespace(workspace_id: &str) -> String {
@@ -24,6 +25,9 @@ pub struct VectorRecord {
     pub session_id: Option<String>,
     pub peer_id: Option<String>,
     pub level: Option<String>,
+    /// The words of a message as BM25 term weights ([`crate::lexical`]),
+    /// for stores that rank full text ([`VectorStore::hybrid_query`]).
+    pub lexical: Option<SparseVector>,
 }
 
 /// Restrictions on a vector query; unset fields do not restrict.
@@ -55,6 +59,16 @@ pub struct VectorHit {
     pub distance: f32,
 }
 
+/// The two candidate lists of a hybrid query, best first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct HybridHits {
+    /// Nearest by the dense vector.
+    pub dense: Vec<VectorHit>,
+    /// Best by BM25 over the records' lexical vectors (`distance` is the
+    /// negated score).
+    pub lexical: Vec<VectorHit>,
+}
+
 #[async_trait]
 pub trait VectorStore: Send + Sync + 'static {
     /// Checks that stored vectors have `dimensions` and records it for a new
@@ -72,6 +86,25 @@ pub trait VectorStore: Send + Sync + 'static {
         filter: &VectorFilter,
         max_distance: Option<f32>,
     ) -> Result<Vec<VectorHit>>;
+    /// Whether [`VectorStore::hybrid_query`] ranks full text: the store
+    /// indexes records' lexical vectors. Stores that do not leave full-text
+    /// ranking to the database.
+    async fn ranks_full_text(&self) -> Result<bool> {
+        Ok(false)
+    }
+    /// Returns, in one request, the `top_k` nearest records by `dense` and
+    /// the `top_k` best by BM25 for `lexical`, both passing `filter`;
+    /// `None` from a store that does not rank full text.
+    async fn hybrid_query(
+        &self,
+        _namespace: &str,
+        _dense: &[f32],
+        _lexical: &SparseVector,
+        _top_k: usize,
+        _filter: &VectorFilter,
+    ) -> Result<Option<HybridHits>> {
+        Ok(None)
+    }
     /// Removes records by id; absent ids are ignored.
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()>;
     /// Removes a whole namespace.

@@ -1,0 +1,147 @@
+//! Lexical vectors: a text's words as a sparse vector of BM25 term weights,
+//! for vector stores that rank full text themselves (Qdrant's sparse vectors
+//! with its IDF modifier), so a hybrid query is one request and its cost
+//! follows the store's index, not the number of matching rows.
+//!
+//! Words are what [`crate::search::terms`] makes of a query (runs of letters
+//! and digits, lower-cased, common English words dropped), reduced to their
+//! English (Snowball) stem as Postgres' `english` configuration and FTS5's
+//! Porter tokenizer do, and hashed to a 32-bit dimension. A document's value
+//! for a term is BM25's term-frequency part; the store multiplies it by the
+//! term's inverse document frequency at query time, so a query's terms all
+//! weigh 1 and the score is BM25.
+
+use std::collections::BTreeMap;
+use std::sync::OnceLock;
+
+use rust_stemmers::{Algorithm, Stemmer};
+
+use crate::search::{self, STOPWORDS};
+
+/// BM25's term-frequency saturation.
+const K1: f32 = 1.2;
+/// BM25's length normalisation.
+const B: f32 = 0.75;
+/// The document length (in kept words) taken as average. A store-wide mean
+/// is not known when a message is written; conversational turns keep about
+/// this many words once common ones are dropped (LoCoMo: 10.6).
+const AVERAGE_LENGTH: f32 = 11.0;
+
+/// A sparse vector: dimensions in increasing order, and their values.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SparseVector {
+    pub indices: Vec<u32>,
+    pub values: Vec<f32>,
+}
+
+impl SparseVector {
+    /// Whether the vector has no dimension set.
+    pub fn is_empty(&self) -> bool {
+        self.indices.is_empty()
+    }
+
+    fn from_counts(counts: BTreeMap<u32, f32>) -> Self {
+        let (indices, values) = counts.into_iter().unzip();
+        Self { indices, values }
+    }
+}
+
+/// Returns the lexical vector of a stored text: each kept word's stem with
+/// BM25's term-frequency weight for the text's length.
+pub fn document(text: &str) -> SparseVector {
+    let mut counts: BTreeMap<u32, f32> = BTreeMap::new();
+    let mut length = 0_usize;
+    for word in words(text).filter(|word| !STOPWORDS.contains(&word.as_str())) {
+        *counts.entry(dimension(&stem(&word))).or_default() += 1.0;
+        length += 1;
+    }
+    let norm = K1 * (1.0 - B + B * length as f32 / AVERAGE_LENGTH);
+    for frequency in counts.values_mut() {
+        *frequency = *frequency * (K1 + 1.0) / (*frequency + norm);
+    }
+    SparseVector::from_counts(counts)
+}
+
+/// Returns the lexical vector of a query: its search terms' stems, each 1.
+pub fn query(text: &str) -> SparseVector {
+    SparseVector::from_counts(
+        search::terms(text)
+            .iter()
+            .map(|term| (dimension(&stem(term)), 1.0))
+            .collect(),
+    )
+}
+
+/// Lower-cased runs of letters and digits.
+fn words(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+}
+
+fn stem(word: &str) -> String {
+    static ENGLISH: OnceLock<Stemmer> = OnceLock::new();
+    ENGLISH
+        .get_or_init(|| Stemmer::create(Algorithm::English))
+        .stem(word)
+        .into_owned()
+}
+
+/// The dimension of a stem: its 32-bit FNV-1a hash. Two stems share one in
+/// about 1 of 4 billion pairs; a collision only merges their counts.
+fn dimension(stem: &str) -> u32 {
+    let mut hash: u32 = 0x811c_9dc5;
+    for byte in stem.bytes() {
+        hash ^= u32::from(byte);
+        hash = hash.wrapping_mul(0x0100_0193);
+    }
+    hash
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn value(vector: &SparseVector, word: &str) -> Option<f32> {
+        let dimension = dimension(&stem(word));
+        vector
+            .indices
+            .iter()
+            .position(|index| *index == dimension)
+            .map(|at| vector.values[at])
+    }
+
+    #[test]
+    fn forms_of_a_word_meet_in_one_dimension() {
+        let document = document("Caroline: I went hiking with my dogs; hikes relax me.");
+        assert_eq!(value(&document, "hike"), value(&document, "hiking"));
+        assert!(value(&document, "dog").is_some());
+        assert!(value(&document, "my").is_none(), "common words are not indexed");
+        let query = query("When did Caroline go hiking?");
+        assert_eq!(query.values, vec![1.0; query.indices.len()]);
+        for word in ["caroline", "hike", "go"] {
+            assert!(value(&query, word).is_some(), "{word}");
+        }
+        assert!(
+            query.indices.windows(2).all(|pair| pair[0] < pair[1]),
+            "sorted, distinct"
+        );
+    }
+
+    #[test]
+    fn weights_saturate_with_repetition_and_fall_with_length() {
+        let once = value(&document("kitten"), "kitten").unwrap();
+        let twice = value(&document("kitten kitten"), "kitten").unwrap();
+        let many = value(&document(&"kitten ".repeat(50)), "kitten").unwrap();
+        assert!(once < twice && twice < many && many < K1 + 1.0);
+        let long = format!("kitten {}", "shelter adoption paperwork ".repeat(10));
+        assert!(value(&document(&long), "kitten").unwrap() < once);
+    }
+
+    #[test]
+    fn text_without_words_is_empty() {
+        assert!(document("?! -- ...").is_empty());
+        assert!(document("the and of").is_empty());
+        assert!(query("").is_empty());
+    }
+}

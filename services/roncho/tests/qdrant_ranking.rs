@@ -1,0 +1,126 @@
+//! In the distributed mode Qdrant ranks full text: once a message's vectors
+//! are synced, SearchMessages takes both candidate lists (BM25 over the
+//! sparse `text` vectors, and the nearest dense vectors) from one Qdrant
+//! request, and Postgres only looks up their rows and searches the newest
+//! messages Qdrant has not seen. On the real Postgres and the real Qdrant.
+//!
+//! What tells the rankers apart: after the sync, the test rewrites two rows
+//! behind roncho's back. A row whose words are gone from Postgres is still
+//! found by them (Qdrant indexed them); a row that gained words only in
+//! Postgres is not (Postgres did not rank the workspace). A message written
+//! after the sync is found at once (the unsynced tail).
+
+use std::sync::Arc;
+
+use roncho::config::Role;
+use roncho::server::Services;
+use roncho_core::model::SyncKind;
+use roncho_core::store::Store;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use tonic::transport::Channel;
+
+mod support;
+
+async fn search(channel: &Channel, query: &str, limit: i32) -> pb::SearchMessagesResponse {
+    RecallServiceClient::new(channel.clone())
+        .search_messages(pb::SearchMessagesRequest {
+            workspace_id: "w".into(),
+            query: query.into(),
+            limit,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn ids(found: &pb::SearchMessagesResponse) -> Vec<&str> {
+    found.messages.iter().map(|message| message.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail() {
+    let Some((database, qdrant_url)) = support::postgres_and_qdrant().await else {
+        return;
+    };
+    let store = roncho_store::testing::open_migrated(&database.url).await;
+    let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
+    options.collection = format!("ranking_{}", roncho_store::testing::unique_name());
+    let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+    let embedder = Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(64));
+    let reconciler = Reconciler::new(
+        store.clone(),
+        embedder.clone(),
+        qdrant.clone(),
+        ReconcilerConfig::default(),
+    );
+    let dyn_store: Arc<dyn Store> = store.clone();
+    let services = Services {
+        semantic: Some(roncho_search::Semantic {
+            embedder,
+            vectors: qdrant.clone(),
+        }),
+        ..Services::store_only(dyn_store)
+    };
+    let served = support::serve(services, &Role::ALL).await;
+
+    let kittens: Vec<String> = (0..20)
+        .map(|i| format!("The kitten number {i} sleeps on the sofa"))
+        .collect();
+    let fillers: Vec<String> = (0..30)
+        .map(|i| format!("Filler line {i} about weather and trains"))
+        .collect();
+    let mut texts: Vec<&str> = vec!["I still have to fill in my tax forms before the deadline."];
+    texts.extend(kittens.iter().map(String::as_str));
+    texts.extend(fillers.iter().map(String::as_str));
+    let created = support::write_as(&served.channel, "alice", &texts).await;
+    let (taxes, first_kitten) = (&created[0], &created[1]);
+    reconciler.pass().await.unwrap();
+
+    // Behind roncho's back: the tax line says "kitten" in Postgres only, and
+    // the first kitten line no longer says it there.
+    for (id, content) in [
+        (&taxes.id, "kitten kitten kitten kitten"),
+        (&first_kitten.id, "nothing to see"),
+    ] {
+        sqlx::query("UPDATE messages SET content = $1 WHERE public_id = $2")
+            .bind(content)
+            .bind(id.clone())
+            .execute(store.pool())
+            .await
+            .unwrap();
+    }
+    let found = search(&served.channel, "kitten", 20).await;
+    assert_eq!(found.mode, "hybrid", "{found:?}");
+    assert!(
+        ids(&found).contains(&first_kitten.id.as_str()),
+        "found by the words Qdrant indexed: {:?}",
+        ids(&found)
+    );
+    assert!(
+        !ids(&found).contains(&taxes.id.as_str()),
+        "words only Postgres has do not rank: {:?}",
+        ids(&found)
+    );
+    assert_eq!(found.messages.len(), 20);
+
+    // Written after the sync: not in Qdrant, found through the database's tail.
+    let fresh = support::write_as(&served.channel, "alice", &["A zebra crossed the road"]).await;
+    assert_eq!(
+        store.sync_counts(SyncKind::Message).await.unwrap().pending,
+        1,
+        "the new message is not synced yet"
+    );
+    let found = search(&served.channel, "zebra", 5).await;
+    assert_eq!(ids(&found)[0], fresh[0].id, "{:?}", ids(&found));
+    reconciler.pass().await.unwrap();
+    let found = search(&served.channel, "zebra", 5).await;
+    assert_eq!(ids(&found)[0], fresh[0].id, "still first once Qdrant has it");
+
+    served.shutdown.cancel();
+    qdrant.drop_collection().await.unwrap();
+    store.close().await;
+    database.drop_database().await;
+}
