@@ -11,7 +11,9 @@
 #    workspace and waits until every vector is synced.
 # 2. SearchMessages (2 clients, limit 10) and GetSessionContext, idle.
 # 3. The same while a writer keeps adding messages to that workspace
-#    (100-message batches): search latency under ingest, and the ingest rate.
+#    (100-message batches) as fast as they are taken: search latency under
+#    ingest, and the ingest rate.
+# 4. The same with the writer paced at 1,000 messages/s.
 #
 # The writing peers are unobserved (`observe_me: false`): with no deriver
 # process, a million queued derivations would only measure the work ledger's
@@ -58,6 +60,11 @@ qdrant_indexed
 writer=$!
 sleep 3
 "$loadtest" --target "$recall" --label "search during ingest" search --corpus "$corpus" --queries 4000
+wait "$writer"
+"$loadtest" --target "$ingest" --label "ingest at 1000/s during search" search-ingest --messages 100000 --corpus "$corpus" --unobserved --rate 1000 &
+writer=$!
+sleep 3
+"$loadtest" --target "$recall" --label "search during ingest at 1000/s" search --corpus "$corpus" --queries 3000
 wait "$writer"
 "$roncho" status --listen "127.0.0.1:$((port + 1))" "$db_args" "${vector_args[@]}" | grep -E "^message vectors"
 echo "# qdrant: resident $(( $(ps -o rss= -p "$qdrant_pid") / 1024 )) MiB, storage $(du -sm "$work/qdrant/storage" | cut -f1) MiB"
