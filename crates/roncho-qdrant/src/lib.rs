@@ -500,7 +500,7 @@ impl VectorStore for QdrantVectorStore {
     async fn hybrid_query(
         &self,
         namespace: &str,
-        dense: &[f32],
+        dense: Option<&[f32]>,
         lexical: &SparseVector,
         top_k: usize,
         filter: &VectorFilter,
@@ -525,10 +525,16 @@ impl VectorStore for QdrantVectorStore {
             with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
             ..Default::default()
         };
-        let mut query_points = vec![query(Query::new_nearest(dense.to_vec()), None)];
+        let mut query_points = Vec::new();
+        if let Some(dense) = dense {
+            query_points.push(query(Query::new_nearest(dense.to_vec()), None));
+        }
         if !lexical.is_empty() {
             let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
             query_points.push(query(Query::new_nearest(words), Some(LEXICAL)));
+        }
+        if query_points.is_empty() {
+            return Ok(Some(HybridHits::default()));
         }
         let response = self
             .client
@@ -539,9 +545,14 @@ impl VectorStore for QdrantVectorStore {
             })
             .await
             .map_err(|error| qdrant_error("query_batch", error))?;
-        let mut lists = response.result.into_iter();
-        let dense = lists.next().map(|list| list.result).unwrap_or_default();
-        let words = lists.next().map(|list| list.result).unwrap_or_default();
+        // The answers come in the order of the queries.
+        let mut lists = response.result.into_iter().map(|list| list.result);
+        let dense = if dense.is_some() {
+            lists.next().unwrap_or_default()
+        } else {
+            Vec::new()
+        };
+        let words = lists.next().unwrap_or_default();
         Ok(Some(HybridHits {
             dense: Self::hits(namespace, dense, |score| 1.0 - score)?,
             lexical: Self::hits(namespace, words, |score| -score)?,

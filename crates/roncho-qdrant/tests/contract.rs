@@ -186,7 +186,7 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
     let query = lexical::query("Kittens on a sofa?");
     let all = VectorFilter::default();
     let hits = vectors
-        .hybrid_query("msg/ws", &[0.0, 1.0], &query, 5, &all)
+        .hybrid_query("msg/ws", Some(&[0.0, 1.0]), &query, 5, &all)
         .await
         .unwrap()
         .expect("ranks full text");
@@ -213,11 +213,20 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
         ..VectorFilter::default()
     };
     let hits = vectors
-        .hybrid_query("msg/ws", &[0.0, 1.0], &query, 5, &in_s2)
+        .hybrid_query("msg/ws", Some(&[0.0, 1.0]), &query, 5, &in_s2)
         .await
         .unwrap()
         .unwrap();
     assert_eq!(hit_ids(&hits.lexical), ["elsewhere"]);
     assert_eq!(hit_ids(&hits.dense), ["elsewhere"]);
+
+    // Without a query vector (the embedder is down): words alone.
+    let hits = vectors
+        .hybrid_query("msg/ws", None, &query, 5, &all)
+        .await
+        .unwrap()
+        .unwrap();
+    assert!(hits.dense.is_empty());
+    assert_eq!(hit_ids(&hits.lexical)[..3], ["kittens", "kitten-once", "elsewhere"]);
     vectors.drop_collection().await.unwrap();
 }

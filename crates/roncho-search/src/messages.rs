@@ -91,10 +91,10 @@ pub async fn search(
         let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
         return Ok(results(vec![full_text], SearchMode::FullText, NO_EMBEDDER.to_owned()));
     };
-    let degraded = |full_text, error: Error| {
+    let degraded = |lists, error: Error| {
         tracing::warn!(%error, "semantic search unavailable; answering from full text");
         results(
-            vec![full_text],
+            lists,
             SearchMode::FullText,
             format!("semantic search unavailable: {error}"),
         )
@@ -108,16 +108,20 @@ pub async fn search(
         );
         let unsynced = unsynced?;
         match hybrid {
-            Ok(Some(mut lists)) => {
+            Ok(Some(Ranked { mut lists, embed_error })) => {
                 if !unsynced.is_empty() {
                     lists.push(unsynced);
                 }
-                return Ok(results(lists, SearchMode::Hybrid, String::new()));
+                return Ok(match embed_error {
+                    None => results(lists, SearchMode::Hybrid, String::new()),
+                    // Words alone, still ranked by the vector store at a bounded cost.
+                    Some(error) => degraded(lists, error),
+                });
             }
             Ok(None) => {}
             Err(error) => {
                 let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
-                return Ok(degraded(full_text, error));
+                return Ok(degraded(vec![full_text], error));
             }
         }
     }
@@ -129,7 +133,7 @@ pub async fn search(
     let full_text = full_text?;
     Ok(match semantic_hits {
         Ok(hits) => results(vec![full_text, hits], SearchMode::Hybrid, String::new()),
-        Err(error) => degraded(full_text, error),
+        Err(error) => degraded(vec![full_text], error),
     })
 }
 
@@ -234,8 +238,16 @@ async fn semantic_candidates(
         .remove(0))
 }
 
+/// Candidate lists ranked by a vector store that ranks full text.
+struct Ranked {
+    lists: Vec<Vec<Message>>,
+    /// Why the query has no vector: the lists are then its words' alone.
+    embed_error: Option<Error>,
+}
+
 /// Returns the best full-text matches and the nearest messages, ranked by a
-/// vector store that ranks full text in one request; `None` if it does not.
+/// vector store that ranks full text in one request (the matches alone when
+/// the query cannot be embedded); `None` if it does not rank full text.
 async fn hybrid_candidates(
     store: &dyn Store,
     semantic: &Semantic,
@@ -243,13 +255,16 @@ async fn hybrid_candidates(
     query: &str,
     search: &MessageSearch,
     filter: &Filter,
-) -> Result<Option<Vec<Vec<Message>>>> {
-    let vector = semantic.embed_query(query).await?;
+) -> Result<Option<Ranked>> {
+    let (vector, embed_error) = match semantic.embed_query(query).await {
+        Ok(vector) => (Some(vector), None),
+        Err(error) => (None, Some(error)),
+    };
     let Some(hits) = semantic
         .vectors
         .hybrid_query(
             &messages_namespace(workspace_id),
-            &vector,
+            vector.as_deref(),
             &lexical::query(query),
             candidate_count(search),
             &vector_filter(search),
@@ -259,7 +274,10 @@ async fn hybrid_candidates(
         return Ok(None);
     };
     let lists = [hits.lexical, hits.dense];
-    Ok(Some(rows_in_order(store, workspace_id, &lists, search, filter).await?))
+    Ok(Some(Ranked {
+        lists: rows_in_order(store, workspace_id, &lists, search, filter).await?,
+        embed_error,
+    }))
 }
 
 /// Vector hits to ask for: filters and perspective are applied to the rows,

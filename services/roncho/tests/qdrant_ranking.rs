@@ -7,8 +7,9 @@
 //! What tells the rankers apart: after the sync, the test rewrites two rows
 //! behind roncho's back. A row whose words are gone from Postgres is still
 //! found by them (Qdrant indexed them); a row that gained words only in
-//! Postgres is not (Postgres did not rank the workspace). A message written
-//! after the sync is found at once (the unsynced tail).
+//! Postgres is not (Postgres did not rank the workspace). The same holds
+//! with the embedder down: Qdrant still ranks the query's words. A message
+//! written after the sync is found at once (the unsynced tail).
 
 use std::sync::Arc;
 
@@ -49,7 +50,8 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
     options.collection = format!("ranking_{}", roncho_store::testing::unique_name());
     let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
-    let embedder = Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(64));
+    let embedder = Arc::new(roncho_embed::testing::SwitchableTestEmbedder::down(64));
+    embedder.set_up(true);
     let reconciler = Reconciler::new(
         store.clone(),
         embedder.clone(),
@@ -59,7 +61,7 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     let dyn_store: Arc<dyn Store> = store.clone();
     let services = Services {
         semantic: Some(roncho_search::Semantic {
-            embedder,
+            embedder: embedder.clone(),
             vectors: qdrant.clone(),
         }),
         ..Services::store_only(dyn_store)
@@ -105,6 +107,19 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
         ids(&found)
     );
     assert_eq!(found.messages.len(), 20);
+
+    // The embedder down: no query vector, and still Qdrant ranks the words.
+    embedder.set_up(false);
+    let found = search(&served.channel, "kitten", 20).await;
+    assert_eq!(found.mode, "full_text", "{found:?}");
+    assert!(
+        found.degraded_reason.contains("semantic search unavailable"),
+        "{found:?}"
+    );
+    assert!(ids(&found).contains(&first_kitten.id.as_str()), "{:?}", ids(&found));
+    assert!(!ids(&found).contains(&taxes.id.as_str()), "{:?}", ids(&found));
+    assert_eq!(found.messages.len(), 20);
+    embedder.set_up(true);
 
     // Written after the sync: not in Qdrant, found through the database's tail.
     let fresh = support::write_as(&served.channel, "alice", &["A zebra crossed the road"]).await;

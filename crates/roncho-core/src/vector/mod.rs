@@ -92,13 +92,14 @@ pub trait VectorStore: Send + Sync + 'static {
     async fn ranks_full_text(&self) -> Result<bool> {
         Ok(false)
     }
-    /// Returns, in one request, the `top_k` nearest records by `dense` and
-    /// the `top_k` best by BM25 for `lexical`, both passing `filter`;
-    /// `None` from a store that does not rank full text.
+    /// Returns, in one request, the `top_k` nearest records by `dense` (none
+    /// without it: the embedder failed) and the `top_k` best by BM25 for
+    /// `lexical`, both passing `filter`; `None` from a store that does not
+    /// rank full text.
     async fn hybrid_query(
         &self,
         _namespace: &str,
-        _dense: &[f32],
+        _dense: Option<&[f32]>,
         _lexical: &SparseVector,
         _top_k: usize,
         _filter: &VectorFilter,
