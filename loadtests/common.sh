@@ -45,7 +45,7 @@ llm_calls() { python3 -c "import json,urllib.request;print(json.load(urllib.requ
 start_process() {
   local at=$1
   shift
-  "$roncho" serve --listen "127.0.0.1:$at" --log warn "$@" &
+  "$roncho" serve --listen "127.0.0.1:$at" --log "${RONCHO_BENCH_LOG:-warn}" "$@" &
   pids+=($!)
   for _ in $(seq 1 100); do "$roncho" status --listen "127.0.0.1:$at" "$@" 2>/dev/null | grep -q "^server .*ok" && return; sleep 0.2; done
   echo "roncho serve $* did not start on port $at" >&2

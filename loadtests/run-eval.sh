@@ -5,6 +5,7 @@
 # copied into this repository) and a seeded synthetic set.
 #
 #   loadtests/run-eval.sh [file.json ...]
+#   RONCHO_EVAL_BACKENDS=embedded loadtests/run-eval.sh    one backend
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50972
@@ -42,8 +43,14 @@ run() { # label serve-args...
   stop_server
 }
 
-run embedded --data-dir "$work/data"
-run postgres "$(postgres_args)"
-# The distributed mode's store: Qdrant ranks both lists (ADR 0007).
-qdrant_args >/dev/null
-run postgres+qdrant "$(postgres_args)" "--qdrant-url=$qdrant_url"
+for backend in ${RONCHO_EVAL_BACKENDS:-embedded postgres postgres+qdrant}; do
+  case $backend in
+    embedded) run embedded --data-dir "$work/data" ;;
+    postgres) run postgres "$(postgres_args)" ;;
+    # The distributed mode's store: Qdrant ranks both lists (ADR 0007).
+    postgres+qdrant)
+      qdrant_args >/dev/null
+      run postgres+qdrant "$(postgres_args)" "--qdrant-url=$qdrant_url" ;;
+    *) echo "RONCHO_EVAL_BACKENDS: embedded, postgres or postgres+qdrant" >&2; exit 2 ;;
+  esac
+done

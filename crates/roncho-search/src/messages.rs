@@ -2,10 +2,11 @@
 //! nearest vectors, fused by reciprocal rank; degraded to full text alone
 //! (and saying why) when there is no embedder or it fails.
 //!
-//! Where the vector store ranks full text too (Qdrant, ADR 0007), both lists
-//! come from it in one request, and the database only looks up their rows
-//! and searches the newest messages the vector store has not seen yet: no
-//! query ranks every full-text match of a large workspace.
+//! Where the vector store ranks full text too (Qdrant, ADR 0007; the embedded
+//! store's in-memory index, ADR 0008), both lists come from it in one
+//! request, and the database only looks up their rows (and, for Qdrant,
+//! searches the newest messages it has not seen yet): no query ranks every
+//! full-text match of a large workspace.
 
 use roncho_core::filter::Filter;
 use roncho_core::lexical;
@@ -101,9 +102,18 @@ pub async fn search(
     };
     // An unreachable vector store answers `false`: the database path below then degrades.
     if semantic.vectors.ranks_full_text().await.unwrap_or(false) {
-        // The unseen tail in the database while the vector store ranks both lists.
+        // The unseen tail in the database while the vector store ranks both
+        // lists, unless the store's full text sees every message already.
+        let unsynced = async {
+            if semantic.vectors.indexes_text_at_once() {
+                return Ok(Vec::new());
+            }
+            store
+                .search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN)
+                .await
+        };
         let (unsynced, hybrid) = tokio::join!(
-            store.search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN),
+            unsynced,
             hybrid_candidates(store, semantic, workspace_id, query, &candidates, filter),
         );
         let unsynced = unsynced?;

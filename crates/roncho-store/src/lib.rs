@@ -18,6 +18,7 @@
 
 mod erasure;
 mod idempotency;
+mod names;
 mod open;
 mod queue;
 mod recall;
@@ -26,6 +27,7 @@ pub mod sql;
 mod store;
 mod sync;
 pub mod testing;
+mod text_index;
 mod vectors;
 mod webhooks;
 

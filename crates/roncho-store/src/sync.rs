@@ -48,7 +48,12 @@ fn message_texts(
         (Some(previous_peer), Some(previous_content)) => Some(format!("{previous_peer}: {previous_content}")),
         _ => None,
     };
-    (format!("{speaker}: {content}"), context)
+    (spoken(speaker, content), context)
+}
+
+/// A message as it is embedded and indexed by its words: `speaker: text`.
+pub(crate) fn spoken(speaker: &str, content: &str) -> String {
+    format!("{speaker}: {content}")
 }
 
 impl SqlStore {

@@ -9,15 +9,18 @@ use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
-use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::lexical::SparseVector;
+use roncho_core::vector::{HybridHits, VectorFilter, VectorHit, VectorRecord, VectorStore, messages_namespace};
 use roncho_core::{Error, Result};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use tokio::sync::Mutex;
 
 use crate::SqlStore;
+use crate::names::Names;
 use crate::sql::{Bind, Dialect, Sql};
 use crate::store::{db_error, execute};
+use crate::text_index::{self, IndexedMessage, TextIndex};
 
 /// One namespace's vectors, contiguous for scanning.
 ///
@@ -30,10 +33,14 @@ use crate::store::{db_error, execute};
 struct Namespace {
     dimensions: usize,
     ids: Vec<String>,
-    fields: Vec<(Option<String>, Option<String>, Option<String>)>,
+    /// By position: the interned session, peer and level.
+    fields: Vec<[u32; 3]>,
+    names: Names,
     data: Vec<f32>,
     codes: Vec<i8>,
     scales: Vec<f32>,
+    /// The signs of each vector, 64 to a word ([`sign_words`] per vector).
+    signs: Vec<u64>,
     index: HashMap<String, usize>,
 }
 
@@ -57,18 +64,54 @@ fn quantize(vector: &[f32], codes: &mut [i8]) -> f32 {
     scale
 }
 
+/// Namespaces of this many vectors are first narrowed by their signs: a
+/// Hamming distance over 48 bytes per 384-dimension vector instead of an
+/// int8 dot product over 384 (ADR 0008).
+const SIGN_SCAN_ROWS: usize = 100_000;
+/// The share of a namespace the sign scan passes to the int8 stage (one in
+/// this many rows), within [`MIN_SIGN_SHORTLIST`] and [`MAX_SIGN_SHORTLIST`].
+const SIGN_SHORTLIST_SHARE: usize = 500;
+const MIN_SIGN_SHORTLIST: usize = 2_000;
+const MAX_SIGN_SHORTLIST: usize = 20_000;
+
+/// Words of sign bits per vector.
+fn sign_words(dimensions: usize) -> usize {
+    dimensions.div_ceil(64)
+}
+
+/// Writes the signs of `vector` (bit set: positive) to `words`.
+fn signs(vector: &[f32], words: &mut [u64]) {
+    words.fill(0);
+    for (at, value) in vector.iter().enumerate() {
+        if *value > 0.0 {
+            words[at / 64] |= 1 << (at % 64);
+        }
+    }
+}
+
+/// The number of dimensions whose signs differ.
+#[inline(always)]
+fn hamming(a: &[u64], b: &[u64]) -> u32 {
+    a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
+}
+
 /// The integer dot product of two code vectors (the compiler vectorises it).
 fn code_dot(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
 }
 
 impl Namespace {
+    #[inline(always)]
     fn row<T>(values: &[T], dimensions: usize, position: usize) -> &[T] {
         &values[position * dimensions..(position + 1) * dimensions]
     }
 
     fn put(&mut self, record: VectorRecord) {
-        let fields = (record.session_id, record.peer_id, record.level);
+        let fields = [
+            self.names.intern(record.session_id.as_deref()),
+            self.names.intern(record.peer_id.as_deref()),
+            self.names.intern(record.level.as_deref()),
+        ];
         if self.dimensions == 0 {
             self.dimensions = record.vector.len();
         }
@@ -86,12 +129,18 @@ impl Namespace {
                 self.data.resize((position + 1) * dimensions, 0.0);
                 self.codes.resize((position + 1) * dimensions, 0);
                 self.scales.push(0.0);
+                self.signs.resize((position + 1) * sign_words(dimensions), 0);
                 position
             }
         };
         let rows = position * dimensions..(position + 1) * dimensions;
         self.data[rows.clone()].copy_from_slice(&record.vector);
         self.scales[position] = quantize(&record.vector, &mut self.codes[rows]);
+        let words = sign_words(dimensions);
+        signs(
+            &record.vector,
+            &mut self.signs[position * words..(position + 1) * words],
+        );
     }
 
     fn remove(&mut self, id: &str) {
@@ -105,69 +154,124 @@ impl Namespace {
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
             self.codes
                 .copy_within(last * dimensions..(last + 1) * dimensions, position * dimensions);
+            let words = sign_words(dimensions);
+            self.signs
+                .copy_within(last * words..(last + 1) * words, position * words);
         }
         self.ids.swap_remove(position);
         self.fields.swap_remove(position);
         self.scales.swap_remove(position);
         self.data.truncate(last * dimensions);
         self.codes.truncate(last * dimensions);
+        self.signs.truncate(last * sign_words(dimensions));
+    }
+
+    /// The `keep` rows of `range` passing `passes` whose signs differ least
+    /// from `query`'s, with the CPU's population count where it has one.
+    #[allow(unsafe_code)]
+    fn nearest_by_signs(
+        &self,
+        range: std::ops::Range<usize>,
+        query: &[u64],
+        keep: usize,
+        passes: &impl Fn(&usize) -> bool,
+    ) -> Vec<(f32, usize)> {
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("popcnt") {
+            // SAFETY: the function enables `popcnt` alone, and the CPU has it.
+            return unsafe { self.nearest_by_signs_popcnt(range, query, keep, passes) };
+        }
+        self.nearest_by_signs_portable(range, query, keep, passes)
+    }
+
+    /// [`Namespace::nearest_by_signs_portable`] compiled with the `popcnt`
+    /// instruction (not in the x86-64 baseline Rust targets): a third of the
+    /// instructions per row.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "popcnt")]
+    fn nearest_by_signs_popcnt(
+        &self,
+        range: std::ops::Range<usize>,
+        query: &[u64],
+        keep: usize,
+        passes: &impl Fn(&usize) -> bool,
+    ) -> Vec<(f32, usize)> {
+        self.nearest_by_signs_portable(range, query, keep, passes)
+    }
+
+    #[inline(always)]
+    fn nearest_by_signs_portable(
+        &self,
+        range: std::ops::Range<usize>,
+        query: &[u64],
+        keep: usize,
+        passes: &impl Fn(&usize) -> bool,
+    ) -> Vec<(f32, usize)> {
+        let words = query.len();
+        nearest(
+            range.filter(passes),
+            keep,
+            #[inline(always)]
+            |position| hamming(Self::row(&self.signs, words, position), query) as f32,
+            |a, b| a.cmp(&b),
+        )
     }
 
     fn scan(&self, query: &[f32], top_k: usize, filter: &VectorFilter, max_distance: Option<f32>) -> Vec<VectorHit> {
+        self.scan_staged(query, top_k, filter, max_distance, self.ids.len() >= SIGN_SCAN_ROWS)
+    }
+
+    /// Nearest vectors: an approximate shortlist — by int8 codes, or first by
+    /// signs and then by codes when `by_signs` — rescored exactly.
+    fn scan_staged(
+        &self,
+        query: &[f32],
+        top_k: usize,
+        filter: &VectorFilter,
+        max_distance: Option<f32>,
+        by_signs: bool,
+    ) -> Vec<VectorHit> {
         if self.dimensions != query.len() || top_k == 0 || self.ids.is_empty() {
             return Vec::new();
         }
         let dimensions = self.dimensions;
         let mut query_codes = vec![0_i8; dimensions];
         let query_scale = quantize(query, &mut query_codes);
-        let candidates = (top_k * OVERSAMPLE).max(MIN_CANDIDATES);
-        let unfiltered = *filter == VectorFilter::default();
-        // Approximate distances of a range of rows that pass the filter; the
-        // best `candidates` of them.
-        // Pruned as it goes: whenever twice `candidates` are held, only the best
-        // `candidates` stay, and rows further than the worst of them are skipped.
-        let approximate = |rows: std::ops::Range<usize>| -> Vec<(f32, usize)> {
-            let mut scored = Vec::with_capacity(candidates * 2);
-            let mut worst = f32::INFINITY;
-            for position in rows {
-                if !unfiltered {
-                    let (session, peer, level) = &self.fields[position];
-                    if !filter.matches(session.as_deref(), peer.as_deref(), level.as_deref()) {
-                        continue;
-                    }
-                }
-                let dot = code_dot(Self::row(&self.codes, dimensions, position), &query_codes);
-                let distance = 1.0 - dot as f32 * self.scales[position] * query_scale;
-                if distance > worst {
-                    continue;
-                }
-                scored.push((distance, position));
-                if scored.len() == candidates * 2 {
-                    scored = top(scored, candidates, &self.ids);
-                    worst = scored.last().map_or(f32::INFINITY, |(distance, _)| *distance);
-                }
-            }
-            top(scored, candidates, &self.ids)
+        let code_distance = |position: usize| {
+            let dot = code_dot(Self::row(&self.codes, dimensions, position), &query_codes);
+            1.0 - dot as f32 * self.scales[position] * query_scale
         };
+        let candidates = (top_k * OVERSAMPLE).max(MIN_CANDIDATES);
+        let fields = self.names.compile(filter);
+        let passes = |position: &usize| fields.matches(self.fields[*position]);
         let rows = self.ids.len();
-        let mut shortlist = if rows >= PARALLEL_SCAN_ROWS {
-            // Two halves on two threads.
-            let middle = rows / 2;
-            let (mut first, second) = std::thread::scope(|scope| {
-                let second = scope.spawn(|| approximate(middle..rows));
-                (approximate(0..middle), second.join().unwrap_or_default())
-            });
-            first.extend(second);
-            first
+        let mut shortlist = if by_signs {
+            let mut query_signs = vec![0_u64; sign_words(dimensions)];
+            signs(query, &mut query_signs);
+            let floor = MIN_SIGN_SHORTLIST.max(candidates);
+            let keep = (rows / SIGN_SHORTLIST_SHARE)
+                .max(floor)
+                .min(MAX_SIGN_SHORTLIST.max(floor));
+            let by_signs = split_scan(rows, |range| self.nearest_by_signs(range, &query_signs, keep, &passes));
+            nearest(
+                by_signs.into_iter().map(|(_, position)| position),
+                candidates,
+                code_distance,
+                |a, b| self.ids[a].cmp(&self.ids[b]),
+            )
         } else {
-            approximate(0..rows)
+            split_scan(rows, |range| {
+                nearest(range.filter(passes), candidates, code_distance, |a, b| {
+                    self.ids[a].cmp(&self.ids[b])
+                })
+            })
         };
         // Rescore exactly.
         for (distance, position) in &mut shortlist {
             *distance = 1.0 - roncho_core::embed::dot(Self::row(&self.data, dimensions, *position), query);
         }
         shortlist.retain(|(distance, _)| max_distance.is_none_or(|max| *distance <= max));
-        top(shortlist, top_k, &self.ids)
+        top(shortlist, top_k, |a, b| self.ids[a].cmp(&self.ids[b]))
             .into_iter()
             .map(|(distance, position)| VectorHit {
                 id: self.ids[position].clone(),
@@ -177,12 +281,63 @@ impl Namespace {
     }
 }
 
+/// Runs `scan` over `0..rows`, in two halves on two threads for large
+/// namespaces, and returns both results together (unordered).
+fn split_scan<F>(rows: usize, scan: F) -> Vec<(f32, usize)>
+where
+    F: Fn(std::ops::Range<usize>) -> Vec<(f32, usize)> + Sync,
+{
+    if rows < PARALLEL_SCAN_ROWS {
+        return scan(0..rows);
+    }
+    let middle = rows / 2;
+    let (mut first, second) = std::thread::scope(|scope| {
+        let second = scope.spawn(|| scan(middle..rows));
+        (scan(0..middle), second.join().unwrap_or_default())
+    });
+    first.extend(second);
+    first
+}
+
+/// The `keep` positions of `positions` nearest by `distance`, pruned as it
+/// goes: whenever twice `keep` are held, only the best `keep` stay, and
+/// positions further than the worst of them are skipped.
+#[inline(always)]
+fn nearest(
+    positions: impl Iterator<Item = usize>,
+    keep: usize,
+    distance: impl Fn(usize) -> f32,
+    tie: impl Fn(usize, usize) -> std::cmp::Ordering + Copy,
+) -> Vec<(f32, usize)> {
+    let mut scored = Vec::with_capacity(keep * 2);
+    let mut worst = f32::INFINITY;
+    for position in positions {
+        let distance = distance(position);
+        if distance > worst {
+            continue;
+        }
+        scored.push((distance, position));
+        if scored.len() == keep * 2 {
+            // Partitioned, not sorted: the kept half is sorted once, at the end.
+            let order = |a: &(f32, usize), b: &(f32, usize)| a.0.total_cmp(&b.0).then_with(|| tie(a.1, b.1));
+            let (_, nth, _) = scored.select_nth_unstable_by(keep - 1, order);
+            worst = nth.0;
+            scored.truncate(keep);
+        }
+    }
+    top(scored, keep, tie)
+}
+
 /// Rows from which a scan is split across two threads.
 const PARALLEL_SCAN_ROWS: usize = 20_000;
 
-/// Keeps the `top_k` nearest of `scored`, nearest first (ties by id).
-fn top(mut scored: Vec<(f32, usize)>, top_k: usize, ids: &[String]) -> Vec<(f32, usize)> {
-    let order = |a: &(f32, usize), b: &(f32, usize)| a.0.total_cmp(&b.0).then_with(|| ids[a.1].cmp(&ids[b.1]));
+/// Keeps the `top_k` nearest of `scored`, nearest first (ties by `tie` of their positions).
+fn top(
+    mut scored: Vec<(f32, usize)>,
+    top_k: usize,
+    tie: impl Fn(usize, usize) -> std::cmp::Ordering,
+) -> Vec<(f32, usize)> {
+    let order = |a: &(f32, usize), b: &(f32, usize)| a.0.total_cmp(&b.0).then_with(|| tie(a.1, b.1));
     if scored.len() > top_k {
         scored.select_nth_unstable_by(top_k - 1, order);
         scored.truncate(top_k);
@@ -205,19 +360,88 @@ fn decode(bytes: &[u8]) -> Vec<f32> {
         .collect()
 }
 
+/// A workspace's full-text index and the gate its catch-up reads pass one at a time.
+#[derive(Debug, Default)]
+struct TextEntry {
+    catch_up: Mutex<()>,
+    index: RwLock<TextIndex>,
+}
+
+/// Full-text indexes by workspace.
+type TextIndexes = HashMap<String, Arc<TextEntry>>;
+
+/// Rows read per statement while a full-text index catches up.
+const TEXT_BATCH: i64 = 20_000;
+
 /// The exact vector store over a `SqlStore`'s database.
 #[derive(Debug, Clone)]
 pub struct SqlVectorStore {
     store: Arc<SqlStore>,
     /// Loaded namespaces (SQLite only).
     cache: Option<Arc<Mutex<NamespaceCache>>>,
+    /// Full-text indexes of workspaces' messages, by workspace (SQLite only).
+    texts: Option<Arc<Mutex<TextIndexes>>>,
 }
 
 impl SqlVectorStore {
     /// Returns the vector store sharing `store`'s database.
     pub fn new(store: Arc<SqlStore>) -> Self {
-        let cache = (store.dialect() == Dialect::Sqlite).then(|| Arc::new(Mutex::new(HashMap::new())));
-        Self { store, cache }
+        let sqlite = store.dialect() == Dialect::Sqlite;
+        let cache = sqlite.then(|| Arc::new(Mutex::new(HashMap::new())));
+        let texts = sqlite.then(|| Arc::new(Mutex::new(HashMap::new())));
+        Self { store, cache, texts }
+    }
+
+    /// The full-text index of `workspace_id`'s messages, brought up to the
+    /// rows written so far (`None` on Postgres).
+    async fn text_index(&self, workspace_id: &str) -> Result<Option<Arc<TextEntry>>> {
+        let Some(texts) = &self.texts else { return Ok(None) };
+        let entry = texts.lock().await.entry(workspace_id.to_owned()).or_default().clone();
+        let _one_reader = entry.catch_up.lock().await;
+        let (started, mut read) = (std::time::Instant::now(), 0);
+        loop {
+            let after = entry.index.read().map_err(poisoned)?.indexed_upto;
+            let mut sql = Sql::new(
+                "SELECT id, public_id, session_name, peer_name, content FROM messages WHERE workspace_name = ",
+            );
+            sql.bind(workspace_id)
+                .push(" AND id > ")
+                .bind(after)
+                .push(" ORDER BY id LIMIT ")
+                .bind(TEXT_BATCH);
+            let rows: Vec<AnyRow> = self.store.read(&sql).await?;
+            let complete = (rows.len() as i64) < TEXT_BATCH;
+            let messages = rows
+                .iter()
+                .map(|row| {
+                    Ok(IndexedMessage {
+                        row: row.try_get("id").map_err(db_error)?,
+                        id: row.try_get("public_id").map_err(db_error)?,
+                        session_id: row.try_get("session_name").map_err(db_error)?,
+                        peer_id: row.try_get("peer_name").map_err(db_error)?,
+                        content: row.try_get("content").map_err(db_error)?,
+                    })
+                })
+                .collect::<Result<Vec<_>>>()?;
+            if !messages.is_empty() {
+                let vectors = tokio::task::spawn_blocking(move || text_index::vectorize(messages))
+                    .await
+                    .map_err(|error| Error::Internal(format!("full-text indexing failed: {error}")))?;
+                entry.index.write().map_err(poisoned)?.add(vectors);
+            }
+            read += rows.len();
+            if complete {
+                if read as i64 >= TEXT_BATCH {
+                    tracing::info!(
+                        workspace_id,
+                        messages = read,
+                        seconds = started.elapsed().as_secs_f64(),
+                        "messages indexed for full-text search"
+                    );
+                }
+                return Ok(Some(entry.clone()));
+            }
+        }
     }
 
     async fn load(&self, namespace: &str) -> Result<Namespace> {
@@ -246,13 +470,27 @@ impl SqlVectorStore {
         if let Some(found) = cache.get(namespace) {
             return Ok(Some(found.clone()));
         }
-        let loaded = Arc::new(RwLock::new(self.load(namespace).await?));
+        let started = std::time::Instant::now();
+        let loaded = self.load(namespace).await?;
+        tracing::info!(
+            namespace,
+            vectors = loaded.ids.len(),
+            seconds = started.elapsed().as_secs_f64(),
+            "vectors loaded into memory"
+        );
+        let loaded = Arc::new(RwLock::new(loaded));
         cache.insert(namespace.to_owned(), loaded.clone());
         Ok(Some(loaded))
     }
 
     async fn if_cached(&self, namespace: &str) -> Option<Arc<RwLock<Namespace>>> {
         self.cache.as_ref()?.lock().await.get(namespace).cloned()
+    }
+
+    /// The full-text index of a messages namespace, if one is loaded.
+    async fn if_text_indexed(&self, namespace: &str) -> Option<Arc<TextEntry>> {
+        let workspace_id = namespace.strip_prefix(&messages_namespace(""))?;
+        self.texts.as_ref()?.lock().await.get(workspace_id).cloned()
     }
 }
 
@@ -361,6 +599,48 @@ impl VectorStore for SqlVectorStore {
         .map_err(|error| Error::Internal(format!("vector scan failed: {error}")))?
     }
 
+    async fn ranks_full_text(&self) -> Result<bool> {
+        Ok(self.texts.is_some())
+    }
+
+    fn indexes_text_at_once(&self) -> bool {
+        self.texts.is_some()
+    }
+
+    async fn hybrid_query(
+        &self,
+        namespace: &str,
+        dense: Option<&[f32]>,
+        lexical: &SparseVector,
+        top_k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Option<HybridHits>> {
+        let Some(workspace_id) = namespace.strip_prefix(&messages_namespace("")) else {
+            return Ok(None);
+        };
+        // Both load at once the first time a workspace is searched.
+        let (text, vectors) = tokio::join!(self.text_index(workspace_id), async {
+            match dense {
+                Some(_) => self.cached(namespace).await,
+                None => Ok(None),
+            }
+        });
+        let (Some(text), vectors) = (text?, vectors?) else {
+            return Ok(None);
+        };
+        let (dense, lexical, filter) = (dense.map(<[f32]>::to_vec), lexical.clone(), filter.clone());
+        tokio::task::spawn_blocking(move || {
+            let lexical = text.index.read().map_err(poisoned)?.top(&lexical, top_k, &filter);
+            let dense = match (vectors, dense) {
+                (Some(vectors), Some(query)) => vectors.read().map_err(poisoned)?.scan(&query, top_k, &filter, None),
+                _ => Vec::new(),
+            };
+            Ok(Some(HybridHits { dense, lexical }))
+        })
+        .await
+        .map_err(|error| Error::Internal(format!("hybrid query failed: {error}")))?
+    }
+
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
@@ -383,6 +663,10 @@ impl VectorStore for SqlVectorStore {
             let mut loaded = loaded.write().map_err(poisoned)?;
             ids.iter().for_each(|id| loaded.remove(id));
         }
+        if let Some(text) = self.if_text_indexed(namespace).await {
+            let mut index = text.index.write().map_err(poisoned)?;
+            ids.iter().for_each(|id| index.remove(id));
+        }
         Ok(())
     }
 
@@ -394,6 +678,9 @@ impl VectorStore for SqlVectorStore {
         tx.commit().await?;
         if let Some(cache) = &self.cache {
             cache.lock().await.remove(namespace);
+        }
+        if let (Some(texts), Some(workspace_id)) = (&self.texts, namespace.strip_prefix(&messages_namespace(""))) {
+            texts.lock().await.remove(workspace_id);
         }
         Ok(())
     }
@@ -439,38 +726,29 @@ mod tests {
         assert_eq!(decode(&encode(&[1.5, -2.0])), [1.5, -2.0]);
     }
 
-    /// The int8 shortlist with exact rescoring finds what an exact scan finds.
-    #[test]
-    fn quantized_scan_with_rescoring_matches_exact_search() {
-        let dimensions = 64;
-        let mut state = 0x2545_F491_4F6C_DD1D_u64;
-        let mut random_unit = || {
-            let mut vector: Vec<f32> = (0..dimensions)
-                .map(|_| {
-                    state ^= state << 13;
-                    state ^= state >> 7;
-                    state ^= state << 17;
-                    (state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
-                })
-                .collect();
-            roncho_core::embed::normalize(&mut vector);
-            vector
-        };
-        let mut namespace = Namespace::default();
-        let vectors: Vec<Vec<f32>> = (0..3000).map(|_| random_unit()).collect();
-        for (i, vector) in vectors.iter().enumerate() {
-            namespace.put(record(&format!("v{i}"), vector.clone(), "s"));
-        }
+    /// A random vector of `dimensions` with components in -0.5..0.5.
+    fn random(state: &mut u64, dimensions: usize) -> Vec<f32> {
+        (0..dimensions)
+            .map(|_| {
+                *state ^= *state << 13;
+                *state ^= *state >> 7;
+                *state ^= *state << 17;
+                (*state >> 40) as f32 / (1u64 << 24) as f32 - 0.5
+            })
+            .collect()
+    }
+
+    /// The share of the exact 10 nearest that `scan` finds, over 50 queries.
+    fn recall_at_10(vectors: &[Vec<f32>], queries: &[Vec<f32>], scan: impl Fn(&[f32]) -> Vec<VectorHit>) -> f64 {
         let (mut found, mut wanted) = (0, 0);
-        for _ in 0..50 {
-            let query = random_unit();
+        for query in queries {
             let mut exact: Vec<(f32, usize)> = vectors
                 .iter()
                 .enumerate()
-                .map(|(i, v)| (1.0 - roncho_core::embed::dot(v, &query), i))
+                .map(|(i, v)| (1.0 - roncho_core::embed::dot(v, query), i))
                 .collect();
             exact.sort_by(|a, b| a.0.total_cmp(&b.0));
-            let hits = namespace.scan(&query, 10, &VectorFilter::default(), None);
+            let hits = scan(query);
             for (distance, i) in &exact[..10] {
                 wanted += 1;
                 if let Some(hit) = hits.iter().find(|hit| hit.id == format!("v{i}")) {
@@ -479,7 +757,59 @@ mod tests {
                 }
             }
         }
+        found as f64 / wanted as f64
+    }
+
+    /// The sign shortlist, then int8, then exact rescoring finds what an exact
+    /// scan finds in embeddings that cluster by topic, as text embeddings do.
+    #[test]
+    fn sign_then_code_shortlists_match_exact_search_on_clustered_vectors() {
+        let dimensions = 384;
+        let mut state = 0x5DEE_CE66_D1CE_4E5B_u64;
+        let centers: Vec<Vec<f32>> = (0..100).map(|_| random(&mut state, dimensions)).collect();
+        let near = |center: &[f32], spread: f32, state: &mut u64| {
+            let mut vector: Vec<f32> = center
+                .iter()
+                .zip(random(state, dimensions))
+                .map(|(c, noise)| c + spread * noise)
+                .collect();
+            roncho_core::embed::normalize(&mut vector);
+            vector
+        };
+        let vectors: Vec<Vec<f32>> = (0..20_000)
+            .map(|i| near(&centers[i % centers.len()], 1.5, &mut state))
+            .collect();
+        let mut namespace = Namespace::default();
+        for (i, vector) in vectors.iter().enumerate() {
+            namespace.put(record(&format!("v{i}"), vector.clone(), "s"));
+        }
+        let queries: Vec<Vec<f32>> = (0..50).map(|i| near(&vectors[i * 397], 0.5, &mut state)).collect();
+        let recall = recall_at_10(&vectors, &queries, |query| {
+            namespace.scan_staged(query, 10, &VectorFilter::default(), None, true)
+        });
+        assert!(recall >= 0.95, "recall {recall}");
+    }
+
+    /// The int8 shortlist with exact rescoring finds what an exact scan finds.
+    #[test]
+    fn quantized_scan_with_rescoring_matches_exact_search() {
+        let dimensions = 64;
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut random_unit = || {
+            let mut vector = random(&mut state, dimensions);
+            roncho_core::embed::normalize(&mut vector);
+            vector
+        };
+        let mut namespace = Namespace::default();
+        let vectors: Vec<Vec<f32>> = (0..3000).map(|_| random_unit()).collect();
+        for (i, vector) in vectors.iter().enumerate() {
+            namespace.put(record(&format!("v{i}"), vector.clone(), "s"));
+        }
+        let queries: Vec<Vec<f32>> = (0..50).map(|_| random_unit()).collect();
+        let recall = recall_at_10(&vectors, &queries, |query| {
+            namespace.scan(query, 10, &VectorFilter::default(), None)
+        });
         // Random vectors in 64 dimensions are a hard case (near-equal distances).
-        assert!(found as f64 / wanted as f64 >= 0.98, "recall {found}/{wanted}");
+        assert!(recall >= 0.98, "recall {recall}");
     }
 }

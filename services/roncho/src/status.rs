@@ -250,10 +250,15 @@ async fn semantic_check(config: &Config) -> Check {
 
 async fn vector_store_check(config: &Config) -> Check {
     let Some(qdrant) = &config.qdrant else {
+        let detail = if config.is_embedded() {
+            "in memory beside the rows: vectors scanned, full text ranked by an in-memory index"
+        } else {
+            "exact search in the database, full text ranked by the database (small workspaces: see docs/operations.md)"
+        };
         return Check {
             name: "vector store",
             ok: true,
-            detail: "exact search beside the rows".into(),
+            detail: detail.into(),
         };
     };
     let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);

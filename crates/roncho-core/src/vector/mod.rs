@@ -92,6 +92,12 @@ pub trait VectorStore: Send + Sync + 'static {
     async fn ranks_full_text(&self) -> Result<bool> {
         Ok(false)
     }
+    /// Whether the full text [`VectorStore::hybrid_query`] ranks covers every
+    /// message as soon as it is written (the embedded store indexes the rows
+    /// themselves), rather than the messages whose vectors are synced.
+    fn indexes_text_at_once(&self) -> bool {
+        false
+    }
     /// Returns, in one request, the `top_k` nearest records by `dense` (none
     /// without it: the embedder failed) and the `top_k` best by BM25 for
     /// `lexical`, both passing `filter`; `None` from a store that does not
