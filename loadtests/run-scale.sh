@@ -13,7 +13,11 @@
 # 3. The same while a writer keeps adding messages to that workspace
 #    (100-message batches) as fast as they are taken: search latency under
 #    ingest, and the ingest rate.
-# 4. The same with the writer paced at 1,000 messages/s.
+# 4. The same with the writer paced at 1,000 messages/s, then at 300/s.
+#
+# With RONCHO_BENCH_MONITOR=FILE, loadtests/monitor.py writes the CPU each
+# process kind used and Qdrant's segment state to FILE every 15 s, and each
+# phase prints its start time.
 #
 # The writing peers are unobserved (`observe_me: false`): with no deriver
 # process, a million queued derivations would only measure the work ledger's
@@ -42,6 +46,13 @@ recall=http://127.0.0.1:$((port + 1))
 echo "# $(date -u +%F) $(nproc) cores; $messages messages ($corpus); Postgres + Qdrant + NATS, separate processes"
 
 started=$SECONDS
+if [ -n "${RONCHO_BENCH_MONITOR:-}" ]; then
+  python3 loadtests/monitor.py "$qdrant_http_url/collections/$RONCHO_QDRANT_COLLECTION" 15 >"$RONCHO_BENCH_MONITOR" &
+  monitor=$!
+  trap 'kill $monitor 2>/dev/null; cleanup' EXIT
+fi
+phase() { [ -z "${RONCHO_BENCH_MONITOR:-}" ] || echo "# $(date +%T) $*"; }
+phase write
 "$loadtest" --target "$ingest" --label "write $messages" search-ingest --messages "$messages" --corpus "$corpus" --unobserved
 echo "# written in $((SECONDS - started)) s"
 until "$roncho" status --listen "127.0.0.1:$((port + 2))" "$db_args" "${vector_args[@]}" 2>/dev/null |
@@ -53,19 +64,26 @@ echo "# written and synced in $((SECONDS - started)) s"
 qdrant_indexed
 "$roncho" status --listen "127.0.0.1:$((port + 1))" "$db_args" "${vector_args[@]}" | grep -E "^(vector store|message vectors)"
 
+phase search idle
 "$loadtest" --target "$recall" --label "search, idle, $messages messages" search --corpus "$corpus" --queries 2000
 
-# Writes continue into the searched workspace (its sessions grow) while search runs.
-"$loadtest" --target "$ingest" --label "ingest during search" search-ingest --messages 100000 --corpus "$corpus" --unobserved &
-writer=$!
-sleep 3
-"$loadtest" --target "$recall" --label "search during ingest" search --corpus "$corpus" --queries 4000
-wait "$writer"
-"$loadtest" --target "$ingest" --label "ingest at 1000/s during search" search-ingest --messages 100000 --corpus "$corpus" --unobserved --rate 1000 &
-writer=$!
-sleep 3
-"$loadtest" --target "$recall" --label "search during ingest at 1000/s" search --corpus "$corpus" --queries 3000
-wait "$writer"
+# during_writes messages queries rate: searches while a writer adds messages
+# to the searched workspace (its sessions grow), at rate messages/s (0:
+# as fast as they are taken).
+during_writes() {
+  local count=$1 queries=$2 rate=$3 pace="" writer
+  [ "$rate" -eq 0 ] || pace=" at $rate/s"
+  phase "search during writes${pace:-, unthrottled}"
+  "$loadtest" --target "$ingest" --label "ingest$pace during search" search-ingest --messages "$count" --corpus "$corpus" --unobserved --rate "$rate" &
+  writer=$!
+  sleep 3
+  "$loadtest" --target "$recall" --label "search during ingest$pace" search --corpus "$corpus" --queries "$queries"
+  wait "$writer"
+}
+during_writes 100000 4000 0
+during_writes 100000 3000 1000
+during_writes 36000 3000 300
+phase done
 "$roncho" status --listen "127.0.0.1:$((port + 1))" "$db_args" "${vector_args[@]}" | grep -E "^message vectors"
 echo "# qdrant: resident $(( $(ps -o rss= -p "$qdrant_pid") / 1024 )) MiB, storage $(du -sm "$work/qdrant/storage" | cut -f1) MiB"
 psql "${server_url%/*}/$database" -Atc "SELECT 'postgres: messages ' || pg_size_pretty(pg_total_relation_size('messages'))"

@@ -1,12 +1,15 @@
 //! Hybrid message search: full-text candidates and, with an embedder, the
-//! nearest vectors, fused by reciprocal rank; degraded to full text alone
-//! (and saying why) when there is no embedder or it fails.
+//! nearest vectors, fused by their scores (or by rank where the full-text
+//! list has none); degraded to full text alone (and saying why) when there
+//! is no embedder or it fails.
 //!
 //! Where the vector store ranks full text too (Qdrant, ADR 0007; the embedded
 //! store's in-memory index, ADR 0008), both lists come from it in one
 //! request, and the database only looks up their rows (and, for Qdrant,
 //! searches the newest messages it has not seen yet): no query ranks every
 //! full-text match of a large workspace.
+
+use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
 use roncho_core::lexical;
@@ -17,16 +20,46 @@ use roncho_core::{Error, Result};
 
 use crate::Semantic;
 
-/// The `k` of reciprocal-rank fusion. Honcho uses 60; on the LoCoMo
+/// The `k` of reciprocal-rank fusion (of the database's full-text list,
+/// and of the named-peer list with the fused one). Honcho uses 60; on the LoCoMo
 /// development set k = 60 fused MiniLM below full text alone (recall@10 0.609
 /// vs 0.620) while k in 2..=10 reached 0.681–0.683: the top of each list
 /// carries the signal, so it must weigh more. 10 is the middle of that plateau
 /// (docs/benchmarks.md).
 const RRF_K: f64 = 10.0;
 
+/// How a list of candidates is fused with the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fusion {
+    /// Each list's scores scaled to 0..=1 (min–max) and summed: a
+    /// convex combination with equal weights. Where both lists carry
+    /// comparable scores (BM25 and cosine from one store) this beat
+    /// reciprocal rank on the development set and on the synthetic set
+    /// built against word overlap (docs/benchmarks.md, "Fusing by score"):
+    /// how far ahead a candidate is counts, not only its place.
+    Score,
+    /// Reciprocal rank: where the full-text list comes without scores (the
+    /// database's own full-text search).
+    Rank,
+}
+
+/// One source's candidates, best first.
+struct Ranking {
+    messages: Vec<Message>,
+    /// The source's score of each message (higher is better), if it gives them.
+    scores: Option<Vec<f32>>,
+}
+
+impl Ranking {
+    fn unscored(messages: Vec<Message>) -> Self {
+        Self { messages, scores: None }
+    }
+}
+
 /// Candidates each source brings, per result asked for; fusion keeps the
-/// best. On the LoCoMo development set (embedded, MiniLM) recall@10 / any@10
-/// were 0.716 / 0.766 at 2, 0.726 / 0.779 at 5 and 0.720 / 0.775 at 10: an
+/// best. On the LoCoMo development set (embedded, MiniLM, rank fusion)
+/// recall@10 / any@10 were 0.716 / 0.766 at 2, 0.726 / 0.779 at 5 and
+/// 0.720 / 0.775 at 10 (score fusion: 0.738 / 0.797 at 5): an
 /// answer ranked 11th–50th by both lists is still worth fusing in, with no
 /// change to search latency at 100k messages (docs/benchmarks.md).
 const CANDIDATE_DEPTH: i64 = 5;
@@ -89,19 +122,25 @@ pub async fn search(
         Some(_) => Vec::new(),
         None => named_peers(store, workspace_id, query).await?,
     };
-    let results = |lists, mode, degraded_reason| SearchResults {
-        messages: fuse(lists, &named).into_iter().take(limit).collect(),
+    let results = |lists, fusion, mode, degraded_reason| SearchResults {
+        messages: fuse(lists, fusion, &named).into_iter().take(limit).collect(),
         mode,
         degraded_reason,
     };
     let Some(semantic) = semantic else {
         let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
-        return Ok(results(vec![full_text], SearchMode::FullText, NO_EMBEDDER.to_owned()));
+        return Ok(results(
+            vec![Ranking::unscored(full_text)],
+            Fusion::Rank,
+            SearchMode::FullText,
+            NO_EMBEDDER.to_owned(),
+        ));
     };
-    let degraded = |lists, error: Error| {
+    let degraded = |lists, fusion, error: Error| {
         tracing::warn!(%error, "semantic search unavailable; answering from full text");
         results(
             lists,
+            fusion,
             SearchMode::FullText,
             format!("semantic search unavailable: {error}"),
         )
@@ -126,18 +165,19 @@ pub async fn search(
         match hybrid {
             Ok(Some(Ranked { mut lists, embed_error })) => {
                 if !unsynced.is_empty() {
-                    lists.push(unsynced);
+                    // Scored by its ranks: the database's full-text scores are not BM25's.
+                    lists.push(Ranking::unscored(unsynced));
                 }
                 return Ok(match embed_error {
-                    None => results(lists, SearchMode::Hybrid, String::new()),
+                    None => results(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
                     // Words alone, still ranked by the vector store at a bounded cost.
-                    Some(error) => degraded(lists, error),
+                    Some(error) => degraded(lists, Fusion::Score, error),
                 });
             }
             Ok(None) => {}
             Err(error) => {
                 let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
-                return Ok(degraded(vec![full_text], error));
+                return Ok(degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error));
             }
         }
     }
@@ -146,10 +186,10 @@ pub async fn search(
         store.search_messages(workspace_id, &candidates, filter),
         semantic_candidates(store, semantic, workspace_id, query, &candidates, filter),
     );
-    let full_text = full_text?;
+    let full_text = Ranking::unscored(full_text?);
     Ok(match semantic_hits {
-        Ok(hits) => results(vec![full_text, hits], SearchMode::Hybrid, String::new()),
-        Err(error) => degraded(vec![full_text], error),
+        Ok(hits) => results(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
+        Err(error) => degraded(vec![full_text], Fusion::Rank, error),
     })
 }
 
@@ -167,11 +207,14 @@ fn lower_words(text: &str) -> Vec<String> {
 /// development set, 92–100 % of evidence turns per question category), yet
 /// a name is a weak term for BM25 and a weak signal in an embedding. The
 /// extra list reorders candidates; it adds none and removes none.
-fn fuse(lists: Vec<Vec<Message>>, named: &[String]) -> Vec<Message> {
-    let fused = if lists.len() == 1 {
-        lists.into_iter().next().unwrap_or_default()
-    } else {
-        reciprocal_rank_fusion(&lists)
+fn fuse(lists: Vec<Ranking>, fusion: Fusion, named: &[String]) -> Vec<Message> {
+    let fused = match (lists.len(), fusion) {
+        (1, _) => lists.into_iter().next().map(|list| list.messages).unwrap_or_default(),
+        (_, Fusion::Score) => score_fusion(&lists),
+        (_, Fusion::Rank) => {
+            let lists: Vec<Vec<Message>> = lists.into_iter().map(|list| list.messages).collect();
+            reciprocal_rank_fusion(&lists)
+        }
     };
     if named.is_empty() {
         return fused;
@@ -184,20 +227,59 @@ fn fuse(lists: Vec<Vec<Message>>, named: &[String]) -> Vec<Message> {
     reciprocal_rank_fusion(&[fused, by_named])
 }
 
+/// The share of reciprocal-rank fusion a message at `rank` (from 0) gets.
+fn rank_score(rank: usize) -> f64 {
+    1.0 / (RRF_K + rank as f64 + 1.0)
+}
+
 /// Fuses ranked lists: each item scores Σ 1 / (k + rank) over the lists it is in.
 fn reciprocal_rank_fusion(lists: &[Vec<Message>]) -> Vec<Message> {
-    let mut scored: Vec<(f64, Message)> = Vec::new();
-    for list in lists {
-        for (rank, message) in list.iter().enumerate() {
-            let score = 1.0 / (RRF_K + rank as f64 + 1.0);
-            match scored.iter_mut().find(|(_, existing)| existing.id == message.id) {
-                Some((total, _)) => *total += score,
-                None => scored.push((score, message.clone())),
+    sum_scores(lists.iter().map(|list| {
+        list.iter()
+            .enumerate()
+            .map(|(rank, message)| (message, rank_score(rank)))
+            .collect()
+    }))
+}
+
+/// Fuses lists by their scores, each scaled to 0..=1 over the list (its
+/// best 1, its worst 0; all 1 when they are equal) and summed. A list
+/// without scores is scored by its ranks.
+fn score_fusion(lists: &[Ranking]) -> Vec<Message> {
+    sum_scores(lists.iter().map(|list| {
+        let scores: Vec<f64> = match &list.scores {
+            Some(scores) => scores.iter().map(|&score| f64::from(score)).collect(),
+            None => (0..list.messages.len()).map(rank_score).collect(),
+        };
+        let low = scores.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        list.messages
+            .iter()
+            .zip(scores)
+            .map(|(message, score)| {
+                let scaled = if high > low { (score - low) / (high - low) } else { 1.0 };
+                (message, scaled)
+            })
+            .collect()
+    }))
+}
+
+/// Orders the messages of scored lists by their summed scores, best first
+/// (the newer first on a tie).
+fn sum_scores<'a>(lists: impl Iterator<Item = Vec<(&'a Message, f64)>>) -> Vec<Message> {
+    let mut scored: Vec<(f64, &Message)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (message, score) in lists.flatten() {
+        match index.get(message.id.as_str()) {
+            Some(&at) => scored[at].0 += score,
+            None => {
+                index.insert(&message.id, scored.len());
+                scored.push((score, message));
             }
         }
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.created_at.cmp(&a.1.created_at)));
-    scored.into_iter().map(|(_, message)| message).collect()
+    scored.into_iter().map(|(_, message)| message.clone()).collect()
 }
 
 /// Returns the peers of the workspace that `query` names (their id's
@@ -237,7 +319,7 @@ async fn semantic_candidates(
     query: &str,
     search: &MessageSearch,
     filter: &Filter,
-) -> Result<Vec<Message>> {
+) -> Result<Ranking> {
     let vector = semantic.embed_query(query).await?;
     let hits = semantic
         .vectors
@@ -256,7 +338,7 @@ async fn semantic_candidates(
 
 /// Candidate lists ranked by a vector store that ranks full text.
 struct Ranked {
-    lists: Vec<Vec<Message>>,
+    lists: Vec<Ranking>,
     /// Why the query has no vector: the lists are then its words' alone.
     embed_error: Option<Error>,
 }
@@ -312,14 +394,14 @@ fn vector_filter(search: &MessageSearch) -> VectorFilter {
 
 /// Looks the rows of hit lists up in one query and returns, per list, the
 /// messages that pass the search's filter and perspective, in the hits'
-/// order, `search.limit` at most.
+/// order, `search.limit` at most, scored by their negated distances.
 async fn rows_in_order(
     store: &dyn Store,
     workspace_id: &str,
     lists: &[Vec<VectorHit>],
     search: &MessageSearch,
     filter: &Filter,
-) -> Result<Vec<Vec<Message>>> {
+) -> Result<Vec<Ranking>> {
     let mut ids: Vec<String> = lists.iter().flatten().map(|hit| hit.id.clone()).collect();
     ids.sort_unstable();
     ids.dedup();
@@ -330,10 +412,18 @@ async fn rows_in_order(
     Ok(lists
         .iter()
         .map(|hits| {
-            hits.iter()
-                .filter_map(|hit| rows.iter().find(|row| row.id == hit.id).cloned())
+            let (messages, scores) = hits
+                .iter()
+                .filter_map(|hit| {
+                    let row = rows.iter().find(|row| row.id == hit.id)?;
+                    Some((row.clone(), -hit.distance))
+                })
                 .take(limit)
-                .collect()
+                .unzip();
+            Ranking {
+                messages,
+                scores: Some(scores),
+            }
         })
         .collect())
 }
@@ -364,15 +454,70 @@ mod tests {
     fn named_peers_reorder_candidates_without_adding_or_dropping() {
         let full_text = vec![message("a", "bob"), message("b", "alice"), message("c", "bob")];
         let semantic = vec![message("d", "bob"), message("b", "alice"), message("e", "alice")];
-        let plain = fuse(vec![full_text.clone(), semantic.clone()], &[]);
+        let lists = || {
+            vec![
+                Ranking::unscored(full_text.clone()),
+                Ranking::unscored(semantic.clone()),
+            ]
+        };
+        let plain = fuse(lists(), Fusion::Rank, &[]);
         assert_eq!(ids(&plain)[0], "b", "in both lists");
-        let named = fuse(vec![full_text, semantic], &["alice".to_owned()]);
+        let named = fuse(lists(), Fusion::Rank, &["alice".to_owned()]);
         assert_eq!(ids(&named)[..2], ["b", "e"], "alice's messages first");
         let mut before = ids(&plain);
         let mut after = ids(&named);
         before.sort_unstable();
         after.sort_unstable();
         assert_eq!(before, after);
+    }
+
+    fn scored(messages: &[(&str, f32)]) -> Ranking {
+        Ranking {
+            messages: messages.iter().map(|(id, _)| message(id, "bob")).collect(),
+            scores: Some(messages.iter().map(|&(_, score)| score).collect()),
+        }
+    }
+
+    #[test]
+    fn score_fusion_counts_how_far_ahead_a_candidate_is() {
+        // "c" leads the words' list and "a" the meaning's, each far ahead;
+        // "b" is second in both, far behind.
+        let words = scored(&[("c", 9.0), ("b", 4.0), ("d", 1.0)]);
+        let meaning = scored(&[("a", 0.9), ("b", 0.4), ("e", 0.1)]);
+        let by_rank = fuse(
+            vec![
+                Ranking::unscored(words.messages.clone()),
+                Ranking::unscored(meaning.messages.clone()),
+            ],
+            Fusion::Rank,
+            &[],
+        );
+        assert_eq!(ids(&by_rank)[0], "b", "reciprocal rank favours being in both lists");
+        let by_score = fuse(vec![words, meaning], Fusion::Score, &[]);
+        let mut leaders = ids(&by_score)[..2].to_vec();
+        leaders.sort_unstable();
+        assert_eq!(leaders, ["a", "c"]);
+        assert_eq!(ids(&by_score)[2..], ["b", "d", "e"]);
+    }
+
+    #[test]
+    fn score_fusion_scales_each_list_and_ranks_an_unscored_one() {
+        // BM25 scores in the tens and cosines below one weigh the same once
+        // scaled; the unscored list (the database's newest messages) counts
+        // by its ranks, its first scoring as a list's best.
+        let words = scored(&[("a", 40.0), ("b", 10.0)]);
+        let meaning = scored(&[("c", 0.9), ("a", 0.1)]);
+        let newest = Ranking::unscored(vec![message("n", "bob"), message("m", "bob")]);
+        let fused = fuse(vec![words, meaning, newest], Fusion::Score, &[]);
+        assert_eq!(ids(&fused)[..3], ["a", "c", "n"]);
+        assert_eq!(fused.len(), 5);
+        // A list whose scores are all equal scores each of its messages 1.
+        let flat = fuse(
+            vec![scored(&[("x", 3.0), ("y", 3.0)]), scored(&[("y", 0.5)])],
+            Fusion::Score,
+            &[],
+        );
+        assert_eq!(ids(&flat), ["y", "x"]);
     }
 
     #[test]
