@@ -493,6 +493,11 @@ impl VectorStore for QdrantVectorStore {
 
     /// True for a collection with the `text` vector, and for none yet (it
     /// will be made with it).
+    /// Qdrant's IDF modifier counts a term over the whole collection.
+    fn shares_term_statistics(&self) -> bool {
+        true
+    }
+
     async fn ranks_full_text(&self) -> Result<bool> {
         Ok(self.describe_cached().await?.is_none_or(|layout| layout.lexical))
     }

@@ -12,7 +12,7 @@
 use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
-use roncho_core::lexical;
+use roncho_core::lexical::{self, SparseVector};
 use roncho_core::model::{Message, MessageSearch, PageRequest};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorHit, messages_namespace};
@@ -159,7 +159,7 @@ pub async fn search(
         };
         let (unsynced, hybrid) = tokio::join!(
             unsynced,
-            hybrid_candidates(store, semantic, workspace_id, query, &candidates, filter),
+            hybrid_candidates(store, semantic, workspace_id, query, &named, &candidates, filter),
         );
         let unsynced = unsynced?;
         match hybrid {
@@ -351,6 +351,7 @@ async fn hybrid_candidates(
     semantic: &Semantic,
     workspace_id: &str,
     query: &str,
+    named: &[String],
     search: &MessageSearch,
     filter: &Filter,
 ) -> Result<Option<Ranked>> {
@@ -363,7 +364,7 @@ async fn hybrid_candidates(
         .hybrid_query(
             &messages_namespace(workspace_id),
             vector.as_deref(),
-            &lexical::query(query),
+            &lexical_query(query, named, semantic.vectors.shares_term_statistics()),
             candidate_count(search),
             &vector_filter(search),
         )
@@ -376,6 +377,32 @@ async fn hybrid_candidates(
         lists: rows_in_order(store, workspace_id, &lists, search, filter).await?,
         embed_error,
     }))
+}
+
+/// The query's lexical vector; without the words of the peers it names
+/// where the store counts term statistics over every workspace (Qdrant). A
+/// speaker's name is in each of their lexical texts (`speaker: text`), so
+/// in half of a two-person workspace's messages, yet rare across a
+/// collection of many workspaces: its IDF there outweighs the question's
+/// own words (docs/benchmarks.md, "Fusing by score"). The named-peer list
+/// carries the names instead.
+fn lexical_query(query: &str, named: &[String], shared_statistics: bool) -> SparseVector {
+    let words = lexical::query(query);
+    if !shared_statistics || named.is_empty() {
+        return words;
+    }
+    let names: Vec<u32> = named.iter().flat_map(|peer| lexical::query(peer).indices).collect();
+    let (indices, values): (Vec<u32>, Vec<f32>) = words
+        .indices
+        .iter()
+        .zip(&words.values)
+        .filter(|(index, _)| !names.contains(index))
+        .unzip();
+    // A query of names alone keeps them: its words are all it has.
+    if indices.is_empty() {
+        return words;
+    }
+    SparseVector { indices, values }
 }
 
 /// Vector hits to ask for: filters and perspective are applied to the rows,
@@ -518,6 +545,23 @@ mod tests {
             &[],
         );
         assert_eq!(ids(&flat), ["y", "x"]);
+    }
+
+    #[test]
+    fn named_peers_leave_the_lexical_query_only_where_statistics_span_workspaces() {
+        let query = "What did Caroline-Smith paint at the lake?";
+        let named = ["Caroline-Smith".to_owned()];
+        assert_eq!(lexical_query(query, &named, false), lexical::query(query));
+        assert_eq!(lexical_query(query, &[], true), lexical::query(query));
+        assert_eq!(
+            lexical_query(query, &named, true),
+            lexical::query("What did paint at the lake?")
+        );
+        assert_eq!(
+            lexical_query("Caroline Smith?", &named, true),
+            lexical::query("Caroline Smith?"),
+            "a query of names alone keeps them"
+        );
     }
 
     #[test]

@@ -24,6 +24,59 @@ use tonic::transport::Channel;
 
 mod support;
 
+/// Postgres, a fresh Qdrant collection, a switchable test embedder (up), a
+/// reconciler and every role served over them.
+struct Setup {
+    database: roncho_store::testing::FreshDatabase,
+    store: Arc<roncho_store::SqlStore>,
+    qdrant: Arc<roncho_qdrant::QdrantVectorStore>,
+    embedder: Arc<roncho_embed::testing::SwitchableTestEmbedder>,
+    reconciler: Reconciler,
+    served: support::Served,
+}
+
+impl Setup {
+    async fn start(collection: &str) -> Option<Self> {
+        let (database, qdrant_url) = support::postgres_and_qdrant().await?;
+        let store = roncho_store::testing::open_migrated(&database.url).await;
+        let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
+        options.collection = format!("{collection}_{}", roncho_store::testing::unique_name());
+        let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+        let embedder = Arc::new(roncho_embed::testing::SwitchableTestEmbedder::down(64));
+        embedder.set_up(true);
+        let reconciler = Reconciler::new(
+            store.clone(),
+            embedder.clone(),
+            qdrant.clone(),
+            ReconcilerConfig::default(),
+        );
+        let dyn_store: Arc<dyn Store> = store.clone();
+        let services = Services {
+            semantic: Some(roncho_search::Semantic {
+                embedder: embedder.clone(),
+                vectors: qdrant.clone(),
+            }),
+            ..Services::store_only(dyn_store)
+        };
+        let served = support::serve(services, &Role::ALL).await;
+        Some(Self {
+            database,
+            store,
+            qdrant,
+            embedder,
+            reconciler,
+            served,
+        })
+    }
+
+    async fn finish(self) {
+        self.served.shutdown.cancel();
+        self.qdrant.drop_collection().await.unwrap();
+        self.store.close().await;
+        self.database.drop_database().await;
+    }
+}
+
 async fn search(channel: &Channel, query: &str, limit: i32) -> pb::SearchMessagesResponse {
     RecallServiceClient::new(channel.clone())
         .search_messages(pb::SearchMessagesRequest {
@@ -43,30 +96,9 @@ fn ids(found: &pb::SearchMessagesResponse) -> Vec<&str> {
 
 #[tokio::test]
 async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail() {
-    let Some((database, qdrant_url)) = support::postgres_and_qdrant().await else {
+    let Some(setup) = Setup::start("ranking").await else {
         return;
     };
-    let store = roncho_store::testing::open_migrated(&database.url).await;
-    let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
-    options.collection = format!("ranking_{}", roncho_store::testing::unique_name());
-    let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
-    let embedder = Arc::new(roncho_embed::testing::SwitchableTestEmbedder::down(64));
-    embedder.set_up(true);
-    let reconciler = Reconciler::new(
-        store.clone(),
-        embedder.clone(),
-        qdrant.clone(),
-        ReconcilerConfig::default(),
-    );
-    let dyn_store: Arc<dyn Store> = store.clone();
-    let services = Services {
-        semantic: Some(roncho_search::Semantic {
-            embedder: embedder.clone(),
-            vectors: qdrant.clone(),
-        }),
-        ..Services::store_only(dyn_store)
-    };
-    let served = support::serve(services, &Role::ALL).await;
 
     let kittens: Vec<String> = (0..20)
         .map(|i| format!("The kitten number {i} sleeps on the sofa"))
@@ -77,9 +109,9 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     let mut texts: Vec<&str> = vec!["I still have to fill in my tax forms before the deadline."];
     texts.extend(kittens.iter().map(String::as_str));
     texts.extend(fillers.iter().map(String::as_str));
-    let created = support::write_as(&served.channel, "alice", &texts).await;
+    let created = support::write_as(&setup.served.channel, "alice", &texts).await;
     let (taxes, first_kitten) = (&created[0], &created[1]);
-    reconciler.pass().await.unwrap();
+    setup.reconciler.pass().await.unwrap();
 
     // Behind roncho's back: the tax line says "kitten" in Postgres only, and
     // the first kitten line no longer says it there.
@@ -90,11 +122,11 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
         sqlx::query("UPDATE messages SET content = $1 WHERE public_id = $2")
             .bind(content)
             .bind(id.clone())
-            .execute(store.pool())
+            .execute(setup.store.pool())
             .await
             .unwrap();
     }
-    let found = search(&served.channel, "kitten", 20).await;
+    let found = search(&setup.served.channel, "kitten", 20).await;
     assert_eq!(found.mode, "hybrid", "{found:?}");
     assert!(
         ids(&found).contains(&first_kitten.id.as_str()),
@@ -109,8 +141,8 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     assert_eq!(found.messages.len(), 20);
 
     // The embedder down: no query vector, and still Qdrant ranks the words.
-    embedder.set_up(false);
-    let found = search(&served.channel, "kitten", 20).await;
+    setup.embedder.set_up(false);
+    let found = search(&setup.served.channel, "kitten", 20).await;
     assert_eq!(found.mode, "full_text", "{found:?}");
     assert!(
         found.degraded_reason.contains("semantic search unavailable"),
@@ -119,23 +151,75 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     assert!(ids(&found).contains(&first_kitten.id.as_str()), "{:?}", ids(&found));
     assert!(!ids(&found).contains(&taxes.id.as_str()), "{:?}", ids(&found));
     assert_eq!(found.messages.len(), 20);
-    embedder.set_up(true);
+    setup.embedder.set_up(true);
 
     // Written after the sync: not in Qdrant, found through the database's tail.
-    let fresh = support::write_as(&served.channel, "alice", &["A zebra crossed the road"]).await;
+    let fresh = support::write_as(&setup.served.channel, "alice", &["A zebra crossed the road"]).await;
     assert_eq!(
-        store.sync_counts(SyncKind::Message).await.unwrap().pending,
+        setup.store.sync_counts(SyncKind::Message).await.unwrap().pending,
         1,
         "the new message is not synced yet"
     );
-    let found = search(&served.channel, "zebra", 5).await;
+    let found = search(&setup.served.channel, "zebra", 5).await;
     assert_eq!(ids(&found)[0], fresh[0].id, "{:?}", ids(&found));
-    reconciler.pass().await.unwrap();
-    let found = search(&served.channel, "zebra", 5).await;
+    setup.reconciler.pass().await.unwrap();
+    let found = search(&setup.served.channel, "zebra", 5).await;
     assert_eq!(ids(&found)[0], fresh[0].id, "still first once Qdrant has it");
 
-    served.shutdown.cancel();
-    qdrant.drop_collection().await.unwrap();
-    store.close().await;
-    database.drop_database().await;
+    setup.finish().await;
+}
+
+/// Qdrant counts a word's IDF over the whole collection, every workspace of
+/// the deployment: a speaker's name, in each of their lexical texts
+/// (`speaker: text`) but rare elsewhere, would outrank the question's own
+/// words. The words of the peers a query names stay out of its lexical
+/// query; the named-peer list carries them.
+#[tokio::test]
+async fn a_named_peer_does_not_outweigh_the_question_in_a_shared_collection() {
+    let Some(setup) = Setup::start("names").await else {
+        return;
+    };
+
+    // Another workspace of the collection talks of trains all the time.
+    let trains: Vec<pb::MessageCreate> = (0..200)
+        .map(|i| pb::MessageCreate {
+            peer_id: "carol".into(),
+            content: format!("Train {i} left the station on time"),
+            ..Default::default()
+        })
+        .collect();
+    let mut ingest = roncho_proto::v1::ingest_service_client::IngestServiceClient::new(setup.served.channel.clone());
+    for batch in trains.chunks(100) {
+        ingest
+            .create_messages(pb::CreateMessagesRequest {
+                workspace_id: "x".into(),
+                session_id: "s".into(),
+                messages: batch.to_vec(),
+                idempotency_key: None,
+            })
+            .await
+            .unwrap();
+    }
+    support::write_as(
+        &setup.served.channel,
+        "bob",
+        &["Good morning", "I had pancakes", "The weather is nice", "See you later"],
+    )
+    .await;
+    let late = support::write_as(&setup.served.channel, "alice", &["The trains were late again today"]).await;
+    while setup.store.sync_counts(SyncKind::Message).await.unwrap().pending > 0 {
+        setup.reconciler.pass().await.unwrap();
+    }
+
+    // Words alone (no query vector), so the lexical list decides.
+    setup.embedder.set_up(false);
+    let found = search(&setup.served.channel, "What did Bob hear about trains?", 5).await;
+    assert_eq!(found.mode, "full_text", "{found:?}");
+    assert_eq!(
+        ids(&found),
+        [late[0].id.as_str()],
+        "the question's words rank, not the rare name: {found:?}"
+    );
+
+    setup.finish().await;
 }

@@ -98,6 +98,12 @@ pub trait VectorStore: Send + Sync + 'static {
     fn indexes_text_at_once(&self) -> bool {
         false
     }
+    /// Whether the inverse document frequencies of [`VectorStore::hybrid_query`]'s
+    /// BM25 are counted over every namespace of the store (Qdrant's
+    /// collection: all workspaces) rather than over the queried one.
+    fn shares_term_statistics(&self) -> bool {
+        false
+    }
     /// Returns, in one request, the `top_k` nearest records by `dense` (none
     /// without it: the embedder failed) and the `top_k` best by BM25 for
     /// `lexical`, both passing `filter`; `None` from a store that does not
