@@ -11,9 +11,10 @@
 #    workspace and waits until every vector is synced.
 # 2. SearchMessages (2 clients, limit 10) and GetSessionContext, idle.
 # 3. The same while a writer keeps adding messages to that workspace
-#    (100-message batches) as fast as they are taken: search latency under
-#    ingest, and the ingest rate.
-# 4. The same with the writer paced at 1,000 messages/s, then at 300/s.
+#    (100-message batches), the load rising phase by phase: paced at 100,
+#    300 and 1,000 messages/s, then as fast as they are taken. Each phase
+#    reports search latency under that ingest and the ingest rate; rising
+#    so that no phase inherits a heavier one's indexing backlog.
 #
 # With RONCHO_BENCH_MONITOR=FILE, loadtests/monitor.py writes the CPU each
 # process kind used and Qdrant's segment state to FILE every 15 s, and each
@@ -80,9 +81,10 @@ during_writes() {
   "$loadtest" --target "$recall" --label "search during ingest$pace" search --corpus "$corpus" --queries "$queries"
   wait "$writer"
 }
-during_writes 100000 4000 0
-during_writes 100000 3000 1000
+during_writes 12000 3000 100
 during_writes 36000 3000 300
+during_writes 100000 3000 1000
+during_writes 150000 2000 0
 phase done
 "$roncho" status --listen "127.0.0.1:$((port + 1))" "$db_args" "${vector_args[@]}" | grep -E "^message vectors"
 echo "# qdrant: resident $(( $(ps -o rss= -p "$qdrant_pid") / 1024 )) MiB, storage $(du -sm "$work/qdrant/storage" | cut -f1) MiB"
