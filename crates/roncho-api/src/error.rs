@@ -1,4 +1,5 @@
-//! The one map from domain errors to gRPC statuses.
+//! The one map from domain errors to gRPC statuses (the REST edge maps the
+//! same errors to Honcho's HTTP statuses, hiding internal ones alike).
 //!
 //! Internal errors reach the client as an opaque id; the detail (which may
 //! name hosts, queries or files) goes to the log under the same id.
@@ -20,15 +21,17 @@ pub fn status(error: Error) -> Status {
             let details = ErrorDetails::with_retry_info(Some(retry_after));
             Status::with_error_details(Code::ResourceExhausted, message, details)
         }
-        Error::Internal(detail) => {
-            let error_id = roncho_core::model::new_public_id();
-            tracing::error!(%error_id, %detail, "internal error");
-            Status::internal(format!(
-                "internal error (id {error_id}); the server's log has the detail"
-            ))
-        }
+        Error::Internal(detail) => Status::internal(hide_internal(&detail)),
         other => Status::new(code(&other), other.to_string()),
     }
+}
+
+/// Logs an internal error's detail under a new id and returns what the
+/// client is told: the id alone.
+pub fn hide_internal(detail: &str) -> String {
+    let error_id = roncho_core::model::new_public_id();
+    tracing::error!(%error_id, %detail, "internal error");
+    format!("internal error (id {error_id}); the server's log has the detail")
 }
 
 /// Returns the gRPC code of a domain error.

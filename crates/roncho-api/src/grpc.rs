@@ -49,10 +49,22 @@ impl Edge {
             .cloned()
             .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
         let request = D::from_wire(request.into_inner());
-        self.authorizer.check(&caller, &request).await.map_err(status)?;
-        self.rates.admit_all(&request.rates()).map_err(status)?;
-        let reply = op(caller, request).await.map_err(status)?;
+        let reply = self.run(caller, request, op).await.map_err(status)?;
         Ok(Response::new(reply.into_wire()))
+    }
+
+    /// Runs one call in domain terms, whatever its wire: its authorization,
+    /// its workspace's rate, then the service (`op`). A refused call has
+    /// done nothing.
+    pub async fn run<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> roncho_core::Result<R>
+    where
+        D: Authorize + Sync,
+        F: FnOnce(Caller, D) -> Fut,
+        Fut: Future<Output = roncho_core::Result<R>>,
+    {
+        self.authorizer.check(&caller, &request).await?;
+        self.rates.admit_all(&request.rates())?;
+        op(caller, request).await
     }
 }
 
@@ -398,6 +410,13 @@ where
 pub struct SlotBody<B> {
     body: B,
     slot: Option<crate::admission::Slot>,
+}
+
+impl<B> SlotBody<B> {
+    /// Returns `body` holding `slot` until it ends.
+    pub fn new(body: B, slot: Option<crate::admission::Slot>) -> Self {
+        Self { body, slot }
+    }
 }
 
 impl<B> http_body::Body for SlotBody<B>

@@ -196,6 +196,9 @@ pub struct ConfigLayer {
     /// A plain-text address serving only gRPC health checks (probes that
     /// cannot speak TLS); unset: health is served on `listen` alone.
     pub health_listen: Option<SocketAddr>,
+    /// The Honcho v3 REST edge's address, or `off`; unset: 127.0.0.1:8000
+    /// (Honcho's port) in a process that serves both reads and writes.
+    pub rest_listen: Option<String>,
     /// Requests in flight in the process before the excess is shed.
     pub max_concurrent_requests: Option<usize>,
     /// Requests in flight on one connection before the excess is shed.
@@ -414,6 +417,40 @@ fn to_json(layer: &ConfigLayer) -> serde_json::Value {
     serde_json::to_value(layer).expect("a config layer serializes")
 }
 
+/// Where the REST edge listens.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct RestListen {
+    pub address: SocketAddr,
+    /// Set in the configuration: failing to bind it stops start-up. The
+    /// default address gives way, with a warning, to whatever holds it.
+    pub explicit: bool,
+}
+
+/// Honcho's port, where `roncho serve` alone serves the REST edge.
+pub const DEFAULT_REST_LISTEN: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 8000);
+
+/// Resolves `rest_listen`: `off`, an address, or unset (Honcho's port in a
+/// process that serves reads and writes alike, else none).
+fn rest_listen(setting: Option<&str>, roles: &[Role]) -> anyhow::Result<Option<RestListen>> {
+    match setting.map(str::trim) {
+        Some("off") => Ok(None),
+        Some(text) => {
+            let address = text
+                .parse()
+                .with_context(|| format!("rest_listen `{text}` is neither `off` nor an address (127.0.0.1:8000)"))?;
+            Ok(Some(RestListen {
+                address,
+                explicit: true,
+            }))
+        }
+        None if roles.contains(&Role::Ingest) && roles.contains(&Role::Recall) => Ok(Some(RestListen {
+            address: DEFAULT_REST_LISTEN,
+            explicit: false,
+        })),
+        None => Ok(None),
+    }
+}
+
 /// The effective configuration of a process.
 #[derive(Clone, PartialEq, Serialize)]
 pub struct Config {
@@ -470,6 +507,8 @@ pub struct Config {
     pub tls: Option<crate::tls::TlsFiles>,
     /// Where health checks are also served, in plain text.
     pub health_listen: Option<SocketAddr>,
+    /// Where the Honcho v3 REST edge listens; `None`: it does not.
+    pub rest_listen: Option<RestListen>,
     /// Whether gRPC server reflection is served.
     pub grpc_reflection: bool,
     /// How webhook events are delivered.
@@ -1115,6 +1154,7 @@ impl Config {
             limits,
             tls,
             health_listen: merged.health_listen,
+            rest_listen: rest_listen(merged.rest_listen.as_deref(), &roles)?,
             auth: AuthConfig {
                 secrets,
                 insecure_no_auth: merged.insecure_no_auth.unwrap_or(false),
@@ -1169,9 +1209,25 @@ impl Config {
     }
 
     /// Returns why serving this config is refused: a non-loopback address
-    /// without authentication, unless `insecure_no_auth` says so.
+    /// (gRPC or REST) without authentication, unless `insecure_no_auth` says
+    /// so; REST on a non-loopback address beside TLS, which it lacks.
     pub fn check_exposure(&self) -> anyhow::Result<()> {
-        if !self.listen.ip().is_loopback()
+        if let Some(rest) = self.rest_listen.filter(|rest| !rest.address.ip().is_loopback()) {
+            if self.tls.is_some() {
+                bail!(
+                    "refusing to serve the REST edge on {} in plain text beside a TLS gRPC listener: the REST edge \
+                     has no TLS of its own yet. Keep rest_listen on a loopback address behind a TLS proxy, or set \
+                     rest_listen = \"off\"",
+                    rest.address
+                );
+            }
+            self.check_address(rest.address)?;
+        }
+        self.check_address(self.listen)
+    }
+
+    fn check_address(&self, address: SocketAddr) -> anyhow::Result<()> {
+        if !address.ip().is_loopback()
             && let Some(short) = self
                 .auth
                 .secrets
@@ -1181,18 +1237,18 @@ impl Config {
             bail!(
                 "refusing to serve {} with an auth secret of {} bytes: keys signed with it can be guessed offline. \
                  Use at least {MIN_SECRET_BYTES} random bytes (openssl rand -hex 32)",
-                self.listen,
+                address,
                 short.expose().len()
             );
         }
-        if self.auth.enabled() || self.listen.ip().is_loopback() || self.auth.insecure_no_auth {
+        if self.auth.enabled() || address.ip().is_loopback() || self.auth.insecure_no_auth {
             return Ok(());
         }
         bail!(
             "refusing to serve {} without authentication: anyone who reaches it could read and delete every workspace. \
              Set auth_jwt_secret (RONCHO_AUTH_JWT_SECRET or --auth-jwt-secret), listen on a loopback address, \
              or pass --insecure-no-auth to accept the risk",
-            self.listen
+            address
         )
     }
 

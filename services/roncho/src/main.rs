@@ -156,6 +156,10 @@ struct CommonFlags {
     /// Plain-text address serving only gRPC health checks, for probes (env RONCHO_HEALTH_LISTEN).
     #[arg(long)]
     health_listen: Option<SocketAddr>,
+    /// The Honcho v3 REST edge's address, or `off` (env RONCHO_REST_LISTEN);
+    /// unset: 127.0.0.1:8000 where a process serves reads and writes.
+    #[arg(long)]
+    rest_listen: Option<String>,
 }
 
 impl CommonFlags {
@@ -189,6 +193,7 @@ impl CommonFlags {
             tls_key_file: self.tls_key_file.clone(),
             tls_client_ca_file: self.tls_client_ca_file.clone(),
             health_listen: self.health_listen,
+            rest_listen: self.rest_listen.clone(),
             ..ConfigLayer::default()
         };
         let home = std::env::var_os("HOME").map(PathBuf::from);
@@ -303,6 +308,25 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// Binds the REST edge's address. The default address gives way, with a
+/// warning, to whatever holds it (another roncho, or Honcho itself).
+fn rest_listener(rest: Option<roncho::config::RestListen>) -> anyhow::Result<Option<Arc<std::net::TcpListener>>> {
+    let Some(rest) = rest else { return Ok(None) };
+    match std::net::TcpListener::bind(rest.address) {
+        Ok(listener) => Ok(Some(Arc::new(listener))),
+        Err(error) if !rest.explicit => {
+            tracing::warn!(
+                address = %rest.address,
+                %error,
+                "not serving the Honcho REST edge: its default address is taken; set rest_listen (--rest-listen) \
+                 to another address, or to `off`"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(error).with_context(|| format!("binding the REST address {}", rest.address)),
+    }
+}
+
 async fn serve(config: Config) -> anyhow::Result<()> {
     config.check_exposure()?;
     let telemetry = Telemetry::init(&config, true)?;
@@ -342,6 +366,7 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.keys = keys;
     services.tls = tls;
     services.health_listen = config.health_listen;
+    services.rest_listener = rest_listener(config.rest_listen)?;
     services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
     services.idempotency_window = config.idempotency_window;
     services.reflection = config.grpc_reflection;

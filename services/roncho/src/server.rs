@@ -57,6 +57,8 @@ pub struct Services {
     pub tls: Option<Arc<crate::tls::ReloadingTls>>,
     /// A plain-text address that serves health checks alone.
     pub health_listen: Option<std::net::SocketAddr>,
+    /// Where the Honcho v3 REST edge is served (bound already); `None`: nowhere.
+    pub rest_listener: Option<Arc<std::net::TcpListener>>,
     /// Bounds on requests in flight and their duration.
     pub admission: Admission,
     /// Per-workspace rates of the metered calls.
@@ -122,6 +124,7 @@ impl Services {
             keys: None,
             tls: None,
             health_listen: None,
+            rest_listener: None,
             admission: Admission::new(Limits::default()),
             rates: Arc::new(RateLimiter::default()),
             pdf: None,
@@ -183,6 +186,7 @@ pub async fn run(
         let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
         router = router.add_service(KeyServiceServer::new(GrpcKeys::new(edge.clone(), issuer)));
     }
+    let mut rest = roncho_rest::Rest::new(edge.clone());
     for role in roles {
         router = match role {
             Role::Ingest => {
@@ -196,17 +200,17 @@ pub async fn run(
                     ingest = ingest.with_pdf_reader(pdf.clone());
                 }
                 served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
-                let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), Arc::new(ingest)))
+                let ingest = Arc::new(ingest);
+                rest = rest.with_ingest(ingest.clone());
+                let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), ingest))
                     .max_decoding_message_size(MAX_REQUEST_BYTES);
                 router.add_service(service)
             }
             Role::Recall => {
                 served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
-                let recall = roncho_recall::Recall::new(store.clone(), services.semantic.clone());
-                router.add_service(RecallServiceServer::new(GrpcRecall::new(
-                    edge.clone(),
-                    Arc::new(recall),
-                )))
+                let recall = Arc::new(roncho_recall::Recall::new(store.clone(), services.semantic.clone()));
+                rest = rest.with_recall(recall.clone());
+                router.add_service(RecallServiceServer::new(GrpcRecall::new(edge.clone(), recall)))
             }
             Role::Dialectic => {
                 served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
@@ -272,6 +276,23 @@ pub async fn run(
                 .await
             {
                 tracing::error!(%error, "the health server stopped");
+            }
+        });
+    }
+    if let Some(rest_listener) = &services.rest_listener {
+        let listener = rest_listener.try_clone().context("sharing the REST listener")?;
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let address = listener.local_addr()?;
+        let app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+        tracing::info!(%address, authentication = services.keys.is_some(), "serving the Honcho v3 REST edge");
+        let stop = shutdown.clone();
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(listener, app)
+                .with_graceful_shutdown(stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(%error, "the REST server stopped");
             }
         });
     }

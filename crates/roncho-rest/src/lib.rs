@@ -1,0 +1,165 @@
+//! The Honcho v3 REST edge: Honcho's routes (`/v3/...`) and JSON shapes, so
+//! Honcho's official SDKs and the apps built on them work against roncho
+//! unchanged. Every route converts its request to the domain request the
+//! gRPC edge would make and runs it through the same [`Edge`]: one
+//! authorization table, one set of rates, the same services. Nothing is
+//! implemented twice.
+//!
+//! # Layout
+//! - [`routes`]: the route table and its handlers.
+//! - [`wire`]: Honcho's JSON shapes ⇄ domain types.
+//! - [`extract`]: JSON bodies and query parameters, failing as FastAPI does.
+//! - [`error`]: domain errors → Honcho's statuses and `{"detail": ...}`.
+//!
+//! Authentication (`Authorization: Bearer <jwt>`, Honcho's claims) and
+//! admission (requests in flight, time-outs) are the gRPC edge's, applied
+//! by [`Rest::router`] before a handler runs.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use roncho_api::admission::Admission;
+use roncho_api::authz::Authorize;
+use roncho_api::grpc::{Authenticator, Edge, SlotBody};
+use roncho_core::{Caller, Error};
+use roncho_ingest::IngestApi;
+use roncho_recall::RecallApi;
+
+pub mod error;
+pub mod extract;
+pub mod routes;
+pub mod wire;
+
+use error::RestError;
+
+/// The services the REST routes call, and the edge they call them through.
+/// A process without a role answers that role's routes 501 with the reason.
+#[derive(Clone)]
+pub struct Rest {
+    edge: Edge,
+    ingest: Option<Arc<dyn IngestApi>>,
+    recall: Option<Arc<dyn RecallApi>>,
+}
+
+impl std::fmt::Debug for Rest {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("Rest")
+            .field("ingest", &self.ingest.is_some())
+            .field("recall", &self.recall.is_some())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Rest {
+    /// Returns routes calling no service yet, through `edge`.
+    pub fn new(edge: Edge) -> Self {
+        Self {
+            edge,
+            ingest: None,
+            recall: None,
+        }
+    }
+
+    /// Serves the writes with `api`.
+    pub fn with_ingest(mut self, api: Arc<dyn IngestApi>) -> Self {
+        self.ingest = Some(api);
+        self
+    }
+
+    /// Serves the reads with `api`.
+    pub fn with_recall(mut self, api: Arc<dyn RecallApi>) -> Self {
+        self.recall = Some(api);
+        self
+    }
+
+    /// Returns the router: Honcho's routes, each admitted and authenticated
+    /// first; `/health` and the like stay open.
+    pub fn router(self, authenticator: Authenticator, admission: Admission) -> axum::Router {
+        let gate = Gate {
+            authenticator,
+            admission,
+        };
+        routes::v3(self)
+            .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
+            .layer(axum::middleware::from_fn_with_state(gate, admit_and_authenticate))
+            .merge(routes::open())
+    }
+
+    /// Runs a write as `caller`: authorized and metered by the edge.
+    async fn write<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> Result<R, RestError>
+    where
+        D: Authorize + Sync,
+        F: FnOnce(Arc<dyn IngestApi>, Caller, D) -> Fut,
+        Fut: Future<Output = roncho_core::Result<R>>,
+    {
+        let api = self.ingest.clone().ok_or_else(|| missing_role("ingest"))?;
+        Ok(self
+            .edge
+            .run(caller, request, |caller, request| op(api, caller, request))
+            .await?)
+    }
+
+    /// Runs a read as `caller`: authorized and metered by the edge.
+    async fn read<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> Result<R, RestError>
+    where
+        D: Authorize + Sync,
+        F: FnOnce(Arc<dyn RecallApi>, Caller, D) -> Fut,
+        Fut: Future<Output = roncho_core::Result<R>>,
+    {
+        let api = self.recall.clone().ok_or_else(|| missing_role("recall"))?;
+        Ok(self
+            .edge
+            .run(caller, request, |caller, request| op(api, caller, request))
+            .await?)
+    }
+}
+
+fn missing_role(role: &str) -> Error {
+    Error::Unimplemented(match role {
+        "ingest" => "this process does not run the ingest role; send writes to one that does (--roles ingest)",
+        _ => "this process does not run the recall role; send reads to one that does (--roles recall)",
+    })
+}
+
+/// Admission and authentication, before any handler.
+#[derive(Clone)]
+struct Gate {
+    authenticator: Authenticator,
+    admission: Admission,
+}
+
+async fn admit_and_authenticate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
+    let slot = match gate.admission.admit(&request) {
+        Ok(slot) => slot,
+        Err(error) => return RestError::from(error).into_response(),
+    };
+    match gate.authenticator.authenticate(request.headers()) {
+        Ok(caller) => {
+            request.extensions_mut().insert(caller);
+        }
+        Err(error) => return RestError::from(error).into_response(),
+    }
+    let limits = gate.admission.limits();
+    let timeout = if request.uri().path().ends_with("/chat") {
+        limits.dialectic_timeout
+    } else {
+        limits.request_timeout
+    };
+    let response = match tokio::time::timeout(timeout, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => {
+            gate.admission.timed_out();
+            return RestError::from(Error::DeadlineExceeded(format!(
+                "the request ran past the server's {} s limit",
+                timeout.as_secs_f32()
+            )))
+            .into_response();
+        }
+    };
+    // The place in flight is held until the reply's body has been sent.
+    response.map(|body| axum::body::Body::new(SlotBody::new(body, slot)))
+}

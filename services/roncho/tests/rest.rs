@@ -1,0 +1,371 @@
+//! The Honcho v3 REST edge end to end, in process, over a real HTTP client:
+//! Honcho's statuses and shapes (201 on create and 200 on get, pages,
+//! `{"detail": ...}` errors, FastAPI's 422), its keys and their narrowest
+//! claim, and that REST and gRPC are one implementation: what one writes,
+//! the other reads the same.
+
+use std::sync::Arc;
+
+use roncho::config::Role;
+use roncho_api::keys::{Claims, KeySet};
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use serde_json::{Value, json};
+
+mod support;
+
+const SECRET: &str = "the-rest-edge-test-secret-of-32-bytes";
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    served: support::Served,
+    keys: Option<Arc<KeySet>>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start(authenticated: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
+            .await
+            .unwrap();
+        roncho_store::migrate(&store).await.unwrap();
+        let store: Arc<dyn roncho_core::store::Store> = Arc::new(store);
+        let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", rest.local_addr().unwrap());
+        let keys = authenticated.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
+        let services = roncho::server::Services {
+            rest_listener: Some(Arc::new(rest)),
+            keys: keys.clone(),
+            ..roncho::server::Services::store_only(store)
+        };
+        let served = support::serve(services, &Role::ALL).await;
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            served,
+            keys,
+            _dir: dir,
+        }
+    }
+
+    fn key(&self, claims: Claims) -> String {
+        self.keys.as_ref().expect("an authenticated server").sign(&claims)
+    }
+
+    /// Sends `method path` with `body` (none when `Value::Null`) and `key`;
+    /// returns the status and the JSON reply (`Null` when empty).
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value, key: Option<&str>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if !body.is_null() {
+            request = request.json(&body);
+        }
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"))
+        };
+        (status, value)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, body, None).await
+    }
+}
+
+fn ids(items: &Value) -> Vec<&str> {
+    items
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn honchos_statuses_shapes_and_pages() {
+    let server = Server::start(false).await;
+    let (status, body) = server.send(reqwest::Method::GET, "/health", Value::Null, None).await;
+    assert_eq!((status, body), (200, json!({"status": "ok"})));
+
+    // Get-or-create: 201 when created, 200 when it existed, unchanged.
+    let (status, workspace) = server
+        .post("/v3/workspaces", json!({"id": "acme", "metadata": {"tier": "gold"}}))
+        .await;
+    assert_eq!(status, 201, "{workspace}");
+    assert_eq!(workspace["id"], "acme");
+    assert_eq!(workspace["metadata"], json!({"tier": "gold"}));
+    assert!(workspace["created_at"].as_str().unwrap().ends_with('Z'), "{workspace}");
+    let (status, again) = server.post("/v3/workspaces", json!({"id": "acme"})).await;
+    assert_eq!((status, &again["metadata"]), (200, &json!({"tier": "gold"})));
+
+    let (status, peer) = server.post("/v3/workspaces/acme/peers", json!({"id": "alice"})).await;
+    assert_eq!((status, peer["workspace_id"].as_str()), (201, Some("acme")));
+    assert_eq!(
+        server.post("/v3/workspaces/acme/peers", json!({"id": "alice"})).await.0,
+        200
+    );
+
+    let (status, session) = server
+        .post(
+            "/v3/workspaces/acme/sessions",
+            json!({"id": "chat-1", "peers": {"alice": {"observe_others": true}, "bob": {}}}),
+        )
+        .await;
+    assert_eq!((status, session["is_active"].as_bool()), (201, Some(true)), "{session}");
+
+    // Messages: 201 with the list; pages of Honcho's shape.
+    let batch: Vec<Value> = (0..5)
+        .map(|i| json!({"peer_id": if i % 2 == 0 { "alice" } else { "bob" }, "content": format!("message number {i} about sourdough")}))
+        .collect();
+    let (status, created) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created.as_array().unwrap().len(), 5);
+    assert!(created[0]["token_count"].as_i64().unwrap() > 0);
+    let (status, page) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages/list?page=2&size=2",
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        (&page["total"], &page["page"], &page["size"], &page["pages"]),
+        (&json!(5), &json!(2), &json!(2), &json!(3))
+    );
+    assert_eq!(
+        ids(&page["items"]),
+        [created[2]["id"].as_str().unwrap(), created[3]["id"].as_str().unwrap()]
+    );
+    let (status, reversed) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages/list?reverse=true&size=1",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, ids(&reversed["items"])),
+        (200, vec![created[4]["id"].as_str().unwrap()])
+    );
+    let one = created[1]["id"].as_str().unwrap();
+    let (status, message) = server
+        .send(
+            reqwest::Method::GET,
+            &format!("/v3/workspaces/acme/sessions/chat-1/messages/{one}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!((status, &message["content"]), (200, &created[1]["content"]));
+    let (status, updated) = server
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v3/workspaces/acme/sessions/chat-1/messages/{one}"),
+            json!({"metadata": {"pinned": true}}),
+            None,
+        )
+        .await;
+    assert_eq!((status, &updated["metadata"]), (200, &json!({"pinned": true})));
+
+    // Session peers and their configuration.
+    let (status, members) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/acme/sessions/chat-1/peers",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!((status, ids(&members["items"])), (200, vec!["alice", "bob"]));
+    let config_path = "/v3/workspaces/acme/sessions/chat-1/peers/bob/config";
+    let (status, _) = server
+        .send(reqwest::Method::PUT, config_path, json!({"observe_me": false}), None)
+        .await;
+    assert_eq!(status, 204);
+    let (status, config) = server.send(reqwest::Method::GET, config_path, Value::Null, None).await;
+    assert_eq!((status, &config["observe_me"]), (200, &json!(false)));
+
+    // Search answers a bare list and says how it ran.
+    let response = server
+        .http
+        .post(format!("{}/v3/workspaces/acme/sessions/chat-1/search", server.base))
+        .json(&json!({"query": "sourdough", "limit": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-roncho-search-mode"], "full_text");
+    assert!(response.headers().contains_key("x-roncho-degraded-reason"));
+    let found: Value = response.json().await.unwrap();
+    assert_eq!(found.as_array().unwrap().len(), 3);
+
+    // Errors: Honcho's statuses with `detail`; schema misfits in FastAPI's 422 shape.
+    let (status, missing) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/acme/sessions/chat-1/messages/no-such-message",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert!(
+        missing["detail"].as_str().unwrap().contains("no-such-message"),
+        "{missing}"
+    );
+    let (status, invalid) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages",
+            json!({"messages": [{"content": "no author"}]}),
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert_eq!(invalid["detail"][0]["type"], "missing");
+    assert_eq!(invalid["detail"][0]["loc"], json!(["body", "messages", 0, "peer_id"]));
+    let (status, bad_id) = server.post("/v3/workspaces", json!({"id": "no spaces allowed"})).await;
+    assert_eq!(status, 422);
+    assert!(bad_id["detail"].as_str().is_some(), "{bad_id}");
+    let (status, _) = server
+        .post("/v3/workspaces/acme/sessions/list?size=0", Value::Null)
+        .await;
+    assert_eq!(status, 422);
+
+    // Delete answers 202 and the session is gone from reads at once.
+    let (status, deleted) = server
+        .send(
+            reqwest::Method::DELETE,
+            "/v3/workspaces/acme/sessions/chat-1",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, deleted),
+        (202, json!({"message": "Session deleted successfully"}))
+    );
+    let (status, sessions) = server.post("/v3/workspaces/acme/sessions/list", Value::Null).await;
+    assert_eq!((status, &sessions["total"]), (200, &json!(0)), "{sessions}");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn rest_and_grpc_are_one_implementation() {
+    let server = Server::start(false).await;
+    let batch = json!({"messages": [
+        {"peer_id": "alice", "content": "I adopted a kitten from the shelter", "metadata": {"mood": "happy"}},
+        {"peer_id": "bob", "content": "What is its name?", "created_at": "2026-01-02T03:04:05.000006Z"},
+    ]});
+    let (status, created) = server.post("/v3/workspaces/w/sessions/s/messages", batch).await;
+    assert_eq!(status, 201, "{created}");
+    let listed = RecallServiceClient::new(server.served.channel.clone())
+        .list_messages(pb::ListMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let grpc_ids: Vec<&str> = listed.items.iter().map(|message| message.id.as_str()).collect();
+    assert_eq!(grpc_ids, ids(&created));
+    assert_eq!(created[1]["created_at"], "2026-01-02T03:04:05.000006Z");
+    assert_eq!(listed.items[0].content, "I adopted a kitten from the shelter");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn keys_reach_what_their_narrowest_claim_allows() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let (status, body) = server.post("/v3/workspaces", json!({"id": "w"})).await;
+    assert_eq!(status, 401, "no key");
+    assert!(body["detail"].as_str().unwrap().contains("no access token"), "{body}");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces",
+            json!({"id": "w"}),
+            Some("not-a-jwt"),
+        )
+        .await;
+    assert_eq!(status, 401, "a bad key");
+    assert_eq!(
+        server
+            .send(
+                reqwest::Method::POST,
+                "/v3/workspaces",
+                json!({"id": "w"}),
+                Some(&admin)
+            )
+            .await
+            .0,
+        201
+    );
+    let peer_key = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    // A peer key names its own peer when the body names none; another peer is out of reach.
+    let (status, own) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/peers",
+            json!({}),
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!((status, own["id"].as_str()), (201, Some("alice")), "{own}");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/peers",
+            json!({"id": "bob"}),
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "a peer key does not reach another peer");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/list",
+            Value::Null,
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "listing workspaces is for admin keys");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/other/peers/list",
+            Value::Null,
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "another workspace");
+    let (status, page) = server
+        .send(reqwest::Method::POST, "/v3/workspaces/list", Value::Null, Some(&admin))
+        .await;
+    assert_eq!((status, ids(&page["items"])), (200, vec!["w"]));
+    // Probes need no key.
+    assert_eq!(
+        server.send(reqwest::Method::GET, "/health", Value::Null, None).await.0,
+        200
+    );
+    server.served.shutdown.cancel();
+}
