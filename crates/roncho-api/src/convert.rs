@@ -117,7 +117,6 @@ macro_rules! from_wire_paged {
 from_wire! {
     GetOrCreateWorkspaceRequest => roncho_ingest::GetOrCreateWorkspace { id, metadata, configuration }
     UpdateWorkspaceRequest => roncho_ingest::UpdateWorkspace { workspace_id, metadata, configuration }
-    DeleteWorkspaceRequest => roncho_ingest::DeleteWorkspace { workspace_id }
     GetOrCreatePeerRequest => roncho_ingest::GetOrCreatePeer { workspace_id, id, metadata, configuration }
     UpdatePeerRequest => roncho_ingest::UpdatePeer { workspace_id, peer_id, metadata, configuration }
     DeletePeerRequest => roncho_ingest::DeletePeer { workspace_id, peer_id }
@@ -169,6 +168,17 @@ from_wire! {
         workspace_id, observer, observed, dream_type, session_id, rebuild
     }
     CreateKeyRequest => CreateKey { workspace_id, peer_id, session_id, expires_at }
+}
+
+/// gRPC deletes a workspace whatever it holds (Honcho's REST answers 409
+/// while sessions are active; its edge asks for that).
+impl FromWire<pb::DeleteWorkspaceRequest> for roncho_ingest::DeleteWorkspace {
+    fn from_wire(wire: pb::DeleteWorkspaceRequest) -> Self {
+        Self {
+            workspace_id: wire.workspace_id,
+            refuse_active_sessions: false,
+        }
+    }
 }
 
 from_wire_paged! {

@@ -24,7 +24,11 @@ use axum::response::{IntoResponse, Response};
 use roncho_api::admission::Admission;
 use roncho_api::authz::Authorize;
 use roncho_api::grpc::{Authenticator, Edge, SlotBody};
+use roncho_api::keys::KeyIssuer;
 use roncho_core::{Caller, Error};
+use roncho_deriver::DeriverApi;
+use roncho_dialectic::DialecticApi;
+use roncho_dreamer::DreamerApi;
 use roncho_ingest::IngestApi;
 use roncho_recall::RecallApi;
 
@@ -42,6 +46,10 @@ pub struct Rest {
     edge: Edge,
     ingest: Option<Arc<dyn IngestApi>>,
     recall: Option<Arc<dyn RecallApi>>,
+    deriver: Option<Arc<dyn DeriverApi>>,
+    dreamer: Option<Arc<dyn DreamerApi>>,
+    dialectic: Option<Arc<dyn DialecticApi>>,
+    keys: Option<Arc<KeyIssuer>>,
 }
 
 impl std::fmt::Debug for Rest {
@@ -50,6 +58,9 @@ impl std::fmt::Debug for Rest {
             .debug_struct("Rest")
             .field("ingest", &self.ingest.is_some())
             .field("recall", &self.recall.is_some())
+            .field("deriver", &self.deriver.is_some())
+            .field("dreamer", &self.dreamer.is_some())
+            .field("dialectic", &self.dialectic.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -61,6 +72,10 @@ impl Rest {
             edge,
             ingest: None,
             recall: None,
+            deriver: None,
+            dreamer: None,
+            dialectic: None,
+            keys: None,
         }
     }
 
@@ -73,6 +88,30 @@ impl Rest {
     /// Serves the reads with `api`.
     pub fn with_recall(mut self, api: Arc<dyn RecallApi>) -> Self {
         self.recall = Some(api);
+        self
+    }
+
+    /// Serves queue status with `api`.
+    pub fn with_deriver(mut self, api: Arc<dyn DeriverApi>) -> Self {
+        self.deriver = Some(api);
+        self
+    }
+
+    /// Serves dream requests with `api`.
+    pub fn with_dreamer(mut self, api: Arc<dyn DreamerApi>) -> Self {
+        self.dreamer = Some(api);
+        self
+    }
+
+    /// Serves chat with `api`.
+    pub fn with_dialectic(mut self, api: Arc<dyn DialecticApi>) -> Self {
+        self.dialectic = Some(api);
+        self
+    }
+
+    /// Mints keys with `issuer`.
+    pub fn with_keys(mut self, issuer: Arc<KeyIssuer>) -> Self {
+        self.keys = Some(issuer);
         self
     }
 
@@ -89,40 +128,28 @@ impl Rest {
             .merge(routes::open())
     }
 
-    /// Runs a write as `caller`: authorized and metered by the edge.
-    async fn write<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> Result<R, RestError>
+    /// Runs `request` as `caller` on `api` (the service of `role`, when this
+    /// process runs it): authorized and metered by the edge.
+    async fn run<A, D, R, F, Fut>(
+        &self,
+        api: Option<Arc<A>>,
+        role: &'static str,
+        caller: Caller,
+        request: D,
+        op: F,
+    ) -> Result<R, RestError>
     where
+        A: ?Sized,
         D: Authorize + Sync,
-        F: FnOnce(Arc<dyn IngestApi>, Caller, D) -> Fut,
+        F: FnOnce(Arc<A>, Caller, D) -> Fut,
         Fut: Future<Output = roncho_core::Result<R>>,
     {
-        let api = self.ingest.clone().ok_or_else(|| missing_role("ingest"))?;
+        let api = api.ok_or(Error::Unimplemented(role))?;
         Ok(self
             .edge
             .run(caller, request, |caller, request| op(api, caller, request))
             .await?)
     }
-
-    /// Runs a read as `caller`: authorized and metered by the edge.
-    async fn read<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> Result<R, RestError>
-    where
-        D: Authorize + Sync,
-        F: FnOnce(Arc<dyn RecallApi>, Caller, D) -> Fut,
-        Fut: Future<Output = roncho_core::Result<R>>,
-    {
-        let api = self.recall.clone().ok_or_else(|| missing_role("recall"))?;
-        Ok(self
-            .edge
-            .run(caller, request, |caller, request| op(api, caller, request))
-            .await?)
-    }
-}
-
-fn missing_role(role: &str) -> Error {
-    Error::Unimplemented(match role {
-        "ingest" => "this process does not run the ingest role; send writes to one that does (--roles ingest)",
-        _ => "this process does not run the recall role; send reads to one that does (--roles recall)",
-    })
 }
 
 /// Admission and authentication, before any handler.

@@ -146,9 +146,7 @@ impl<D, T: From<D>> From<model::Page<D>> for Page<T> {
 /// A member's observation settings in a session.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct SessionPeerConfig {
-    #[serde(default)]
     pub observe_me: Option<bool>,
-    #[serde(default)]
     pub observe_others: Option<bool>,
 }
 
@@ -182,40 +180,30 @@ pub fn session_peers(peers: SessionPeers) -> BTreeMap<String, model::SessionPeer
 /// metadata and configuration.
 #[derive(Debug, Default, Deserialize)]
 pub struct Create {
-    #[serde(default)]
     pub id: Option<String>,
-    #[serde(default)]
     pub metadata: Option<JsonObject>,
-    #[serde(default)]
     pub configuration: Option<JsonObject>,
 }
 
 /// `SessionCreate`.
 #[derive(Debug, Default, Deserialize)]
 pub struct SessionCreate {
-    #[serde(default)]
     pub id: Option<String>,
-    #[serde(default)]
     pub metadata: Option<JsonObject>,
-    #[serde(default)]
     pub configuration: Option<JsonObject>,
-    #[serde(default)]
     pub peers: Option<SessionPeers>,
 }
 
 /// `WorkspaceUpdate`, `PeerUpdate`, `SessionUpdate`.
 #[derive(Debug, Default, Deserialize)]
 pub struct Update {
-    #[serde(default)]
     pub metadata: Option<JsonObject>,
-    #[serde(default)]
     pub configuration: Option<JsonObject>,
 }
 
 /// The body of a `…/list` route: `{filters?}`, or none.
 #[derive(Debug, Default, Deserialize)]
 pub struct ListBody {
-    #[serde(default)]
     pub filters: Option<JsonObject>,
 }
 
@@ -230,18 +218,14 @@ pub struct MessageBatch {
 pub struct MessageCreate {
     pub content: String,
     pub peer_id: String,
-    #[serde(default)]
     pub metadata: Option<JsonObject>,
-    #[serde(default)]
     pub configuration: Option<JsonObject>,
-    #[serde(default)]
     pub created_at: Option<String>,
 }
 
 /// `MessageUpdate`.
 #[derive(Debug, Default, Deserialize)]
 pub struct MessageUpdate {
-    #[serde(default)]
     pub metadata: Option<JsonObject>,
 }
 
@@ -249,7 +233,6 @@ pub struct MessageUpdate {
 #[derive(Debug, Deserialize)]
 pub struct SearchOptions {
     pub query: String,
-    #[serde(default)]
     pub filters: Option<JsonObject>,
     #[serde(default = "default_search_limit")]
     pub limit: i32,
@@ -262,11 +245,8 @@ fn default_search_limit() -> i32 {
 /// `?page&size&reverse` of a list route.
 #[derive(Debug, Default, Deserialize)]
 pub struct PageQuery {
-    #[serde(default)]
     pub page: Option<i32>,
-    #[serde(default)]
     pub size: Option<i32>,
-    #[serde(default)]
     pub reverse: Option<bool>,
 }
 
@@ -292,8 +272,242 @@ impl PageQuery {
 /// `?message_id` of a clone.
 #[derive(Debug, Default, Deserialize)]
 pub struct CloneQuery {
-    #[serde(default)]
     pub message_id: Option<String>,
+}
+
+#[derive(Debug, Serialize)]
+pub struct Conclusion {
+    pub id: String,
+    pub content: String,
+    pub observer_id: String,
+    pub observed_id: String,
+    pub session_id: Option<String>,
+    pub level: String,
+    pub created_at: String,
+}
+
+impl From<model::Conclusion> for Conclusion {
+    fn from(conclusion: model::Conclusion) -> Self {
+        Self {
+            id: conclusion.id,
+            content: conclusion.content,
+            observer_id: conclusion.observer_id,
+            observed_id: conclusion.observed_id,
+            session_id: conclusion.session_id,
+            level: conclusion.level,
+            created_at: timestamp(conclusion.created_at),
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct Summary {
+    pub content: String,
+    pub message_id: String,
+    pub summary_type: &'static str,
+    pub created_at: String,
+    pub token_count: i64,
+}
+
+impl From<model::SessionSummary> for Summary {
+    fn from(summary: model::SessionSummary) -> Self {
+        Self {
+            content: summary.content,
+            message_id: summary.message_id,
+            summary_type: summary.kind.name(),
+            created_at: timestamp(summary.created_at),
+            token_count: summary.token_count,
+        }
+    }
+}
+
+#[derive(Debug, Serialize)]
+pub struct WebhookEndpoint {
+    pub id: String,
+    pub workspace_id: String,
+    pub url: String,
+    pub created_at: String,
+}
+
+impl From<model::WebhookEndpoint> for WebhookEndpoint {
+    fn from(endpoint: model::WebhookEndpoint) -> Self {
+        Self {
+            id: endpoint.id,
+            workspace_id: endpoint.workspace_id,
+            url: endpoint.url,
+            created_at: timestamp(endpoint.created_at),
+        }
+    }
+}
+
+/// Work-unit counts of a workspace or a session.
+#[derive(Debug, Serialize)]
+pub struct QueueCounts {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub session_id: Option<String>,
+    pub total_work_units: i64,
+    pub completed_work_units: i64,
+    pub in_progress_work_units: i64,
+    pub pending_work_units: i64,
+}
+
+impl QueueCounts {
+    fn new(session_id: Option<String>, counts: &roncho_core::queue::Counts) -> Self {
+        Self {
+            session_id,
+            total_work_units: counts.total,
+            completed_work_units: counts.completed,
+            in_progress_work_units: counts.in_progress,
+            pending_work_units: counts.pending,
+        }
+    }
+}
+
+/// `QueueStatus`: `sessions` is null when filtered by session or empty.
+/// roncho adds what Honcho's shape has no room for: dead work and how the
+/// deriver works, so nothing fails silently.
+#[derive(Debug, Serialize)]
+pub struct QueueStatus {
+    #[serde(flatten)]
+    pub counts: QueueCounts,
+    pub sessions: Option<BTreeMap<String, QueueCounts>>,
+    pub failed_work_units: i64,
+    pub derivation: serde_json::Value,
+}
+
+impl From<roncho_deriver::QueueReport> for QueueStatus {
+    fn from(report: roncho_deriver::QueueReport) -> Self {
+        let status = report.status;
+        let sessions: BTreeMap<String, QueueCounts> = status
+            .sessions
+            .iter()
+            .map(|(session, counts)| (session.clone(), QueueCounts::new(Some(session.clone()), counts)))
+            .collect();
+        let derivation = &report.derivation;
+        Self {
+            counts: QueueCounts::new(None, &status.counts),
+            sessions: (report.by_session && !sessions.is_empty()).then_some(sessions),
+            failed_work_units: status.counts.failed,
+            derivation: serde_json::json!({
+                "observations": derivation.observations,
+                "summaries": derivation.summaries,
+            }),
+        }
+    }
+}
+
+/// `ConclusionBatchCreate`: `conclusions`, or Honcho's older `observations`.
+#[derive(Debug, Deserialize)]
+pub struct ConclusionBatch {
+    #[serde(alias = "observations")]
+    pub conclusions: Vec<ConclusionCreate>,
+}
+
+#[derive(Debug, Deserialize)]
+pub struct ConclusionCreate {
+    pub content: String,
+    pub observer_id: String,
+    pub observed_id: String,
+    pub session_id: Option<String>,
+}
+
+/// `ConclusionQuery`.
+#[derive(Debug, Deserialize)]
+pub struct ConclusionQuery {
+    pub query: String,
+    pub top_k: Option<i32>,
+    pub distance: Option<f64>,
+    pub filters: Option<JsonObject>,
+}
+
+/// `PeerCardSet`.
+#[derive(Debug, Deserialize)]
+pub struct PeerCardSet {
+    pub peer_card: Vec<String>,
+}
+
+/// `?target` of the card routes.
+#[derive(Debug, Default, Deserialize)]
+pub struct TargetQuery {
+    pub target: Option<String>,
+}
+
+/// How a representation is curated: whose view of whom, and which
+/// conclusions (`?target&search_query&…` of peer context).
+#[derive(Debug, Default, Deserialize)]
+pub struct Curation {
+    pub target: Option<String>,
+    pub search_query: Option<String>,
+    pub search_top_k: Option<i32>,
+    pub search_max_distance: Option<f64>,
+    pub include_most_frequent: Option<bool>,
+    pub max_conclusions: Option<i32>,
+}
+
+/// `PeerRepresentationGet`: a curation, within a session or sessions.
+#[derive(Debug, Default, Deserialize)]
+pub struct RepresentationOptions {
+    pub session_id: Option<String>,
+    pub filters: Option<JsonObject>,
+    #[serde(flatten)]
+    pub curation: Curation,
+}
+
+/// `?observer_id&sender_id&session_id` of queue status.
+#[derive(Debug, Default, Deserialize)]
+pub struct QueueQuery {
+    pub observer_id: Option<String>,
+    pub sender_id: Option<String>,
+    pub session_id: Option<String>,
+}
+
+/// `ScheduleDreamRequest`.
+#[derive(Debug, Deserialize)]
+pub struct ScheduleDream {
+    pub observer: String,
+    pub observed: Option<String>,
+    #[serde(default = "default_dream_type")]
+    pub dream_type: String,
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub rebuild: bool,
+}
+
+fn default_dream_type() -> String {
+    "omni".to_owned()
+}
+
+/// `?workspace_id&peer_id&session_id&expires_at` of `POST /v3/keys`.
+#[derive(Debug, Default, Deserialize)]
+pub struct KeyQuery {
+    pub workspace_id: Option<String>,
+    pub peer_id: Option<String>,
+    pub session_id: Option<String>,
+    pub expires_at: Option<String>,
+}
+
+/// `WebhookEndpointCreate`.
+#[derive(Debug, Deserialize)]
+pub struct WebhookCreate {
+    pub url: String,
+}
+
+/// `DialecticOptions`.
+#[derive(Debug, Deserialize)]
+pub struct ChatOptions {
+    pub query: String,
+    pub session_id: Option<String>,
+    pub target: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default = "default_reasoning_level")]
+    pub reasoning_level: String,
+    pub filters: Option<JsonObject>,
+    pub response_format: Option<serde_json::Value>,
+}
+
+fn default_reasoning_level() -> String {
+    "low".to_owned()
 }
 
 #[cfg(test)]

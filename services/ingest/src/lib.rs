@@ -41,6 +41,9 @@ pub struct UpdateWorkspace {
 #[derive(Debug, Clone, Default)]
 pub struct DeleteWorkspace {
     pub workspace_id: String,
+    /// Refuse (`FAILED_PRECONDITION`) while the workspace has active
+    /// sessions, as Honcho's REST API does (409).
+    pub refuse_active_sessions: bool,
 }
 
 /// Names a peer (`id`) with metadata and configuration to set.
@@ -545,6 +548,18 @@ impl IngestApi for Ingest {
 
     async fn delete_workspace(&self, _caller: &Caller, request: DeleteWorkspace) -> Result<ErasureReceipt> {
         let id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        if request.refuse_active_sessions {
+            let condition = serde_json::Map::from_iter([("is_active".to_owned(), json!(true))]);
+            let active = roncho_core::filter::parse(&roncho_core::filter::SESSION, Some(&condition))?;
+            let page = roncho_core::model::PageRequest::from_wire(1, 1, false)?;
+            let sessions = self.store.list_sessions(&id, &active, page).await?;
+            if sessions.total > 0 {
+                return Err(Error::FailedPrecondition(format!(
+                    "workspace `{id}` has {} active session(s): delete them first",
+                    sessions.total
+                )));
+            }
+        }
         self.erase(&id, ErasureScope::Workspace).await
     }
 

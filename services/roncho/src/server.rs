@@ -181,12 +181,13 @@ pub async fn run(
         .add_service(health_service.clone())
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
+    let mut rest = roncho_rest::Rest::new(edge.clone());
     if roles.iter().any(|role| role.serves_api()) {
         served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
         let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
+        rest = rest.with_keys(issuer.clone());
         router = router.add_service(KeyServiceServer::new(GrpcKeys::new(edge.clone(), issuer)));
     }
-    let mut rest = roncho_rest::Rest::new(edge.clone());
     for role in roles {
         router = match role {
             Role::Ingest => {
@@ -217,18 +218,18 @@ pub async fn run(
                 let dialectic = services.dialectic.clone().unwrap_or_else(|| {
                     roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone())
                 });
-                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(
-                    edge.clone(),
-                    Arc::new(dialectic),
-                )))
+                let dialectic = Arc::new(dialectic);
+                rest = rest.with_dialectic(dialectic.clone());
+                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(edge.clone(), dialectic)))
             }
             Role::Deriver => {
                 served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
-                let deriver = roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone());
-                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(
-                    edge.clone(),
-                    Arc::new(deriver),
-                )))
+                let deriver = Arc::new(roncho_deriver::Deriver::new(
+                    services.queue.clone(),
+                    services.derivation.clone(),
+                ));
+                rest = rest.with_deriver(deriver.clone());
+                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(edge.clone(), deriver)))
             }
             Role::Dreamer => {
                 served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
@@ -237,10 +238,9 @@ pub async fn run(
                     services.queue.clone(),
                     services.dream_model.clone(),
                 );
-                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(
-                    edge.clone(),
-                    Arc::new(dreamer),
-                )))
+                let dreamer = Arc::new(dreamer);
+                rest = rest.with_dreamer(dreamer.clone());
+                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(edge.clone(), dreamer)))
             }
             // The reconciler is a worker without a service of its own.
             Role::Reconciler => router,

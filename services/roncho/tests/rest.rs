@@ -31,13 +31,14 @@ impl Server {
             .await
             .unwrap();
         roncho_store::migrate(&store).await.unwrap();
-        let store: Arc<dyn roncho_core::store::Store> = Arc::new(store);
+        let store = Arc::new(store);
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", rest.local_addr().unwrap());
         let keys = authenticated.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
         let services = roncho::server::Services {
             rest_listener: Some(Arc::new(rest)),
             keys: keys.clone(),
+            queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone()))),
             ..roncho::server::Services::store_only(store)
         };
         let served = support::serve(services, &Role::ALL).await;
@@ -362,10 +363,250 @@ async fn keys_reach_what_their_narrowest_claim_allows() {
         .send(reqwest::Method::POST, "/v3/workspaces/list", Value::Null, Some(&admin))
         .await;
     assert_eq!((status, ids(&page["items"])), (200, vec!["w"]));
+    // Keys minted over REST work over REST, by their narrowest claim.
+    let (status, minted) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=w&peer_id=carol&expires_at=2099-01-01T00:00:00",
+            Value::Null,
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 200, "{minted}");
+    let carol = minted["key"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/carol",
+            json!({}),
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 200, "a minted peer key reaches its peer");
+    let (status, _) = server
+        .send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/alice",
+            json!({}),
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 401, "and no other");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=w",
+            Value::Null,
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 401, "minting is for admin keys");
     // Probes need no key.
     assert_eq!(
         server.send(reqwest::Method::GET, "/health", Value::Null, None).await.0,
         200
+    );
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
+    let server = Server::start(false).await;
+    let put = |path: &'static str, body: Value| server.send(reqwest::Method::PUT, path, body, None);
+    let get = |path: &'static str| server.send(reqwest::Method::GET, path, Value::Null, None);
+    server
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}, "bob": {"observe_others": true}}}),
+        )
+        .await;
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": [{"peer_id": "alice", "content": "I keep bees on my roof"}]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    // Peer cards.
+    let (status, card) = put(
+        "/v3/workspaces/w/peers/bob/card?target=alice",
+        json!({"peer_card": ["Keeps bees"]}),
+    )
+    .await;
+    assert_eq!((status, card), (200, json!({"peer_card": ["Keeps bees"]})));
+    let (status, card) = get("/v3/workspaces/w/peers/bob/card?target=alice").await;
+    assert_eq!((status, card), (200, json!({"peer_card": ["Keeps bees"]})));
+
+    // Conclusions: 201, pages, representation, 204 on delete.
+    let (status, made) = server
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "Alice keeps bees", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made[0]["level"], "explicit");
+    let (status, page) = server
+        .post(
+            "/v3/workspaces/w/conclusions/list",
+            json!({"filters": {"observer_id": "bob"}}),
+        )
+        .await;
+    assert_eq!((status, &page["total"]), (200, &json!(1)), "{page}");
+    let (status, representation) = server
+        .post("/v3/workspaces/w/peers/bob/representation", json!({"target": "alice"}))
+        .await;
+    assert_eq!(status, 200, "{representation}");
+    assert!(
+        representation["representation"]
+            .as_str()
+            .unwrap()
+            .contains("Alice keeps bees"),
+        "{representation}"
+    );
+    let (status, context) = get("/v3/workspaces/w/peers/bob/context?target=alice").await;
+    assert_eq!((status, &context["target_id"]), (200, &json!("alice")), "{context}");
+    assert_eq!(context["peer_card"], json!(["Keeps bees"]));
+    let (status, context) =
+        get("/v3/workspaces/w/sessions/s/context?tokens=2000&peer_target=alice&peer_perspective=bob").await;
+    assert_eq!(status, 200, "{context}");
+    assert_eq!(context["messages"][0]["content"], "I keep bees on my roof");
+    assert!(
+        context["peer_representation"].as_str().unwrap().contains("bees"),
+        "{context}"
+    );
+    let (status, summaries) = get("/v3/workspaces/w/sessions/s/summaries").await;
+    assert_eq!(
+        (status, summaries),
+        (200, json!({"id": "s", "short_summary": null, "long_summary": null}))
+    );
+    let conclusion = made[0]["id"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v3/workspaces/w/conclusions/{conclusion}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // Queue status: per-session counts, none when filtered by session.
+    let (status, queue) = get("/v3/workspaces/w/queue/status").await;
+    assert_eq!(status, 200, "{queue}");
+    assert!(queue["total_work_units"].as_i64().unwrap() >= 1, "{queue}");
+    assert!(queue["sessions"]["s"]["pending_work_units"].is_i64(), "{queue}");
+    let (status, queue) = get("/v3/workspaces/w/queue/status?session_id=s").await;
+    assert_eq!((status, &queue["sessions"]), (200, &Value::Null), "{queue}");
+
+    // Webhooks: 201 then 200, a page, a test event, 204 on delete.
+    let (status, endpoint) = server
+        .post(
+            "/v3/workspaces/w/webhooks",
+            json!({"url": "https://hooks.example.com/roncho"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{endpoint}");
+    assert_eq!(
+        server
+            .post(
+                "/v3/workspaces/w/webhooks",
+                json!({"url": "https://hooks.example.com/roncho"})
+            )
+            .await
+            .0,
+        200
+    );
+    let (status, hooks) = get("/v3/workspaces/w/webhooks").await;
+    assert_eq!((status, &hooks["total"]), (200, &json!(1)));
+    let (status, tested) = get("/v3/workspaces/w/webhooks/test").await;
+    assert_eq!((status, tested), (200, Value::Null));
+    let (status, refused) = server
+        .post("/v3/workspaces/w/webhooks", json!({"url": "http://127.0.0.1:9/hook"}))
+        .await;
+    assert_eq!(status, 422, "a loopback webhook: {refused}");
+    let endpoint = endpoint["id"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v3/workspaces/w/webhooks/{endpoint}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // Chat: JSON, and Honcho's server-sent events ending with done.
+    let (status, answer) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "What does alice keep?", "target": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("content").is_some(), "{answer}");
+    let response = server
+        .http
+        .post(format!("{}/v3/workspaces/w/peers/bob/chat", server.base))
+        .json(&json!({"query": "What does alice keep?", "target": "alice", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = response.text().await.unwrap();
+    let last = events.trim_end().lines().last().unwrap();
+    assert_eq!(last, r#"data: {"done":true}"#, "{events}");
+    assert!(events.starts_with("data: {"), "{events}");
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "q", "response_format": {"type": "array"}}),
+        )
+        .await;
+    assert_eq!(status, 422, "a schema whose root is not an object");
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "q", "response_format": ["not", "an", "object"]}),
+        )
+        .await;
+    assert_eq!(status, 422);
+
+    // Dreams need a dream model (400 without, as Honcho's disabled dreams);
+    // keys need a server with a secret; a workspace with sessions is not deleted.
+    let (status, no_dreams) = server
+        .post(
+            "/v3/workspaces/w/schedule_dream",
+            json!({"observer": "bob", "observed": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{no_dreams}");
+    assert!(no_dreams["detail"].is_string());
+    assert_eq!(server.post("/v3/keys?workspace_id=w", Value::Null).await.0, 405);
+    let (status, conflict) = server
+        .send(reqwest::Method::DELETE, "/v3/workspaces/w", Value::Null, None)
+        .await;
+    assert_eq!(status, 409, "{conflict}");
+    assert!(
+        conflict["detail"].as_str().unwrap().contains("active session"),
+        "{conflict}"
+    );
+    server
+        .send(
+            reqwest::Method::DELETE,
+            "/v3/workspaces/w/sessions/s",
+            Value::Null,
+            None,
+        )
+        .await;
+    let (status, deleted) = server
+        .send(reqwest::Method::DELETE, "/v3/workspaces/w", Value::Null, None)
+        .await;
+    assert_eq!(
+        (status, deleted),
+        (202, json!({"message": "Workspace deletion accepted"}))
     );
     server.served.shutdown.cancel();
 }
