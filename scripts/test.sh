@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust suites (unit, the Store contract suite against
-# SQLite and Postgres, gRPC end-to-end) and the Python client scenario.
+# SQLite and Postgres, gRPC end-to-end), the Python client scenario, and
+# Honcho's official Python SDK against the REST edge.
 #
 # Needs PostgreSQL reachable at RONCHO_TEST_DATABASE_URL (default
 # postgres://postgres@127.0.0.1:5432/postgres, trust auth) and NATS with
@@ -53,3 +54,5 @@ export RONCHO_TEST_EMBED_MODEL_DIR=${RONCHO_TEST_EMBED_MODEL_DIR:-$(scripts/fetc
 cargo test --workspace --locked
 cargo build --locked -p roncho
 clients/python/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
+# Honcho's official Python SDK (PyPI honcho-ai, pinned) against the REST edge.
+clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"

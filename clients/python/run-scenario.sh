@@ -11,20 +11,8 @@
 # postgres://postgres@127.0.0.1:5432/postgres), RONCHO_CACHE (venv location).
 set -euo pipefail
 
-roncho_bin=$(realpath "${1:?usage: run-scenario.sh path/to/roncho}")
-repo=$(cd "$(dirname "$0")/../.." && pwd)
-cache=${RONCHO_CACHE:-$HOME/.cache/roncho}
-server_url=${RONCHO_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+source "$(dirname "$0")/../scenario-lib.sh" "$@"
 venv=$cache/venv-python-client
-work=$(mktemp -d)
-server_pid=""
-
-cleanup() {
-  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  if [ -n "${database:-}" ]; then psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
 
 if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import grpc_tools, grpc_status" 2>/dev/null; then
   python3 -m venv "$venv"
@@ -34,8 +22,6 @@ fi
 mkdir -p "$work/gen"
 "$venv/bin/python" -m grpc_tools.protoc -I "$repo/proto" --python_out="$work/gen" --grpc_python_out="$work/gen" "$repo"/proto/roncho/v1/*.proto
 
-free_port() { "$venv/bin/python" -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
-
 start_server() { # mode args...
   local port; port=$(free_port)
   target=127.0.0.1:$port
@@ -44,12 +30,6 @@ start_server() { # mode args...
   RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "$target" \
     --roles ingest,recall,dialectic,dreamer,reconciler "$@" >>"$work/server.log" 2>&1 &
   server_pid=$!
-}
-
-stop_server() {
-  kill -TERM "$server_pid"
-  wait "$server_pid" || { echo "roncho exited with an error on SIGTERM"; tail -20 "$work/server.log"; exit 1; }
-  server_pid=""
 }
 
 scenario() { PYTHONPATH="$work/gen" "$venv/bin/python" "$repo/clients/python/scenario.py" --target "$target" "${client_args[@]}" "$@"; }

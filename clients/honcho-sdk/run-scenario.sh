@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Drives roncho's Honcho v3 REST edge with Honcho's official Python SDK
+# (honcho-ai from PyPI, pinned below) through clients/honcho-sdk/scenario.py:
+# embedded (SQLite), then on Postgres + NATS + Qdrant (every role in one
+# process), then embedded with API keys.
+#
+#   clients/honcho-sdk/run-scenario.sh path/to/roncho
+#
+# Env: RONCHO_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres),
+# RONCHO_TEST_NATS_URL (default nats://127.0.0.1:4222), RONCHO_TEST_QDRANT_URL
+# (the distributed mode runs without Qdrant when unset), RONCHO_CACHE (venv).
+set -euo pipefail
+
+# The SDK release that matches Honcho 3.0.12's API, which roncho implements.
+sdk_version=2.3.0
+source "$(dirname "$0")/../scenario-lib.sh" "$@"
+nats_url=${RONCHO_TEST_NATS_URL:-nats://127.0.0.1:4222}
+venv=$cache/venv-honcho-sdk-$sdk_version
+
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import honcho" 2>/dev/null; then
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install -q "honcho-ai==$sdk_version"
+fi
+
+# start_server args...: every role, gRPC and REST on free ports; waits for REST.
+start_server() {
+  local grpc rest
+  grpc=$(free_port)
+  rest=$(free_port)
+  base_url=http://127.0.0.1:$rest
+  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "127.0.0.1:$grpc" --rest-listen "127.0.0.1:$rest" "$@" \
+    >>"$work/server.log" 2>&1 &
+  server_pid=$!
+  for _ in $(seq 1 100); do
+    curl -sf "$base_url/health" >/dev/null 2>&1 && return 0
+    kill -0 "$server_pid" 2>/dev/null || break
+    sleep 0.2
+  done
+  echo "roncho did not start"; tail -30 "$work/server.log"; exit 1
+}
+
+passed=0
+run_mode() { # name serve-args...
+  local name=$1; shift
+  echo "== $name"
+  start_server "$@"
+  "$venv/bin/python" "$repo/clients/honcho-sdk/scenario.py" --base-url "$base_url" "${client_args[@]}" ||
+    { tail -30 "$work/server.log"; exit 1; }
+  stop_server
+  passed=$((passed + 1))
+}
+
+client_args=()
+run_mode embedded --data-dir "$work/data"
+
+database=roncho_honcho_sdk_$$_$RANDOM
+psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
+distributed=(--database-url "${server_url%/*}/$database" --nats-url "$nats_url")
+if [ -n "${RONCHO_TEST_QDRANT_URL:-}" ]; then
+  export RONCHO_QDRANT_COLLECTION=honcho_sdk_$$_$RANDOM
+  distributed+=(--qdrant-url "$RONCHO_TEST_QDRANT_URL")
+fi
+RONCHO_NATS_PREFIX=honcho_sdk_$$_$RANDOM run_mode "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant}" "${distributed[@]}"
+
+secret=$(openssl rand -hex 32)
+client_args=(--api-key "$(RONCHO_AUTH_JWT_SECRET=$secret "$roncho_bin" keys create --admin)")
+RONCHO_AUTH_JWT_SECRET=$secret run_mode "embedded with keys" --data-dir "$work/data-keys"
+echo "honcho-sdk modes: $passed passed, 0 failed"

@@ -1,0 +1,29 @@
+# Sourced by the client scenarios (clients/*/run-scenario.sh): the work
+# directory, a roncho server's lifecycle and clean-up at exit.
+#
+#   roncho_bin, repo, cache, server_url, work   set from the script's arguments
+#   free_port                                   prints a free loopback port
+#   stop_server                                 SIGTERM; fails if roncho exits badly
+#   database                                    dropped at exit when set
+
+roncho_bin=$(realpath "${1:?usage: run-scenario.sh path/to/roncho}")
+repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cache=${RONCHO_CACHE:-$HOME/.cache/roncho}
+server_url=${RONCHO_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
+work=$(mktemp -d)
+server_pid=""
+
+cleanup() {
+  if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
+  if [ -n "${database:-}" ]; then psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true; fi
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+stop_server() {
+  kill -TERM "$server_pid"
+  wait "$server_pid" || { echo "roncho exited with an error on SIGTERM"; tail -20 "$work/server.log"; exit 1; }
+  server_pid=""
+}
