@@ -63,6 +63,13 @@ def main():
         assert [m.content for m in listed] == [m.content for m in created], listed
         state["messages"] = created
 
+    def upload():
+        session, alice = state["session"], state["alice"]
+        notes = session.upload_file(("notes.json", b'{"vet":"Dr. Okafor","visits":[1,2]}', "application/json"), peer=alice)
+        assert [m.content for m in notes] == ['{"vet": "Dr. Okafor", "visits": [1, 2]}'], notes
+        assert notes[0].peer_id == "alice"
+        state["messages"].extend(notes)
+
     def get_and_update_message():
         first = state["messages"][0]
         fetched = state["session"].get_message(first.id)
@@ -80,7 +87,7 @@ def main():
 
     def context():
         ctx = state["session"].context(tokens=2000)
-        assert len(ctx.messages) == 3, ctx
+        assert len(ctx.messages) == 4, ctx
         openai = ctx.to_openai(assistant=state["bot"])
         assert openai[0]["role"] == "user", openai
 
@@ -122,7 +129,7 @@ def main():
 
     def clone_and_delete():
         copy = state["session"].clone()
-        assert len(list(copy.messages())) == 3
+        assert len(list(copy.messages())) == 4
         copy.delete()
         assert copy.id not in [s.id for s in honcho.sessions()]
 
@@ -142,6 +149,7 @@ def main():
     step("peers: get-or-create with metadata and configuration, list", peers)
     step("session: metadata, members", session)
     step("messages: a batch written, listed in order", messages)
+    step("upload: a JSON file becomes a message, re-serialised as Python writes it", upload)
     step("message: get and update", get_and_update_message)
     step("search: workspace, session and peer", search)
     step("context: messages under a budget, as OpenAI messages", context)

@@ -33,6 +33,13 @@ pub fn is_pdf(content_type: &str) -> bool {
     media_type(content_type) == "application/pdf"
 }
 
+/// Returns whether files of `content_type` can become messages: text,
+/// JSON and PDF.
+pub fn is_supported(content_type: &str) -> bool {
+    let media = media_type(content_type);
+    media == "application/json" || media == "application/pdf" || media.starts_with("text/")
+}
+
 /// Checks a file's size before anything reads it.
 pub fn check_file_size(bytes: &[u8]) -> Result<()> {
     if bytes.len() > MAX_FILE_BYTES {

@@ -126,6 +126,13 @@ impl Rest {
             .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
             .layer(axum::middleware::from_fn_with_state(gate, admit_and_authenticate))
             .merge(routes::open())
+            // FastAPI's answer to a path it has no route for.
+            .fallback(|| async {
+                (
+                    http::StatusCode::NOT_FOUND,
+                    axum::Json(serde_json::json!({"detail": "Not Found"})),
+                )
+            })
     }
 
     /// Runs `request` as `caller` on `api` (the service of `role`, when this

@@ -5,7 +5,7 @@
 
 use axum::extract::{Path, State};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{delete, get, post, put};
+use axum::routing::get;
 use axum::{Extension, Json, Router};
 use http::{HeaderValue, StatusCode};
 use roncho_core::{Caller, Error};
@@ -42,68 +42,105 @@ macro_rules! call {
     };
 }
 
-/// The routes that need no key: probes.
-pub fn open() -> Router {
-    Router::new().route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+/// The route table: each of Honcho's operations (method, path as Honcho's
+/// OpenAPI document writes it, its `operationId`) and its handler. It makes
+/// both the router and [`OPERATIONS`], which `GET /docs` describes.
+macro_rules! routes {
+    ($($method:ident $path:literal $operation:literal => $handler:ident;)*) => {
+        /// Honcho's operations this edge serves: method, path, `operationId`.
+        pub const OPERATIONS: &[(&str, &str, &str)] = &[$((stringify!($method), $path, $operation)),*];
+
+        /// The `/v3` routes.
+        pub fn v3(rest: Rest) -> Router {
+            Router::new()
+                $(.route($path, axum::routing::$method($handler)))*
+                .with_state(rest)
+        }
+    };
 }
 
-/// The `/v3` routes.
-pub fn v3(rest: Rest) -> Router {
-    const W: &str = "/v3/workspaces/{workspace_id}";
-    let at = |path: &str| format!("{W}{path}");
+routes! {
+    post "/v3/workspaces" "get_or_create_workspace_v3_workspaces_post" => get_or_create_workspace;
+    post "/v3/workspaces/list" "get_all_workspaces_v3_workspaces_list_post" => list_workspaces;
+    put "/v3/workspaces/{workspace_id}" "update_workspace_v3_workspaces__workspace_id__put" => update_workspace;
+    delete "/v3/workspaces/{workspace_id}" "delete_workspace_v3_workspaces__workspace_id__delete" => delete_workspace;
+    post "/v3/workspaces/{workspace_id}/search" "search_workspace_v3_workspaces__workspace_id__search_post" => search_workspace;
+    get "/v3/workspaces/{workspace_id}/queue/status" "get_queue_status_v3_workspaces__workspace_id__queue_status_get" => queue_status;
+    post "/v3/workspaces/{workspace_id}/schedule_dream" "schedule_dream_v3_workspaces__workspace_id__schedule_dream_post" => schedule_dream;
+    post "/v3/workspaces/{workspace_id}/peers/list" "get_peers_v3_workspaces__workspace_id__peers_list_post" => list_peers;
+    post "/v3/workspaces/{workspace_id}/peers" "get_or_create_peer_v3_workspaces__workspace_id__peers_post" => get_or_create_peer;
+    put "/v3/workspaces/{workspace_id}/peers/{peer_id}" "update_peer_v3_workspaces__workspace_id__peers__peer_id__put" => update_peer;
+    post "/v3/workspaces/{workspace_id}/peers/{peer_id}/sessions" "get_sessions_for_peer_v3_workspaces__workspace_id__peers__peer_id__sessions_post" => list_peer_sessions;
+    post "/v3/workspaces/{workspace_id}/peers/{peer_id}/chat" "chat_v3_workspaces__workspace_id__peers__peer_id__chat_post" => chat;
+    post "/v3/workspaces/{workspace_id}/peers/{peer_id}/representation" "get_representation_v3_workspaces__workspace_id__peers__peer_id__representation_post" => representation;
+    get "/v3/workspaces/{workspace_id}/peers/{peer_id}/card" "get_peer_card_v3_workspaces__workspace_id__peers__peer_id__card_get" => get_peer_card;
+    put "/v3/workspaces/{workspace_id}/peers/{peer_id}/card" "set_peer_card_v3_workspaces__workspace_id__peers__peer_id__card_put" => set_peer_card;
+    get "/v3/workspaces/{workspace_id}/peers/{peer_id}/context" "get_peer_context_v3_workspaces__workspace_id__peers__peer_id__context_get" => peer_context;
+    post "/v3/workspaces/{workspace_id}/peers/{peer_id}/search" "search_peer_v3_workspaces__workspace_id__peers__peer_id__search_post" => search_peer;
+    post "/v3/workspaces/{workspace_id}/sessions/list" "get_sessions_v3_workspaces__workspace_id__sessions_list_post" => list_sessions;
+    post "/v3/workspaces/{workspace_id}/sessions" "get_or_create_session_v3_workspaces__workspace_id__sessions_post" => get_or_create_session;
+    put "/v3/workspaces/{workspace_id}/sessions/{session_id}" "update_session_v3_workspaces__workspace_id__sessions__session_id__put" => update_session;
+    delete "/v3/workspaces/{workspace_id}/sessions/{session_id}" "delete_session_v3_workspaces__workspace_id__sessions__session_id__delete" => delete_session;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/clone" "clone_session_v3_workspaces__workspace_id__sessions__session_id__clone_post" => clone_session;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers" "add_peers_to_session_v3_workspaces__workspace_id__sessions__session_id__peers_post" => add_session_peers;
+    put "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers" "set_session_peers_v3_workspaces__workspace_id__sessions__session_id__peers_put" => set_session_peers;
+    delete "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers" "remove_peers_from_session_v3_workspaces__workspace_id__sessions__session_id__peers_delete" => remove_session_peers;
+    get "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers" "get_session_peers_v3_workspaces__workspace_id__sessions__session_id__peers_get" => list_session_peers;
+    get "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers/{peer_id}/config" "get_peer_config_v3_workspaces__workspace_id__sessions__session_id__peers__peer_id__config_get" => get_session_peer_config;
+    put "/v3/workspaces/{workspace_id}/sessions/{session_id}/peers/{peer_id}/config" "set_peer_config_v3_workspaces__workspace_id__sessions__session_id__peers__peer_id__config_put" => set_session_peer_config;
+    get "/v3/workspaces/{workspace_id}/sessions/{session_id}/context" "get_session_context_v3_workspaces__workspace_id__sessions__session_id__context_get" => session_context;
+    get "/v3/workspaces/{workspace_id}/sessions/{session_id}/summaries" "get_session_summaries_v3_workspaces__workspace_id__sessions__session_id__summaries_get" => session_summaries;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/search" "search_session_v3_workspaces__workspace_id__sessions__session_id__search_post" => search_session;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages" "create_messages_for_session_v3_workspaces__workspace_id__sessions__session_id__messages_post" => create_messages;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/" "create_messages_for_session_v3_workspaces__workspace_id__sessions__session_id__messages__post" => create_messages;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/upload" "create_messages_with_file_v3_workspaces__workspace_id__sessions__session_id__messages_upload_post" => upload_file;
+    post "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/list" "get_messages_v3_workspaces__workspace_id__sessions__session_id__messages_list_post" => list_messages;
+    get "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}" "get_message_v3_workspaces__workspace_id__sessions__session_id__messages__message_id__get" => get_message;
+    put "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}" "update_message_v3_workspaces__workspace_id__sessions__session_id__messages__message_id__put" => update_message;
+    post "/v3/workspaces/{workspace_id}/conclusions" "create_conclusions_v3_workspaces__workspace_id__conclusions_post" => create_conclusions;
+    post "/v3/workspaces/{workspace_id}/conclusions/list" "list_conclusions_v3_workspaces__workspace_id__conclusions_list_post" => list_conclusions;
+    post "/v3/workspaces/{workspace_id}/conclusions/query" "query_conclusions_v3_workspaces__workspace_id__conclusions_query_post" => query_conclusions;
+    delete "/v3/workspaces/{workspace_id}/conclusions/{conclusion_id}" "delete_conclusion_v3_workspaces__workspace_id__conclusions__conclusion_id__delete" => delete_conclusion;
+    post "/v3/keys" "create_key_v3_keys_post" => create_key;
+    post "/v3/workspaces/{workspace_id}/webhooks" "get_or_create_webhook_endpoint_v3_workspaces__workspace_id__webhooks_post" => create_webhook;
+    get "/v3/workspaces/{workspace_id}/webhooks" "list_webhook_endpoints_v3_workspaces__workspace_id__webhooks_get" => list_webhooks;
+    delete "/v3/workspaces/{workspace_id}/webhooks/{endpoint_id}" "delete_webhook_endpoint_v3_workspaces__workspace_id__webhooks__endpoint_id__delete" => delete_webhook;
+    get "/v3/workspaces/{workspace_id}/webhooks/test" "test_emit_v3_workspaces__workspace_id__webhooks_test_get" => test_webhook;
+}
+
+/// The routes that need no key: the probe, and this API's description.
+pub fn open() -> Router {
+    let document = || async { Json(openapi()) };
     Router::new()
-        .route("/v3/workspaces", post(get_or_create_workspace))
-        .route("/v3/workspaces/list", post(list_workspaces))
-        .route(W, put(update_workspace).delete(delete_workspace))
-        .route(&at("/search"), post(search_workspace))
-        .route(&at("/queue/status"), get(queue_status))
-        .route(&at("/schedule_dream"), post(schedule_dream))
-        .route(&at("/peers/{peer_id}/card"), get(get_peer_card).put(set_peer_card))
-        .route(&at("/peers/{peer_id}/representation"), post(representation))
-        .route(&at("/peers/{peer_id}/context"), get(peer_context))
-        .route(&at("/peers/{peer_id}/chat"), post(chat))
-        .route(&at("/sessions/{session_id}/context"), get(session_context))
-        .route(&at("/sessions/{session_id}/summaries"), get(session_summaries))
-        .route(&at("/conclusions"), post(create_conclusions))
-        .route(&at("/conclusions/list"), post(list_conclusions))
-        .route(&at("/conclusions/query"), post(query_conclusions))
-        .route(&at("/conclusions/{conclusion_id}"), delete(delete_conclusion))
-        .route(&at("/webhooks"), post(create_webhook).get(list_webhooks))
-        .route(&at("/webhooks/test"), get(test_webhook))
-        .route(&at("/webhooks/{endpoint_id}"), delete(delete_webhook))
-        .route("/v3/keys", post(create_key))
-        .route(&at("/peers"), post(get_or_create_peer))
-        .route(&at("/peers/list"), post(list_peers))
-        .route(&at("/peers/{peer_id}"), put(update_peer))
-        .route(&at("/peers/{peer_id}/sessions"), post(list_peer_sessions))
-        .route(&at("/peers/{peer_id}/search"), post(search_peer))
-        .route(&at("/sessions"), post(get_or_create_session))
-        .route(&at("/sessions/list"), post(list_sessions))
-        .route(
-            &at("/sessions/{session_id}"),
-            put(update_session).delete(delete_session),
-        )
-        .route(&at("/sessions/{session_id}/clone"), post(clone_session))
-        .route(
-            &at("/sessions/{session_id}/peers"),
-            post(add_session_peers)
-                .put(set_session_peers)
-                .delete(remove_session_peers)
-                .get(list_session_peers),
-        )
-        .route(
-            &at("/sessions/{session_id}/peers/{peer_id}/config"),
-            get(get_session_peer_config).put(set_session_peer_config),
-        )
-        .route(&at("/sessions/{session_id}/search"), post(search_session))
-        .route(&at("/sessions/{session_id}/messages"), post(create_messages))
-        .route(&at("/sessions/{session_id}/messages/"), post(create_messages))
-        .route(&at("/sessions/{session_id}/messages/list"), post(list_messages))
-        .route(
-            &at("/sessions/{session_id}/messages/{message_id}"),
-            get(get_message).put(update_message),
-        )
-        .with_state(rest)
+        .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
+        .route("/docs", get(document))
+        .route("/openapi.json", get(document))
+}
+
+/// An OpenAPI 3.1 document of the operations served: `/health` and every
+/// route of [`OPERATIONS`], under Honcho's `operationId`s.
+pub fn openapi() -> serde_json::Value {
+    let mut paths = serde_json::Map::new();
+    let operations = OPERATIONS
+        .iter()
+        .copied()
+        .chain([("get", "/health", "health_check_health_get")]);
+    for (method, path, operation) in operations {
+        let entry = paths.entry(path).or_insert_with(|| json!({}));
+        entry[method] = json!({
+            "operationId": operation,
+            "responses": {"default": {"description": "Honcho v3's response; errors are {\"detail\": ...}"}},
+        });
+    }
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "roncho: the Honcho v3 REST API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Honcho v3's routes and JSON shapes over roncho (docs/honcho-compatibility.md).",
+        },
+        "paths": paths,
+    })
 }
 
 /// 201 when `created`, else 200, with `body`.
@@ -1011,4 +1048,89 @@ async fn chat(
     );
     headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
     Ok(response)
+}
+
+/// A file's text as messages of `peer_id` (Honcho's multipart form: `file`,
+/// `peer_id`, and `metadata`, `configuration` as JSON strings, `created_at`):
+/// 201 with the messages; 413 over 5 MiB and 415 for a type other than
+/// text, JSON or PDF, as Honcho answers. Metadata that is not a JSON object
+/// is refused (422), where Honcho drops it silently.
+async fn upload_file(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    headers: http::HeaderMap,
+    form: Result<axum::extract::Multipart, axum::extract::multipart::MultipartRejection>,
+) -> Reply {
+    let mut form = form.map_err(|rejection| RestError::Http(rejection.status(), rejection.body_text()))?;
+    let mut request = ingest::UploadFile {
+        workspace_id,
+        session_id,
+        idempotency_key: idempotency_key(&headers),
+        ..Default::default()
+    };
+    let mut has_file = false;
+    let multipart =
+        |error: axum::extract::multipart::MultipartError| RestError::Http(error.status(), error.body_text());
+    while let Some(field) = form.next_field().await.map_err(multipart)? {
+        let name = field.name().unwrap_or_default().to_owned();
+        if name == "file" {
+            request.filename = field.file_name().unwrap_or("upload").to_owned();
+            request.content_type = field.content_type().unwrap_or("application/octet-stream").to_owned();
+            request.file = field.bytes().await.map_err(multipart)?.to_vec();
+            has_file = true;
+            continue;
+        }
+        let text = field.text().await.map_err(multipart)?;
+        match name.as_str() {
+            "peer_id" => request.peer_id = text,
+            "metadata" => request.metadata = json_object("metadata", &text)?,
+            "configuration" => request.configuration = json_object("configuration", &text)?,
+            "created_at" if !text.is_empty() => request.created_at = Some(wire::parse_timestamp("created_at", &text)?),
+            _ => {}
+        }
+    }
+    if !has_file {
+        return Err(RestError::schema(
+            "missing",
+            vec![json!("body"), json!("file")],
+            "Field required",
+            json!(null),
+        ));
+    }
+    if request.peer_id.is_empty() {
+        return Err(RestError::schema(
+            "missing",
+            vec![json!("body"), json!("peer_id")],
+            "Field required",
+            json!(null),
+        ));
+    }
+    if let Err(Error::InvalidArgument { reason, .. }) = roncho_core::files::check_file_size(&request.file) {
+        return Err(RestError::Http(StatusCode::PAYLOAD_TOO_LARGE, format!("file {reason}")));
+    }
+    if !roncho_core::files::is_supported(&request.content_type) {
+        return Err(RestError::Http(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "files of type `{}` are not supported; use text/*, application/json or application/pdf",
+                request.content_type
+            ),
+        ));
+    }
+    let messages = call!(rest.ingest, caller, request, upload_file);
+    let messages: Vec<wire::Message> = messages.into_iter().map(wire::Message::from).collect();
+    Ok((StatusCode::CREATED, Json(messages)).into_response())
+}
+
+/// A form field holding a JSON object; empty means none.
+fn json_object(field: &str, text: &str) -> Result<Option<roncho_core::model::JsonObject>, Error> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    match serde_json::from_str(text) {
+        Ok(serde_json::Value::Object(object)) => Ok(Some(object)),
+        Ok(serde_json::Value::Null) => Ok(None),
+        _ => Err(Error::invalid(field, "must be a JSON object")),
+    }
 }

@@ -610,3 +610,159 @@ async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
     );
     server.served.shutdown.cancel();
 }
+
+/// A multipart form of `fields` and a `file` part, as the SDKs send uploads.
+fn multipart(fields: &[(&str, &str)], file: (&str, &str, &[u8])) -> (String, Vec<u8>) {
+    let boundary = "roncho-test-boundary-7d1f";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\ncontent-disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    let (filename, content_type, bytes) = file;
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\ncontent-type: {content_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[tokio::test]
+async fn uploads_become_messages_with_honchos_refusals() {
+    let server = Server::start(false).await;
+    let upload = |fields: &[(&str, &str)], file: (&str, &str, &[u8])| {
+        let (content_type, body) = multipart(fields, file);
+        let request = server
+            .http
+            .post(format!("{}/v3/workspaces/w/sessions/s/messages/upload", server.base))
+            .header("content-type", content_type)
+            .body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, messages) = upload(
+        &[("peer_id", "alice"), ("metadata", r#"{"source": "notes"}"#)],
+        ("notes.txt", "text/plain", b"Mochi the cat eats salmon."),
+    )
+    .await;
+    assert_eq!(status, 201, "{messages}");
+    assert_eq!(messages[0]["content"], "Mochi the cat eats salmon.");
+    assert_eq!(messages[0]["peer_id"], "alice");
+    assert_eq!(messages[0]["metadata"]["source"], "notes");
+    // JSON is re-serialised as Python's json.dumps writes it.
+    let (status, messages) = upload(
+        &[("peer_id", "alice")],
+        ("a.json", "application/json", br#"{"a":1,"b":[true,null]}"#),
+    )
+    .await;
+    assert_eq!(
+        (status, &messages[0]["content"]),
+        (201, &json!(r#"{"a": 1, "b": [true, null]}"#))
+    );
+    let (status, refused) = upload(&[("peer_id", "alice")], ("cat.png", "image/png", b"\x89PNG")).await;
+    assert_eq!(status, 415, "{refused}");
+    let big = vec![b'a'; 5 * 1024 * 1024 + 1];
+    let (status, refused) = upload(&[("peer_id", "alice")], ("big.txt", "text/plain", &big)).await;
+    assert_eq!(status, 413, "{refused}");
+    let (status, refused) = upload(
+        &[("peer_id", "alice"), ("metadata", "[1]")],
+        ("a.txt", "text/plain", b"x"),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let (status, refused) = upload(&[], ("a.txt", "text/plain", b"x")).await;
+    assert_eq!(
+        (status, &refused["detail"][0]["loc"]),
+        (422, &json!(["body", "peer_id"]))
+    );
+    server.served.shutdown.cancel();
+}
+
+/// Where Honcho's OpenAPI document is on this machine, if anywhere.
+fn honcho_spec() -> Option<Value> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        manifest.join("../../../shared/reference/honcho-v3-openapi.json"),
+        std::path::PathBuf::from("/work/shared/reference/honcho-v3-openapi.json"),
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok())
+    .map(|text| serde_json::from_str(&text).unwrap())
+}
+
+#[tokio::test]
+async fn every_honcho_operation_is_routed_and_described() {
+    let fixture = include_str!("honcho-v3-operations.txt");
+    let operations: Vec<(String, String, String)> = fixture
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            (parts[0].to_owned(), parts[1].to_owned(), parts[2].to_owned())
+        })
+        .collect();
+    assert_eq!(operations.len(), 46);
+    if let Some(spec) = honcho_spec() {
+        let mut published: Vec<(String, String, String)> = Vec::new();
+        for (path, methods) in spec["paths"].as_object().unwrap() {
+            for (method, operation) in methods.as_object().unwrap() {
+                let id = operation["operationId"].as_str().unwrap().to_owned();
+                published.push((method.to_uppercase(), path.clone(), id));
+            }
+        }
+        let mut fixture_sorted = operations.clone();
+        published.sort();
+        fixture_sorted.sort();
+        assert_eq!(published, fixture_sorted, "the fixture is Honcho's published document");
+    }
+    let server = Server::start(false).await;
+    let (status, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;
+    assert_eq!(status, 200);
+    for (method, path, operation_id) in &operations {
+        let described = &document["paths"][path][method.to_lowercase()]["operationId"];
+        assert_eq!(described, operation_id, "{method} {path} is not described by GET /docs");
+        let concrete = path
+            .replace("{workspace_id}", "w")
+            .replace("{peer_id}", "p")
+            .replace("{session_id}", "s")
+            .replace("{message_id}", "m")
+            .replace("{conclusion_id}", "c")
+            .replace("{endpoint_id}", "e");
+        assert!(
+            !concrete.contains('{'),
+            "{path} has a parameter this test does not fill"
+        );
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = server
+            .http
+            .request(method.clone(), format!("{}{concrete}", server.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap();
+        assert_ne!(status, 405, "{method} {path}: no handler for the method");
+        assert_ne!(
+            (status, body.as_str()),
+            (404, r#"{"detail":"Not Found"}"#),
+            "{method} {path}: no route"
+        );
+    }
+    let (status, body) = server
+        .send(reqwest::Method::GET, "/v3/no/such/route", Value::Null, None)
+        .await;
+    assert_eq!(
+        (status, body),
+        (404, json!({"detail": "Not Found"})),
+        "the fallback this test tells apart"
+    );
+    server.served.shutdown.cancel();
+}
