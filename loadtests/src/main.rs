@@ -26,6 +26,7 @@ use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::json;
 
 mod chaos;
+mod rest;
 mod sustained;
 
 #[derive(Debug, Parser)]
@@ -133,6 +134,10 @@ enum Scenario {
     /// Writers that retry every failed batch with its idempotency key until
     /// it is acknowledged, while loadtests/run-chaos.sh breaks the deployment.
     ChaosWrite(chaos::Args),
+    /// Honcho's REST routes (`--target` the REST base URL): messages
+    /// written in batches as `ingest` writes them, then the searches of
+    /// `search`.
+    Rest(rest::Args),
     /// CreateMessages in batches, then ListMessages pages.
     Ingest {
         /// Batches to send in total.
@@ -183,6 +188,13 @@ pub(crate) fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid histogram bounds")
 }
 
+/// Message `index` of batch `batch` of the `ingest` scenarios (gRPC and REST alike).
+pub(crate) fn message_text(batch: usize, index: usize) -> String {
+    format!(
+        "batch {batch} message {index}: I had a flat white at the corner cafe and talked about the trip to Lisbon next spring."
+    )
+}
+
 pub(crate) fn elapsed_micros(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_micros()).unwrap_or(u64::MAX).max(1)
 }
@@ -211,11 +223,16 @@ async fn ingest(
                 let messages = (0..batch_size)
                     .map(|i| pb::MessageCreate {
                         peer_id: if i % 2 == 0 { "user".into() } else { "assistant".into() },
-                        content: format!("batch {batch_index} message {i}: I had a flat white at the corner cafe and talked about the trip to Lisbon next spring."),
+                        content: message_text(batch_index, i),
                         ..Default::default()
                     })
                     .collect();
-                let request = pb::CreateMessagesRequest { workspace_id: workspace_id.clone(), session_id: format!("session-{client_index}"), messages, idempotency_key: None };
+                let request = pb::CreateMessagesRequest {
+                    workspace_id: workspace_id.clone(),
+                    session_id: format!("session-{client_index}"),
+                    messages,
+                    idempotency_key: None,
+                };
                 let start = Instant::now();
                 client.create_messages(request).await.context("CreateMessages failed")?;
                 latencies.record(elapsed_micros(start))?;
@@ -699,6 +716,7 @@ async fn main() -> anyhow::Result<()> {
             workspace,
             level,
         } => dialectic(&target, queries, concurrency.max(1), &workspace, &level).await?,
+        Scenario::Rest(args) => rest::run(&cli.target, cli.key.as_deref(), args).await?,
         Scenario::Sustained(args) => {
             let (phases, derivation) = sustained::run(&target, &args).await?;
             extra = derivation;

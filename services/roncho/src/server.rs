@@ -284,6 +284,12 @@ pub async fn run(
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let address = listener.local_addr()?;
+        // Small replies must not wait for delayed ACKs, as on the gRPC listener.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |connection: &mut tokio::net::TcpStream| {
+            if let Err(error) = connection.set_nodelay(true) {
+                tracing::debug!(%error, "could not turn Nagle off on a REST connection");
+            }
+        });
         let app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
         tracing::info!(%address, authentication = services.keys.is_some(), "serving the Honcho v3 REST edge");
         let stop = shutdown.clone();
