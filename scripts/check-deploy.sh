@@ -71,6 +71,25 @@ for doc in yaml.safe_load_all(open(sys.argv[1])):
     assert secrets == {"roncho-tls", "roncho-client-ca"}, secrets
 print("tls: every role mounts its certificates; probes on the health port")
 PY
+# Honcho's REST API: the api Deployment serves it on restPort, through its Service, with the TLS above.
+"$venv/bin/python" - "$rendered/tls.yaml" <<'PY'
+import sys
+import yaml
+docs = [doc for doc in yaml.safe_load_all(open(sys.argv[1])) if doc]
+api = next(d for d in docs if d["kind"] == "Deployment" and d["metadata"]["name"] == "roncho-api")
+container = api["spec"]["template"]["spec"]["containers"][0]
+args = container["args"]
+assert args[args.index("--roles") + 1] == "ingest,recall,dialectic", args
+assert args[args.index("--rest-listen") + 1] == "0.0.0.0:8000", args
+assert {"name": "http", "containerPort": 8000, "protocol": "TCP"} in container["ports"], container["ports"]
+service = next(d for d in docs if d["kind"] == "Service" and d["metadata"]["name"] == "roncho-api")
+http = next(port for port in service["spec"]["ports"] if port["name"] == "http")
+assert (http["port"], http["appProtocol"]) == (8000, "https"), http
+for doc in docs:
+    if doc["kind"] == "Deployment" and doc["metadata"]["name"] != "roncho-api":
+        assert "--rest-listen" not in doc["spec"]["template"]["spec"]["containers"][0]["args"], doc["metadata"]["name"]
+print("rest: the api Deployment serves Honcho's REST API on 8000 (https), and no other")
+PY
 # The schema keeps secrets out of the ConfigMap and catches misspelt roles.
 for bad in "config.database_url=postgres://x" "config.auth_jwt_secret=x" "roles.derivr.enabled=true"; do
   if "$helm" lint "$chart" --set "$bad" >/dev/null 2>&1; then
@@ -97,6 +116,11 @@ for role in ["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"
     assert service["depends_on"]["migrate"]["condition"] == "service_completed_successfully", role
 assert services["deriver"].get("deploy", {}).get("replicas", 1) >= 2, "two derivers"
 assert services["migrate"]["command"] == ["migrate"]
+# Honcho's REST API at one address, with auth like every role.
+api = services["api"]
+assert api["command"] == ["serve", "--roles", "ingest,recall,dialectic", "--rest-listen", "0.0.0.0:8000"], api["command"]
+assert api["ports"] == ["8000:8000"], api["ports"]
+assert api["environment"]["RONCHO_AUTH_JWT_SECRET"].startswith("${RONCHO_AUTH_JWT_SECRET:?"), "api runs without auth"
 # Every role exports traces to the collector service and serves metrics.
 environment = services["ingest"]["environment"]
 # Every role runs with auth on, the secret required from the environment.
@@ -108,7 +132,7 @@ collector = environment["RONCHO_OTLP_ENDPOINT"].split("://")[1].split(":")[0]
 assert collector in services, f"RONCHO_OTLP_ENDPOINT names {collector}, not a service"
 assert environment["RONCHO_METRICS_LISTEN"].endswith(":9464")
 scrape = yaml.safe_load(open("deploy/prometheus.yml"))["scrape_configs"][0]["dns_sd_configs"][0]
-assert sorted(scrape["names"]) == sorted(["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"])
+assert sorted(scrape["names"]) == sorted(["api", "ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"])
 print(f"compose.yaml ok: {len(services)} services")
 PY
 echo "deploy checks passed"

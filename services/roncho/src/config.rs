@@ -1210,17 +1210,9 @@ impl Config {
 
     /// Returns why serving this config is refused: a non-loopback address
     /// (gRPC or REST) without authentication, unless `insecure_no_auth` says
-    /// so; REST on a non-loopback address beside TLS, which it lacks.
+    /// so. With TLS, both listeners serve it.
     pub fn check_exposure(&self) -> anyhow::Result<()> {
         if let Some(rest) = self.rest_listen.filter(|rest| !rest.address.ip().is_loopback()) {
-            if self.tls.is_some() {
-                bail!(
-                    "refusing to serve the REST edge on {} in plain text beside a TLS gRPC listener: the REST edge \
-                     has no TLS of its own yet. Keep rest_listen on a loopback address behind a TLS proxy, or set \
-                     rest_listen = \"off\"",
-                    rest.address
-                );
-            }
             self.check_address(rest.address)?;
         }
         self.check_address(self.listen)

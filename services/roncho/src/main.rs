@@ -431,11 +431,21 @@ async fn serve(config: Config) -> anyhow::Result<()> {
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
+    {
+        // Which models derive and dream, wherever queue status and
+        // ScheduleDream are answered (the REST edge answers them beside ingest).
+        use roncho::config::LlmRole;
+        let model = |role| anyhow::Ok(roncho::wiring::llm(config.llm.as_ref(), role)?.map(|llm| llm.model_id()));
+        services.dream_model = model(LlmRole::Dream)?;
+        services.derivation = roncho_deriver::Derivation {
+            observations: model(LlmRole::Deriver)?,
+            summaries: model(LlmRole::Summary)?,
+        };
+    }
     if config.roles.contains(&Role::Dreamer) {
         use roncho::config::{LlmConfig, LlmRole};
         match roncho::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? {
             Some(llm) => {
-                services.dream_model = Some(llm.model_id());
                 tracing::info!(model = %llm.model_id(), "dreamer worker");
                 let worker_config = roncho_deriver::worker::WorkerConfig {
                     worker_id: roncho_deriver::worker::unique_worker_id("dreamer"),
@@ -491,10 +501,6 @@ async fn serve(config: Config) -> anyhow::Result<()> {
                 .map_or_else(|| "extractive".to_owned(), |llm| llm.model_id()),
             "deriver worker"
         );
-        services.derivation = roncho_deriver::Derivation {
-            observations: deriver.as_ref().map(|llm| llm.model_id()),
-            summaries: summarizer.as_ref().map(|llm| llm.model_id()),
-        };
         if let Some(deriver) = deriver {
             worker = worker.with_deriver_llm(deriver);
         }

@@ -330,6 +330,26 @@ impl Metrics {
     }
 }
 
+/// `GET /metrics`, on the metrics address and on the REST edge's port (as
+/// Honcho serves it on its API port).
+pub fn router(metrics: Arc<Metrics>) -> axum::Router {
+    axum::Router::new().route(
+        "/metrics",
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        "content-type",
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.encode(),
+                )
+            }
+        }),
+    )
+}
+
 /// Serves `GET /metrics` until `shutdown`, refreshing the database gauges
 /// every `every`.
 pub async fn serve(
@@ -352,23 +372,8 @@ pub async fn serve(
             }
         })
     };
-    let app = axum::Router::new().route(
-        "/metrics",
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(
-                        "content-type",
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.encode(),
-                )
-            }
-        }),
-    );
     tracing::info!(address = %listener.local_addr()?, "serving metrics at /metrics");
-    axum::serve(listener, app)
+    axum::serve(listener, router(metrics))
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await?;
     refresher.abort();

@@ -246,6 +246,24 @@ pub async fn run(
             Role::Reconciler => router,
         };
     }
+    // Honcho serves every route at one address: where REST writes, it also
+    // answers queue status and schedules dreams itself (reading and writing
+    // the queue; the workers run in their own roles).
+    if roles.contains(&Role::Ingest) {
+        if !roles.contains(&Role::Deriver) {
+            rest = rest.with_deriver(Arc::new(roncho_deriver::Deriver::new(
+                services.queue.clone(),
+                services.derivation.clone(),
+            )));
+        }
+        if !roles.contains(&Role::Dreamer) {
+            rest = rest.with_dreamer(Arc::new(roncho_dreamer::Dreamer::new(
+                services.store.clone(),
+                services.queue.clone(),
+                services.dream_model.clone(),
+            )));
+        }
+    }
     health_reporter
         .set_service_status(LIVENESS, ServingStatus::Serving)
         .await;
@@ -284,23 +302,33 @@ pub async fn run(
         listener.set_nonblocking(true)?;
         let listener = TcpListener::from_std(listener)?;
         let address = listener.local_addr()?;
-        // Small replies must not wait for delayed ACKs, as on the gRPC listener.
-        let listener = axum::serve::ListenerExt::tap_io(listener, |connection: &mut tokio::net::TcpStream| {
-            if let Err(error) = connection.set_nodelay(true) {
-                tracing::debug!(%error, "could not turn Nagle off on a REST connection");
-            }
-        });
-        let app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
-        tracing::info!(%address, authentication = services.keys.is_some(), "serving the Honcho v3 REST edge");
+        let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+        if let Some(metrics) = &services.metrics {
+            app = app.merge(crate::metrics::router(metrics.clone()));
+        }
+        tracing::info!(
+            %address,
+            tls = services.tls.is_some(),
+            authentication = services.keys.is_some(),
+            "serving the Honcho v3 REST edge"
+        );
         let stop = shutdown.clone();
-        tokio::spawn(async move {
-            if let Err(error) = axum::serve(listener, app)
-                .with_graceful_shutdown(stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(%error, "the REST server stopped");
+        match &services.tls {
+            // The gRPC listener's certificate (and client CA), reloaded with it.
+            Some(tls) => {
+                let listener = crate::tls::TlsListener::new(listener, tls.clone(), shutdown.clone())?;
+                tokio::spawn(serve_rest(listener, app, stop));
             }
-        });
+            None => {
+                // Small replies must not wait for delayed ACKs, as on the gRPC listener.
+                let listener = axum::serve::ListenerExt::tap_io(listener, |connection: &mut tokio::net::TcpStream| {
+                    if let Err(error) = connection.set_nodelay(true) {
+                        tracing::debug!(%error, "could not turn Nagle off on a REST connection");
+                    }
+                });
+                tokio::spawn(serve_rest(listener, app, stop));
+            }
+        }
     }
     let address = listener.local_addr()?;
     tracing::info!(
@@ -333,6 +361,20 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// Serves the REST edge on `listener` until `stop`.
+async fn serve_rest<L>(listener: L, app: axum::Router, stop: CancellationToken)
+where
+    L: axum::serve::Listener,
+    L::Addr: std::fmt::Debug,
+{
+    if let Err(error) = axum::serve(listener, app)
+        .with_graceful_shutdown(stop.cancelled_owned())
+        .await
+    {
+        tracing::error!(%error, "the REST server stopped");
+    }
 }
 
 /// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING

@@ -1,9 +1,10 @@
-//! TLS on the gRPC listener (rustls, ring): the server's certificate and
-//! key from PEM files, optionally client certificates verified against a CA
-//! (mTLS), and all three reloaded without a restart when the files change.
+//! TLS on the gRPC listener and the REST edge's (rustls, ring): the
+//! server's certificate and key from PEM files, optionally client
+//! certificates verified against a CA (mTLS), and all three reloaded without
+//! a restart when the files change.
 //!
-//! Connections are accepted here and handed to tonic once their handshake
-//! is done: handshakes run concurrently (a slow or silent client holds up
+//! Connections are accepted here and handed to tonic (or axum) once their
+//! handshake is done: handshakes run concurrently (a slow or silent client holds up
 //! nobody), bounded in number (in all and per client address) and in time;
 //! a connection over the bound is closed at once rather than queued, and a
 //! client that does not speak TLS is dropped at its first bytes.
@@ -175,7 +176,8 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<Arc<ServerConfig>> {
     let mut config = builder
         .with_single_cert(certs, key)
         .with_context(|| format!("{} does not match {}", files.key.display(), files.cert.display()))?;
-    config.alpn_protocols = vec![b"h2".to_vec()];
+    // gRPC clients ask for h2; REST clients for either.
+    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }
 
@@ -230,6 +232,46 @@ pub fn incoming(
         }
     });
     tokio_stream::wrappers::ReceiverStream::new(receiver)
+}
+
+/// The REST edge's connections after their TLS handshake ([`incoming`]), as
+/// an axum listener.
+pub struct TlsListener {
+    incoming: tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>>,
+    local: std::net::SocketAddr,
+}
+
+impl TlsListener {
+    /// Accepts on `listener` with `tls` until `shutdown`.
+    pub fn new(listener: TcpListener, tls: Arc<ReloadingTls>, shutdown: CancellationToken) -> std::io::Result<Self> {
+        let local = listener.local_addr()?;
+        Ok(Self {
+            incoming: incoming(listener, tls, shutdown),
+            local,
+        })
+    }
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = TlsStream<TcpStream>;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        use tokio_stream::StreamExt;
+        while let Some(accepted) = self.incoming.next().await {
+            if let Ok(stream) = accepted
+                && let Ok(peer) = stream.get_ref().0.peer_addr()
+            {
+                return (stream, peer);
+            }
+        }
+        // Shut down: no more connections; axum's graceful shutdown ends the server.
+        std::future::pending().await
+    }
+
+    fn local_addr(&self) -> std::io::Result<Self::Addr> {
+        Ok(self.local)
+    }
 }
 
 /// One handshake in progress from an address, counted until dropped.

@@ -29,8 +29,11 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let metrics = Arc::new(Metrics::new());
     let dyn_store: Arc<dyn Store> = store.clone();
+    let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let rest_address = rest.local_addr().unwrap();
     let services = roncho::server::Services {
         metrics: Some(metrics.clone()),
+        rest_listener: Some(Arc::new(rest)),
         ..roncho::server::Services::store_only(dyn_store.clone())
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -124,14 +127,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         shutdown.clone(),
     ));
     tokio::time::sleep(Duration::from_millis(300)).await;
-    let mut connection = tokio::net::TcpStream::connect(metrics_address).await.unwrap();
-    connection
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: roncho\r\nConnection: close\r\n\r\n")
-        .await
-        .unwrap();
-    let mut response = String::new();
-    connection.read_to_string(&mut response).await.unwrap();
-    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    let response = get_metrics(metrics_address).await;
     let text = response.split("\r\n\r\n").nth(1).unwrap_or_default();
 
     let ok = sample(
@@ -193,5 +189,25 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         ),
         Some(12.0)
     );
+
+    // And on the REST edge's port, as Honcho serves them on its API port.
+    let over_rest = get_metrics(rest_address).await;
+    assert!(
+        over_rest.contains("roncho_llm_calls_total{model=\"openai-compatible/scripted\",outcome=\"ok\"} 1"),
+        "{over_rest}"
+    );
     shutdown.cancel();
+}
+
+/// `GET /metrics` at `address`; asserts a 200 and returns the whole response.
+async fn get_metrics(address: std::net::SocketAddr) -> String {
+    let mut connection = tokio::net::TcpStream::connect(address).await.unwrap();
+    connection
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: roncho\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    connection.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
 }

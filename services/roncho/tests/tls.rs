@@ -1,7 +1,7 @@
-//! TLS on the gRPC listener: a client trusting the CA connects and a
-//! plain-text one is refused; with a client CA, only clients holding a
-//! certificate it signed get in; new certificate files are picked up
-//! without a restart.
+//! TLS on the gRPC listener and the REST edge's: a client trusting the CA
+//! connects and a plain-text one is refused; with a client CA, only clients
+//! holding a certificate it signed get in; new certificate files are picked
+//! up without a restart.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -49,6 +49,8 @@ impl Authority {
 
 struct Server {
     address: std::net::SocketAddr,
+    /// The REST edge's address.
+    rest: std::net::SocketAddr,
     tls: Arc<ReloadingTls>,
     shutdown: CancellationToken,
     _dir: tempfile::TempDir,
@@ -73,13 +75,17 @@ async fn start(server_ca: &Authority, client_ca: Option<&Authority>) -> Server {
         .await
         .unwrap();
     roncho_store::migrate(&store).await.unwrap();
+    let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let rest_address = rest.local_addr().unwrap();
     let services = roncho::server::Services {
         tls: Some(tls.clone()),
+        rest_listener: Some(Arc::new(rest)),
         ..roncho::server::Services::store_only(Arc::new(store))
     };
     let support::Served { address, shutdown, .. } = support::serve(services, &[Role::Recall]).await;
     Server {
         address,
+        rest: rest_address,
         tls,
         shutdown,
         _dir: dir,
@@ -100,6 +106,25 @@ async fn tls_channel(server: &Server, ca: &Authority, identity: Option<(String, 
             .connect()
             .await?,
     )
+}
+
+/// Lists workspaces over the REST edge with HTTPS, trusting `ca`,
+/// presenting `identity` when given; the status, or the connection's error.
+async fn list_over_rest(server: &Server, ca: &Authority, identity: Option<(String, String)>) -> anyhow::Result<u16> {
+    let mut client = reqwest::Client::builder()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca.pem().as_bytes())?)
+        .timeout(std::time::Duration::from_secs(5));
+    if let Some((cert, key)) = identity {
+        client = client.identity(reqwest::Identity::from_pem(format!("{cert}{key}").as_bytes())?);
+    }
+    let response = client
+        .build()?
+        .post(format!("https://localhost:{}/v3/workspaces/list", server.rest.port()))
+        .json(&serde_json::json!({}))
+        .send()
+        .await?;
+    Ok(response.status().as_u16())
 }
 
 async fn list(channel: Channel) -> Result<pb::ListWorkspacesResponse, tonic::Status> {
@@ -131,6 +156,19 @@ async fn a_client_trusting_the_ca_connects_and_a_plain_text_one_is_refused() {
         tls_channel(&server, &stranger, None).await.is_err(),
         "a client that does not trust the server's CA connected"
     );
+
+    // The REST edge: HTTPS with the same certificate, and nothing in plain text.
+    assert_eq!(list_over_rest(&server, &ca, None).await.unwrap(), 200);
+    let plain = reqwest::Client::new()
+        .get(format!("http://127.0.0.1:{}/health", server.rest.port()))
+        .timeout(std::time::Duration::from_secs(5))
+        .send()
+        .await;
+    assert!(plain.is_err(), "a plain-text REST client got an answer: {plain:?}");
+    assert!(
+        list_over_rest(&server, &stranger, None).await.is_err(),
+        "a REST client that does not trust the server's CA connected"
+    );
     server.shutdown.cancel();
 }
 
@@ -156,6 +194,20 @@ async fn with_a_client_ca_only_clients_holding_its_certificates_get_in() {
         Ok(channel) => list(channel).await.is_err(),
     };
     assert!(forged, "a client certificate from another CA got an answer");
+
+    // The REST edge asks for the same client certificates.
+    let pinned_rest = list_over_rest(&server, &ca, Some(clients.issue(&["an-sdk-client"]))).await;
+    assert_eq!(pinned_rest.unwrap(), 200);
+    assert!(
+        list_over_rest(&server, &ca, None).await.is_err(),
+        "a REST client without a certificate got an answer"
+    );
+    assert!(
+        list_over_rest(&server, &ca, Some(impostor.issue(&["an-sdk-client"])))
+            .await
+            .is_err(),
+        "a REST client certificate from another CA got an answer"
+    );
     server.shutdown.cancel();
 }
 
