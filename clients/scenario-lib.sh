@@ -4,7 +4,7 @@
 #   roncho_bin, repo, cache, server_url, work   set from the script's arguments
 #   free_port                                   prints a free loopback port
 #   stop_server                                 SIGTERM; fails if roncho exits badly
-#   database                                    dropped at exit when set
+#   database, databases (an array)              dropped at exit when set
 
 roncho_bin=$(realpath "${1:?usage: run-scenario.sh path/to/roncho}")
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,10 +12,14 @@ cache=${RONCHO_CACHE:-$HOME/.cache/roncho}
 server_url=${RONCHO_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 work=$(mktemp -d)
 server_pid=""
+databases=()
 
 cleanup() {
   if [ -n "$server_pid" ]; then kill "$server_pid" 2>/dev/null || true; wait "$server_pid" 2>/dev/null || true; fi
-  if [ -n "${database:-}" ]; then psql "$server_url" -qc "DROP DATABASE IF EXISTS $database WITH (FORCE)" >/dev/null 2>&1 || true; fi
+  local name
+  for name in ${database:-} "${databases[@]}"; do
+    psql "$server_url" -qc "DROP DATABASE IF EXISTS $name WITH (FORCE)" >/dev/null 2>&1 || true
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT

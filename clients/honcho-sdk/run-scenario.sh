@@ -2,7 +2,9 @@
 # Drives roncho's Honcho v3 REST edge with Honcho's official Python SDK
 # (honcho-ai from PyPI, pinned below) through clients/honcho-sdk/scenario.py:
 # embedded (SQLite), then on Postgres + NATS + Qdrant (every role in one
-# process), then embedded with API keys.
+# process), then a Honcho database imported with `roncho import
+# --from-honcho` and read back, then embedded with API keys, and keys
+# minted as Honcho mints them (PyJWT).
 #
 #   clients/honcho-sdk/run-scenario.sh path/to/roncho
 #
@@ -15,11 +17,13 @@ set -euo pipefail
 sdk_version=2.3.0
 source "$(dirname "$0")/../scenario-lib.sh" "$@"
 nats_url=${RONCHO_TEST_NATS_URL:-nats://127.0.0.1:4222}
+# PyJWT mints keys as Honcho's tooling does (clients/honcho-sdk/keys.py).
+pyjwt_version=2.15.1
 venv=$cache/venv-honcho-sdk-$sdk_version
 
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import honcho" 2>/dev/null; then
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import honcho, jwt" 2>/dev/null; then
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q "honcho-ai==$sdk_version"
+  "$venv/bin/pip" install -q "honcho-ai==$sdk_version" "pyjwt==$pyjwt_version"
 fi
 
 # start_server args...: every role, gRPC and REST on free ports; waits for REST.
@@ -40,17 +44,18 @@ start_server() {
 }
 
 passed=0
-run_mode() { # name serve-args...
+sdk=$repo/clients/honcho-sdk
+# run_mode name serve-args...: starts roncho, runs "${client[@]}" --base-url URL against it, stops it.
+run_mode() {
   local name=$1; shift
   echo "== $name"
   start_server "$@"
-  "$venv/bin/python" "$repo/clients/honcho-sdk/scenario.py" --base-url "$base_url" "${client_args[@]}" ||
-    { tail -30 "$work/server.log"; exit 1; }
+  "$venv/bin/python" "${client[@]}" --base-url "$base_url" || { tail -30 "$work/server.log"; exit 1; }
   stop_server
   passed=$((passed + 1))
 }
 
-client_args=()
+client=("$sdk/scenario.py")
 run_mode embedded --data-dir "$work/data"
 
 database=roncho_honcho_sdk_$$_$RANDOM
@@ -62,7 +67,30 @@ if [ -n "${RONCHO_TEST_QDRANT_URL:-}" ]; then
 fi
 RONCHO_NATS_PREFIX=honcho_sdk_$$_$RANDOM run_mode "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant}" "${distributed[@]}"
 
+# A Honcho database (services/roncho/tests/honcho-v3-database.sql) imported
+# twice with `roncho import --from-honcho` (the second adds nothing), then
+# read back through the SDK.
+honcho_database=roncho_honcho_import_$$_$RANDOM
+databases+=("$honcho_database")
+psql "$server_url" -qc "CREATE DATABASE $honcho_database" >/dev/null
+psql "${server_url%/*}/$honcho_database" -q -v ON_ERROR_STOP=1 \
+  -f "$repo/services/roncho/tests/honcho-v3-database.sql" >/dev/null
+for run in first again; do
+  "$roncho_bin" import --from-honcho "${server_url%/*}/$honcho_database" --data-dir "$work/data-import" \
+    --log warn >"$work/import-$run.txt"
+  cat "$work/import-$run.txt"
+done
+grep -Eq '^messages +0 +5 ' "$work/import-again.txt" || { echo "a second import was not a no-op"; exit 1; }
+client=("$sdk/imported.py")
+run_mode "imported from Honcho" --data-dir "$work/data-import"
+
 secret=$(openssl rand -hex 32)
-client_args=(--api-key "$(RONCHO_AUTH_JWT_SECRET=$secret "$roncho_bin" keys create --admin)")
-RONCHO_AUTH_JWT_SECRET=$secret run_mode "embedded with keys" --data-dir "$work/data-keys"
+export RONCHO_AUTH_JWT_SECRET=$secret
+client=("$sdk/scenario.py" --api-key "$("$roncho_bin" keys create --admin)")
+run_mode "embedded with keys" --data-dir "$work/data-keys"
+
+# Keys minted as Honcho's tooling mints them, and roncho's keys as Honcho verifies them.
+client=("$sdk/keys.py" --secret "$secret" --workspace acme
+  --roncho-key "$("$roncho_bin" keys create --workspace acme --expires-in 1h)")
+run_mode "keys across Honcho and roncho" --data-dir "$work/data-keys"
 echo "honcho-sdk modes: $passed passed, 0 failed"

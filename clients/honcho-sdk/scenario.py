@@ -7,24 +7,11 @@ exits non-zero at the first that fails.
 """
 
 import argparse
-import sys
 import uuid
 
 from honcho import Honcho
 from honcho.api_types import SessionPeerConfig
-
-steps = 0
-
-
-def step(name, check):
-    global steps
-    try:
-        check()
-    except Exception as error:  # noqa: BLE001 - every failure is reported as the step's
-        print(f"FAIL {name}: {type(error).__name__}: {error}")
-        sys.exit(1)
-    steps += 1
-    print(f"ok   {name}")
+from steps import step, summary
 
 
 def main():
@@ -159,7 +146,7 @@ def main():
     step("session peer configuration, metadata, peer sessions, peer context, summaries", configuration_and_memberships)
     step("clone a session, delete the copy", clone_and_delete)
     step("workspace delete: refused while a session is active, then done", delete_workspace)
-    print(f"honcho-sdk: {steps} passed, 0 failed")
+    summary("honcho-sdk")
 
 
 if __name__ == "__main__":

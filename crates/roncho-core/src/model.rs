@@ -272,6 +272,25 @@ pub struct NewConclusion {
     pub metadata: JsonObject,
 }
 
+/// A message carried over from another server (`roncho import`): it keeps
+/// its id and time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedMessage {
+    pub id: String,
+    /// `created_at` is required here: an import keeps the original time.
+    pub message: NewMessage,
+}
+
+/// A conclusion carried over from another server (`roncho import`): it keeps
+/// its id, time and derivation count.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ImportedConclusion {
+    pub id: String,
+    pub created_at: i64,
+    pub times_derived: i64,
+    pub conclusion: NewConclusion,
+}
+
 /// Which conclusions of one collection to load for a representation.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CollectionQuery {

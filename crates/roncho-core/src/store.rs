@@ -11,9 +11,10 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::idempotency::Once;
 use crate::model::{
-    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message,
-    MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig,
-    SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
+    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ErasureState, ImportedConclusion,
+    ImportedMessage, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
+    Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone,
+    WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -338,6 +339,25 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<()>;
     /// Returns messages by a [`MessageScan`], in time order.
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>>;
+
+    /// Appends messages carried over from another server, in order, keeping
+    /// their ids and times; the session must exist. A message whose id this
+    /// session already holds is skipped, so an interrupted import runs again
+    /// without duplicates; an id held by another session is
+    /// `FAILED_PRECONDITION`.
+    /// Derivation and summary tasks are queued only when `derive`. Returns
+    /// how many messages were new.
+    async fn import_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<ImportedMessage>,
+        derive: bool,
+    ) -> Result<u64>;
+    /// Stores conclusions carried over from another server, keeping their
+    /// ids, times and derivation counts; one whose id exists is skipped (see
+    /// [`Store::import_messages`]). Returns how many were new.
+    async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64>;
 }
 
 /// Rows an erasure removes per transaction.

@@ -4,8 +4,8 @@
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, DreamState, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, Page,
-    PageRequest, SessionSummary, SummaryKind, new_public_id, now_micros,
+    CollectionQuery, Conclusion, DreamState, ImportedConclusion, JsonObject, Message, MessageScan, MessageSearch,
+    NewConclusion, Page, PageRequest, SessionSummary, SummaryKind, new_public_id, now_micros,
 };
 use roncho_core::{Error, Result};
 use sqlx::Row;
@@ -186,7 +186,7 @@ impl SqlStore {
         let live = crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, &conclusions).await?;
         let mut created = Vec::with_capacity(conclusions.len());
         for new in conclusions {
-            created.extend(insert_conclusion(tx.conn(), workspace_id, new, 1, now, &live).await?);
+            created.extend(insert_conclusion(tx.conn(), workspace_id, new_public_id(), new, 1, now, &live).await?);
         }
         if let Some(once) = once {
             let ids: Vec<String> = created.iter().map(|conclusion| conclusion.id.clone()).collect();
@@ -194,6 +194,53 @@ impl SqlStore {
         }
         tx.commit().await?;
         Ok(created)
+    }
+
+    /// Stores conclusions carried over from another server (see
+    /// [`roncho_core::store::Store::import_conclusions`]), one transaction.
+    pub(crate) async fn import_conclusions_impl(
+        &self,
+        workspace_id: &str,
+        conclusions: Vec<ImportedConclusion>,
+    ) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        let ids: Vec<String> = conclusions.iter().map(|imported| imported.id.clone()).collect();
+        let mut held = std::collections::BTreeSet::new();
+        for chunk in ids.chunks(500) {
+            let mut sql = Sql::new("SELECT public_id, workspace_name FROM documents WHERE public_id IN ");
+            sql.push_list(chunk);
+            for row in crate::store::fetch_all(tx.conn(), &sql).await? {
+                let id: String = rows::get(&row, "public_id")?;
+                if rows::get::<String>(&row, "workspace_name")? != workspace_id {
+                    return Err(Error::FailedPrecondition(format!(
+                        "conclusion `{id}` is already stored in another workspace"
+                    )));
+                }
+                held.insert(id);
+            }
+        }
+        let fresh: Vec<ImportedConclusion> = conclusions
+            .into_iter()
+            .filter(|imported| !held.contains(&imported.id))
+            .collect();
+        let news: Vec<NewConclusion> = fresh.iter().map(|imported| imported.conclusion.clone()).collect();
+        // A conclusion may cite one imported before it in this batch.
+        let mut live = crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, &news).await?;
+        let mut stored = 0;
+        for (imported, mut new) in fresh.into_iter().zip(news) {
+            // The other server kept conclusions whose sources are gone; so does the import.
+            new.source_ids.retain(|source| live.contains(source));
+            let id = imported.id;
+            let (times_derived, created_at) = (imported.times_derived, imported.created_at);
+            if let Some(kept) =
+                insert_conclusion(tx.conn(), workspace_id, id, new, times_derived, created_at, &live).await?
+            {
+                live.insert(kept.id);
+                stored += 1;
+            }
+        }
+        tx.commit().await?;
+        Ok(stored)
     }
 
     /// Soft-deletes `old_id` (tombstoning its vector) and inserts `new`
@@ -218,9 +265,17 @@ impl SqlStore {
         let live =
             crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, std::slice::from_ref(&new)).await?;
         soft_delete_conclusion(tx.conn(), workspace_id, old_id, now).await?;
-        let created = insert_conclusion(tx.conn(), workspace_id, new, times_derived + 1, now, &live)
-            .await?
-            .ok_or_else(|| Error::not_found("conclusion source", "every source was erased"))?;
+        let created = insert_conclusion(
+            tx.conn(),
+            workspace_id,
+            new_public_id(),
+            new,
+            times_derived + 1,
+            now,
+            &live,
+        )
+        .await?
+        .ok_or_else(|| Error::not_found("conclusion source", "every source was erased"))?;
         tx.commit().await?;
         Ok(created)
     }
@@ -587,9 +642,10 @@ fn escape_like(text: &str) -> String {
 async fn insert_conclusion(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
+    id: String,
     mut new: NewConclusion,
     times_derived: i64,
-    now: i64,
+    created_at: i64,
     live: &std::collections::BTreeSet<String>,
 ) -> Result<Option<Conclusion>> {
     if !new.source_ids.is_empty() {
@@ -605,7 +661,7 @@ async fn insert_conclusion(
         load_session(conn, workspace_id, session_id).await?;
     }
     let conclusion = Conclusion {
-        id: new_public_id(),
+        id,
         workspace_id: workspace_id.to_owned(),
         observer_id: new.observer_id,
         observed_id: new.observed_id,
@@ -616,7 +672,7 @@ async fn insert_conclusion(
         source_ids: new.source_ids,
         times_derived,
         metadata: new.metadata,
-        created_at: now,
+        created_at,
     };
     let mut sql = Sql::new(
         "INSERT INTO documents (public_id, workspace_name, observer, observed, session_name, level, content, \
@@ -647,7 +703,7 @@ async fn insert_conclusion(
         .push(", ");
     sql.bind(to_json(&conclusion.metadata))
         .push(", ")
-        .bind(now)
+        .bind(created_at)
         .push(") RETURNING id");
     let row = crate::store::fetch_optional(conn, &sql)
         .await?

@@ -6,10 +6,10 @@ use roncho_core::derivation::{Member, Settings, tasks_for_message};
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::{
-    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, JsonObject, Message, MessageScan,
-    MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session, SessionPeerConfig, SessionSummary,
-    SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros,
-    shallow_merge,
+    CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ImportedConclusion, ImportedMessage,
+    JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session,
+    SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint,
+    Workspace, new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -510,35 +510,94 @@ pub(crate) async fn load_message(
     rows::message(&row)
 }
 
+/// Where a batch of messages comes from.
+enum Origin<'a> {
+    /// A client's CreateMessages: new ids, its work queued; with a key, only
+    /// the first time the key is seen.
+    Client(Option<&'a Once>),
+    /// `roncho import`: the ids given (one per message), already held ones
+    /// skipped; work queued only when `derive`.
+    Import { ids: Vec<String>, derive: bool },
+}
+
+/// Which of `ids` this session already holds; `FAILED_PRECONDITION` when one
+/// is held anywhere else (ids are unique across the store).
+async fn held_message_ids(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    ids: &[String],
+) -> Result<std::collections::BTreeSet<String>> {
+    let mut held = std::collections::BTreeSet::new();
+    for chunk in ids.chunks(MESSAGES_PER_STATEMENT) {
+        let mut sql = Sql::new("SELECT public_id, workspace_name, session_name FROM messages WHERE public_id IN ");
+        sql.push_list(chunk);
+        for row in fetch_all(conn, &sql).await? {
+            let id: String = rows::get(&row, "public_id")?;
+            let workspace: String = rows::get(&row, "workspace_name")?;
+            let session: String = rows::get(&row, "session_name")?;
+            if workspace != workspace_id || session != session_id {
+                return Err(Error::FailedPrecondition(format!(
+                    "message `{id}` is already stored in another session ({workspace}/{session})"
+                )));
+            }
+            held.insert(id);
+        }
+    }
+    Ok(held)
+}
+
 impl SqlStore {
-    /// Appends `messages` with their work; with `once`, only the first time
-    /// its key is seen.
+    /// Appends `messages` with their work, as `origin` says.
     async fn create_messages_impl(
         &self,
         workspace_id: &str,
         session_id: &str,
         messages: Vec<NewMessage>,
-        once: Option<&Once>,
+        origin: Origin<'_>,
     ) -> Result<Vec<Message>> {
-        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
         let now = now_micros();
         let mut tx = self.begin_write().await?;
-        ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
-        if let Some(once) = once
-            && let crate::idempotency::Claim::Done(ids) =
-                crate::idempotency::claim(tx.conn(), workspace_id, Some(session_id), once).await?
-        {
-            drop(tx);
-            return self.replay_messages(workspace_id, session_id, &ids).await;
-        }
-        ensure_session(
-            tx.conn(),
-            workspace_id,
-            session_id,
-            &JsonObject::new(),
-            &JsonObject::new(),
-        )
-        .await?;
+        let once = match &origin {
+            Origin::Client(once) => *once,
+            Origin::Import { .. } => None,
+        };
+        let (messages, ids, derive) = match origin {
+            Origin::Client(_) => {
+                ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+                if let Some(once) = once
+                    && let crate::idempotency::Claim::Done(ids) =
+                        crate::idempotency::claim(tx.conn(), workspace_id, Some(session_id), once).await?
+                {
+                    drop(tx);
+                    return self.replay_messages(workspace_id, session_id, &ids).await;
+                }
+                ensure_session(
+                    tx.conn(),
+                    workspace_id,
+                    session_id,
+                    &JsonObject::new(),
+                    &JsonObject::new(),
+                )
+                .await?;
+                let ids = messages.iter().map(|_| new_public_id()).collect();
+                (messages, ids, true)
+            }
+            Origin::Import { ids, derive } => {
+                load_session(tx.conn(), workspace_id, session_id).await?;
+                let held = held_message_ids(tx.conn(), workspace_id, session_id, &ids).await?;
+                let (ids, messages): (Vec<String>, Vec<NewMessage>) = ids
+                    .into_iter()
+                    .zip(messages)
+                    .filter(|(id, _)| !held.contains(id))
+                    .unzip();
+                if messages.is_empty() {
+                    return Ok(Vec::new());
+                }
+                (messages, ids, derive)
+            }
+        };
+        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
 
         let session = load_session(tx.conn(), workspace_id, session_id).await?;
         let mut authors: Vec<&str> = Vec::new();
@@ -556,12 +615,13 @@ impl SqlStore {
         let mut message_settings = Vec::with_capacity(messages.len());
         let created: Vec<Message> = messages
             .into_iter()
+            .zip(ids)
             .zip(first_seq..)
-            .map(|(new, seq_in_session)| {
+            .map(|((new, id), seq_in_session)| {
                 configurations.push(to_json(&new.configuration));
                 message_settings.push(new.configuration.clone());
                 Message {
-                    id: new_public_id(),
+                    id,
                     workspace_id: workspace_id.to_owned(),
                     session_id: session_id.to_owned(),
                     peer_id: new.peer_id,
@@ -577,6 +637,10 @@ impl SqlStore {
         if let Some(once) = once {
             let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
             crate::idempotency::record(tx.conn(), workspace_id, once, &ids).await?;
+        }
+        if !derive {
+            tx.commit().await?;
+            return Ok(created);
         }
         // The messages' background work commits with them: nothing is lost between.
         let workspace = load_workspace(tx.conn(), workspace_id).await?;
@@ -1047,7 +1111,7 @@ impl Store for SqlStore {
         session_id: &str,
         messages: Vec<NewMessage>,
     ) -> Result<Vec<Message>> {
-        self.create_messages_impl(workspace_id, session_id, messages, None)
+        self.create_messages_impl(workspace_id, session_id, messages, Origin::Client(None))
             .await
     }
 
@@ -1058,8 +1122,31 @@ impl Store for SqlStore {
         messages: Vec<NewMessage>,
         once: &Once,
     ) -> Result<Vec<Message>> {
-        self.create_messages_impl(workspace_id, session_id, messages, Some(once))
+        self.create_messages_impl(workspace_id, session_id, messages, Origin::Client(Some(once)))
             .await
+    }
+
+    #[tracing::instrument(name = "store.import_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id, messages = messages.len()))]
+    async fn import_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<ImportedMessage>,
+        derive: bool,
+    ) -> Result<u64> {
+        let (ids, messages): (Vec<String>, Vec<NewMessage>) = messages
+            .into_iter()
+            .map(|imported| (imported.id, imported.message))
+            .unzip();
+        let created = self
+            .create_messages_impl(workspace_id, session_id, messages, Origin::Import { ids, derive })
+            .await?;
+        Ok(created.len() as u64)
+    }
+
+    #[tracing::instrument(name = "store.import_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
+    async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64> {
+        self.import_conclusions_impl(workspace_id, conclusions).await
     }
 
     async fn replayed_messages(

@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`config`]: typed configuration, layered defaults < file < env < flags.
+//! - [`import`]: `roncho import --from-honcho`, a Honcho v3 database into the store.
 //! - [`metrics`]: Prometheus metrics at `/metrics`.
 //! - [`pdf`]: PDF text in a memory- and time-limited child process.
 //! - [`observe`]: spans and metrics of every gRPC request and LLM call.
@@ -12,6 +13,7 @@
 //! - [`wiring`]: the ports a configuration asks for.
 
 pub mod config;
+pub mod import;
 pub mod metrics;
 pub mod observe;
 pub mod pdf;

@@ -43,6 +43,23 @@ enum Command {
     /// The work queue, straight from the database.
     #[command(subcommand)]
     Queue(QueueCommand),
+    /// Copies a Honcho v3 database into this roncho's store (resumable: run it again to finish or to catch up).
+    Import {
+        #[command(flatten)]
+        flags: CommonFlags,
+        /// The Honcho database, e.g. postgres://honcho@db:5432/honcho (only read).
+        #[arg(long, value_name = "POSTGRES_URL")]
+        from_honcho: String,
+        /// Only this workspace (repeatable) [default: every workspace].
+        #[arg(long = "workspace", value_name = "ID")]
+        workspaces: Vec<String>,
+        /// Queue derivation and summaries for the imported messages (model calls; Honcho's conclusions and summaries are imported either way).
+        #[arg(long)]
+        derive: bool,
+        /// Prints the counts as JSON.
+        #[arg(long)]
+        json: bool,
+    },
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -282,6 +299,27 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
                 roncho_api::keys::issue(&keys, request, now)?.key
             };
             println!("{key}");
+            Ok(())
+        }
+        Command::Import {
+            flags,
+            from_honcho,
+            workspaces,
+            derive,
+            json,
+        } => {
+            let config = flags.load()?;
+            let _logs = Telemetry::init(&config, false)?;
+            let store = roncho_store::connect(&config.store_options()).await?;
+            roncho_store::migrate(&store).await?;
+            let source = roncho::import::connect(&from_honcho).await?;
+            let options = roncho::import::ImportOptions { workspaces, derive };
+            let counts = roncho::import::import_honcho(&source, &store, &options).await?;
+            if json {
+                println!("{}", serde_json::to_string_pretty(&counts)?);
+            } else {
+                print!("{counts}");
+            }
             Ok(())
         }
         Command::Queue(QueueCommand::Retry {
