@@ -296,7 +296,7 @@ impl ToolContext {
         }
         let search = MessageSearch {
             terms: roncho_core::search::terms(query),
-            session_id: None,
+            session_ids: self.allowed_sessions.clone(),
             peer_id: None,
             peer_perspective: Some(self.observer.clone()),
             limit: asked,

@@ -139,6 +139,16 @@ impl Authorizer {
     }
 }
 
+/// `need`, and the whole workspace when the call reads scopes (Honcho's
+/// `scope` options take a workspace key).
+fn scoped<'a>(workspace: &'a str, scopes: &[String], need: Need<'a>) -> Vec<Need<'a>> {
+    if scopes.is_empty() {
+        vec![need]
+    } else {
+        vec![need, Need::Workspace(workspace)]
+    }
+}
+
 /// Requests that need one thing named by their fields.
 macro_rules! needs {
     ($($request:path => |$r:ident| $needs:expr;)*) => {$(
@@ -191,11 +201,17 @@ needs! {
     recall::GetMessage => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
     recall::GetSessionSummaries => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
     recall::GetPeerContext => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
-    recall::GetRepresentation => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    // A scope's memory is the workspace's to read.
+    recall::GetRepresentation => |r| scoped(&r.workspace_id, &r.scopes, Need::Peer(&r.workspace_id, &r.peer_id));
     recall::GetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
     recall::ListConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::AddScopeSessions => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListScopes => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::GetScope => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
     crate::keys::CreateKey => |_r| vec![Need::Admin];
@@ -258,6 +274,9 @@ impl Authorize for recall::SearchMessages {
         if let Some(perspective) = self.peer_perspective() {
             needs.push(Need::ActsAs(workspace, perspective));
         }
+        if !self.scopes.is_empty() {
+            needs.push(Need::Workspace(workspace));
+        }
         Ok(needs)
     }
 }
@@ -269,7 +288,10 @@ impl Authorize for recall::GetSessionContext {
     fn needs(&self) -> Result<Vec<Need<'_>>> {
         let workspace = self.workspace_id.as_str();
         let mut needs = vec![Need::SessionRead(workspace, &self.session_id)];
-        if let Some(observer) = self.observer() {
+        if self.scope.is_some() {
+            // A scope's memory is the workspace's to read.
+            needs.push(Need::Workspace(workspace));
+        } else if let Some(observer) = self.observer() {
             match self.memory_sessions() {
                 Some(sessions) => {
                     needs.push(Need::ActsAs(workspace, observer));
@@ -298,7 +320,7 @@ impl Authorize for Chat {
     /// The observer's own memory, and every session it names (as a member, for peer keys).
     fn needs(&self) -> Result<Vec<Need<'_>>> {
         let workspace = self.workspace_id.as_str();
-        let mut needs = vec![Need::Peer(workspace, &self.peer_id)];
+        let mut needs = scoped(workspace, &self.scopes, Need::Peer(workspace, &self.peer_id));
         if let Some(session) = self.session_id.as_deref().filter(|session| !session.is_empty()) {
             needs.push(Need::SessionRead(workspace, session));
         }

@@ -5,8 +5,8 @@
 use std::collections::{BTreeMap, HashMap};
 
 use roncho_core::model::{
-    Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, Page, Peer, Session,
-    SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
+    Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, Page, Peer, Scope, ScopeBackfill,
+    Session, SessionPeerConfig, SessionSummary, WebhookEndpoint, Workspace,
 };
 use roncho_core::queue::task_type;
 use roncho_deriver::{Derivation, QueueReport};
@@ -120,7 +120,9 @@ from_wire! {
     GetOrCreatePeerRequest => roncho_ingest::GetOrCreatePeer { workspace_id, id, metadata, configuration }
     UpdatePeerRequest => roncho_ingest::UpdatePeer { workspace_id, peer_id, metadata, configuration }
     DeletePeerRequest => roncho_ingest::DeletePeer { workspace_id, peer_id }
-    GetOrCreateSessionRequest => roncho_ingest::GetOrCreateSession { workspace_id, id, metadata, configuration, peers }
+    GetOrCreateSessionRequest => roncho_ingest::GetOrCreateSession {
+        workspace_id, id, metadata, configuration, peers, scopes
+    }
     UpdateSessionRequest => roncho_ingest::UpdateSession { workspace_id, session_id, metadata, configuration }
     DeleteSessionRequest => roncho_ingest::DeleteSession { workspace_id, session_id }
     CloneSessionRequest => roncho_ingest::CloneSession { workspace_id, session_id, message_id }
@@ -142,10 +144,12 @@ from_wire! {
     TestWebhookRequest => roncho_ingest::TestWebhook { workspace_id }
     GetSessionPeerConfigRequest => roncho_recall::GetSessionPeerConfig { workspace_id, session_id, peer_id }
     GetMessageRequest => roncho_recall::GetMessage { workspace_id, session_id, message_id }
-    SearchMessagesRequest => roncho_recall::SearchMessages { workspace_id, session_id, peer_id, query, filters, limit }
+    SearchMessagesRequest => roncho_recall::SearchMessages {
+        workspace_id, session_id, peer_id, query, filters, limit, scopes
+    }
     GetSessionContextRequest => roncho_recall::GetSessionContext {
         workspace_id, session_id, tokens, summary, search_query, peer_target, peer_perspective, sessions,
-        limit_to_session, search_top_k, search_max_distance, include_most_frequent, max_conclusions
+        limit_to_session, search_top_k, search_max_distance, include_most_frequent, max_conclusions, scope
     }
     GetSessionSummariesRequest => roncho_recall::GetSessionSummaries { workspace_id, session_id }
     GetPeerContextRequest => roncho_recall::GetPeerContext {
@@ -154,13 +158,13 @@ from_wire! {
     }
     GetRepresentationRequest => roncho_recall::GetRepresentation {
         workspace_id, peer_id, session_id, filters, target, search_query, search_top_k, search_max_distance,
-        include_most_frequent, max_conclusions
+        include_most_frequent, max_conclusions, scopes
     }
     GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
     GetErasureReceiptRequest => roncho_recall::GetErasureReceipt { workspace_id, receipt_id }
     QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
     ChatRequest => roncho_dialectic::Chat {
-        workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format
+        workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes
     }
     GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
     RetryFailedWorkRequest => roncho_deriver::RetryFailedWork { workspace_id, session_id, task_type }
@@ -168,6 +172,19 @@ from_wire! {
         workspace_id, observer, observed, dream_type, session_id, rebuild
     }
     CreateKeyRequest => CreateKey { workspace_id, peer_id, session_id, expires_at }
+    GetOrCreateScopeRequest => roncho_ingest::GetOrCreateScope { workspace_id, id, metadata }
+    AddScopeSessionsRequest => roncho_ingest::AddScopeSessions { workspace_id, scope_id, session_ids }
+    RemoveScopeSessionRequest => roncho_ingest::RemoveScopeSession { workspace_id, scope_id, session_id }
+}
+
+impl FromWire<pb::GetScopeRequest> for roncho_recall::GetScope {
+    fn from_wire(wire: pb::GetScopeRequest) -> Self {
+        Self {
+            workspace_id: wire.workspace_id,
+            scope_id: wire.scope_id,
+            paging: roncho_recall::Paging::default(),
+        }
+    }
 }
 
 /// gRPC deletes a workspace whatever it holds (Honcho's REST answers 409
@@ -183,12 +200,14 @@ impl FromWire<pb::DeleteWorkspaceRequest> for roncho_ingest::DeleteWorkspace {
 
 from_wire_paged! {
     ListWorkspacesRequest => roncho_recall::ListWorkspaces { filters }
-    ListPeersRequest => roncho_recall::ListPeers { workspace_id, filters }
+    ListPeersRequest => roncho_recall::ListPeers { workspace_id, kind, filters }
     ListSessionsRequest => roncho_recall::ListSessions { workspace_id, filters }
     ListPeerSessionsRequest => roncho_recall::ListPeerSessions { workspace_id, peer_id, filters }
     ListSessionPeersRequest => roncho_recall::ListSessionPeers { workspace_id, session_id }
     ListMessagesRequest => roncho_recall::ListMessages { workspace_id, session_id, filters }
     ListConclusionsRequest => roncho_recall::ListConclusions { workspace_id, filters }
+    ListScopesRequest => roncho_recall::ListScopes { workspace_id }
+    ListScopeSessionsRequest => roncho_recall::GetScope { workspace_id, scope_id }
 }
 
 impl FromWire<pb::SetSessionPeerConfigRequest> for roncho_ingest::SetSessionPeerConfig {
@@ -334,6 +353,34 @@ impl IntoWire<pb::SessionPeerConfig> for SessionPeerConfig {
     }
 }
 
+impl IntoWire<pb::Scope> for Scope {
+    fn into_wire(self) -> pb::Scope {
+        pb::Scope {
+            id: self.id,
+            workspace_id: self.workspace_id,
+            metadata: Some(json_to_struct(&self.metadata)),
+            created_at: Some(timestamp(self.created_at)),
+        }
+    }
+}
+
+impl IntoWire<pb::ScopeStatus> for Vec<ScopeBackfill> {
+    fn into_wire(self) -> pb::ScopeStatus {
+        pb::ScopeStatus {
+            sessions: self
+                .into_iter()
+                .map(|backfill| pb::ScopeBackfill {
+                    session_id: backfill.session_id,
+                    state: backfill.state.name().to_owned(),
+                    docs_copied: backfill.docs_copied,
+                    error: backfill.error,
+                    updated_at: Some(timestamp(backfill.updated_at)),
+                })
+                .collect(),
+        }
+    }
+}
+
 fn wire_list<D: IntoWire<W>, W>(items: Vec<D>) -> Vec<W> {
     items.into_iter().map(IntoWire::into_wire).collect()
 }
@@ -363,6 +410,7 @@ page_into_wire! {
     Message => ListMessagesResponse,
     Conclusion => ListConclusionsResponse,
     WebhookEndpoint => ListWebhooksResponse,
+    Scope => ListScopesResponse,
 }
 
 /// Replies that say only that it worked.
@@ -377,7 +425,7 @@ macro_rules! unit_into_wire {
 }
 
 unit_into_wire! {
-    SetSessionPeerConfigResponse, DeleteConclusionResponse, DeleteWebhookResponse,
+    SetSessionPeerConfigResponse, DeleteConclusionResponse, DeleteWebhookResponse, AddScopeSessionsResponse,
 }
 
 impl IntoWire<pb::ErasureReceipt> for ErasureReceipt {
@@ -387,7 +435,9 @@ impl IntoWire<pb::ErasureReceipt> for ErasureReceipt {
             scope: self.scope.kind().to_owned(),
             target_id: self.scope.target(&self.workspace_id).to_owned(),
             session_id: match &self.scope {
-                ErasureScope::Message { session_id, .. } => Some(session_id.clone()),
+                ErasureScope::Message { session_id, .. } | ErasureScope::ScopeSession { session_id, .. } => {
+                    Some(session_id.clone())
+                }
                 _ => None,
             },
             id: self.id,
@@ -433,6 +483,7 @@ macro_rules! receipt_into_wire {
 
 receipt_into_wire! {
     DeleteWorkspaceResponse, DeletePeerResponse, DeleteSessionResponse, DeleteMessageResponse,
+    RemoveScopeSessionResponse,
 }
 
 /// Get-or-create replies: the resource and whether it was created.
@@ -451,6 +502,7 @@ created_into_wire! {
     Peer => GetOrCreatePeerResponse.peer,
     Session => GetOrCreateSessionResponse.session,
     WebhookEndpoint => CreateWebhookResponse.webhook,
+    Scope => GetOrCreateScopeResponse.scope,
 }
 
 impl IntoWire<pb::TestWebhookResponse> for u64 {
@@ -684,8 +736,9 @@ mod tests {
             page: 3,
             size: 7,
             reverse: true,
+            kind: "scope".into(),
         });
-        assert_eq!(request.workspace_id, "w");
+        assert_eq!((request.workspace_id.as_str(), request.kind.as_str()), ("w", "scope"));
         assert_eq!(
             (request.paging.page, request.paging.size, request.paging.reverse),
             (3, 7, true)

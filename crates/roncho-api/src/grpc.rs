@@ -156,6 +156,9 @@ grpc_service! {
         rpc create_webhook(CreateWebhookRequest) -> pb::CreateWebhookResponse;
         rpc delete_webhook(DeleteWebhookRequest) -> pb::DeleteWebhookResponse;
         rpc test_webhook(TestWebhookRequest) -> pb::TestWebhookResponse;
+        rpc get_or_create_scope(GetOrCreateScopeRequest) -> pb::GetOrCreateScopeResponse;
+        rpc add_scope_sessions(AddScopeSessionsRequest) -> pb::AddScopeSessionsResponse;
+        rpc remove_scope_session(RemoveScopeSessionRequest) -> pb::RemoveScopeSessionResponse;
     }
 }
 
@@ -180,6 +183,10 @@ grpc_service! {
         rpc list_conclusions(ListConclusionsRequest) -> pb::ListConclusionsResponse;
         rpc query_conclusions(QueryConclusionsRequest) -> pb::QueryConclusionsResponse;
         rpc list_webhooks(ListWebhooksRequest) -> pb::ListWebhooksResponse;
+        rpc list_scopes(ListScopesRequest) -> pb::ListScopesResponse;
+        rpc get_scope(GetScopeRequest) -> pb::Scope;
+        rpc list_scope_sessions(ListScopeSessionsRequest) -> pb::ListSessionsResponse;
+        rpc get_scope_status(GetScopeRequest) -> pb::ScopeStatus;
     }
 }
 

@@ -40,6 +40,103 @@ pub struct Peer {
     pub created_at: i64,
 }
 
+/// What a peer is: a participant, or a scope (a named group of sessions
+/// whose memory it gathers; honcho-v3 §2.2, "Scopes").
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum PeerKind {
+    /// Participants only (the default of peer lists).
+    #[default]
+    Peer,
+    /// Scopes only.
+    Scope,
+    /// Both.
+    All,
+}
+
+impl PeerKind {
+    /// Parses Honcho's `kind` (`"peer"`, `"scope"`, `"all"`; empty: peers).
+    pub fn parse(kind: &str) -> Result<Self> {
+        match kind {
+            "" | "peer" => Ok(PeerKind::Peer),
+            "scope" => Ok(PeerKind::Scope),
+            "all" => Ok(PeerKind::All),
+            other => Err(Error::invalid(
+                "kind",
+                format!("`{other}` is not one of peer, scope, all"),
+            )),
+        }
+    }
+}
+
+/// The prefix of a scope's peer name: scope `team` observes as peer
+/// `scope.team`. Peer ids cannot hold a `.`, so no participant has it.
+pub const SCOPE_PEER_PREFIX: &str = "scope.";
+
+/// Returns the peer name of scope `scope_id`.
+pub fn scope_peer(scope_id: &str) -> String {
+    format!("{SCOPE_PEER_PREFIX}{scope_id}")
+}
+
+/// Returns the scope id of a scope's peer name, `None` for a participant.
+pub fn scope_of_peer(peer_id: &str) -> Option<&str> {
+    peer_id.strip_prefix(SCOPE_PEER_PREFIX)
+}
+
+/// A scope: a named group of sessions of one workspace. Its peer
+/// ([`scope_peer`]) joins each session observing the others and never
+/// observed itself, so its memory is what was said in exactly those
+/// sessions.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scope {
+    /// The scope's own id (without [`SCOPE_PEER_PREFIX`]).
+    pub id: String,
+    pub workspace_id: String,
+    pub metadata: JsonObject,
+    pub created_at: i64,
+}
+
+/// How far copying a session's memory into a scope has come.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BackfillState {
+    Pending,
+    Completed,
+    Failed,
+}
+
+impl BackfillState {
+    /// `pending`, `completed` or `failed`, as Honcho's `ScopeStatus` writes it.
+    pub fn name(self) -> &'static str {
+        match self {
+            BackfillState::Pending => "pending",
+            BackfillState::Completed => "completed",
+            BackfillState::Failed => "failed",
+        }
+    }
+
+    /// Parses [`BackfillState::name`].
+    pub fn parse(name: &str) -> Result<Self> {
+        match name {
+            "pending" => Ok(BackfillState::Pending),
+            "completed" => Ok(BackfillState::Completed),
+            "failed" => Ok(BackfillState::Failed),
+            other => Err(Error::Internal(format!("unknown backfill state {other}"))),
+        }
+    }
+}
+
+/// One session's backfill into a scope: the observations said in it before
+/// the scope joined, copied into the scope's memory.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScopeBackfill {
+    pub session_id: String,
+    pub state: BackfillState,
+    /// Observations copied so far.
+    pub docs_copied: i64,
+    /// Why the last attempt failed (it is retried).
+    pub error: Option<String>,
+    pub updated_at: i64,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Session {
     pub id: String,
@@ -338,7 +435,9 @@ pub struct MessageScan {
 pub struct MessageSearch {
     /// Normalised search terms (see [`crate::search::terms`]); never empty.
     pub terms: Vec<String>,
-    pub session_id: Option<String>,
+    /// Only these sessions (one session's search, or a scope's sessions);
+    /// `None`: every session.
+    pub session_ids: Option<Vec<String>>,
     /// Only messages written by this peer.
     pub peer_id: Option<String>,
     /// Only messages of sessions this peer is or was a member of.
@@ -399,13 +498,25 @@ pub struct Tombstone {
 }
 
 /// What an erasure removes: one message, or a session, a peer or a
-/// workspace with everything in it.
+/// workspace with everything in it, or what a scope observed in a session.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ErasureScope {
-    Message { session_id: String, message_id: String },
-    Session { session_id: String },
-    Peer { peer_id: String },
+    Message {
+        session_id: String,
+        message_id: String,
+    },
+    Session {
+        session_id: String,
+    },
+    Peer {
+        peer_id: String,
+    },
     Workspace,
+    /// A session leaving a scope: what the scope's peer observed there.
+    ScopeSession {
+        scope_id: String,
+        session_id: String,
+    },
 }
 
 impl ErasureScope {
@@ -416,6 +527,7 @@ impl ErasureScope {
             ErasureScope::Session { .. } => "session",
             ErasureScope::Peer { .. } => "peer",
             ErasureScope::Workspace => "workspace",
+            ErasureScope::ScopeSession { .. } => "scope_session",
         }
     }
 
@@ -426,6 +538,7 @@ impl ErasureScope {
             ErasureScope::Session { session_id } => session_id,
             ErasureScope::Peer { peer_id } => peer_id,
             ErasureScope::Workspace => workspace_id,
+            ErasureScope::ScopeSession { scope_id, .. } => scope_id,
         }
     }
 }

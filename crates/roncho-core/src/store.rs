@@ -13,8 +13,8 @@ use crate::idempotency::Once;
 use crate::model::{
     CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ErasureState, ImportedConclusion,
     ImportedMessage, JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest,
-    Peer, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone,
-    WebhookEndpoint, Workspace,
+    Peer, PeerKind, Scope, ScopeBackfill, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts,
+    SyncItem, SyncKind, Tombstone, WebhookEndpoint, Workspace,
 };
 
 /// Peers to add to a session with their configs, in request order.
@@ -73,7 +73,14 @@ pub trait Store: Send + Sync + 'static {
     async fn delete_peer(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
         erase(self, workspace_id, ErasureScope::Peer { peer_id: id.to_owned() }).await
     }
-    async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>>;
+    /// Lists the peers of `kind` (scopes are peers named `scope.<id>`).
+    async fn list_peers(
+        &self,
+        workspace_id: &str,
+        kind: PeerKind,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Peer>>;
 
     /// Returns the session, creating it when absent; on an existing session
     /// replaces metadata, merges configuration, and ensures `peers`.
@@ -358,7 +365,49 @@ pub trait Store: Send + Sync + 'static {
     /// ids, times and derivation counts; one whose id exists is skipped (see
     /// [`Store::import_messages`]). Returns how many were new.
     async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64>;
+
+    /// Returns the scope, creating it (and the workspace) when absent: its
+    /// peer, which observes others and is never observed. Given metadata
+    /// replaces an existing scope's.
+    async fn get_or_create_scope(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+    ) -> Result<(Scope, bool)>;
+    async fn get_scope(&self, workspace_id: &str, id: &str) -> Result<Scope>;
+    async fn list_scopes(&self, workspace_id: &str, page: PageRequest) -> Result<Page<Scope>>;
+    /// Adds sessions (which must exist) to a scope: its peer joins each,
+    /// and a backfill copying what was observed there before is queued for
+    /// each (again for a session already in the scope, catching up on what
+    /// was derived since). At most [`MAX_SESSIONS_PER_SCOPE`] sessions.
+    async fn add_scope_sessions(&self, workspace_id: &str, id: &str, session_ids: &[String]) -> Result<()>;
+    /// Lists the active sessions of a scope.
+    async fn list_scope_sessions(&self, workspace_id: &str, id: &str, page: PageRequest) -> Result<Page<Session>>;
+    /// Returns the ids of every active session of the scopes `ids` (which
+    /// must exist), without repeats.
+    async fn scope_session_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<String>>;
+    /// Returns the backfill of each session of a scope.
+    async fn scope_backfills(&self, workspace_id: &str, id: &str) -> Result<Vec<ScopeBackfill>>;
+    /// Copies the next observations (at most `max_rows`) of a pending
+    /// backfill into the scope, in one transaction; returns the backfill.
+    /// The copies skip what the scope already holds, so a retry or a
+    /// second backfill never doubles an observation.
+    async fn continue_scope_backfill(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        session_id: &str,
+        max_rows: i64,
+    ) -> Result<ScopeBackfill>;
+    /// Records that a backfill's last attempt failed, with why (it stays
+    /// retried by the queue; a later attempt sets it pending again).
+    async fn fail_scope_backfill(&self, workspace_id: &str, id: &str, session_id: &str, error: &str) -> Result<()>;
 }
+
+/// Most sessions in one scope: a scope's sessions are one allowlist in
+/// search and memory reads.
+pub const MAX_SESSIONS_PER_SCOPE: i64 = 10_000;
 
 /// Rows an erasure removes per transaction.
 pub const ERASURE_CHUNK: i64 = 500;

@@ -81,6 +81,16 @@ pub fn resource_id(field: &str, id: &str) -> Result<String> {
     Ok(id.to_owned())
 }
 
+/// Checks a scope id: a resource id short enough for its peer name
+/// (`scope.<id>`) to be one too, so at most 506 characters.
+pub fn scope_id(field: &str, id: &str) -> Result<String> {
+    let limit = MAX_ID_LEN - crate::model::SCOPE_PEER_PREFIX.len();
+    if id.len() > limit {
+        return Err(Error::invalid(field, format!("must be at most {limit} characters")));
+    }
+    resource_id(field, id)
+}
+
 /// Checks a reference to an existing resource: non-empty, NUL-free.
 pub fn reference_id(field: &str, id: &str) -> Result<String> {
     if id.is_empty() {

@@ -106,6 +106,13 @@ routes! {
     get "/v3/workspaces/{workspace_id}/webhooks" "list_webhook_endpoints_v3_workspaces__workspace_id__webhooks_get" => list_webhooks;
     delete "/v3/workspaces/{workspace_id}/webhooks/{endpoint_id}" "delete_webhook_endpoint_v3_workspaces__workspace_id__webhooks__endpoint_id__delete" => delete_webhook;
     get "/v3/workspaces/{workspace_id}/webhooks/test" "test_emit_v3_workspaces__workspace_id__webhooks_test_get" => test_webhook;
+    post "/v3/workspaces/{workspace_id}/scopes" "get_or_create_scope_v3_workspaces__workspace_id__scopes_post" => get_or_create_scope;
+    post "/v3/workspaces/{workspace_id}/scopes/list" "get_scopes_v3_workspaces__workspace_id__scopes_list_post" => list_scopes;
+    get "/v3/workspaces/{workspace_id}/scopes/{scope_id}" "get_scope_v3_workspaces__workspace_id__scopes__scope_id__get" => get_scope;
+    post "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions" "add_sessions_to_scope_v3_workspaces__workspace_id__scopes__scope_id__sessions_post" => add_scope_sessions;
+    delete "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/{session_id}" "remove_session_from_scope_v3_workspaces__workspace_id__scopes__scope_id__sessions__session_id__delete" => remove_scope_session;
+    post "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/list" "get_scope_sessions_v3_workspaces__workspace_id__scopes__scope_id__sessions_list_post" => list_scope_sessions;
+    get "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status" "get_scope_status_v3_workspaces__workspace_id__scopes__scope_id__status_get" => scope_status;
 }
 
 /// The routes that need no key: the probe, and this API's description.
@@ -226,11 +233,13 @@ async fn list_peers(
     Extension(caller): Extension<Caller>,
     Path(workspace_id): Path<String>,
     Query(page): Query<PageQuery>,
-    Body(body): Body<Option<ListBody>>,
+    Body(body): Body<Option<wire::PeerList>>,
 ) -> Reply {
+    let body = body.unwrap_or_default();
     let request = recall::ListPeers {
         workspace_id,
-        filters: body.unwrap_or_default().filters,
+        kind: body.kind.unwrap_or_default(),
+        filters: body.filters,
         paging: page.paging()?,
     };
     let page = call!(rest.recall, caller, request, list_peers);
@@ -287,6 +296,7 @@ async fn get_or_create_session(
         metadata: body.metadata,
         configuration: body.configuration,
         peers: wire::session_peers(body.peers.unwrap_or_default()),
+        scopes: body.scopes.unwrap_or_default(),
     };
     let (session, created) = call!(rest.ingest, caller, request, get_or_create_session);
     Ok(created_or_found(created, wire::Session::from(session)))
@@ -558,6 +568,7 @@ async fn search(
         query: options.query,
         filters: options.filters,
         limit: options.limit,
+        scopes: wire::scopes(options.scope)?,
     };
     let results = call!(rest.recall, caller, request, search_messages);
     let messages: Vec<wire::Message> = results.messages.into_iter().map(wire::Message::from).collect();
@@ -729,6 +740,7 @@ async fn representation(
         search_max_distance: curation.search_max_distance,
         include_most_frequent: curation.include_most_frequent,
         max_conclusions: curation.max_conclusions,
+        scopes: wire::scopes(body.scope)?,
     };
     let representation = call!(rest.recall, caller, request, get_representation);
     ok(json!({ "representation": representation }))
@@ -790,6 +802,7 @@ async fn session_context(
             "peer_target" => request.peer_target = Some(value),
             "peer_perspective" => request.peer_perspective = Some(value),
             "sessions" => request.sessions.push(value),
+            "scope" => request.scope = Some(value),
             "limit_to_session" => request.limit_to_session = flag("limit_to_session")?,
             "search_top_k" => request.search_top_k = Some(number("search_top_k")?),
             "search_max_distance" => {
@@ -1026,6 +1039,7 @@ async fn chat(
         reasoning_level: options.reasoning_level,
         filters: options.filters,
         response_format,
+        scopes: wire::scopes(options.scope)?,
     };
     if !options.stream {
         let content = call!(rest.dialectic, caller, request, chat);
@@ -1133,4 +1147,113 @@ fn json_object(field: &str, text: &str) -> Result<Option<roncho_core::model::Jso
         Ok(serde_json::Value::Null) => Ok(None),
         _ => Err(Error::invalid(field, "must be a JSON object")),
     }
+}
+
+async fn get_or_create_scope(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<wire::ScopeCreate>,
+) -> Reply {
+    let request = ingest::GetOrCreateScope {
+        workspace_id,
+        id: body.id,
+        metadata: body.metadata,
+    };
+    let (scope, created) = call!(rest.ingest, caller, request, get_or_create_scope);
+    Ok(created_or_found(created, wire::Scope::from(scope)))
+}
+
+async fn list_scopes(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Reply {
+    let request = recall::ListScopes {
+        workspace_id,
+        paging: page.paging()?,
+    };
+    let page = call!(rest.recall, caller, request, list_scopes);
+    ok(wire::Page::<wire::Scope>::from(page))
+}
+
+async fn get_scope(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, scope_id)): Path<(String, String)>,
+) -> Reply {
+    let request = recall::GetScope {
+        workspace_id,
+        scope_id,
+        ..Default::default()
+    };
+    let scope = call!(rest.recall, caller, request, get_scope);
+    ok(wire::Scope::from(scope))
+}
+
+/// 204, as Honcho answers; each session's backfill shows in the status.
+async fn add_scope_sessions(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, scope_id)): Path<(String, String)>,
+    Body(body): Body<wire::ScopeSessionsAdd>,
+) -> Reply {
+    let request = ingest::AddScopeSessions {
+        workspace_id,
+        scope_id,
+        session_ids: body.session_ids,
+    };
+    call!(rest.ingest, caller, request, add_scope_sessions);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// 204, as Honcho answers, once the session is out of the scope; the
+/// erasure of what the scope observed there has its receipt id in
+/// `x-roncho-erasure-receipt`.
+async fn remove_scope_session(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, scope_id, session_id)): Path<(String, String, String)>,
+) -> Reply {
+    let request = ingest::RemoveScopeSession {
+        workspace_id,
+        scope_id,
+        session_id,
+    };
+    let receipt = call!(rest.ingest, caller, request, remove_scope_session);
+    let mut response = StatusCode::NO_CONTENT.into_response();
+    if let Ok(value) = HeaderValue::from_str(&receipt.id) {
+        response.headers_mut().insert("x-roncho-erasure-receipt", value);
+    }
+    Ok(response)
+}
+
+async fn list_scope_sessions(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, scope_id)): Path<(String, String)>,
+    Query(page): Query<PageQuery>,
+) -> Reply {
+    let request = recall::GetScope {
+        workspace_id,
+        scope_id,
+        paging: page.paging()?,
+    };
+    let page = call!(rest.recall, caller, request, list_scope_sessions);
+    ok(wire::Page::<wire::Session>::from(page))
+}
+
+async fn scope_status(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, scope_id)): Path<(String, String)>,
+) -> Reply {
+    let request = recall::GetScope {
+        workspace_id,
+        scope_id,
+        ..Default::default()
+    };
+    let backfills = call!(rest.recall, caller, request, get_scope_status);
+    ok(wire::ScopeStatus::from(backfills))
 }

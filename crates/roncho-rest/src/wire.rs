@@ -192,6 +192,8 @@ pub struct SessionCreate {
     pub metadata: Option<JsonObject>,
     pub configuration: Option<JsonObject>,
     pub peers: Option<SessionPeers>,
+    /// Scopes to add the session to.
+    pub scopes: Option<Vec<String>>,
 }
 
 /// `WorkspaceUpdate`, `PeerUpdate`, `SessionUpdate`.
@@ -205,6 +207,100 @@ pub struct Update {
 #[derive(Debug, Default, Deserialize)]
 pub struct ListBody {
     pub filters: Option<JsonObject>,
+}
+
+/// `PeerGet`: filters, and which kind of peer (`peer`, `scope` or `all`).
+#[derive(Debug, Default, Deserialize)]
+pub struct PeerList {
+    pub filters: Option<JsonObject>,
+    pub kind: Option<String>,
+}
+
+/// Honcho's `scope` option: one scope id or a list of them.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(untagged)]
+pub enum Scopes {
+    One(String),
+    Many(Vec<String>),
+}
+
+/// The scopes an optional `scope` names (none when absent).
+pub fn scopes(scope: Option<Scopes>) -> Result<Vec<String>> {
+    match scope {
+        None => Ok(Vec::new()),
+        Some(Scopes::One(id)) => Ok(vec![id]),
+        Some(Scopes::Many(ids)) if ids.is_empty() => Err(Error::invalid("scope", "must name at least one scope")),
+        Some(Scopes::Many(ids)) => Ok(ids),
+    }
+}
+
+/// `ScopeCreate`.
+#[derive(Debug, Deserialize)]
+pub struct ScopeCreate {
+    pub id: String,
+    pub metadata: Option<JsonObject>,
+}
+
+/// `ScopeSessionsAdd`.
+#[derive(Debug, Deserialize)]
+pub struct ScopeSessionsAdd {
+    pub session_ids: Vec<String>,
+}
+
+/// `Scope`: its own id (without the peer's `scope.`).
+#[derive(Debug, Serialize)]
+pub struct Scope {
+    pub id: String,
+    pub metadata: JsonObject,
+    pub created_at: String,
+}
+
+impl From<model::Scope> for Scope {
+    fn from(scope: model::Scope) -> Self {
+        Self {
+            id: scope.id,
+            metadata: scope.metadata,
+            created_at: timestamp(scope.created_at),
+        }
+    }
+}
+
+/// One session's backfill in `ScopeStatus`.
+#[derive(Debug, Serialize)]
+pub struct BackfillStatus {
+    pub state: &'static str,
+    pub updated_at: String,
+    pub docs_copied: i64,
+    /// Why the last attempt failed (roncho's addition).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+/// `ScopeStatus`: `{backfill_status: {<session>: ...}}`.
+#[derive(Debug, Serialize)]
+pub struct ScopeStatus {
+    pub backfill_status: BTreeMap<String, BackfillStatus>,
+}
+
+impl From<Vec<model::ScopeBackfill>> for ScopeStatus {
+    fn from(backfills: Vec<model::ScopeBackfill>) -> Self {
+        Self {
+            backfill_status: backfills
+                .into_iter()
+                .map(|backfill| {
+                    (
+                        backfill.session_id,
+                        BackfillStatus {
+                            state: backfill.state.name(),
+                            updated_at: timestamp(backfill.updated_at),
+                            docs_copied: backfill.docs_copied,
+                            error: backfill.error,
+                        },
+                    )
+                })
+                .collect(),
+        }
+    }
 }
 
 /// `MessageBatchCreate`.
@@ -236,6 +332,8 @@ pub struct SearchOptions {
     pub filters: Option<JsonObject>,
     #[serde(default = "default_search_limit")]
     pub limit: i32,
+    /// Only the sessions of these scopes (workspace search).
+    pub scope: Option<Scopes>,
 }
 
 fn default_search_limit() -> i32 {
@@ -449,6 +547,7 @@ pub struct Curation {
 pub struct RepresentationOptions {
     pub session_id: Option<String>,
     pub filters: Option<JsonObject>,
+    pub scope: Option<Scopes>,
     #[serde(flatten)]
     pub curation: Curation,
 }
@@ -504,6 +603,7 @@ pub struct ChatOptions {
     pub reasoning_level: String,
     pub filters: Option<JsonObject>,
     pub response_format: Option<serde_json::Value>,
+    pub scope: Option<Scopes>,
 }
 
 fn default_reasoning_level() -> String {

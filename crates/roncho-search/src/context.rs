@@ -64,6 +64,50 @@ pub fn session_allowlist(filters: Option<&serde_json::Map<String, Value>>) -> Re
     Ok(allowlist)
 }
 
+/// Refuses a scope's peer where a participant is meant (an observed peer,
+/// a chat's observer): scopes are read through the `scope` options.
+pub fn refuse_scope_peer(field: &str, peer_id: &str) -> Result<()> {
+    match roncho_core::model::scope_of_peer(peer_id) {
+        Some(scope) => Err(Error::invalid(
+            field,
+            format!("`{peer_id}` is scope `{scope}`, not a peer; read a scope with the scope option"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks a list of scope ids (1..=100 of them, as Honcho's `scope`).
+pub fn scope_ids(field: &str, scopes: &[String]) -> Result<Vec<String>> {
+    roncho_core::validate::list_len(field, scopes.len(), roncho_core::validate::MAX_ID_LIST)?;
+    scopes
+        .iter()
+        .map(|id| roncho_core::validate::reference_id(field, id))
+        .collect()
+}
+
+/// Whom a read of `peer_id`'s memory observes from, and which sessions it
+/// may draw on, given `scopes` (honcho-v3 §3.3): one scope reads as the
+/// scope itself (its memory is its sessions'); several, as the peer limited
+/// to the union of their sessions; none, as the peer, unlimited.
+pub async fn scoped_observer(
+    store: &dyn Store,
+    workspace_id: &str,
+    peer_id: &str,
+    scopes: &[String],
+) -> Result<(String, Option<Vec<String>>)> {
+    match scopes {
+        [] => Ok((peer_id.to_owned(), None)),
+        [scope] => {
+            store.get_scope(workspace_id, scope).await?;
+            Ok((roncho_core::model::scope_peer(scope), None))
+        }
+        scopes => Ok((
+            peer_id.to_owned(),
+            Some(store.scope_session_ids(workspace_id, scopes).await?),
+        )),
+    }
+}
+
 /// What a representation is built from.
 #[derive(Debug, Clone, Default)]
 pub struct RepresentationOptions {

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
 use roncho_core::lexical::{self, SparseVector};
-use roncho_core::model::{Message, MessageSearch, PageRequest};
+use roncho_core::model::{Message, MessageSearch, PageRequest, PeerKind};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorHit, messages_namespace};
 use roncho_core::{Error, Result};
@@ -114,6 +114,18 @@ pub async fn search(
     filter: &Filter,
 ) -> Result<SearchResults> {
     let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
+    if search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+        // An allowlist of no session (a scope without sessions) finds nothing.
+        return Ok(SearchResults {
+            messages: Vec::new(),
+            mode: if semantic.is_some() {
+                SearchMode::Hybrid
+            } else {
+                SearchMode::FullText
+            },
+            degraded_reason: String::new(),
+        });
+    }
     let candidates = MessageSearch {
         limit: search.limit * CANDIDATE_DEPTH,
         ..search.clone()
@@ -287,7 +299,7 @@ fn sum_scores<'a>(lists: impl Iterator<Item = Vec<(&'a Message, f64)>>) -> Vec<M
 /// Workspaces of more than [`NAMED_PEER_SCAN`] peers are not scanned.
 async fn named_peers(store: &dyn Store, workspace_id: &str, query: &str) -> Result<Vec<String>> {
     let page = PageRequest::from_wire(1, NAMED_PEER_SCAN as i32, false)?;
-    let peers = match store.list_peers(workspace_id, &Filter::All, page).await {
+    let peers = match store.list_peers(workspace_id, PeerKind::Peer, &Filter::All, page).await {
         Ok(peers) => peers,
         // Searching a workspace that does not exist finds nothing; not an error here.
         Err(Error::NotFound { .. }) => return Ok(Vec::new()),
@@ -413,7 +425,7 @@ fn candidate_count(search: &MessageSearch) -> usize {
 
 fn vector_filter(search: &MessageSearch) -> VectorFilter {
     VectorFilter {
-        session_ids: search.session_id.clone().map(|id| vec![id]),
+        session_ids: search.session_ids.clone(),
         peer_id: search.peer_id.clone(),
         levels: None,
     }

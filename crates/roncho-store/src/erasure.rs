@@ -477,6 +477,10 @@ fn scope_of(scope: &str, target: String, session: Option<String>) -> Result<Eras
         "session" => ErasureScope::Session { session_id: target },
         "peer" => ErasureScope::Peer { peer_id: target },
         "workspace" => ErasureScope::Workspace,
+        "scope_session" => ErasureScope::ScopeSession {
+            scope_id: target,
+            session_id: session.unwrap_or_default(),
+        },
         other => return Err(Error::Internal(format!("unknown erasure scope {other}"))),
     })
 }
@@ -498,7 +502,20 @@ fn push_scope(sql: &mut Sql, workspace_id: &str, scope: &ErasureScope) {
             sql.push(" AND peer_name = ").bind(peer_id.as_str());
         }
         ErasureScope::Workspace => {}
+        // What a scope observed, not what was said: no message goes.
+        ErasureScope::ScopeSession { .. } => {
+            sql.push(" AND 1 = 0");
+        }
     }
+}
+
+/// The condition (over `documents` or `work_tasks`) of what a scope
+/// observed, or was to copy, in one session.
+fn push_scope_session(sql: &mut Sql, scope_id: &str, session_id: &str) {
+    sql.push(" AND observer = ")
+        .bind(roncho_core::model::scope_peer(scope_id))
+        .push(" AND session_name = ")
+        .bind(session_id);
 }
 
 /// The `deletion` task that carries an erasure on in the background.
@@ -509,7 +526,9 @@ pub(crate) fn deletion_task(workspace_id: &str, receipt: &ErasureReceipt) -> New
         dedup_id: format!("deletion:{}", receipt.id),
         workspace_id: workspace_id.to_owned(),
         session_id: match &receipt.scope {
-            ErasureScope::Session { session_id } => Some(session_id.clone()),
+            ErasureScope::Session { session_id } | ErasureScope::ScopeSession { session_id, .. } => {
+                Some(session_id.clone())
+            }
             _ => None,
         },
         observer_id: None,
@@ -551,7 +570,9 @@ impl SqlStore {
             .bind(scope.target(workspace_id))
             .push(", ");
         match scope {
-            ErasureScope::Message { session_id, .. } => sql.bind(session_id.as_str()),
+            ErasureScope::Message { session_id, .. } | ErasureScope::ScopeSession { session_id, .. } => {
+                sql.bind(session_id.as_str())
+            }
             _ => sql.push("NULL"),
         };
         sql.push(", 'running', '{}', ").bind(receipt.created_at).push(")");
@@ -660,6 +681,9 @@ impl SqlStore {
                     )));
                 }
             }
+            ErasureScope::ScopeSession { scope_id, session_id } => {
+                crate::scopes::leave_scope(tx.conn(), workspace_id, scope_id, session_id).await?;
+            }
         }
         let mut running = Sql::new("SELECT id FROM erasure_receipts WHERE state = 'running' AND workspace_name = ");
         running
@@ -668,6 +692,9 @@ impl SqlStore {
             .bind(scope.kind())
             .push(" AND target = ")
             .bind(scope.target(workspace_id));
+        if let ErasureScope::ScopeSession { session_id, .. } = scope {
+            running.push(" AND session_name = ").bind(session_id.as_str());
+        }
         if let Some(row) = fetch_optional(tx.conn(), &running).await? {
             let id: String = rows::get(&row, "id")?;
             drop(tx);
@@ -764,6 +791,9 @@ impl SqlStore {
                     .bind(peer_id.as_str())
                     .push(")");
             }
+            ErasureScope::ScopeSession { scope_id, session_id } => {
+                push_scope_session(&mut documents, scope_id, session_id);
+            }
             ErasureScope::Workspace | ErasureScope::Message { .. } => {}
         }
         documents.push(" ORDER BY id LIMIT ").bind(max_rows);
@@ -798,6 +828,9 @@ impl SqlStore {
                     .push(" OR observer = ")
                     .bind(peer_id.as_str())
                     .push(")");
+            }
+            ErasureScope::ScopeSession { scope_id, session_id } => {
+                push_scope_session(&mut tasks, scope_id, session_id);
             }
             ErasureScope::Workspace | ErasureScope::Message { .. } => {}
         }
@@ -845,7 +878,8 @@ impl SqlStore {
                 sql.bind(workspace_id);
                 sql
             }
-            ErasureScope::Message { .. } => return Ok(true),
+            // The membership went when the erasure began.
+            ErasureScope::Message { .. } | ErasureScope::ScopeSession { .. } => return Ok(true),
         };
         execute(conn, &delete).await?;
         Ok(true)

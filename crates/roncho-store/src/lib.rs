@@ -13,6 +13,7 @@
 //! - `vectors`: the exact vector store over the same database.
 //! - `webhooks`: webhook events queued as work, `queue.empty` when a unit drains.
 //! - `erasure`: deletes that reach everything derived, with receipts.
+//! - `scopes`: scopes, their sessions and backfills.
 //! - `idempotency`: client idempotency keys claimed in the write's transaction.
 //! - [`testing`]: fresh databases for integration tests.
 
@@ -23,6 +24,7 @@ mod open;
 mod queue;
 mod recall;
 mod rows;
+mod scopes;
 pub mod sql;
 mod store;
 mod sync;

@@ -102,7 +102,7 @@ impl SqlStore {
         filter: &Filter,
         unsynced_newest: Option<i64>,
     ) -> Result<Vec<Message>> {
-        if search.terms.is_empty() {
+        if search.terms.is_empty() || search.session_ids.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
         let mut sql = match self.dialect() {
@@ -146,8 +146,8 @@ impl SqlStore {
             .bind(newest)
             .push(") n WHERE n.sync_state = 'pending')");
         }
-        if let Some(session_id) = &search.session_id {
-            sql.push(" AND m.session_name = ").bind(session_id.as_str());
+        if let Some(sessions) = &search.session_ids {
+            sql.push(" AND m.session_name IN ").push_list(sessions);
         }
         if let Some(peer_id) = &search.peer_id {
             sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
@@ -639,7 +639,7 @@ fn escape_like(text: &str) -> String {
 /// session, and recording its sources. Sources not in `live` (erased since
 /// the conclusion was derived) are dropped; a conclusion whose every source
 /// was erased is not inserted (`None`).
-async fn insert_conclusion(
+pub(crate) async fn insert_conclusion(
     conn: &mut sqlx::AnyConnection,
     workspace_id: &str,
     id: String,

@@ -7,9 +7,9 @@ use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::{
     CollectionQuery, Conclusion, DreamState, ErasureReceipt, ErasureScope, ImportedConclusion, ImportedMessage,
-    JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, Session,
-    SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind, Tombstone, WebhookEndpoint,
-    Workspace, new_public_id, now_micros, shallow_merge,
+    JsonObject, Message, MessageScan, MessageSearch, NewConclusion, NewMessage, Page, PageRequest, Peer, PeerKind,
+    Scope, ScopeBackfill, Session, SessionPeerConfig, SessionSummary, SummaryKind, SyncCounts, SyncItem, SyncKind,
+    Tombstone, WebhookEndpoint, Workspace, new_public_id, now_micros, shallow_merge,
 };
 use roncho_core::store::{SessionPeers, Store, StoreInfo};
 use roncho_core::validate::{MAX_SESSION_OBSERVERS, MAX_WEBHOOKS_PER_WORKSPACE};
@@ -133,7 +133,7 @@ pub(crate) fn message_column(key: &str) -> &'static str {
 }
 
 /// Returns "ASC" or "DESC" for a page's direction.
-fn direction(page: PageRequest) -> &'static str {
+pub(crate) fn direction(page: PageRequest) -> &'static str {
     if page.reverse { "DESC" } else { "ASC" }
 }
 
@@ -352,7 +352,7 @@ async fn load_members(conn: &mut AnyConnection, workspace_id: &str, session_id: 
 }
 
 /// Adds or re-activates a member; `config` `None` keeps an existing member's config.
-async fn upsert_member(
+pub(crate) async fn upsert_member(
     conn: &mut AnyConnection,
     workspace_id: &str,
     session_id: &str,
@@ -404,7 +404,8 @@ async fn add_members(
 async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<()> {
     let mut sql = Sql::new("SELECT COUNT(*) AS n FROM session_peers WHERE workspace_name = ");
     sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
-    sql.push(" AND left_at IS NULL AND observe_others = 1");
+    sql.push(" AND left_at IS NULL AND observe_others = 1 AND peer_name NOT LIKE ")
+        .bind(crate::scopes::scope_pattern());
     let observers = match fetch_optional(conn, &sql).await? {
         Some(row) => rows::count(&row)?,
         None => 0,
@@ -775,9 +776,28 @@ impl Store for SqlStore {
         Ok((peer, created))
     }
 
-    async fn list_peers(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Peer>> {
+    async fn list_peers(
+        &self,
+        workspace_id: &str,
+        kind: PeerKind,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Peer>> {
         let mut from_where = Sql::new("peers p WHERE p.workspace_name = ");
         from_where.bind(workspace_id);
+        match kind {
+            PeerKind::Peer => {
+                from_where
+                    .push(" AND p.name NOT LIKE ")
+                    .bind(crate::scopes::scope_pattern());
+            }
+            PeerKind::Scope => {
+                from_where
+                    .push(" AND p.name LIKE ")
+                    .bind(crate::scopes::scope_pattern());
+            }
+            PeerKind::All => {}
+        }
         self.push_filter(&mut from_where, filter, peer_column)?;
         let dir = direction(page);
         self.paged(
@@ -860,6 +880,10 @@ impl Store for SqlStore {
             ", peer_name, observe_me, observe_others, joined_at, left_at FROM session_peers WHERE workspace_name = ",
         );
         members.bind(workspace_id).push(" AND session_name = ").bind(id);
+        // A clone is in no scope until added to one.
+        members
+            .push(" AND peer_name NOT LIKE ")
+            .bind(crate::scopes::scope_pattern());
         execute(tx.conn(), &members).await?;
 
         // Copied a page at a time: memory stays bounded whatever the session's size.
@@ -948,7 +972,8 @@ impl Store for SqlStore {
         leave
             .push(" AND session_name = ")
             .bind(session_id)
-            .push(" AND left_at IS NULL");
+            .push(" AND left_at IS NULL AND peer_name NOT LIKE ")
+            .bind(crate::scopes::scope_pattern());
         if !peers.is_empty() {
             leave.push(" AND peer_name NOT IN (");
             for (index, (peer_id, _)) in peers.iter().enumerate() {
@@ -1092,7 +1117,9 @@ impl Store for SqlStore {
         from_where
             .bind(workspace_id)
             .push(" AND sp.session_name = ")
-            .bind(session_id);
+            .bind(session_id)
+            .push(" AND p.name NOT LIKE ")
+            .bind(crate::scopes::scope_pattern());
         let dir = direction(page);
         self.paged(
             rows::PEER_COLUMNS,
@@ -1147,6 +1174,55 @@ impl Store for SqlStore {
     #[tracing::instrument(name = "store.import_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
     async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64> {
         self.import_conclusions_impl(workspace_id, conclusions).await
+    }
+
+    async fn get_or_create_scope(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        metadata: Option<JsonObject>,
+    ) -> Result<(Scope, bool)> {
+        self.get_or_create_scope_impl(workspace_id, id, metadata).await
+    }
+
+    async fn get_scope(&self, workspace_id: &str, id: &str) -> Result<Scope> {
+        self.get_scope_impl(workspace_id, id).await
+    }
+
+    async fn list_scopes(&self, workspace_id: &str, page: PageRequest) -> Result<Page<Scope>> {
+        self.list_scopes_impl(workspace_id, page).await
+    }
+
+    async fn add_scope_sessions(&self, workspace_id: &str, id: &str, session_ids: &[String]) -> Result<()> {
+        self.add_scope_sessions_impl(workspace_id, id, session_ids).await
+    }
+
+    async fn list_scope_sessions(&self, workspace_id: &str, id: &str, page: PageRequest) -> Result<Page<Session>> {
+        self.list_scope_sessions_impl(workspace_id, id, page).await
+    }
+
+    async fn scope_session_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<String>> {
+        self.scope_session_ids_impl(workspace_id, ids).await
+    }
+
+    async fn scope_backfills(&self, workspace_id: &str, id: &str) -> Result<Vec<ScopeBackfill>> {
+        self.scope_backfills_impl(workspace_id, id).await
+    }
+
+    #[tracing::instrument(name = "store.continue_scope_backfill", skip(self))]
+    async fn continue_scope_backfill(
+        &self,
+        workspace_id: &str,
+        id: &str,
+        session_id: &str,
+        max_rows: i64,
+    ) -> Result<ScopeBackfill> {
+        self.continue_scope_backfill_impl(workspace_id, id, session_id, max_rows)
+            .await
+    }
+
+    async fn fail_scope_backfill(&self, workspace_id: &str, id: &str, session_id: &str, error: &str) -> Result<()> {
+        self.fail_scope_backfill_impl(workspace_id, id, session_id, error).await
     }
 
     async fn replayed_messages(

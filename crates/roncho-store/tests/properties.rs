@@ -77,7 +77,10 @@ async fn run(store: &SqlStore, filters: &serde_json::Map<String, serde_json::Val
             Err(error) => Err(error),
         },
         match parsed(&filter::PEER) {
-            Ok(filter) => store.list_peers("w", &filter, page).await.map(drop),
+            Ok(filter) => store
+                .list_peers("w", roncho_core::model::PeerKind::Peer, &filter, page)
+                .await
+                .map(drop),
             Err(error) => Err(error),
         },
         match parsed(&filter::SESSION) {
@@ -105,7 +108,7 @@ async fn run(store: &SqlStore, filters: &serde_json::Map<String, serde_json::Val
     if !terms.is_empty() {
         let search = MessageSearch {
             terms,
-            session_id: None,
+            session_ids: None,
             peer_id: None,
             peer_perspective: None,
             limit: 10,

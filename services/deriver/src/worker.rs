@@ -35,7 +35,7 @@ use tokio_util::sync::CancellationToken;
 
 /// The task types this worker handles: derivation, summaries, the
 /// erasures delete requests left to the background, and webhook events.
-pub const TASK_TYPES: [&str; 4] = ["representation", "summary", "deletion", "webhook"];
+pub const TASK_TYPES: [&str; 5] = ["representation", "summary", "deletion", "webhook", "scope_backfill"];
 
 pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
 
@@ -215,6 +215,11 @@ impl roncho_worker::Handler for Worker {
             }
             return Ok(());
         }
+        if task_type(&claim.work_unit_key) == "scope_backfill" {
+            // scope_backfill:{workspace}:{session}:{scope peer}
+            let scope_peer = parts.next().unwrap_or_default();
+            return self.backfill_scope(workspace, session, scope_peer).await;
+        }
         if let (Some(deriver), "representation") = (&self.deriver, task_type(&claim.work_unit_key)) {
             return self
                 .represent_with_llm(deriver.as_ref(), workspace, session, &claim.tasks)
@@ -232,6 +237,40 @@ impl roncho_worker::Handler for Worker {
 }
 
 impl Worker {
+    /// Copies what was observed in `session` into the scope of `scope_peer`,
+    /// chunk by chunk; a failure is shown in the scope's status (and the
+    /// task retried from where it stopped). A session or scope gone since
+    /// has nothing left to copy.
+    async fn backfill_scope(&self, workspace: &str, session: &str, scope_peer: &str) -> Result<()> {
+        let Some(scope) = roncho_core::model::scope_of_peer(scope_peer) else {
+            return Err(Error::Internal(format!("`{scope_peer}` is not a scope's peer")));
+        };
+        loop {
+            match self
+                .store
+                .continue_scope_backfill(workspace, scope, session, roncho_core::store::ERASURE_CHUNK)
+                .await
+            {
+                Ok(backfill) if backfill.state == roncho_core::model::BackfillState::Pending => continue,
+                Ok(backfill) => {
+                    tracing::info!(%workspace, %session, %scope, copied = backfill.docs_copied, "scope backfill done");
+                    return Ok(());
+                }
+                Err(Error::NotFound { .. }) => return Ok(()),
+                Err(error) => {
+                    if let Err(recording) = self
+                        .store
+                        .fail_scope_backfill(workspace, scope, session, &error.to_string())
+                        .await
+                    {
+                        tracing::warn!(%recording, "could not record a scope backfill's failure");
+                    }
+                    return Err(error);
+                }
+            }
+        }
+    }
+
     /// Delivers a claim's webhook events (`webhook:{workspace}:{endpoint}`)
     /// in order; those delivered before one fails are completed at once, so
     /// the retry sends only the rest.

@@ -14,7 +14,7 @@ use roncho_agent::ToolContext;
 use roncho_core::model::JsonObject;
 use roncho_core::store::Store;
 use roncho_core::{Caller, Error, Result, validate};
-use roncho_search::Semantic;
+use roncho_search::{Semantic, context};
 use serde_json::Value;
 
 /// Longest question, in characters.
@@ -34,6 +34,10 @@ pub struct Chat {
     pub filters: Option<JsonObject>,
     /// A JSON Schema (object root) the answer must follow.
     pub response_format: Option<JsonObject>,
+    /// One scope: answer from the scope's memory of the target; several:
+    /// from the peer's, limited to their sessions (not with `session_id`
+    /// or `filters`).
+    pub scopes: Vec<String>,
 }
 
 /// A piece of a streamed answer: text, then a last piece with `done`.
@@ -93,13 +97,34 @@ impl Dialectic {
         self
     }
 
-    fn ask(request: Chat) -> Result<Ask> {
+    /// Checks `request` and resolves its scopes into whom the answer
+    /// observes from and which sessions it may draw on.
+    async fn ask(&self, request: Chat) -> Result<Ask> {
+        let scopes = context::scope_ids("scope", &request.scopes)?;
+        if !scopes.is_empty()
+            && (request.filters.is_some() || request.session_id.as_deref().is_some_and(|s| !s.is_empty()))
+        {
+            return Err(Error::invalid("scope", "cannot be combined with session_id or filters"));
+        }
+        let mut ask = Self::checked(request)?;
+        let (observer, allowed) =
+            context::scoped_observer(&*self.store, &ask.workspace, &ask.observer, &scopes).await?;
+        ask.observer = observer;
+        if allowed.is_some() {
+            ask.allowed_sessions = allowed;
+        }
+        Ok(ask)
+    }
+
+    fn checked(request: Chat) -> Result<Ask> {
         let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("peer_id", &request.peer_id)?;
+        context::refuse_scope_peer("peer_id", &observer)?;
         let target = match request.target.as_deref().filter(|target| !target.is_empty()) {
             Some(target) => validate::reference_id("target", target)?,
             None => observer.clone(),
         };
+        context::refuse_scope_peer("target", &target)?;
         let query = validate::strip_nul(&request.query);
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "is required"));
@@ -127,7 +152,7 @@ impl Dialectic {
             target,
             query,
             session,
-            allowed_sessions: roncho_search::context::session_allowlist(request.filters.as_ref())?,
+            allowed_sessions: context::session_allowlist(request.filters.as_ref())?,
             level: Level::parse(&request.reasoning_level)?,
             response_format,
         })
@@ -175,12 +200,12 @@ impl Dialectic {
 #[async_trait::async_trait]
 impl DialecticApi for Dialectic {
     async fn chat(&self, _caller: &Caller, request: Chat) -> Result<Option<String>> {
-        let ask = Self::ask(request)?;
+        let ask = self.ask(request).await?;
         self.answer(&ask, None).await
     }
 
     async fn chat_stream(&self, _caller: &Caller, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
-        let ask = Self::ask(request)?;
+        let ask = self.ask(request).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
         // The answer runs after the reply's headers: in the request's span still.

@@ -12,7 +12,7 @@ use roncho_core::files::{self, PdfReader};
 use roncho_core::idempotency::{Fingerprint, Once};
 use roncho_core::model::{
     Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, NewConclusion, NewMessage, Peer,
-    Session, SessionPeerConfig, WebhookEndpoint, Workspace,
+    Scope, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::{SessionPeers, Store};
 use roncho_core::{Caller, Error, Result, tokens, validate};
@@ -79,6 +79,8 @@ pub struct GetOrCreateSession {
     pub metadata: Option<JsonObject>,
     pub configuration: Option<JsonObject>,
     pub peers: BTreeMap<String, SessionPeerConfig>,
+    /// Scopes (got or created) the session is added to.
+    pub scopes: Vec<String>,
 }
 
 /// Replaces a session's metadata and merges its configuration (each when set).
@@ -237,6 +239,29 @@ pub struct DeleteWebhook {
 pub struct TestWebhook {
     pub workspace_id: String,
 }
+/// Names a scope (`id`), with metadata to set.
+#[derive(Debug, Clone, Default)]
+pub struct GetOrCreateScope {
+    pub workspace_id: String,
+    pub id: String,
+    pub metadata: Option<JsonObject>,
+}
+
+/// Sessions to add to a scope.
+#[derive(Debug, Clone, Default)]
+pub struct AddScopeSessions {
+    pub workspace_id: String,
+    pub scope_id: String,
+    pub session_ids: Vec<String>,
+}
+
+/// A session to take out of a scope.
+#[derive(Debug, Clone, Default)]
+pub struct RemoveScopeSession {
+    pub workspace_id: String,
+    pub scope_id: String,
+    pub session_id: String,
+}
 
 /// Every write, as every edge calls it.
 #[async_trait::async_trait]
@@ -276,6 +301,13 @@ pub trait IngestApi: Send + Sync {
     async fn delete_webhook(&self, caller: &Caller, request: DeleteWebhook) -> Result<()>;
     /// Queues a `test.event` for every endpoint; returns how many.
     async fn test_webhook(&self, caller: &Caller, request: TestWebhook) -> Result<u64>;
+    /// Returns the scope and whether it was created.
+    async fn get_or_create_scope(&self, caller: &Caller, request: GetOrCreateScope) -> Result<(Scope, bool)>;
+    /// Adds sessions to a scope, queueing their backfills.
+    async fn add_scope_sessions(&self, caller: &Caller, request: AddScopeSessions) -> Result<()>;
+    /// Takes a session out of a scope and erases what the scope observed
+    /// there: see [`Ingest::erase`] for when it returns.
+    async fn remove_scope_session(&self, caller: &Caller, request: RemoveScopeSession) -> Result<ErasureReceipt>;
 }
 
 /// Reads PDFs in this process: at most `permits` at once, each answered
@@ -477,6 +509,18 @@ fn metadata_arg(field: &str, value: Option<JsonObject>) -> Result<Option<JsonObj
     value.map(|fields| validate::metadata(field, fields)).transpose()
 }
 
+/// Refuses to change a scope's membership through a session's peers: it
+/// joins and leaves through its scope, which keeps its memory in step.
+fn refuse_scope_member(field: &str, peer_id: &str) -> Result<()> {
+    match roncho_core::model::scope_of_peer(peer_id) {
+        Some(scope) => Err(Error::invalid(
+            field,
+            format!("`{peer_id}` is scope `{scope}`; add or remove sessions through the scope"),
+        )),
+        None => Ok(()),
+    }
+}
+
 /// Returns validated session members, in id order.
 fn session_peers(field: &str, peers: BTreeMap<String, SessionPeerConfig>) -> Result<SessionPeers> {
     validate::list_len(field, peers.len(), validate::MAX_SESSION_PEERS)?;
@@ -597,9 +641,22 @@ impl IngestApi for Ingest {
         let metadata = metadata_arg("metadata", request.metadata)?;
         let configuration = metadata_arg("configuration", request.configuration)?;
         let peers = session_peers("peers", request.peers)?;
-        self.store
+        let scopes = validate::id_list("scopes", &request.scopes, validate::MAX_ID_LIST)?;
+        let scopes = scopes
+            .iter()
+            .map(|scope| validate::scope_id("scopes", scope))
+            .collect::<Result<Vec<_>>>()?;
+        let created = self
+            .store
             .get_or_create_session(&workspace_id, &id, metadata, configuration, peers)
-            .await
+            .await?;
+        for scope in &scopes {
+            self.store.get_or_create_scope(&workspace_id, scope, None).await?;
+            self.store
+                .add_scope_sessions(&workspace_id, scope, std::slice::from_ref(&id))
+                .await?;
+        }
+        Ok(created)
     }
 
     async fn update_session(&self, _caller: &Caller, request: UpdateSession) -> Result<Session> {
@@ -649,6 +706,9 @@ impl IngestApi for Ingest {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peer_ids = validate::id_list("peer_ids", &request.peer_ids, validate::MAX_ID_LIST)?;
+        for peer_id in &peer_ids {
+            refuse_scope_member("peer_ids", peer_id)?;
+        }
         self.store
             .remove_session_peers(&workspace_id, &session_id, &peer_ids)
             .await
@@ -658,6 +718,7 @@ impl IngestApi for Ingest {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
+        refuse_scope_member("peer_id", &peer_id)?;
         self.store
             .set_session_peer_config(&workspace_id, &session_id, &peer_id, request.config)
             .await
@@ -824,6 +885,15 @@ impl IngestApi for Ingest {
                 .enumerate()
                 .map(|(index, conclusion)| {
                     let field = |name: &str| format!("conclusions[{index}].{name}");
+                    if let Some(scope) = roncho_core::model::scope_of_peer(&conclusion.observed_id) {
+                        return Err(Error::invalid(
+                            field("observed_id"),
+                            format!(
+                                "`{}` is scope `{scope}`: a scope is never observed",
+                                conclusion.observed_id
+                            ),
+                        ));
+                    }
                     Ok(NewConclusion {
                         observer_id: validate::reference_id(&field("observer_id"), &conclusion.observer_id)?,
                         observed_id: validate::reference_id(&field("observed_id"), &conclusion.observed_id)?,
@@ -893,6 +963,35 @@ impl IngestApi for Ingest {
     async fn test_webhook(&self, _caller: &Caller, request: TestWebhook) -> Result<u64> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         self.wrote(self.store.queue_test_webhook(&workspace_id).await)
+    }
+
+    async fn get_or_create_scope(&self, _caller: &Caller, request: GetOrCreateScope) -> Result<(Scope, bool)> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let id = validate::scope_id("id", &request.id)?;
+        let metadata = metadata_arg("metadata", request.metadata)?;
+        self.store.get_or_create_scope(&workspace_id, &id, metadata).await
+    }
+
+    async fn add_scope_sessions(&self, _caller: &Caller, request: AddScopeSessions) -> Result<()> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
+        if request.session_ids.is_empty() {
+            return Err(Error::invalid("session_ids", "must name at least one session"));
+        }
+        let session_ids = validate::id_list("session_ids", &request.session_ids, validate::MAX_ID_LIST)?;
+        self.wrote(
+            self.store
+                .add_scope_sessions(&workspace_id, &scope_id, &session_ids)
+                .await,
+        )
+    }
+
+    async fn remove_scope_session(&self, _caller: &Caller, request: RemoveScopeSession) -> Result<ErasureReceipt> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
+        let session_id = validate::reference_id("session_id", &request.session_id)?;
+        self.erase(&workspace_id, ErasureScope::ScopeSession { scope_id, session_id })
+            .await
     }
 }
 

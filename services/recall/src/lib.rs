@@ -7,8 +7,8 @@ use std::sync::Arc;
 
 use roncho_core::filter::{self, Filter, Schema};
 use roncho_core::model::{
-    Conclusion, ErasureReceipt, JsonObject, Message, MessageSearch, Page, PageRequest, Peer, Session,
-    SessionPeerConfig, SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
+    Conclusion, ErasureReceipt, JsonObject, Message, MessageSearch, Page, PageRequest, Peer, PeerKind, Scope,
+    ScopeBackfill, Session, SessionPeerConfig, SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::Store;
 use roncho_core::{Caller, Error, Result, validate};
@@ -38,10 +38,12 @@ pub struct ListWorkspaces {
     pub paging: Paging,
 }
 
-/// Lists the peers of a workspace.
+/// Lists the peers of a workspace: participants by default, or scopes.
 #[derive(Debug, Clone, Default)]
 pub struct ListPeers {
     pub workspace_id: String,
+    /// "peer" (or empty), "scope" or "all".
+    pub kind: String,
     pub filters: Option<JsonObject>,
     pub paging: Paging,
 }
@@ -106,6 +108,8 @@ pub struct SearchMessages {
     pub filters: Option<JsonObject>,
     /// 1..100; 0: the default, 10.
     pub limit: i32,
+    /// Only the sessions of these scopes (not with a session).
+    pub scopes: Vec<String>,
 }
 
 impl SearchMessages {
@@ -127,6 +131,9 @@ pub struct GetSessionContext {
     pub peer_perspective: Option<String>,
     pub sessions: Vec<String>,
     pub limit_to_session: bool,
+    /// Read the memory of this scope about `peer_target` (not with
+    /// `peer_perspective` or `sessions`).
+    pub scope: Option<String>,
     pub search_top_k: Option<i32>,
     pub search_max_distance: Option<f64>,
     pub include_most_frequent: Option<bool>,
@@ -134,7 +141,8 @@ pub struct GetSessionContext {
 }
 
 impl GetSessionContext {
-    /// Returns the observer whose memory the context reads, when it reads any.
+    /// Returns the peer whose memory the context reads, when it reads any
+    /// (with a scope, the scope's instead).
     pub fn observer(&self) -> Option<&str> {
         let target = self.peer_target.as_deref()?;
         Some(self.peer_perspective.as_deref().unwrap_or(target))
@@ -202,6 +210,9 @@ pub struct GetRepresentation {
     pub search_max_distance: Option<f64>,
     pub include_most_frequent: Option<bool>,
     pub max_conclusions: Option<i32>,
+    /// One scope: the scope's memory of the target; several: the peer's,
+    /// limited to their sessions (not with `session_id` or `filters`).
+    pub scopes: Vec<String>,
 }
 
 /// Names the card `peer_id` holds about `target` (itself when unset).
@@ -244,6 +255,21 @@ pub struct GetErasureReceipt {
     pub receipt_id: String,
 }
 
+/// Lists the scopes of a workspace.
+#[derive(Debug, Clone, Default)]
+pub struct ListScopes {
+    pub workspace_id: String,
+    pub paging: Paging,
+}
+
+/// Names a scope (its status, or its sessions with `paging`).
+#[derive(Debug, Clone, Default)]
+pub struct GetScope {
+    pub workspace_id: String,
+    pub scope_id: String,
+    pub paging: Paging,
+}
+
 /// Every read, as every edge calls it.
 #[async_trait::async_trait]
 pub trait RecallApi: Send + Sync {
@@ -271,6 +297,12 @@ pub trait RecallApi: Send + Sync {
     async fn query_conclusions(&self, caller: &Caller, request: QueryConclusions) -> Result<Vec<Conclusion>>;
     async fn list_webhooks(&self, caller: &Caller, request: ListWebhooks) -> Result<Page<WebhookEndpoint>>;
     async fn get_erasure_receipt(&self, caller: &Caller, request: GetErasureReceipt) -> Result<ErasureReceipt>;
+    async fn list_scopes(&self, caller: &Caller, request: ListScopes) -> Result<Page<Scope>>;
+    async fn get_scope(&self, caller: &Caller, request: GetScope) -> Result<Scope>;
+    /// Lists the scope's sessions, longest member first.
+    async fn list_scope_sessions(&self, caller: &Caller, request: GetScope) -> Result<Page<Session>>;
+    /// Returns each session's backfill into the scope.
+    async fn get_scope_status(&self, caller: &Caller, request: GetScope) -> Result<Vec<ScopeBackfill>>;
 }
 
 /// The recall service over a store, with semantic search when configured.
@@ -372,7 +404,12 @@ impl RecallApi for Recall {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let filter = parse_filters(&filter::PEER, request.filters.as_ref())?;
         self.store
-            .list_peers(&workspace_id, &filter, request.paging.request()?)
+            .list_peers(
+                &workspace_id,
+                PeerKind::parse(&request.kind)?,
+                &filter,
+                request.paging.request()?,
+            )
             .await
     }
 
@@ -449,10 +486,19 @@ impl RecallApi for Recall {
             Some(Value::String(peer)) => Some(validate::reference_id("filters.peer_perspective", &peer)?),
             Some(_) => return Err(Error::invalid("filters.peer_perspective", "must be a peer id")),
         };
+        let session_ids = if request.scopes.is_empty() {
+            optional_id("session_id", request.session_id.as_deref())?.map(|session| vec![session])
+        } else {
+            if request.session_id.is_some() || filters.contains_key("session_id") {
+                return Err(Error::invalid("scope", "cannot be combined with a session"));
+            }
+            let scopes = context::scope_ids("scope", &request.scopes)?;
+            Some(self.store.scope_session_ids(&workspace_id, &scopes).await?)
+        };
         let filter = filter::parse(&filter::MESSAGE, Some(&filters))?;
         let search = MessageSearch {
             terms: roncho_core::search::terms(&request.query),
-            session_id: optional_id("session_id", request.session_id.as_deref())?,
+            session_ids,
             peer_id: optional_id("peer_id", request.peer_id.as_deref())?,
             peer_perspective,
             limit,
@@ -499,10 +545,30 @@ impl RecallApi for Recall {
         if !request.sessions.is_empty() && !request.sessions.contains(&session_id) {
             return Err(Error::invalid("sessions", "must include this session"));
         }
+        if let Some(peer) = &peer_target {
+            context::refuse_scope_peer("peer_target", peer)?;
+        }
+        if let Some(peer) = &peer_perspective {
+            context::refuse_scope_peer("peer_perspective", peer)?;
+        }
+        let scope_observer = match optional_id("scope", request.scope.as_deref())? {
+            None => None,
+            Some(_) if peer_target.is_none() => return Err(Error::invalid("scope", "requires peer_target")),
+            Some(_) if peer_perspective.is_some() => {
+                return Err(Error::invalid("scope", "cannot be combined with peer_perspective"));
+            }
+            Some(_) if !request.sessions.is_empty() => {
+                return Err(Error::invalid("scope", "cannot be combined with sessions"));
+            }
+            Some(scope) => {
+                self.store.get_scope(&workspace_id, &scope).await?;
+                Some(roncho_core::model::scope_peer(&scope))
+            }
+        };
         let target = match peer_target {
             None => None,
             Some(observed) => Some(RepresentationOptions {
-                observer: peer_perspective.unwrap_or_else(|| observed.clone()),
+                observer: scope_observer.or(peer_perspective).unwrap_or_else(|| observed.clone()),
                 observed,
                 allowed_sessions: if !request.sessions.is_empty() {
                     Some(request.sessions.clone())
@@ -549,6 +615,7 @@ impl RecallApi for Recall {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("peer_id", &request.peer_id)?;
         let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
+        context::refuse_scope_peer("target", &observed)?;
         check_distance("search_max_distance", request.search_max_distance)?;
         let options = RepresentationOptions {
             observer: observer.clone(),
@@ -573,8 +640,10 @@ impl RecallApi for Recall {
 
     async fn get_representation(&self, _caller: &Caller, request: GetRepresentation) -> Result<String> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
-        let observer = validate::reference_id("peer_id", &request.peer_id)?;
-        let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
+        let peer = validate::reference_id("peer_id", &request.peer_id)?;
+        let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| peer.clone());
+        context::refuse_scope_peer("peer_id", &peer)?;
+        context::refuse_scope_peer("target", &observed)?;
         let mut allowed_sessions = context::session_allowlist(request.filters.as_ref())?;
         if let Some(session_id) = optional_id("session_id", request.session_id.as_deref())? {
             allowed_sessions = Some(match allowed_sessions {
@@ -582,6 +651,12 @@ impl RecallApi for Recall {
                 None => vec![session_id],
             });
         }
+        if !request.scopes.is_empty() && allowed_sessions.is_some() {
+            return Err(Error::invalid("scope", "cannot be combined with session_id or filters"));
+        }
+        let scopes = context::scope_ids("scope", &request.scopes)?;
+        let (observer, scoped_sessions) = context::scoped_observer(&*self.store, &workspace_id, &peer, &scopes).await?;
+        let allowed_sessions = allowed_sessions.or(scoped_sessions);
         check_distance("search_max_distance", request.search_max_distance)?;
         let options = RepresentationOptions {
             observer,
@@ -609,6 +684,31 @@ impl RecallApi for Recall {
         self.store
             .list_conclusions(&workspace_id, &filter, request.paging.request()?)
             .await
+    }
+
+    async fn list_scopes(&self, _caller: &Caller, request: ListScopes) -> Result<Page<Scope>> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        self.store.list_scopes(&workspace_id, request.paging.request()?).await
+    }
+
+    async fn get_scope(&self, _caller: &Caller, request: GetScope) -> Result<Scope> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
+        self.store.get_scope(&workspace_id, &scope_id).await
+    }
+
+    async fn list_scope_sessions(&self, _caller: &Caller, request: GetScope) -> Result<Page<Session>> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
+        self.store
+            .list_scope_sessions(&workspace_id, &scope_id, request.paging.request()?)
+            .await
+    }
+
+    async fn get_scope_status(&self, _caller: &Caller, request: GetScope) -> Result<Vec<ScopeBackfill>> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
+        self.store.scope_backfills(&workspace_id, &scope_id).await
     }
 
     async fn query_conclusions(&self, _caller: &Caller, request: QueryConclusions) -> Result<Vec<Conclusion>> {

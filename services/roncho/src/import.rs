@@ -9,9 +9,11 @@
 //! again adds nothing.
 //!
 //! What is read (Honcho v3's tables): `workspaces`, `webhook_endpoints`,
-//! `peers` (peer cards from their `internal_metadata`), `sessions` (active
-//! ones; summaries from their `internal_metadata`), `session_peers`,
-//! `messages`, and live `documents` (conclusions). Vectors are not copied:
+//! `peers` (peer cards from their `internal_metadata`; scopes, the peers
+//! whose `internal_metadata.kind` is `scope`), `sessions` (active ones;
+//! summaries from their `internal_metadata`), `session_peers` (a scope's
+//! sessions among them), `messages`, and live `documents` (conclusions, a
+//! scope's memory among them). Vectors are not copied:
 //! roncho's reconciler embeds the imported rows with roncho's own embedder,
 //! so rows and queries share one model.
 
@@ -68,6 +70,7 @@ pub struct Counts {
     pub workspaces: Tally,
     pub webhooks: Tally,
     pub peers: Tally,
+    pub scopes: Tally,
     pub peer_cards: Tally,
     pub sessions: Tally,
     pub messages: Tally,
@@ -84,6 +87,7 @@ impl fmt::Display for Counts {
             ("workspaces", self.workspaces),
             ("webhooks", self.webhooks),
             ("peers", self.peers),
+            ("scopes", self.scopes),
             ("peer cards", self.peer_cards),
             ("sessions", self.sessions),
             ("messages", self.messages),
@@ -194,10 +198,20 @@ async fn import_peers(
         let name: String = row.try_get("name")?;
         let internal = object(row, "internal_metadata")?;
         if is_scope(&internal) {
-            counts.peers.skipped += 1;
-            counts.notes.insert(
-                "scope peers (Honcho's unreleased scopes) are not imported: roncho does not serve scopes yet".into(),
-            );
+            // Its sessions and memory follow as a peer's do: its memberships
+            // and its conclusions are imported with the others.
+            let Some(scope) = roncho_core::model::scope_of_peer(&name) else {
+                counts.scopes.skipped += 1;
+                counts
+                    .notes
+                    .insert("scopes whose peer is not named scope.<id> are skipped".into());
+                continue;
+            };
+            let (_, created) = store
+                .get_or_create_scope(workspace, scope, Some(object(row, "metadata")?))
+                .await?;
+            counts.scopes.add(created);
+            peers.insert(name);
             continue;
         }
         let (_, created) = store

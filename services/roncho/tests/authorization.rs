@@ -167,6 +167,7 @@ fn cases() -> Vec<(&'static str, Call)> {
                 metadata: object(json!({"changed": true})),
                 configuration: None,
                 peers: peers(&["bob"]),
+                scopes: Vec::new(),
             }),
         ),
         (
@@ -319,8 +320,61 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "IngestService.GetOrCreateScope",
+            case!(Ingest.get_or_create_scope, |w| pb::GetOrCreateScopeRequest {
+                workspace_id: w.w.clone(),
+                id: "team".into(),
+                ..Default::default()
+            }),
+        ),
+        (
+            "IngestService.AddScopeSessions",
+            case!(Ingest.add_scope_sessions, |w| pb::AddScopeSessionsRequest {
+                workspace_id: w.w.clone(),
+                scope_id: "team".into(),
+                session_ids: vec![w.s.clone()],
+            }),
+        ),
+        (
+            "IngestService.RemoveScopeSession",
+            case!(Ingest.remove_scope_session, |w| pb::RemoveScopeSessionRequest {
+                workspace_id: w.w.clone(),
+                scope_id: "team".into(),
+                session_id: w.s.clone(),
+            }),
+        ),
+        (
             "RecallService.ListWorkspaces",
             case!(Recall.list_workspaces, |_w| pb::ListWorkspacesRequest::default()),
+        ),
+        (
+            "RecallService.ListScopes",
+            case!(Recall.list_scopes, |w| pb::ListScopesRequest {
+                workspace_id: w.w.clone(),
+                ..Default::default()
+            }),
+        ),
+        (
+            "RecallService.GetScope",
+            case!(Recall.get_scope, |w| pb::GetScopeRequest {
+                workspace_id: w.w.clone(),
+                scope_id: "team".into(),
+            }),
+        ),
+        (
+            "RecallService.ListScopeSessions",
+            case!(Recall.list_scope_sessions, |w| pb::ListScopeSessionsRequest {
+                workspace_id: w.w.clone(),
+                scope_id: "team".into(),
+                ..Default::default()
+            }),
+        ),
+        (
+            "RecallService.GetScopeStatus",
+            case!(Recall.get_scope_status, |w| pb::GetScopeRequest {
+                workspace_id: w.w.clone(),
+                scope_id: "team".into(),
+            }),
         ),
         (
             "RecallService.ListPeers",
@@ -453,6 +507,15 @@ fn cases() -> Vec<(&'static str, Call)> {
                 workspace_id: w.w.clone(),
                 peer_id: "alice".into(),
                 target: Some("bob".into()),
+                ..Default::default()
+            }),
+        ),
+        (
+            "RecallService.GetRepresentation (scope)",
+            case!(Recall.get_representation, |w| pb::GetRepresentationRequest {
+                workspace_id: w.w.clone(),
+                peer_id: "alice".into(),
+                scopes: vec!["team".into()],
                 ..Default::default()
             }),
         ),

@@ -162,6 +162,7 @@ INSERT INTO session_peers (workspace_name, session_name, peer_name, configuratio
     ('acme', 'chat-1', 'alice', '{}', '2026-03-01 10:00:00+00', NULL),
     ('acme', 'chat-1', 'bot', '{"observe_me": false, "observe_others": true}', '2026-03-01 10:00:01+00', NULL),
     ('acme', 'chat-1', 'carol', '{}', '2026-03-01 10:00:02+00', '2026-03-01 10:03:00+00'),
+    ('acme', 'chat-1', 'scope.team', '{"observe_me": false, "observe_others": true}', '2026-03-01 10:00:03+00', NULL),
     ('acme', 'deleted-chat', 'alice', '{}', '2026-03-01 11:00:00+00', NULL),
     ('sandbox', 'notes', 'dana', '{}', '2026-03-02 10:00:00+00', NULL);
 
@@ -190,4 +191,6 @@ INSERT INTO documents (id, internal_metadata, content, embedding, created_at, wo
     ('Dc4dddddddddddddddddd', '{}', 'Alice talks about her kitten often', NULL,
      '2026-03-01 10:05:00+00', 'acme', 'bot', 'alice', 'chat-1', 'explicit', 1, NULL, NULL),
     ('Dc5eeeeeeeeeeeeeeeeee', '{}', 'From a deleted session', NULL,
-     '2026-03-01 11:02:00+00', 'acme', 'alice', 'alice', 'deleted-chat', 'explicit', 1, NULL, NULL);
+     '2026-03-01 11:02:00+00', 'acme', 'alice', 'alice', 'deleted-chat', 'explicit', 1, NULL, NULL),
+    ('Dc6ffffffffffffffffff', '{}', 'Alice adopted a grey kitten named Mochi', NULL,
+     '2026-03-01 10:03:00+00', 'acme', 'scope.team', 'alice', 'chat-1', 'explicit', 1, NULL, NULL);

@@ -1,7 +1,8 @@
 //! `roncho import --from-honcho`: a Honcho v3 database (tests/honcho-v3-database.sql,
 //! created here on the test Postgres server) copied into roncho's store on
 //! SQLite and on Postgres. Ids, times, members, summaries, peer cards,
-//! conclusions and webhooks arrive; deleted rows and scopes don't; no
+//! conclusions, webhooks and scopes (with their sessions and memory)
+//! arrive; deleted rows don't; no
 //! derivation is queued; a second run adds nothing, and a run after Honcho
 //! took more messages adds just those.
 
@@ -63,17 +64,17 @@ async fn import_and_check(source: &sqlx::PgPool, store: Arc<SqlStore>) {
         Counts {
             workspaces: tally(2, 0, 0),
             webhooks: tally(1, 0, 0),
-            peers: tally(4, 0, 1),
+            peers: tally(4, 0, 0),
+            scopes: tally(1, 0, 0),
             peer_cards: tally(2, 0, 0),
             sessions: tally(2, 0, 1),
             messages: tally(5, 0, 0),
             summaries: tally(1, 0, 0),
-            conclusions: tally(3, 0, 1),
+            conclusions: tally(4, 0, 1),
             notes: Default::default(),
         },
         "{counts}"
     );
-    assert!(counts.notes.iter().any(|note| note.contains("scope")), "{counts}");
     assert!(
         counts.notes.iter().any(|note| note.contains("inactive sessions")),
         "{counts}"
@@ -156,6 +157,20 @@ async fn import_and_check(source: &sqlx::PgPool, store: Arc<SqlStore>) {
         (explicit.times_derived, explicit.session_id.as_deref()),
         (2, Some("chat-1"))
     );
+    // The scope, its session and its memory; not a member among the peers.
+    assert_eq!(
+        store.list_scopes("acme", PageRequest::default()).await.unwrap().total,
+        1
+    );
+    assert_eq!(
+        store.scope_session_ids("acme", &["team".into()]).await.unwrap(),
+        ["chat-1"]
+    );
+    let memory = store
+        .conclusions_by_ids("acme", &["Dc6ffffffffffffffffff".into()])
+        .await
+        .unwrap();
+    assert_eq!(memory[0].observer_id, "scope.team");
     let webhooks = store.list_webhooks("acme", PageRequest::default()).await.unwrap();
     assert_eq!(webhooks.items[0].url, "https://hooks.example.com/honcho");
 
@@ -194,7 +209,8 @@ async fn import_and_check(source: &sqlx::PgPool, store: Arc<SqlStore>) {
         (0, 0, 0, 0),
         "{again}"
     );
-    assert_eq!((again.messages.present, again.conclusions.present), (5, 3), "{again}");
+    assert_eq!((again.messages.present, again.conclusions.present), (5, 4), "{again}");
+    assert_eq!(again.scopes, tally(0, 1, 0), "{again}");
 
     // Honcho took more messages while the import ran: the next run adds them, after the others.
     sqlx::raw_sql(

@@ -21,6 +21,7 @@ struct Server {
     http: reqwest::Client,
     served: support::Served,
     keys: Option<Arc<KeySet>>,
+    store: Arc<roncho_store::SqlStore>,
     _dir: tempfile::TempDir,
 }
 
@@ -39,7 +40,7 @@ impl Server {
             rest_listener: Some(Arc::new(rest)),
             keys: keys.clone(),
             queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone()))),
-            ..roncho::server::Services::store_only(store)
+            ..roncho::server::Services::store_only(store.clone())
         };
         let served = support::serve(services, &Role::ALL).await;
         Self {
@@ -47,6 +48,7 @@ impl Server {
             http: reqwest::Client::new(),
             served,
             keys,
+            store,
             _dir: dir,
         }
     }
@@ -723,13 +725,40 @@ async fn every_honcho_operation_is_routed_and_described() {
         fixture_sorted.sort();
         assert_eq!(published, fixture_sorted, "the fixture is Honcho's published document");
     }
+    // Honcho's scope routes (honcho-v3.md §2.2, routes 32–38) are not in its
+    // published document yet; they are served and described all the same.
+    let scope_routes = [
+        ("POST", "/v3/workspaces/{workspace_id}/scopes"),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/list"),
+        ("GET", "/v3/workspaces/{workspace_id}/scopes/{scope_id}"),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions"),
+        (
+            "DELETE",
+            "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/{session_id}",
+        ),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/list"),
+        ("GET", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status"),
+    ];
     let server = Server::start(false).await;
     let (status, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;
     assert_eq!(status, 200);
-    for (method, path, operation_id) in &operations {
+    let mut routes: Vec<(String, String, Option<String>)> = operations
+        .iter()
+        .map(|(method, path, id)| (method.clone(), path.clone(), Some(id.clone())))
+        .collect();
+    routes.extend(
+        scope_routes
+            .iter()
+            .map(|(method, path)| ((*method).to_owned(), (*path).to_owned(), None)),
+    );
+    for (method, path, operation_id) in &routes {
         let described = &document["paths"][path][method.to_lowercase()]["operationId"];
-        assert_eq!(described, operation_id, "{method} {path} is not described by GET /docs");
+        match operation_id {
+            Some(id) => assert_eq!(described, id, "{method} {path} is not described by GET /docs"),
+            None => assert!(described.is_string(), "{method} {path} is not described by GET /docs"),
+        }
         let concrete = path
+            .replace("{scope_id}", "team")
             .replace("{workspace_id}", "w")
             .replace("{peer_id}", "p")
             .replace("{session_id}", "s")
@@ -765,4 +794,347 @@ async fn every_honcho_operation_is_routed_and_described() {
         "the fallback this test tells apart"
     );
     server.served.shutdown.cancel();
+}
+
+/// Scopes over REST (honcho-v3 §2.2, routes 32–38, and the `scope`
+/// options), with the deriver's worker draining the queue: a scope gathers
+/// what is said in its sessions, before (backfill) and after it joined,
+/// reads of it see only its sessions, it cannot be used as a peer, only a
+/// workspace key reaches it, and a session leaving takes its memory along.
+#[tokio::test]
+async fn scopes_gather_their_sessions_memory() {
+    use reqwest::Method;
+    use roncho_deriver::worker::{Worker, WorkerConfig};
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let send = |method: Method, path: &'static str, body: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move { server.send(method, path, body, Some(&admin)).await }
+    };
+    let store: Arc<dyn roncho_core::store::Store> = server.store.clone();
+    let queue: Arc<dyn roncho_core::queue::WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(server.store.clone()));
+    let worker = Worker::new(store, queue, WorkerConfig::default());
+    let drain = || async { while worker.run_once().await.unwrap() {} };
+
+    // Two sessions with things said before any scope exists.
+    send(Method::POST, "/v3/workspaces", json!({"id": "w"})).await;
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "kitchen", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "garage", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/kitchen/messages",
+        json!({"messages": [
+            {"peer_id": "alice", "content": "I bake sourdough bread every Sunday."},
+            {"peer_id": "bob", "content": "I adopted a grey kitten named Mochi."}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/garage/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "My motorbike carburetor needs cleaning."}]}),
+    )
+    .await;
+    drain().await;
+
+    // Routes 32–34: get-or-create, list, get.
+    let (status, scope) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes",
+        json!({"id": "home", "metadata": {"room": "kitchen"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{scope}");
+    assert_eq!(
+        (scope["id"].as_str(), &scope["metadata"]),
+        (Some("home"), &json!({"room": "kitchen"}))
+    );
+    assert_eq!(
+        send(Method::POST, "/v3/workspaces/w/scopes", json!({"id": "home"}))
+            .await
+            .0,
+        200
+    );
+    send(Method::POST, "/v3/workspaces/w/scopes", json!({"id": "empty"})).await;
+    let (status, page) = send(Method::POST, "/v3/workspaces/w/scopes/list", Value::Null).await;
+    assert_eq!((status, ids(&page["items"])), (200, vec!["home", "empty"]));
+    let (status, got) = send(Method::GET, "/v3/workspaces/w/scopes/home", Value::Null).await;
+    assert_eq!((status, got["id"].as_str()), (200, Some("home")));
+    assert_eq!(
+        send(Method::GET, "/v3/workspaces/w/scopes/nope", Value::Null).await.0,
+        404
+    );
+    // A scope is not a participant: peer lists leave it out unless asked.
+    let (_, peers) = send(Method::POST, "/v3/workspaces/w/peers/list", Value::Null).await;
+    assert_eq!(ids(&peers["items"]), ["alice", "bob"]);
+    let (_, scopes) = send(Method::POST, "/v3/workspaces/w/peers/list", json!({"kind": "scope"})).await;
+    assert_eq!(ids(&scopes["items"]), ["scope.home", "scope.empty"]);
+    let (_, all) = send(Method::POST, "/v3/workspaces/w/peers/list", json!({"kind": "all"})).await;
+    assert_eq!(all["total"], 4);
+
+    // Route 35: a session joins; its backfill copies what was said there.
+    let (status, body) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/home/sessions",
+        json!({"session_ids": ["kitchen", "missing"]}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/home/sessions",
+        json!({"session_ids": ["kitchen"]}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (_, pending) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    assert_eq!(pending["backfill_status"]["kitchen"]["state"], "pending", "{pending}");
+    drain().await;
+    let (status, done) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    let kitchen = &done["backfill_status"]["kitchen"];
+    assert_eq!((status, kitchen["state"].as_str()), (200, Some("completed")), "{done}");
+    assert!(kitchen["docs_copied"].as_i64().unwrap() >= 2, "{done}");
+    assert!(kitchen["updated_at"].as_str().unwrap().ends_with('Z'));
+    let (_, sessions) = send(Method::POST, "/v3/workspaces/w/scopes/home/sessions/list", Value::Null).await;
+    assert_eq!(ids(&sessions["items"]), ["kitchen"]);
+
+    // What is said after the scope joined reaches it through derivation.
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/kitchen/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "I keep my starter in the fridge."}]}),
+    )
+    .await;
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/garage/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "I ride the motorbike to work."}]}),
+    )
+    .await;
+    drain().await;
+    let representation = |scope: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move {
+            let (status, body) = server
+                .send(
+                    Method::POST,
+                    "/v3/workspaces/w/peers/alice/representation",
+                    json!({"scope": scope}),
+                    Some(&admin),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            body["representation"].as_str().unwrap().to_owned()
+        }
+    };
+    let home = representation(json!("home")).await;
+    assert!(home.contains("sourdough") && home.contains("starter"), "{home}");
+    assert!(!home.contains("motorbike"), "the garage is not in the scope: {home}");
+    // A list of scopes reads alice's own memory, limited to their sessions.
+    let union = representation(json!(["home", "empty"])).await;
+    assert!(union.contains("sourdough") && !union.contains("motorbike"), "{union}");
+    assert_eq!(representation(json!(["empty", "empty"])).await, "");
+
+    // Search within a scope's sessions; a scope without sessions finds nothing.
+    let search = |body: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move {
+            server
+                .send(Method::POST, "/v3/workspaces/w/search", body, Some(&admin))
+                .await
+        }
+    };
+    let (status, found) = search(json!({"query": "motorbike sourdough", "scope": "home"})).await;
+    assert_eq!(status, 200, "{found}");
+    let sessions: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["session_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !sessions.is_empty() && sessions.iter().all(|s| *s == "kitchen"),
+        "{found}"
+    );
+    let (_, nothing) = search(json!({"query": "motorbike", "scope": ["empty"]})).await;
+    assert_eq!(nothing, json!([]));
+    let (status, body) = search(json!({"query": "x", "scope": "home", "filters": {"session_id": "garage"}})).await;
+    assert_eq!(status, 422, "scope and a session filter: {body}");
+
+    // Context and chat read the scope's memory.
+    let (status, context) = send(
+        Method::GET,
+        "/v3/workspaces/w/sessions/kitchen/context?peer_target=alice&scope=home",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{context}");
+    assert!(
+        context["peer_representation"].as_str().unwrap().contains("sourdough"),
+        "{context}"
+    );
+    let (status, _) = send(
+        Method::GET,
+        "/v3/workspaces/w/sessions/kitchen/context?scope=home",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 422, "a scope needs peer_target");
+    let (status, answer) = send(
+        Method::POST,
+        "/v3/workspaces/w/peers/alice/chat",
+        json!({"query": "What does alice bake?", "scope": "home"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["content"].as_str().unwrap_or_default().contains("sourdough"),
+        "{answer}"
+    );
+
+    // A scope is never a participant.
+    for (method, path, body) in [
+        (Method::POST, "/v3/workspaces/w/peers", json!({"id": "scope.home"})),
+        (
+            Method::POST,
+            "/v3/workspaces/w/sessions/kitchen/messages",
+            json!({"messages": [{"peer_id": "scope.home", "content": "hi"}]}),
+        ),
+        (
+            Method::DELETE,
+            "/v3/workspaces/w/sessions/kitchen/peers",
+            json!(["scope.home"]),
+        ),
+        (
+            Method::POST,
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "x", "observer_id": "alice", "observed_id": "scope.home"}]}),
+        ),
+        (
+            Method::POST,
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "who?", "target": "scope.home"}),
+        ),
+    ] {
+        let (status, body) = server.send(method, path, body, Some(&admin)).await;
+        assert_eq!(status, 422, "{path}: {body}");
+    }
+
+    // Scopes are the workspace's: a peer key reaches neither the routes nor the option.
+    let alice = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let workspace = server.key(Claims {
+        w: Some("w".into()),
+        ..Claims::default()
+    });
+    assert_eq!(
+        server
+            .send(Method::POST, "/v3/workspaces/w/scopes/list", Value::Null, Some(&alice))
+            .await
+            .0,
+        401
+    );
+    let scoped = json!({"scope": "home"});
+    let path = "/v3/workspaces/w/peers/alice/representation";
+    assert_eq!(
+        server.send(Method::POST, path, scoped.clone(), Some(&alice)).await.0,
+        401
+    );
+    assert_eq!(server.send(Method::POST, path, json!({}), Some(&alice)).await.0, 200);
+    assert_eq!(server.send(Method::POST, path, scoped, Some(&workspace)).await.0, 200);
+
+    // gRPC sees the same scopes.
+    let mut request = tonic::Request::new(pb::ListScopesRequest {
+        workspace_id: "w".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {admin}").parse().unwrap());
+    let listed = RecallServiceClient::new(server.served.channel.clone())
+        .list_scopes(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        listed.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["home", "empty"]
+    );
+
+    // A session created into a scope (got or created) joins it.
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "porch", "scopes": ["home", "outdoors"]}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, outdoors) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/outdoors/sessions/list",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(ids(&outdoors["items"]), ["porch"]);
+
+    // Route 36: the kitchen leaves the scope, and what the scope learned there goes.
+    let (status, _) = send(
+        Method::DELETE,
+        "/v3/workspaces/w/scopes/home/sessions/kitchen",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert_eq!(representation(json!("home")).await, "");
+    let (_, status_after) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    assert!(
+        status_after["backfill_status"].get("kitchen").is_none(),
+        "{status_after}"
+    );
+    assert_eq!(
+        send(
+            Method::DELETE,
+            "/v3/workspaces/w/scopes/home/sessions/kitchen",
+            Value::Null
+        )
+        .await
+        .0,
+        404
+    );
+    // What alice said is hers still.
+    assert!(
+        server
+            .send(
+                Method::POST,
+                "/v3/workspaces/w/peers/alice/representation",
+                json!({}),
+                Some(&admin)
+            )
+            .await
+            .1["representation"]
+            .as_str()
+            .unwrap()
+            .contains("sourdough")
+    );
 }

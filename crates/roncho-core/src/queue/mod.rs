@@ -22,7 +22,14 @@ use crate::Result;
 pub mod contract;
 
 /// The kinds of work, as the first segment of a `work_unit_key`.
-pub const TASK_TYPES: [&str; 5] = ["representation", "summary", "dream", "deletion", "webhook"];
+pub const TASK_TYPES: [&str; 6] = [
+    "representation",
+    "summary",
+    "dream",
+    "deletion",
+    "webhook",
+    "scope_backfill",
+];
 
 /// Returns the task type of a work unit key (`representation:ws:s:peer` → `representation`).
 pub fn task_type(work_unit_key: &str) -> &str {
