@@ -25,7 +25,7 @@
 //! - **Partition leases** in the KV bucket `{prefix}_leases` (created by hand:
 //!   async-nats's `create_key_value` fails on nats-server 2.9): a process
 //!   consumes a partition only while it holds its lease, takes at most its
-//!   fair share (partitions / live workers), renews every third of the TTL
+//!   fair share of each task type's partitions (partitions / live workers), renews every third of the TTL
 //!   and hands partitions to newcomers. Deliveries are buffered per work
 //!   unit and kept alive with in-progress acks while buffered.
 //! - **Claims** hand out a unit's delivered tasks in ledger order; a task
@@ -477,23 +477,32 @@ impl Inner {
             .take_partitions(&lost, self.options.partitions);
         tokio::spawn(give_back(dropped));
 
+        // A fair share of each task type's partitions, so that every worker
+        // takes part in every kind of work (not one holding all of the
+        // derivation while another holds the webhooks).
         let live = self.live_workers().await?.max(1);
-        let keys = self.partition_keys();
-        let share = keys.len().div_ceil(live);
-        if owned.len() > share {
-            let held_partitions: BTreeSet<String> = {
-                let buffer = self.buffer.lock().expect("buffer lock");
-                buffer
-                    .held
-                    .keys()
-                    .map(|key| subjects::lease_key_of(key, self.options.partitions))
-                    .collect()
-            };
-            let extra: Vec<String> = owned
+        let share = usize::try_from(self.options.partitions)
+            .unwrap_or(usize::MAX)
+            .div_ceil(live);
+        let kind_of = |key: &str| key.rsplit_once('.').map_or(key, |(kind, _)| kind).to_owned();
+        let held_partitions: BTreeSet<String> = {
+            let buffer = self.buffer.lock().expect("buffer lock");
+            buffer
+                .held
                 .keys()
+                .map(|key| subjects::lease_key_of(key, self.options.partitions))
+                .collect()
+        };
+        let mut owned_by_kind: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for key in owned.keys() {
+            owned_by_kind.entry(kind_of(key)).or_default().push(key.clone());
+        }
+        for keys in owned_by_kind.values() {
+            let extra: Vec<String> = keys
+                .iter()
                 .filter(|key| !held_partitions.contains(*key))
                 .rev()
-                .take(owned.len() - share)
+                .take(keys.len().saturating_sub(share))
                 .cloned()
                 .collect();
             for key in extra {
@@ -503,12 +512,15 @@ impl Inner {
                 }
             }
         }
-        if owned.len() < share {
-            // Start at an offset of our own so workers do not all race for partition 0.
-            let offset = subjects::partition(&me, u32::try_from(keys.len()).unwrap_or(1)) as usize;
-            for index in 0..keys.len() {
-                let (key, kind, partition) = &keys[(offset + index) % keys.len()];
-                if owned.len() >= share {
+        let keys = self.partition_keys();
+        // Start at an offset of our own so workers do not all race for partition 0.
+        let offset = subjects::partition(&me, self.options.partitions.max(1)) as usize;
+        let per_kind = usize::try_from(self.options.partitions).unwrap_or(usize::MAX).max(1);
+        for kind_keys in keys.chunks(per_kind) {
+            let mut held = kind_keys.iter().filter(|(key, ..)| owned.contains_key(key)).count();
+            for index in 0..kind_keys.len() {
+                let (key, kind, partition) = &kind_keys[(offset + index) % kind_keys.len()];
+                if held >= share {
                     break;
                 }
                 if owned.contains_key(key) {
@@ -519,6 +531,7 @@ impl Inner {
                         let stop = self.shutdown.child_token();
                         tokio::spawn(self.clone().consume(kind.clone(), *partition, stop.clone()));
                         owned.insert(key.clone(), (revision, stop));
+                        held += 1;
                         tracing::debug!(partition = %key, "took a partition");
                     }
                     Err(error) if error.kind() == kv::CreateErrorKind::AlreadyExists => {}

@@ -104,9 +104,9 @@ async fn drain(queue: &NatsWorkQueue, name: &str, patience: Duration) -> BTreeMa
     done
 }
 
-/// Two processes split the partitions between them (the second joins
-/// later: the first hands it a share), and together they process every
-/// task once, each unit in order.
+/// Two processes split the partitions between them, each task type's
+/// evenly (the second joins later: the first hands it a share), and
+/// together they process every task once, each unit in order.
 #[tokio::test]
 async fn processes_share_partitions_and_every_task_runs_once_in_order() {
     let Some(setup) = setup(4).await else {
@@ -126,6 +126,11 @@ async fn processes_share_partitions_and_every_task_runs_once_in_order() {
         let (a, b) = (first.owned_partitions().await, second.owned_partitions().await);
         if a.len() == all_types / 2 && b.len() == all_types / 2 {
             assert!(a.iter().all(|key| !b.contains(key)), "disjoint: {a:?} {b:?}");
+            // Each kind of work is split too: both take part in derivation.
+            for kind in roncho_core::queue::TASK_TYPES {
+                let of = |held: &[String]| held.iter().filter(|key| key.starts_with(&format!("{kind}."))).count();
+                assert_eq!((of(&a), of(&b)), (2, 2), "{kind}: {a:?} {b:?}");
+            }
             break;
         }
         assert!(tokio::time::Instant::now() < deadline, "no fair split: {a:?} {b:?}");
