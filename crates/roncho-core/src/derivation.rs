@@ -11,6 +11,11 @@
 //!   on): at every `messages_per_short_summary`-th (20) and
 //!   `messages_per_long_summary`-th (60) message of the session, regardless
 //!   of reasoning.
+//!
+//! A batch of messages writes one representation task per peer and set of
+//! observers ([`tasks_for_messages`]), carrying the batch's messages of that
+//! peer in order: the deriver takes a unit's messages together in any case,
+//! and a row per message made the task outbox a third of a write's cost.
 
 use serde_json::{Value, json};
 
@@ -109,6 +114,7 @@ fn task(message: &Message, work_unit_key: String, task_type: &str, payload: Valu
         observer_id: None,
         sender_id: Some(message.peer_id.clone()),
         payload,
+        items: 1,
     }
 }
 
@@ -131,8 +137,7 @@ pub fn tasks_for_message(
                 format!("representation:{workspace}:{session}:{}", message.peer_id),
                 "representation",
                 json!({
-                    "message_id": message.id,
-                    "seq_in_session": message.seq_in_session,
+                    "message_ids": [message.id],
                     "observed": message.peer_id,
                     "observers": observers,
                 }),
@@ -158,6 +163,54 @@ pub fn tasks_for_message(
         ));
     }
     tasks
+}
+
+/// A stored message with what decides its work: its sender's configuration
+/// and its resolved [`Settings`].
+#[derive(Debug, Clone, Copy)]
+pub struct Stored<'a> {
+    pub message: &'a Message,
+    pub sender_configuration: &'a JsonObject,
+    pub settings: Settings,
+}
+
+/// Returns the tasks a batch of stored messages (of one session, in order)
+/// creates: each message's ([`tasks_for_message`]), with the representation
+/// tasks of one peer and set of observers merged into one, its
+/// `message_ids` in order and its `items` their number.
+pub fn tasks_for_messages(messages: &[Stored<'_>], members: &[Member]) -> Vec<NewTask> {
+    let mut tasks: Vec<NewTask> = Vec::new();
+    for stored in messages {
+        for task in tasks_for_message(stored.message, stored.sender_configuration, members, stored.settings) {
+            let merged = tasks.iter_mut().find(|earlier| {
+                earlier.work_unit_key == task.work_unit_key
+                    && crate::queue::task_type(&task.work_unit_key) == "representation"
+                    && earlier.payload["observers"] == task.payload["observers"]
+            });
+            match merged {
+                Some(earlier) => {
+                    if let (Some(ids), Some(more)) = (
+                        earlier.payload["message_ids"].as_array_mut(),
+                        task.payload["message_ids"].as_array(),
+                    ) {
+                        ids.extend(more.iter().cloned());
+                    }
+                    earlier.items += task.items;
+                }
+                None => tasks.push(task),
+            }
+        }
+    }
+    tasks
+}
+
+/// The messages a representation task carries: `message_ids`, or the
+/// single `message_id` of tasks queued before batches were merged.
+pub fn task_message_ids(payload: &Value) -> Vec<&str> {
+    match payload.get("message_ids").and_then(Value::as_array) {
+        Some(ids) => ids.iter().filter_map(Value::as_str).collect(),
+        None => payload.get("message_id").and_then(Value::as_str).into_iter().collect(),
+    }
 }
 
 #[cfg(test)]
@@ -244,6 +297,7 @@ mod tests {
         assert_eq!(tasks[0].work_unit_key, "representation:w:s:alice");
         assert_eq!(tasks[0].dedup_id, "representation:m7");
         assert_eq!(tasks[0].payload["observers"], json!(["alice", "bob"]));
+        assert_eq!(task_message_ids(&tasks[0].payload), ["m7"]);
 
         let at_20 = tasks_for_message(&message("bob", 20), &none, &members, settings);
         assert_eq!(
@@ -263,5 +317,43 @@ mod tests {
         assert!(only_summary[0].work_unit_key.starts_with("summary:"));
         let shy = object(json!({"observe_me": false}));
         assert!(tasks_for_message(&message("alice", 3), &shy, &members, settings).is_empty());
+    }
+
+    #[test]
+    fn a_batch_writes_one_representation_task_per_peer() {
+        let members = [member("alice", None, None, true), member("bob", None, Some(true), true)];
+        let none = JsonObject::new();
+        let settings = Settings::resolve(&none, &none, &none);
+        let messages: Vec<Message> = (18..=22)
+            .map(|seq| message(["alice", "bob"][(seq % 2) as usize], seq))
+            .collect();
+        let stored: Vec<Stored<'_>> = messages
+            .iter()
+            .map(|message| Stored {
+                message,
+                sender_configuration: &none,
+                settings,
+            })
+            .collect();
+        let tasks = tasks_for_messages(&stored, &members);
+        let shape: Vec<(&str, Vec<&str>, i64)> = tasks
+            .iter()
+            .map(|task| (task.work_unit_key.as_str(), task_message_ids(&task.payload), task.items))
+            .collect();
+        assert_eq!(
+            shape,
+            [
+                ("representation:w:s:alice", vec!["m18", "m20", "m22"], 3),
+                ("representation:w:s:bob", vec!["m19", "m21"], 2),
+                ("summary:w:s:None:None", vec!["m20"], 1),
+            ]
+        );
+        assert_eq!(
+            tasks[0].dedup_id, "representation:m18",
+            "the batch's first message names it"
+        );
+        assert_eq!(tasks[2].payload["message_id"], "m20");
+        // Tasks queued before batches were merged name one message.
+        assert_eq!(task_message_ids(&json!({"message_id": "old"})), ["old"]);
     }
 }

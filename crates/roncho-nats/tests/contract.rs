@@ -77,6 +77,7 @@ fn task(unit: usize, turn: usize) -> NewTask {
         observer_id: Some("bob".into()),
         sender_id: Some("alice".into()),
         payload: serde_json::json!({ "turn": turn }),
+        items: 1,
     }
 }
 

@@ -299,18 +299,8 @@ async fn erase_messages(
     erase_sources(conn, workspace_id, public_ids.clone(), receipt, counts).await?;
 
     // Their queued work: nothing left to derive.
-    let dedup_ids: Vec<String> = public_ids
-        .iter()
-        .flat_map(|id| [format!("representation:{id}"), format!("summary:{id}")])
-        .collect();
-    let mut tasks = Sql::new("UPDATE work_tasks SET state = 'done', finished_at = ");
-    tasks
-        .bind(now)
-        .push(", last_error = ")
-        .bind(format!("dropped: its message was erased (receipt {receipt})"))
-        .push(" WHERE state = 'pending' AND dedup_id IN ")
-        .push_list(&dedup_ids);
-    counts.tasks_dropped += i64::try_from(execute(conn, &tasks).await?).unwrap_or(0);
+    let sessions: Vec<&str> = by_session.keys().copied().collect();
+    drop_queued_work(conn, workspace_id, &sessions, &public_ids, now, receipt, counts).await?;
 
     // Keys whose writes made them (they hold the requests' digests).
     for (session, _) in by_session {
@@ -456,8 +446,83 @@ async fn rebuild_summaries(
             "seq_in_session": rows::get::<i64>(&row, "seq_in_session")?,
             "summaries": kinds,
         }),
+        items: 1,
     };
     crate::queue::insert_tasks(conn, &[task]).await?;
+    Ok(())
+}
+
+/// Drops the queued work of erased messages (`erased`, public ids, of
+/// `sessions`): their summary tasks, and their place in representation
+/// tasks, which carry a batch's messages of one peer; a task left with none
+/// is dropped. Counts one per message, as queue status does.
+async fn drop_queued_work(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    sessions: &[&str],
+    erased: &[String],
+    now: i64,
+    receipt: &str,
+    counts: &mut ErasureCounts,
+) -> Result<()> {
+    let reason = format!("dropped: its message was erased (receipt {receipt})");
+    let summaries: Vec<String> = erased.iter().map(|id| format!("summary:{id}")).collect();
+    let mut dropped = Sql::new("UPDATE work_tasks SET state = 'done', finished_at = ");
+    dropped
+        .bind(now)
+        .push(", last_error = ")
+        .bind(reason.as_str())
+        .push(" WHERE state = 'pending' AND dedup_id IN ")
+        .push_list(&summaries);
+    counts.tasks_dropped += i64::try_from(execute(conn, &dropped).await?).unwrap_or(0);
+
+    let gone: BTreeSet<&str> = erased.iter().map(String::as_str).collect();
+    let mut queued = Sql::new(
+        "SELECT id, payload FROM work_tasks WHERE state = 'pending' AND task_type = 'representation' \
+         AND workspace_name = ",
+    );
+    queued
+        .bind(workspace_id)
+        .push(" AND session_name IN ")
+        .push_list(sessions);
+    for row in crate::store::fetch_all(conn, &queued).await? {
+        let id: i64 = rows::get(&row, "id")?;
+        let mut payload: serde_json::Value = serde_json::from_str(&rows::get::<String>(&row, "payload")?)
+            .map_err(|error| Error::Internal(format!("task payload is not JSON: {error}")))?;
+        let carried: Vec<String> = roncho_core::derivation::task_message_ids(&payload)
+            .into_iter()
+            .map(str::to_owned)
+            .collect();
+        let left: Vec<String> = carried
+            .iter()
+            .filter(|id| !gone.contains(id.as_str()))
+            .cloned()
+            .collect();
+        if left.len() == carried.len() {
+            continue;
+        }
+        counts.tasks_dropped += i64::try_from(carried.len() - left.len()).unwrap_or(0);
+        let mut update = Sql::new("UPDATE work_tasks SET ");
+        if left.is_empty() {
+            update
+                .push("state = 'done', finished_at = ")
+                .bind(now)
+                .push(", last_error = ")
+                .bind(reason.as_str());
+        } else {
+            if let Some(object) = payload.as_object_mut() {
+                object.remove("message_id");
+                object.insert("message_ids".into(), serde_json::json!(left));
+            }
+            update
+                .push("payload = ")
+                .bind(payload.to_string())
+                .push(", items = ")
+                .bind(i64::try_from(left.len()).unwrap_or(i64::MAX));
+        }
+        update.push(" WHERE id = ").bind(id);
+        execute(conn, &update).await?;
+    }
     Ok(())
 }
 
@@ -538,6 +603,7 @@ pub(crate) fn deletion_task(workspace_id: &str, receipt: &ErasureReceipt) -> New
             "deletion_type": receipt.scope.kind(),
             "resource_id": target,
         }),
+        items: 1,
     }
 }
 

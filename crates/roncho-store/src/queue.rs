@@ -21,7 +21,7 @@ use sqlx::AnyConnection;
 use sqlx::Row;
 
 use crate::SqlStore;
-use crate::sql::{Bind, Sql};
+use crate::sql::{Bind, Dialect, Sql};
 use crate::store::{db_error, execute};
 
 /// Work units considered per claim, for when other workers win some.
@@ -42,7 +42,8 @@ impl SqlWorkQueue {
     }
 
     /// Counts tasks by type and state (`pending`, `in_progress` for pending
-    /// tasks of held units, `done`, `dead`), with the creation time of the
+    /// tasks of held units, `done`, `dead`), each by its items as queue
+    /// status counts (a representation task its messages), with the creation time of the
     /// oldest ready pending task of each type (for metrics). Tasks queued
     /// for later and not yet due are left out.
     pub async fn type_stats(&self) -> Result<Vec<TypeStats>> {
@@ -55,7 +56,7 @@ impl SqlWorkQueue {
             .push(") THEN 'in_progress' WHEN t.state = 'pending' AND t.deferrals > 0 AND t.available_at > ")
             .bind(now)
             .push(
-                " THEN 'postponed' ELSE t.state END AS state, COUNT(*) AS n, \
+                " THEN 'postponed' ELSE t.state END AS state, CAST(SUM(t.items) AS BIGINT) AS n, \
                  MIN(CASE WHEN t.state = 'pending' AND t.available_at <= ",
             );
         sql.bind(now)
@@ -74,7 +75,8 @@ impl SqlWorkQueue {
         Ok(stats)
     }
 
-    /// Counts every workspace's tasks by state (for `roncho status`).
+    /// Counts every workspace's tasks by state, by their items as queue
+    /// status does (for `roncho status`).
     pub async fn totals(&self) -> Result<Counts> {
         let now = now_micros();
         let mut sql = Sql::new(
@@ -82,7 +84,7 @@ impl SqlWorkQueue {
              WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
         );
         sql.bind(now)
-            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t WHERE ");
+            .push(") THEN 1 ELSE 0 END AS held, CAST(SUM(t.items) AS BIGINT) AS n FROM work_tasks t WHERE ");
         push_not_scheduled(&mut sql, now);
         sql.push(" GROUP BY 1, 2");
         let mut counts = Counts::default();
@@ -165,7 +167,11 @@ impl SqlWorkQueue {
         let mut tx = self.store.begin_write().await?;
         let mut sql = Sql::new("DELETE FROM work_leases WHERE owner = ");
         sql.bind(worker).push(" RETURNING work_unit_key");
-        let rows = sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)?;
+        let rows = sql
+            .query(self.store.dialect())?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?;
         tx.commit().await?;
         rows.iter()
             .map(|row| row.try_get("work_unit_key").map_err(db_error))
@@ -230,7 +236,11 @@ impl SqlWorkQueue {
         lost(&mut sql);
         sql.push(" RETURNING t.id, t.work_unit_key, t.trace_context, t.republished");
         let mut tx = self.store.begin_write().await?;
-        let rows = sql.query()?.fetch_all(tx.conn()).await.map_err(db_error)?;
+        let rows = sql
+            .query(self.store.dialect())?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?;
         tx.commit().await?;
         let mut taken = rows
             .iter()
@@ -301,7 +311,11 @@ async fn check_lease(conn: &mut AnyConnection, claim: &Claim) -> Result<()> {
     sql.bind(claim.work_unit_key.as_str())
         .push(" AND token = ")
         .bind(claim.token.as_str());
-    let held = sql.query()?.fetch_optional(conn).await.map_err(db_error)?;
+    let held = sql
+        .query(Dialect::of(conn))?
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)?;
     match held {
         Some(_) => Ok(()),
         None => Err(lost(claim)),
@@ -362,7 +376,7 @@ async fn claim_first(
             continue;
         }
         let mut tasks_sql = Sql::new(
-            "SELECT id, dedup_id, payload, attempts, deferrals, available_at, trace_context FROM work_tasks \
+            "SELECT id, dedup_id, payload, attempts, deferrals, available_at, trace_context, items FROM work_tasks \
              WHERE state = 'pending' AND work_unit_key = ",
         );
         tasks_sql
@@ -370,13 +384,25 @@ async fn claim_first(
             .push(" ORDER BY id LIMIT ")
             .bind(i64::try_from(max).unwrap_or(i64::MAX));
         let mut tasks = Vec::new();
-        for row in tasks_sql.query()?.fetch_all(&mut *conn).await.map_err(db_error)? {
+        // `max` counts items (messages): a representation task carries many.
+        let mut items = 0;
+        for row in tasks_sql
+            .query(Dialect::of(conn))?
+            .fetch_all(&mut *conn)
+            .await
+            .map_err(db_error)?
+        {
             let id: i64 = row.try_get("id").map_err(db_error)?;
             let available_at: i64 = row.try_get("available_at").map_err(db_error)?;
             // A task waiting for its retry (or not yet delivered) holds back the ones behind it.
             if available_at > now || delivered.is_some_and(|delivered| !delivered.contains(&id)) {
                 break;
             }
+            let carried = usize::try_from(row.try_get::<i64, _>("items").map_err(db_error)?).unwrap_or(1);
+            if !tasks.is_empty() && items + carried > max {
+                break;
+            }
+            items += carried;
             let payload: String = row.try_get("payload").map_err(db_error)?;
             tasks.push(Task {
                 id,
@@ -440,7 +466,7 @@ async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], dela
     for chunk in tasks.chunks(50) {
         let mut sql = Sql::new(
             "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
-             sender, payload, available_at, created_at, trace_context) VALUES ",
+             sender, payload, available_at, created_at, trace_context, items) VALUES ",
         );
         for (index, task) in chunk.iter().enumerate() {
             sql.push(if index == 0 { "(" } else { ", (" });
@@ -465,6 +491,8 @@ async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], dela
                 .bind(now)
                 .push(", ")
                 .bind(optional(&trace_context))
+                .push(", ")
+                .bind(task.items)
                 .push(")");
         }
         // Any conflict: a dedup id seen before, or a second pending dream of a unit.
@@ -524,7 +552,7 @@ impl WorkQueue for SqlWorkQueue {
         .push(") ORDER BY t.id LIMIT ")
         .bind(CLAIM_CANDIDATES);
         let candidates: Vec<String> = sql
-            .query()?
+            .query(self.store.dialect())?
             .fetch_all(tx.conn())
             .await
             .map_err(db_error)?
@@ -633,8 +661,13 @@ impl WorkQueue for SqlWorkQueue {
         if let Some(task_type) = &filter.task_type {
             sql.push(" AND task_type = ").bind(task_type.as_str());
         }
+        // Counted by items, as queue status counts them.
+        sql.push(" RETURNING items");
         let mut tx = self.store.begin_write().await?;
-        let retried = execute(tx.conn(), &sql).await?;
+        let mut retried = 0;
+        for row in crate::store::fetch_all(tx.conn(), &sql).await? {
+            retried += u64::try_from(row.try_get::<i64, _>("items").map_err(db_error)?).unwrap_or(0);
+        }
         tx.commit().await?;
         Ok(retried)
     }
@@ -673,7 +706,7 @@ impl WorkQueue for SqlWorkQueue {
              WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
         );
         sql.bind(now)
-            .push(") THEN 1 ELSE 0 END AS held, COUNT(*) AS n FROM work_tasks t");
+            .push(") THEN 1 ELSE 0 END AS held, CAST(SUM(t.items) AS BIGINT) AS n FROM work_tasks t");
         push_filter(&mut sql, filter);
         sql.push(" AND ");
         push_not_scheduled(&mut sql, now);
@@ -700,7 +733,7 @@ impl WorkQueue for SqlWorkQueue {
                 .bind(now)
                 .push(")");
         };
-        let mut postponed = Sql::new("SELECT t.session_name, COUNT(*) AS n FROM work_tasks t");
+        let mut postponed = Sql::new("SELECT t.session_name, CAST(SUM(t.items) AS BIGINT) AS n FROM work_tasks t");
         push_filter(&mut postponed, filter);
         waiting(&mut postponed);
         postponed.push(" GROUP BY 1");

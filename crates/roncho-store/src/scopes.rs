@@ -91,6 +91,7 @@ fn backfill_task(workspace_id: &str, scope_peer: &str, session_id: &str) -> NewT
         observer_id: Some(scope_peer.to_owned()),
         sender_id: None,
         payload: serde_json::json!({"scope_peer": scope_peer, "session_name": session_id}),
+        items: 1,
     }
 }
 

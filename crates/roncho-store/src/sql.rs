@@ -126,14 +126,64 @@ impl Sql {
         Ok(arguments)
     }
 
-    /// Returns a sqlx query over this text and its binds.
-    pub fn query(&self) -> Result<sqlx::query::Query<'_, Any, AnyArguments>> {
+    /// Returns a sqlx query over this text and its binds, in `dialect`'s
+    /// placeholders.
+    pub fn query(&self, dialect: Dialect) -> Result<sqlx::query::Query<'_, Any, AnyArguments>> {
+        let text = match dialect {
+            Dialect::Sqlite => positional(&self.text, self.binds.len()).unwrap_or_else(|| self.text.clone()),
+            Dialect::Postgres => self.text.clone(),
+        };
         // Every value is a bind; the text holds only SQL written in this crate and quoted JSON paths of validated keys.
-        Ok(sqlx::query_with(
-            sqlx::AssertSqlSafe(self.text.clone()),
-            self.arguments()?,
-        ))
+        Ok(sqlx::query_with(sqlx::AssertSqlSafe(text), self.arguments()?))
     }
+}
+
+impl Dialect {
+    /// Returns the dialect a connection speaks.
+    pub fn of(connection: &sqlx::AnyConnection) -> Self {
+        if connection.backend_name() == "SQLite" {
+            Dialect::Sqlite
+        } else {
+            Dialect::Postgres
+        }
+    }
+}
+
+/// Returns `text` with its placeholders `$1, $2, ..., $binds` (each once, in
+/// that order, outside quotes) as SQLite's anonymous `?`; `None` when they
+/// are not exactly that.
+///
+/// SQLite takes `$N` for a named parameter, and finding a parameter's name
+/// walks the list of all of them, so binding a statement of n parameters
+/// cost O(n²): 14 % of the SQLite writer's time for a batch of 100 messages
+/// (1,000 parameters). Anonymous parameters bind by position.
+fn positional(text: &str, binds: usize) -> Option<String> {
+    let mut out = String::with_capacity(text.len());
+    let mut quote: Option<char> = None;
+    let mut next = 1;
+    let mut chars = text.chars().peekable();
+    while let Some(c) = chars.next() {
+        match (quote, c) {
+            (Some(open), c) if c == open => quote = None,
+            (None, '\'' | '"') => quote = Some(c),
+            (None, '$') if chars.peek().is_some_and(char::is_ascii_digit) => {
+                let mut number = 0usize;
+                while let Some(digit) = chars.peek().and_then(|d| d.to_digit(10)) {
+                    number = number.checked_mul(10)?.checked_add(digit as usize)?;
+                    chars.next();
+                }
+                if number != next {
+                    return None;
+                }
+                next += 1;
+                out.push('?');
+                continue;
+            }
+            _ => {}
+        }
+        out.push(c);
+    }
+    (next == binds + 1).then_some(out)
 }
 
 /// Maps a filter key of a resource to its SQL column.
@@ -547,5 +597,35 @@ fn json_array_contains(sql: &mut Sql, json: &JsonPath<'_>, scalar: &Scalar) {
             }
             sql.push("))");
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::positional;
+
+    #[test]
+    fn sqlite_gets_anonymous_placeholders_in_order_outside_quotes() {
+        assert_eq!(
+            positional("SELECT a FROM t WHERE b = $1 AND c IN ($2, $3)", 3).as_deref(),
+            Some("SELECT a FROM t WHERE b = ? AND c IN (?, ?)")
+        );
+        // JSON paths and quoted names keep their dollars.
+        assert_eq!(
+            positional(
+                "SELECT json_extract(m, '$.a') FROM \"t$1\" WHERE x = $1 AND y = 'it''s $2'",
+                1
+            )
+            .as_deref(),
+            Some("SELECT json_extract(m, '$.a') FROM \"t$1\" WHERE x = ? AND y = 'it''s $2'")
+        );
+        assert_eq!(positional("SELECT 1", 0).as_deref(), Some("SELECT 1"));
+        assert_eq!(positional("$1, $10, $2", 3), None, "out of order stays numbered");
+        assert_eq!(
+            positional("$1 OR $1", 1),
+            None,
+            "a placeholder used twice stays numbered"
+        );
+        assert_eq!(positional("$1, $2", 3), None, "a bind without a placeholder");
     }
 }

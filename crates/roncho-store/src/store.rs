@@ -2,7 +2,7 @@
 //! the few places where the dialects differ are in [`crate::sql`].
 
 use async_trait::async_trait;
-use roncho_core::derivation::{Member, Settings, tasks_for_message};
+use roncho_core::derivation::{Member, Settings, Stored, tasks_for_messages};
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::{
@@ -27,24 +27,65 @@ pub struct SqlStore {
     pool: AnyPool,
     dialect: Dialect,
     location: String,
-    /// SQLite has one writer; queueing writers here is cheaper and fairer than
-    /// SQLite's sleeping busy handler. `None` on Postgres, which locks rows.
-    write_gate: Option<Mutex<()>>,
+    /// SQLite has one writer: a connection of its own (opened at the first
+    /// write), which writers take in turn. Its page cache stays warm from one
+    /// transaction to the next, where a pooled connection's is dropped
+    /// whenever another connection has committed; and queueing writers here
+    /// is cheaper and fairer than SQLite's sleeping busy handler. `None` on
+    /// Postgres, which locks rows.
+    writer: Option<Mutex<Option<AnyConnection>>>,
 }
 
-/// A write transaction, holding the SQLite write gate while it lives.
+/// A write transaction: SQLite's writer connection, held while it lives, or
+/// a pooled Postgres connection. Dropped before its commit, it rolls back.
 pub(crate) struct WriteTx<'a> {
-    tx: Transaction<'static, Any>,
-    _gate: Option<MutexGuard<'a, ()>>,
+    /// `None` once committed.
+    inner: Option<Writing<'a>>,
 }
+
+enum Writing<'a> {
+    Pooled(Transaction<'static, Any>),
+    /// SQLite's writer connection, in a transaction.
+    Writer(MutexGuard<'a, Option<AnyConnection>>),
+}
+
+type Transactions = <Any as sqlx::Database>::TransactionManager;
 
 impl WriteTx<'_> {
     pub(crate) fn conn(&mut self) -> &mut AnyConnection {
-        &mut self.tx
+        match self.inner.as_mut().expect("a transaction is used until its commit") {
+            Writing::Pooled(tx) => tx,
+            Writing::Writer(connection) => connection.as_mut().expect("the writer connection is open"),
+        }
     }
 
-    pub(crate) async fn commit(self) -> Result<()> {
-        self.tx.commit().await.map_err(db_error)
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(Writing::Pooled(tx)) => tx.commit().await.map_err(db_error),
+            Some(Writing::Writer(mut guard)) => {
+                let Some(connection) = guard.as_mut() else {
+                    return Err(Error::Internal("the writer connection is gone".into()));
+                };
+                let committed = <Transactions as sqlx_core::transaction::TransactionManager>::commit(connection).await;
+                if committed.is_err() {
+                    <Transactions as sqlx_core::transaction::TransactionManager>::start_rollback(connection);
+                }
+                committed.map_err(db_error)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    /// The writer's transaction is rolled back: queued on the connection
+    /// now, run before its next statement (a pooled one rolls back itself).
+    fn drop(&mut self) {
+        if let Some(Writing::Writer(mut guard)) = self.inner.take()
+            && let Some(connection) = guard.as_mut()
+        {
+            <Transactions as sqlx_core::transaction::TransactionManager>::start_rollback(connection);
+        }
     }
 }
 
@@ -82,15 +123,23 @@ fn flag(value: Option<bool>) -> Bind {
 }
 
 pub(crate) async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
-    sql.query()?.fetch_all(conn).await.map_err(db_error)
+    sql.query(Dialect::of(conn))?.fetch_all(conn).await.map_err(db_error)
 }
 
 pub(crate) async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<AnyRow>> {
-    sql.query()?.fetch_optional(conn).await.map_err(db_error)
+    sql.query(Dialect::of(conn))?
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)
 }
 
 pub(crate) async fn execute(conn: &mut AnyConnection, sql: &Sql) -> Result<u64> {
-    Ok(sql.query()?.execute(conn).await.map_err(db_error)?.rows_affected())
+    Ok(sql
+        .query(Dialect::of(conn))?
+        .execute(conn)
+        .await
+        .map_err(db_error)?
+        .rows_affected())
 }
 
 fn workspace_column(key: &str) -> &'static str {
@@ -139,12 +188,12 @@ pub(crate) fn direction(page: PageRequest) -> &'static str {
 
 impl SqlStore {
     pub(crate) fn new(pool: AnyPool, dialect: Dialect, location: String) -> Self {
-        let write_gate = (dialect == Dialect::Sqlite).then(|| Mutex::new(()));
+        let writer = (dialect == Dialect::Sqlite).then(|| Mutex::new(None));
         Self {
             pool,
             dialect,
             location,
-            write_gate,
+            writer,
         }
     }
 
@@ -160,29 +209,55 @@ impl SqlStore {
 
     /// Closes every pooled connection.
     pub async fn close(&self) {
+        if let Some(writer) = &self.writer
+            && let Some(connection) = writer.lock().await.take()
+        {
+            use sqlx::Connection;
+            if let Err(error) = connection.close().await {
+                tracing::warn!(%error, "closing the SQLite writer connection");
+            }
+        }
         self.pool.close().await;
     }
 
     pub(crate) async fn begin_write(&self) -> Result<WriteTx<'_>> {
-        let gate = match &self.write_gate {
-            Some(gate) => Some(gate.lock().await),
-            None => None,
+        let Some(writer) = &self.writer else {
+            let tx = self.pool.begin().await.map_err(db_error)?;
+            return Ok(WriteTx {
+                inner: Some(Writing::Pooled(tx)),
+            });
         };
-        let tx = match self.dialect {
-            // IMMEDIATE takes the write lock up front instead of failing to upgrade later.
-            Dialect::Sqlite => self.pool.begin_with("BEGIN IMMEDIATE").await,
-            Dialect::Postgres => self.pool.begin().await,
+        let mut guard = writer.lock().await;
+        if guard.is_none() {
+            // The pool's connection, with its pragmas, becomes the writer's own.
+            *guard = Some(self.pool.acquire().await.map_err(db_error)?.detach());
         }
-        .map_err(db_error)?;
-        Ok(WriteTx { tx, _gate: gate })
+        let connection = guard.as_mut().expect("the writer connection was just opened");
+        // IMMEDIATE takes the write lock up front instead of failing to upgrade later.
+        let begun = <Transactions as sqlx_core::transaction::TransactionManager>::begin(
+            connection,
+            Some(sqlx::SqlSafeStr::into_sql_str("BEGIN IMMEDIATE")),
+        )
+        .await;
+        if let Err(error) = begun {
+            // Whatever broke, the next write starts on a fresh connection.
+            guard.take();
+            return Err(db_error(error));
+        }
+        Ok(WriteTx {
+            inner: Some(Writing::Writer(guard)),
+        })
     }
 
     pub(crate) async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
-        sql.query()?.fetch_all(&self.pool).await.map_err(db_error)
+        sql.query(self.dialect)?.fetch_all(&self.pool).await.map_err(db_error)
     }
 
     pub(crate) async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
-        sql.query()?.fetch_optional(&self.pool).await.map_err(db_error)
+        sql.query(self.dialect)?
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)
     }
 
     /// Runs the count and the page query of `FROM ... WHERE ...` in `from_where`.
@@ -336,7 +411,7 @@ async fn load_members(conn: &mut AnyConnection, workspace_id: &str, session_id: 
         .push(" AND sp.session_name = ")
         .bind(session_id)
         .push(" ORDER BY sp.joined_at, sp.peer_name");
-    let rows = sql.query()?.fetch_all(conn).await.map_err(db_error)?;
+    let rows = sql.query(Dialect::of(conn))?.fetch_all(conn).await.map_err(db_error)?;
     rows.iter()
         .map(|row| {
             Ok(Member {
@@ -647,16 +722,19 @@ impl SqlStore {
         let workspace = load_workspace(tx.conn(), workspace_id).await?;
         let members = load_members(tx.conn(), workspace_id, session_id).await?;
         let none = JsonObject::new();
-        let mut tasks = Vec::new();
-        for (message, configuration) in created.iter().zip(&message_settings) {
-            let settings = Settings::resolve(&workspace.configuration, &session.configuration, configuration);
-            let sender = members
-                .iter()
-                .find(|member| member.peer_id == message.peer_id)
-                .map_or(&none, |member| &member.peer_configuration);
-            tasks.extend(tasks_for_message(message, sender, &members, settings));
-        }
-        crate::queue::insert_tasks(tx.conn(), &tasks).await?;
+        let stored: Vec<Stored<'_>> = created
+            .iter()
+            .zip(&message_settings)
+            .map(|(message, configuration)| Stored {
+                message,
+                sender_configuration: members
+                    .iter()
+                    .find(|member| member.peer_id == message.peer_id)
+                    .map_or(&none, |member| &member.peer_configuration),
+                settings: Settings::resolve(&workspace.configuration, &session.configuration, configuration),
+            })
+            .collect();
+        crate::queue::insert_tasks(tx.conn(), &tasks_for_messages(&stored, &members)).await?;
         tx.commit().await?;
         Ok(created)
     }

@@ -503,7 +503,7 @@ impl VectorStore for SqlVectorStore {
     async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
         let mut tx = self.store.begin_write().await?;
         let stored: Option<String> = Sql::new("SELECT value FROM vector_settings WHERE name = 'dimensions'")
-            .query()?
+            .query(self.store.dialect())?
             .fetch_optional(tx.conn())
             .await
             .map_err(db_error)?
@@ -513,7 +513,7 @@ impl VectorStore for SqlVectorStore {
         match stored {
             Some(stored) if stored != dimensions.to_string() => {
                 let stored_model: Option<String> = Sql::new("SELECT value FROM vector_settings WHERE name = 'model'")
-                    .query()?
+                    .query(self.store.dialect())?
                     .fetch_optional(tx.conn())
                     .await
                     .map_err(db_error)?

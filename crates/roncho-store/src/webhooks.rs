@@ -50,6 +50,7 @@ pub(crate) async fn queue_event(
                 "endpoint_id": endpoint,
                 "timestamp": timestamp,
             }),
+            items: 1,
         })
         .collect();
     crate::queue::insert_tasks(conn, &tasks).await

@@ -72,7 +72,8 @@ async fn messages_enqueue_their_work(url: String) {
         })
         .await
         .unwrap();
-    // alice 10 + bob 5 representation tasks (carol is not observed) + 1 summary.
+    // alice 10 + bob 5 messages to represent (carol is not observed) + 1
+    // summary: counted per message, in two representation tasks.
     assert_eq!(status.counts.pending, 16);
     let claim = queue
         .claim("w1", &["representation"], 100, std::time::Duration::from_secs(30))
@@ -80,7 +81,21 @@ async fn messages_enqueue_their_work(url: String) {
         .unwrap()
         .expect("alice's unit");
     assert_eq!(claim.work_unit_key, "representation:w:s:alice");
-    assert_eq!(claim.tasks.len(), 10);
+    // One task carries the batch's ten messages of alice, in order.
+    assert_eq!(claim.tasks.len(), 1);
+    let ids = roncho_core::derivation::task_message_ids(&claim.tasks[0].payload);
+    assert_eq!(ids.len(), 10);
+    let listed = store
+        .list_messages("w", "s", &roncho_core::filter::Filter::All, Default::default())
+        .await
+        .unwrap();
+    let alices: Vec<&str> = listed
+        .items
+        .iter()
+        .filter(|message| message.peer_id == "alice")
+        .map(|message| message.id.as_str())
+        .collect();
+    assert_eq!(ids, alices);
     assert_eq!(claim.tasks[0].payload["observers"], serde_json::json!(["alice", "bob"]));
     let summary = queue
         .claim("w2", &["summary"], 10, std::time::Duration::from_secs(30))

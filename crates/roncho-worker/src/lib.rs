@@ -19,7 +19,8 @@ use tracing::Instrument;
 pub struct WorkerConfig {
     /// Names this worker in leases and logs.
     pub worker_id: String,
-    /// Tasks taken per claim.
+    /// Items taken per claim: tasks, counting a representation task's
+    /// messages (at least one task).
     pub batch: usize,
     pub lease: Duration,
     /// How long an idle worker waits before looking again (a nudge wakes it sooner).

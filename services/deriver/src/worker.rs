@@ -19,6 +19,7 @@
 
 use std::sync::Arc;
 
+use roncho_core::derivation::task_message_ids;
 use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
@@ -289,22 +290,34 @@ impl Worker {
         Ok(())
     }
 
+    /// Extracts each message of a representation task into its observers' collections.
     async fn represent(&self, workspace: &str, session: &str, task: &Task) -> Result<()> {
-        let message_id = payload_str(task, "message_id")?;
-        let message = match self.store.get_message(workspace, session, message_id).await {
-            Ok(message) => message,
-            // Deleted since: nothing to derive.
-            Err(Error::NotFound { .. }) => return Ok(()),
-            Err(error) => return Err(error),
-        };
         let observers: Vec<String> = task.payload["observers"]
             .as_array()
             .map(|list| list.iter().filter_map(|v| v.as_str().map(str::to_owned)).collect())
             .unwrap_or_default();
-        let statements = extract(&message);
-        for observer in &observers {
+        for message_id in task_message_ids(&task.payload) {
+            match self.store.get_message(workspace, session, message_id).await {
+                Ok(message) => self.represent_message(workspace, session, &message, &observers).await?,
+                // Deleted since: nothing to derive.
+                Err(Error::NotFound { .. }) => {}
+                Err(error) => return Err(error),
+            }
+        }
+        Ok(())
+    }
+
+    async fn represent_message(
+        &self,
+        workspace: &str,
+        session: &str,
+        message: &Message,
+        observers: &[String],
+    ) -> Result<()> {
+        let statements = extract(message);
+        for observer in observers {
             // A redelivery finds what its first delivery saved.
-            let existing = self.existing(workspace, observer, &message).await?;
+            let existing = self.existing(workspace, observer, message).await?;
             let facts = statements
                 .iter()
                 .filter(|statement| !existing.contains(statement))
@@ -336,14 +349,12 @@ impl Worker {
         let mut messages = Vec::new();
         let mut observers: Vec<String> = Vec::new();
         for task in tasks {
-            match self
-                .store
-                .get_message(workspace, session, payload_str(task, "message_id")?)
-                .await
-            {
-                Ok(message) => messages.push(message),
-                Err(Error::NotFound { .. }) => continue,
-                Err(error) => return Err(error),
+            for message_id in task_message_ids(&task.payload) {
+                match self.store.get_message(workspace, session, message_id).await {
+                    Ok(message) => messages.push(message),
+                    Err(Error::NotFound { .. }) => continue,
+                    Err(error) => return Err(error),
+                }
             }
             for observer in task.payload["observers"].as_array().into_iter().flatten() {
                 if let Some(observer) = observer.as_str()
@@ -380,9 +391,14 @@ impl Worker {
                 None => groups.push((left, vec![observer])),
             }
         }
+        // A call takes at most a claim's worth of messages (`batch`), as when
+        // each message was a task of its own.
+        let per_call = self.config.batch.max(1);
         for (indices, group) in groups {
             let batch: Vec<&Message> = indices.iter().map(|&index| &messages[index]).collect();
-            self.derive_batch(llm, workspace, session, &batch, &group).await?;
+            for call in batch.chunks(per_call) {
+                self.derive_batch(llm, workspace, session, call, &group).await?;
+            }
         }
         Ok(())
     }

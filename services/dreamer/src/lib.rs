@@ -58,6 +58,7 @@ pub async fn schedule(queue: &dyn WorkQueue, request: &DreamRequest, delay: Dura
                     "rebuild": request.rebuild,
                     "trigger_reason": request.reason,
                 }),
+                items: 1,
             }],
             delay,
         )

@@ -137,7 +137,8 @@ impl Metrics {
         let queue_tasks = Family::<TaskState, Gauge>::default();
         registry.register(
             "queue_tasks",
-            "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, done, dead)",
+            "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, done, dead), \
+             each counted by its items as queue status counts (a representation task: its messages)",
             queue_tasks.clone(),
         );
         let queue_oldest_pending_seconds = Family::default();

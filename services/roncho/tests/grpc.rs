@@ -612,6 +612,7 @@ async fn the_extractive_deriver_derives_observations_and_summaries() {
             observer_id: None,
             sender_id: Some("alice".into()),
             payload: serde_json::json!({"message_id": source, "observers": ["alice", "bob"], "observed": "alice"}),
+            items: 1,
         }])
         .await
         .unwrap();

@@ -30,6 +30,7 @@ macro_rules! work_queue_contract {
                 purging_removes_old_finished_tasks_only,
                 delayed_tasks_wait_and_postponing_moves_them,
                 outages_postpone_without_spending_attempts_and_dead_work_runs_again,
+                tasks_of_many_items_are_counted_and_claimed_by_their_items,
             );
         }
     };
@@ -56,6 +57,7 @@ fn task(key: &str, dedup_id: &str) -> NewTask {
         observer_id: parts.get(3).map(|s| (*s).to_owned()),
         sender_id: Some("alice".into()),
         payload: serde_json::json!({ "message": dedup_id }),
+        items: 1,
     }
 }
 
@@ -93,6 +95,44 @@ pub async fn enqueue_is_idempotent_and_tasks_come_in_order(queue: &dyn WorkQueue
         queue.claim("w2", &["dream"], 10, LEASE).await.unwrap().is_none(),
         "other task types are not handed out"
     );
+}
+
+/// A task standing for several items (a batch's messages of one peer)
+/// counts them in status, and claims take tasks up to `max` items (at least
+/// one task, whatever its items).
+pub async fn tasks_of_many_items_are_counted_and_claimed_by_their_items(queue: &dyn WorkQueue) {
+    let weighed = |dedup_id: &str, items: i64| NewTask {
+        items,
+        ..task(A, dedup_id)
+    };
+    queue
+        .enqueue(vec![weighed("b1", 3), weighed("b2", 3), weighed("b3", 1)])
+        .await
+        .unwrap();
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((status.counts.total, status.counts.pending), (7, 7), "{status:?}");
+    let claim = queue.claim("w1", DERIVER, 4, LEASE).await.unwrap().expect("a claim");
+    assert_eq!(dedup_ids(&claim), ["b1"], "a second task of 3 would pass 4 items");
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let claim = queue.claim("w1", DERIVER, 2, LEASE).await.unwrap().expect("a claim");
+    assert_eq!(dedup_ids(&claim), ["b2"], "one task at least, past `max`");
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let done = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!((done.counts.completed, done.counts.pending), (6, 1), "{done:?}");
 }
 
 pub async fn one_worker_holds_a_unit_and_others_take_the_rest(queue: &dyn WorkQueue) {

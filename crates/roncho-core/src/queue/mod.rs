@@ -49,6 +49,10 @@ pub struct NewTask {
     pub observer_id: Option<String>,
     pub sender_id: Option<String>,
     pub payload: serde_json::Value,
+    /// What the task stands for in queue status, which counts as Honcho
+    /// does, one per message: a representation task carries every message
+    /// of one peer in a batch; any other task is 1.
+    pub items: i64,
 }
 
 /// A claimed task.
@@ -155,8 +159,9 @@ pub trait WorkQueue: Send + Sync + 'static {
     async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64>;
 
     /// Leases the work unit of `task_types` whose next task is oldest and
-    /// ready, to `worker` for `lease`, and returns up to `max` of its tasks
-    /// in order; `None` when nothing is ready.
+    /// ready, to `worker` for `lease`, and returns its tasks in order, up to
+    /// `max` items ([`NewTask::items`]; at least one task); `None` when
+    /// nothing is ready.
     async fn claim(&self, worker: &str, task_types: &[&str], max: usize, lease: Duration) -> Result<Option<Claim>>;
 
     /// Extends the lease (a heartbeat during long work); `FAILED_PRECONDITION`
@@ -183,7 +188,8 @@ pub trait WorkQueue: Send + Sync + 'static {
     async fn defer(&self, claim: &Claim, task_ids: &[i64], reason: &str, delay: Duration) -> Result<()>;
 
     /// Runs dead tasks again (pending, ready now, attempts and deferrals
-    /// reset; their last error kept until they run); returns how many.
+    /// reset; their last error kept until they run); returns how many, by
+    /// their items as status counts them.
     async fn retry_dead(&self, filter: &RetryFilter) -> Result<u64>;
 
     /// Gives the work unit back (its remaining tasks wait for the next claim).
