@@ -596,6 +596,40 @@ enum Origin<'a> {
     Import { ids: Vec<String>, derive: bool },
 }
 
+/// The session a batch of messages is written to, with its workspace's
+/// configuration, in one query; with `create`, the workspace and session
+/// are created first when absent (Honcho's get-or-create on write). An
+/// inactive (deleted) session is `NOT_FOUND`.
+async fn writable_session(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    create: bool,
+) -> Result<(JsonObject, Session)> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {}, w.configuration AS workspace_configuration FROM sessions s \
+         JOIN workspaces w ON w.name = s.workspace_name WHERE s.workspace_name = ",
+        rows::SESSION_COLUMNS
+    ));
+    sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
+    let row = match fetch_optional(conn, &sql).await? {
+        Some(row) => row,
+        None if create => {
+            ensure_workspace(conn, workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+            ensure_session(conn, workspace_id, session_id, &JsonObject::new(), &JsonObject::new()).await?;
+            fetch_optional(conn, &sql)
+                .await?
+                .ok_or_else(|| Error::not_found("session", session_id))?
+        }
+        None => return Err(Error::not_found("session", session_id)),
+    };
+    let session = rows::session(&row)?;
+    if !session.is_active {
+        return Err(Error::not_found("session", session_id));
+    }
+    Ok((rows::json(&row, "workspace_configuration")?, session))
+}
+
 /// Which of `ids` this session already holds; `FAILED_PRECONDITION` when one
 /// is held anywhere else (ids are unique across the store).
 async fn held_message_ids(
@@ -638,24 +672,19 @@ impl SqlStore {
             Origin::Client(once) => *once,
             Origin::Import { .. } => None,
         };
+        let client = matches!(origin, Origin::Client(_));
         let (messages, ids, derive) = match origin {
             Origin::Client(_) => {
-                ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
-                if let Some(once) = once
-                    && let crate::idempotency::Claim::Done(ids) =
+                if let Some(once) = once {
+                    // The key is the workspace's.
+                    ensure_workspace(tx.conn(), workspace_id, &JsonObject::new(), &JsonObject::new()).await?;
+                    if let crate::idempotency::Claim::Done(ids) =
                         crate::idempotency::claim(tx.conn(), workspace_id, Some(session_id), once).await?
-                {
-                    drop(tx);
-                    return self.replay_messages(workspace_id, session_id, &ids).await;
+                    {
+                        drop(tx);
+                        return self.replay_messages(workspace_id, session_id, &ids).await;
+                    }
                 }
-                ensure_session(
-                    tx.conn(),
-                    workspace_id,
-                    session_id,
-                    &JsonObject::new(),
-                    &JsonObject::new(),
-                )
-                .await?;
                 let ids = messages.iter().map(|_| new_public_id()).collect();
                 (messages, ids, true)
             }
@@ -675,16 +704,27 @@ impl SqlStore {
         };
         let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
 
-        let session = load_session(tx.conn(), workspace_id, session_id).await?;
+        // What exists is read, and written only when missing: a batch to a
+        // session whose writers are members costs no statement that changes
+        // nothing (an upsert writes a new row version even then).
+        let (workspace_configuration, session) = writable_session(tx.conn(), workspace_id, session_id, client).await?;
         let mut authors: Vec<&str> = Vec::new();
         for message in &messages {
             if !authors.contains(&message.peer_id.as_str()) {
                 authors.push(&message.peer_id);
             }
         }
+        let mut members = load_members(tx.conn(), workspace_id, session_id).await?;
+        let mut joined = false;
         for author in &authors {
-            ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
-            upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
+            if !members.iter().any(|member| member.active && member.peer_id == *author) {
+                ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
+                upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
+                joined = true;
+            }
+        }
+        if joined {
+            members = load_members(tx.conn(), workspace_id, session_id).await?;
         }
         let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
         let mut configurations = Vec::with_capacity(messages.len());
@@ -719,8 +759,6 @@ impl SqlStore {
             return Ok(created);
         }
         // The messages' background work commits with them: nothing is lost between.
-        let workspace = load_workspace(tx.conn(), workspace_id).await?;
-        let members = load_members(tx.conn(), workspace_id, session_id).await?;
         let none = JsonObject::new();
         let stored: Vec<Stored<'_>> = created
             .iter()
@@ -731,7 +769,7 @@ impl SqlStore {
                     .iter()
                     .find(|member| member.peer_id == message.peer_id)
                     .map_or(&none, |member| &member.peer_configuration),
-                settings: Settings::resolve(&workspace.configuration, &session.configuration, configuration),
+                settings: Settings::resolve(&workspace_configuration, &session.configuration, configuration),
             })
             .collect();
         crate::queue::insert_tasks(tx.conn(), &tasks_for_messages(&stored, &members)).await?;
