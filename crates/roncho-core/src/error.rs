@@ -5,7 +5,7 @@
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 /// What went wrong, in terms a client can act on.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// The request is malformed; `field` names the offending field.
     #[error("invalid {field}: {reason}")]

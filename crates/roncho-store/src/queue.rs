@@ -41,6 +41,11 @@ impl SqlWorkQueue {
         Self { store }
     }
 
+    /// The store whose tables hold the queue.
+    pub fn store(&self) -> &Arc<SqlStore> {
+        &self.store
+    }
+
     /// Counts tasks by type and state (`pending`, `in_progress` for pending
     /// tasks of held units, `done`, `dead`), each by its items as queue
     /// status counts (a representation task its messages), with the creation time of the

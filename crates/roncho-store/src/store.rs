@@ -34,6 +34,11 @@ pub struct SqlStore {
     /// is cheaper and fairer than SQLite's sleeping busy handler. `None` on
     /// Postgres, which locks rows.
     writer: Option<Mutex<Option<AnyConnection>>>,
+    /// Client batches waiting for SQLite's writer, written as one group.
+    waiting: std::sync::Mutex<Vec<Waiting>>,
+    /// Group commits run, and the batches they wrote.
+    write_groups: std::sync::atomic::AtomicU64,
+    grouped_writes: std::sync::atomic::AtomicU64,
 }
 
 /// A write transaction: SQLite's writer connection, held while it lives, or
@@ -194,6 +199,9 @@ impl SqlStore {
             dialect,
             location,
             writer,
+            waiting: std::sync::Mutex::default(),
+            write_groups: std::sync::atomic::AtomicU64::default(),
+            grouped_writes: std::sync::atomic::AtomicU64::default(),
         }
     }
 
@@ -228,11 +236,22 @@ impl SqlStore {
             });
         };
         let mut guard = writer.lock().await;
+        self.begin_on_writer(&mut guard).await?;
+        Ok(WriteTx {
+            inner: Some(Writing::Writer(guard)),
+        })
+    }
+
+    /// Begins a write transaction on SQLite's writer connection (opening it
+    /// at the first write), and returns the connection.
+    async fn begin_on_writer<'g>(&self, guard: &'g mut Option<AnyConnection>) -> Result<&'g mut AnyConnection> {
         if guard.is_none() {
             // The pool's connection, with its pragmas, becomes the writer's own.
             *guard = Some(self.pool.acquire().await.map_err(db_error)?.detach());
         }
         let connection = guard.as_mut().expect("the writer connection was just opened");
+        // A transaction left open (its writer's future was dropped midway) is rolled back first.
+        abandon(connection);
         // IMMEDIATE takes the write lock up front instead of failing to upgrade later.
         let begun = <Transactions as sqlx_core::transaction::TransactionManager>::begin(
             connection,
@@ -244,9 +263,7 @@ impl SqlStore {
             guard.take();
             return Err(db_error(error));
         }
-        Ok(WriteTx {
-            inner: Some(Writing::Writer(guard)),
-        })
+        Ok(guard.as_mut().expect("the writer connection is open"))
     }
 
     pub(crate) async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
@@ -666,14 +683,15 @@ impl SqlStore {
         messages: Vec<NewMessage>,
         origin: Origin<'_>,
     ) -> Result<Vec<Message>> {
-        let now = now_micros();
+        if let (Origin::Client(None), Some(writer)) = (&origin, &self.writer) {
+            return self.group_commit(writer, workspace_id, session_id, messages).await;
+        }
         let mut tx = self.begin_write().await?;
         let once = match &origin {
             Origin::Client(once) => *once,
             Origin::Import { .. } => None,
         };
-        let client = matches!(origin, Origin::Client(_));
-        let (messages, ids, derive) = match origin {
+        let batch = match origin {
             Origin::Client(_) => {
                 if let Some(once) = once {
                     // The key is the workspace's.
@@ -685,8 +703,7 @@ impl SqlStore {
                         return self.replay_messages(workspace_id, session_id, &ids).await;
                     }
                 }
-                let ids = messages.iter().map(|_| new_public_id()).collect();
-                (messages, ids, true)
+                Batch::from_client(messages)
             }
             Origin::Import { ids, derive } => {
                 load_session(tx.conn(), workspace_id, session_id).await?;
@@ -699,83 +716,287 @@ impl SqlStore {
                 if messages.is_empty() {
                     return Ok(Vec::new());
                 }
-                (messages, ids, derive)
+                Batch {
+                    messages,
+                    ids,
+                    derive,
+                    create: false,
+                }
             }
         };
-        let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
-
-        // What exists is read, and written only when missing: a batch to a
-        // session whose writers are members costs no statement that changes
-        // nothing (an upsert writes a new row version even then).
-        let (workspace_configuration, session) = writable_session(tx.conn(), workspace_id, session_id, client).await?;
-        let mut authors: Vec<&str> = Vec::new();
-        for message in &messages {
-            if !authors.contains(&message.peer_id.as_str()) {
-                authors.push(&message.peer_id);
-            }
-        }
-        let mut members = load_members(tx.conn(), workspace_id, session_id).await?;
-        let mut joined = false;
-        for author in &authors {
-            if !members.iter().any(|member| member.active && member.peer_id == *author) {
-                ensure_peer(tx.conn(), workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
-                upsert_member(tx.conn(), workspace_id, session_id, author, None).await?;
-                joined = true;
-            }
-        }
-        if joined {
-            members = load_members(tx.conn(), workspace_id, session_id).await?;
-        }
-        let first_seq = allocate_seq(tx.conn(), workspace_id, session_id, count).await?;
-        let mut configurations = Vec::with_capacity(messages.len());
-        let mut message_settings = Vec::with_capacity(messages.len());
-        let created: Vec<Message> = messages
-            .into_iter()
-            .zip(ids)
-            .zip(first_seq..)
-            .map(|((new, id), seq_in_session)| {
-                configurations.push(to_json(&new.configuration));
-                message_settings.push(new.configuration.clone());
-                Message {
-                    id,
-                    workspace_id: workspace_id.to_owned(),
-                    session_id: session_id.to_owned(),
-                    peer_id: new.peer_id,
-                    content: new.content,
-                    metadata: new.metadata,
-                    created_at: new.created_at.unwrap_or(now),
-                    token_count: new.token_count,
-                    seq_in_session,
-                }
-            })
-            .collect();
-        insert_messages(tx.conn(), &created, &configurations).await?;
-        if let Some(once) = once {
-            let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
-            crate::idempotency::record(tx.conn(), workspace_id, once, &ids).await?;
-        }
-        if !derive {
-            tx.commit().await?;
-            return Ok(created);
-        }
-        // The messages' background work commits with them: nothing is lost between.
-        let none = JsonObject::new();
-        let stored: Vec<Stored<'_>> = created
-            .iter()
-            .zip(&message_settings)
-            .map(|(message, configuration)| Stored {
-                message,
-                sender_configuration: members
-                    .iter()
-                    .find(|member| member.peer_id == message.peer_id)
-                    .map_or(&none, |member| &member.peer_configuration),
-                settings: Settings::resolve(&workspace_configuration, &session.configuration, configuration),
-            })
-            .collect();
-        crate::queue::insert_tasks(tx.conn(), &tasks_for_messages(&stored, &members)).await?;
+        let created = write_messages(tx.conn(), workspace_id, session_id, batch, once).await?;
         tx.commit().await?;
         Ok(created)
     }
+
+    /// Writes a client's batch on SQLite's writer together with the batches
+    /// of other callers waiting for it (group commit): the first caller to
+    /// take the writer runs every waiting batch in one transaction, each in
+    /// a savepoint of its own (a failing batch is rolled back alone), and
+    /// answers each caller once the transaction has committed, so an
+    /// acknowledgement still means the batch is durable. One writer, one
+    /// commit and one WAL write for many batches instead of one each.
+    async fn group_commit(
+        &self,
+        writer: &Mutex<Option<AnyConnection>>,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Message>> {
+        let (done, mut answer) = tokio::sync::oneshot::channel();
+        self.waiting.lock().expect("waiting batches").push(Waiting {
+            workspace_id: workspace_id.to_owned(),
+            session_id: session_id.to_owned(),
+            messages,
+            done,
+        });
+        loop {
+            tokio::select! {
+                biased;
+                answer = &mut answer => {
+                    // The group's writer went away midway (its caller left): nothing of it was committed.
+                    return answer.unwrap_or_else(|_| {
+                        Err(Error::Unavailable("the write was interrupted before its commit; retry it".into()))
+                    });
+                }
+                mut guard = writer.lock() => {
+                    let group = std::mem::take(&mut *self.waiting.lock().expect("waiting batches"));
+                    // Empty: a group before this one took the batch; its answer is on the way.
+                    if !group.is_empty() {
+                        self.write_group(&mut guard, group).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Runs `group` in one transaction on the writer and answers each batch.
+    async fn write_group(&self, guard: &mut Option<AnyConnection>, group: Vec<Waiting>) {
+        self.write_groups.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        self.grouped_writes
+            .fetch_add(group.len() as u64, std::sync::atomic::Ordering::Relaxed);
+        tracing::debug!(batches = group.len(), "group commit");
+        let connection = match self.begin_on_writer(guard).await {
+            Ok(connection) => connection,
+            Err(error) => {
+                for waiting in group {
+                    let _ = waiting.done.send(Err(error.clone()));
+                }
+                return;
+            }
+        };
+        let mut answers = Vec::with_capacity(group.len());
+        let mut failed: Option<Error> = None;
+        for Waiting {
+            workspace_id,
+            session_id,
+            messages,
+            done,
+        } in group
+        {
+            let written = if failed.is_some() {
+                Err(Error::Unavailable("the transaction of the batch's group failed".into()))
+            } else {
+                let batch = Batch::from_client(messages);
+                match write_in_savepoint(connection, &workspace_id, &session_id, batch).await {
+                    Ok(written) => written,
+                    // The savepoint itself failed: the transaction cannot go on.
+                    Err(error) => {
+                        failed = Some(error.clone());
+                        Err(error)
+                    }
+                }
+            };
+            answers.push((done, written));
+        }
+        let committed = match failed {
+            Some(error) => {
+                abandon(connection);
+                Err(error)
+            }
+            None => {
+                let committed = <Transactions as sqlx_core::transaction::TransactionManager>::commit(connection).await;
+                if committed.is_err() {
+                    abandon(connection);
+                }
+                committed.map_err(db_error)
+            }
+        };
+        for (done, written) in answers {
+            let answer = match (&committed, written) {
+                (Ok(()), written) => written,
+                (Err(error), Ok(_)) => Err(error.clone()),
+                (Err(_), Err(error)) => Err(error),
+            };
+            let _ = done.send(answer);
+        }
+    }
+
+    /// How many group commits ran, and how many batches they wrote (SQLite).
+    pub fn write_groups(&self) -> (u64, u64) {
+        (
+            self.write_groups.load(std::sync::atomic::Ordering::Relaxed),
+            self.grouped_writes.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
+/// Rolls back whatever transaction (and savepoints) `connection` holds:
+/// queued now, run before its next statement.
+fn abandon(connection: &mut AnyConnection) {
+    use sqlx_core::transaction::TransactionManager;
+    // One rollback per level; each is queued, and the depth falls as they run.
+    for _ in 0..<Transactions as TransactionManager>::get_transaction_depth(connection) {
+        <Transactions as TransactionManager>::start_rollback(connection);
+    }
+}
+
+/// A client's batch waiting for SQLite's writer.
+#[derive(Debug)]
+struct Waiting {
+    workspace_id: String,
+    session_id: String,
+    messages: Vec<NewMessage>,
+    done: tokio::sync::oneshot::Sender<Result<Vec<Message>>>,
+}
+
+/// Writes one batch in a savepoint of the open transaction: its outcome,
+/// or the error that ends the transaction.
+async fn write_in_savepoint(
+    connection: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    batch: Batch,
+) -> Result<Result<Vec<Message>>> {
+    use sqlx_core::transaction::TransactionManager;
+    <Transactions as TransactionManager>::begin(connection, None)
+        .await
+        .map_err(db_error)?;
+    match write_messages(connection, workspace_id, session_id, batch, None).await {
+        Ok(created) => {
+            <Transactions as TransactionManager>::commit(connection)
+                .await
+                .map_err(db_error)?;
+            Ok(Ok(created))
+        }
+        Err(error) => {
+            <Transactions as TransactionManager>::rollback(connection)
+                .await
+                .map_err(db_error)?;
+            Ok(Err(error))
+        }
+    }
+}
+
+/// A batch of messages to write: with their ids, whether their work is
+/// queued, and whether the workspace and session are created when absent.
+struct Batch {
+    messages: Vec<NewMessage>,
+    ids: Vec<String>,
+    derive: bool,
+    create: bool,
+}
+
+impl Batch {
+    /// A client's batch: new ids, work queued, get-or-create.
+    fn from_client(messages: Vec<NewMessage>) -> Self {
+        let ids = messages.iter().map(|_| new_public_id()).collect();
+        Batch {
+            messages,
+            ids,
+            derive: true,
+            create: true,
+        }
+    }
+}
+
+/// Writes `batch` to a session in the caller's transaction: the messages
+/// in order with new sequence numbers, their key's record with `once`, and
+/// with `derive` their work, so nothing is lost between them.
+async fn write_messages(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    batch: Batch,
+    once: Option<&Once>,
+) -> Result<Vec<Message>> {
+    let now = now_micros();
+    let Batch {
+        messages,
+        ids,
+        derive,
+        create,
+    } = batch;
+    let count = i64::try_from(messages.len()).unwrap_or(i64::MAX);
+    // What exists is read, and written only when missing: a batch to a
+    // session whose writers are members costs no statement that changes
+    // nothing (an upsert writes a new row version even then).
+    let (workspace_configuration, session) = writable_session(conn, workspace_id, session_id, create).await?;
+    let mut authors: Vec<&str> = Vec::new();
+    for message in &messages {
+        if !authors.contains(&message.peer_id.as_str()) {
+            authors.push(&message.peer_id);
+        }
+    }
+    let mut members = load_members(conn, workspace_id, session_id).await?;
+    let mut joined = false;
+    for author in &authors {
+        if !members.iter().any(|member| member.active && member.peer_id == *author) {
+            ensure_peer(conn, workspace_id, author, &JsonObject::new(), &JsonObject::new()).await?;
+            upsert_member(conn, workspace_id, session_id, author, None).await?;
+            joined = true;
+        }
+    }
+    if joined {
+        members = load_members(conn, workspace_id, session_id).await?;
+    }
+    let first_seq = allocate_seq(conn, workspace_id, session_id, count).await?;
+    let mut configurations = Vec::with_capacity(messages.len());
+    let mut message_settings = Vec::with_capacity(messages.len());
+    let created: Vec<Message> = messages
+        .into_iter()
+        .zip(ids)
+        .zip(first_seq..)
+        .map(|((new, id), seq_in_session)| {
+            configurations.push(to_json(&new.configuration));
+            message_settings.push(new.configuration.clone());
+            Message {
+                id,
+                workspace_id: workspace_id.to_owned(),
+                session_id: session_id.to_owned(),
+                peer_id: new.peer_id,
+                content: new.content,
+                metadata: new.metadata,
+                created_at: new.created_at.unwrap_or(now),
+                token_count: new.token_count,
+                seq_in_session,
+            }
+        })
+        .collect();
+    insert_messages(conn, &created, &configurations).await?;
+    if let Some(once) = once {
+        let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
+        crate::idempotency::record(conn, workspace_id, once, &ids).await?;
+    }
+    if !derive {
+        return Ok(created);
+    }
+    // The messages' background work commits with them: nothing is lost between.
+    let none = JsonObject::new();
+    let stored: Vec<Stored<'_>> = created
+        .iter()
+        .zip(&message_settings)
+        .map(|(message, configuration)| Stored {
+            message,
+            sender_configuration: members
+                .iter()
+                .find(|member| member.peer_id == message.peer_id)
+                .map_or(&none, |member| &member.peer_configuration),
+            settings: Settings::resolve(&workspace_configuration, &session.configuration, configuration),
+        })
+        .collect();
+    crate::queue::insert_tasks(conn, &tasks_for_messages(&stored, &members)).await?;
+    Ok(created)
 }
 
 #[async_trait]

@@ -2329,3 +2329,126 @@ async fn scopes_gather_their_sessions_memory_and_let_go_of_it(store: &dyn Store)
     in_s2.session_ids = Some(vec![]);
     assert!(found(store, "w", &in_s2, &all()).await.is_empty());
 }
+
+/// Batches written at once by many callers (on SQLite, several in one
+/// group commit) each land whole, in order, with their work; a batch that
+/// fails (the database refuses a message: a trigger of this test's) fails
+/// alone and leaves nothing.
+async fn concurrent_batches_are_written_whole_and_in_order(fixture: Fixture) {
+    use roncho_core::queue::{StatusFilter, WorkQueue};
+    use sqlx::Executor;
+    let poison = match fixture.store.dialect() {
+        roncho_store::Dialect::Sqlite => vec![
+            "CREATE TRIGGER poison BEFORE INSERT ON messages WHEN NEW.content = 'poison' \
+             BEGIN SELECT RAISE(ABORT, 'poisoned'); END",
+        ],
+        roncho_store::Dialect::Postgres => vec![
+            "CREATE FUNCTION poison() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+             IF NEW.content = 'poison' THEN RAISE EXCEPTION 'poisoned'; END IF; RETURN NEW; END $$",
+            "CREATE TRIGGER poison BEFORE INSERT ON messages FOR EACH ROW EXECUTE FUNCTION poison()",
+        ],
+    };
+    for statement in poison {
+        fixture.store.pool().execute(statement).await.unwrap();
+    }
+    let store: &dyn Store = &*fixture.store;
+    let batch = |writer: usize, round: usize| -> Vec<NewMessage> {
+        (0..10)
+            .map(|i| {
+                new_message(
+                    ["alice", "bob"][i % 2],
+                    &format!("writer {writer} round {round} line {i}"),
+                )
+            })
+            .collect()
+    };
+    let writes = (0..8).flat_map(|writer| (0..5).map(move |round| (writer, round)));
+    let outcomes = futures::future::join_all(writes.map(|(writer, round)| async move {
+        let session = format!("s{writer}");
+        (writer, store.create_messages("w", &session, batch(writer, round)).await)
+    }))
+    .await;
+    for (writer, outcome) in &outcomes {
+        assert!(outcome.is_ok(), "writer {writer}: {outcome:?}");
+    }
+    let mut poisoned = batch(9, 0);
+    poisoned[5].content = "poison".into();
+    let failing = futures::future::join_all([
+        store.create_messages("w", "s0", batch(0, 5)),
+        store.create_messages("w", "s9", poisoned),
+        store.create_messages("w", "s1", batch(1, 5)),
+    ])
+    .await;
+    assert!(failing[0].is_ok() && failing[2].is_ok(), "{failing:?}");
+    assert!(failing[1].is_err(), "{failing:?}");
+    assert!(
+        matches!(
+            store.list_messages("w", "s9", &all(), page(1, 10)).await,
+            Err(Error::NotFound { .. })
+        ),
+        "the failed batch left nothing, not even its session"
+    );
+    let mut written = 0;
+    for writer in 0..8 {
+        let listed = store
+            .list_messages("w", &format!("s{writer}"), &all(), page(1, 100))
+            .await
+            .unwrap()
+            .items;
+        let rounds = if writer < 2 { 6 } else { 5 };
+        assert_eq!(listed.len(), rounds * 10, "writer {writer}");
+        let seqs: Vec<i64> = listed.iter().map(|message| message.seq_in_session).collect();
+        assert_eq!(
+            seqs,
+            (1..=i64::try_from(rounds * 10).unwrap()).collect::<Vec<_>>(),
+            "writer {writer}"
+        );
+        // Each batch's ten lines are contiguous: no batch interleaves another.
+        for chunk in listed.chunks(10) {
+            let round = chunk[0].content.split(" line ").next().unwrap().to_owned();
+            assert!(
+                chunk.iter().all(|message| message.content.starts_with(&round)),
+                "{chunk:?}"
+            );
+        }
+        written += listed.len();
+    }
+    // Every message's work came with it: one item each, and a summary at the
+    // 20th, 40th and 60th message of each session.
+    let queue = roncho_store::SqlWorkQueue::new(fixture.store.clone());
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    let summaries = 2 * 3 + 6 * 2;
+    assert_eq!(
+        status.counts.pending,
+        i64::try_from(written).unwrap() + summaries,
+        "{status:?}"
+    );
+    let (groups, batches) = fixture.store.write_groups();
+    match fixture.store.dialect() {
+        // SQLite's one writer wrote the waiting batches in groups.
+        roncho_store::Dialect::Sqlite => assert!(
+            batches == 43 && groups < batches,
+            "{groups} groups wrote {batches} batches"
+        ),
+        roncho_store::Dialect::Postgres => assert_eq!((groups, batches), (0, 0)),
+    }
+    fixture.finish().await;
+}
+
+#[tokio::test]
+async fn concurrent_batches_are_written_whole_and_in_order_on_sqlite() {
+    concurrent_batches_are_written_whole_and_in_order(sqlite_fixture().await).await;
+}
+
+#[tokio::test]
+async fn concurrent_batches_are_written_whole_and_in_order_on_postgres() {
+    if let Some(fixture) = postgres_fixture().await {
+        concurrent_batches_are_written_whole_and_in_order(fixture).await;
+    }
+}

@@ -92,6 +92,8 @@ pub struct Metrics {
     requests_shed: Family<Reason, Counter>,
     requests_timed_out: Counter,
     rate_limited: Family<Limit, Counter>,
+    write_groups: Gauge,
+    grouped_writes: Gauge,
     admission: OnceLock<Admission>,
 }
 
@@ -181,7 +183,21 @@ impl Metrics {
             "calls refused because their workspace was over a rate (chat, messages, uploads, dreams)",
             rate_limited.clone(),
         );
+        let write_groups = Gauge::default();
+        registry.register(
+            "sqlite_write_groups",
+            "group commits on the embedded store since start: one transaction for the CreateMessages batches waiting for the writer",
+            write_groups.clone(),
+        );
+        let grouped_writes = Gauge::default();
+        registry.register(
+            "sqlite_grouped_writes",
+            "CreateMessages batches written by group commits since start (batches / groups: the mean group)",
+            grouped_writes.clone(),
+        );
         Self {
+            write_groups,
+            grouped_writes,
             requests_in_flight,
             requests_shed,
             requests_timed_out,
@@ -285,6 +301,9 @@ impl Metrics {
     /// Refreshes the queue and sync gauges from the database.
     pub async fn refresh(&self, store: &dyn Store, ledger: Option<&roncho_store::SqlWorkQueue>) {
         if let Some(ledger) = ledger {
+            let (groups, batches) = ledger.store().write_groups();
+            self.write_groups.set(i64::try_from(groups).unwrap_or(i64::MAX));
+            self.grouped_writes.set(i64::try_from(batches).unwrap_or(i64::MAX));
             match ledger.type_stats().await {
                 Ok(stats) => {
                     self.queue_tasks.clear();

@@ -39,7 +39,11 @@ impl Telemetry {
                 .json()
                 .with_writer(std::io::stderr)
                 .boxed(),
-            LogFormat::Text => tracing_subscriber::fmt::layer().with_writer(std::io::stderr).boxed(),
+            // Colours for a terminal only: a log file or collector gets plain text.
+            LogFormat::Text => tracing_subscriber::fmt::layer()
+                .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+                .with_writer(std::io::stderr)
+                .boxed(),
         }
         .with_filter(filter);
         let provider = match (&config.tracing, export) {
