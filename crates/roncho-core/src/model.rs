@@ -18,9 +18,28 @@ pub fn now_micros() -> i64 {
     i64::try_from(since_epoch.as_micros()).unwrap_or(i64::MAX)
 }
 
-/// Returns a new 21-character public id (message, webhook, cloned session).
+/// Honcho's id alphabet in byte order, so that ids sort as their numbers do.
+const ORDERED_ALPHABET: [char; 64] = [
+    '-', '0', '1', '2', '3', '4', '5', '6', '7', '8', '9', 'A', 'B', 'C', 'D', 'E', 'F', 'G', 'H', 'I', 'J', 'K', 'L',
+    'M', 'N', 'O', 'P', 'Q', 'R', 'S', 'T', 'U', 'V', 'W', 'X', 'Y', 'Z', '_', 'a', 'b', 'c', 'd', 'e', 'f', 'g', 'h',
+    'i', 'j', 'k', 'l', 'm', 'n', 'o', 'p', 'q', 'r', 's', 't', 'u', 'v', 'w', 'x', 'y', 'z',
+];
+
+/// Returns a new 21-character public id (message, conclusion, webhook,
+/// cloned session) in Honcho's alphabet (`[A-Za-z0-9_-]`, nanoid's): nine
+/// characters of the time in microseconds, then twelve random ones (72
+/// bits). Ids made later sort after earlier ones, so a batch's rows land at
+/// the right edge of the unique indexes on them instead of on a hundred
+/// random pages (each a page written per commit: a third of the embedded
+/// store's writes went to the WAL, most of them for this).
 pub fn new_public_id() -> String {
-    nanoid::nanoid!()
+    let micros = u64::try_from(now_micros()).unwrap_or_default();
+    let mut id: String = (0..9)
+        .rev()
+        .map(|digit| ORDERED_ALPHABET[((micros >> (6 * digit)) & 63) as usize])
+        .collect();
+    id.push_str(&nanoid::nanoid!(12, &ORDERED_ALPHABET));
+    id
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -270,6 +289,31 @@ pub fn shallow_merge(mut base: JsonObject, update: JsonObject) -> JsonObject {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_ids_are_honchos_shape_and_sort_by_time() {
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            ids.push(new_public_id());
+            std::thread::sleep(std::time::Duration::from_micros(2));
+        }
+        for id in &ids {
+            assert_eq!(id.len(), 21, "{id}");
+            assert!(crate::validate::resource_id("id", id).is_ok(), "{id}");
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids, "later ids sort after earlier ones");
+        let mut unique = ids.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len());
+        let same_instant: std::collections::BTreeSet<String> = (0..1000).map(|_| new_public_id()).collect();
+        assert_eq!(
+            same_instant.len(),
+            1000,
+            "the random part keeps ids of one instant apart"
+        );
+    }
 
     #[test]
     fn page_counts_round_up() {
