@@ -4,11 +4,13 @@
 Answers POST /v1/chat/completions after a fixed latency (default 0.2 s):
 structured requests get {"explicit": [one fact per transcript line]} (the
 first five lines; every line with --all-lines), others a one-line summary.
+With --answer, others get that text instead (the MCP scenario's chat);
+with --log, each request's body is appended to the file as a JSON line.
 GET / reports the calls answered; GET /outage/on makes every call answer
 503 until GET /outage/off (the chaos run's model outage). Standard library
 only; prints its port.
 
-    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0] [--all-lines]
+    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0] [--all-lines] [--answer TEXT] [--log FILE]
 """
 import argparse
 import json
@@ -31,6 +33,8 @@ class Server(ThreadingHTTPServer):
 class Handler(BaseHTTPRequestHandler):
     latency = 0.2
     all_lines = False
+    answer = None
+    log = None
 
     def log_message(self, *args):
         pass
@@ -38,6 +42,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_POST(self):
         global calls, refused
         body = json.loads(self.rfile.read(int(self.headers.get("content-length", 0))))
+        if self.log:
+            with lock, open(self.log, "a") as log:
+                log.write(json.dumps(body) + "\n")
         if outage:
             with lock:
                 refused += 1
@@ -56,6 +63,8 @@ class Handler(BaseHTTPRequestHandler):
             lines = [line for line in transcript.splitlines() if line.strip()]
             chosen = lines if self.all_lines else lines[:5]
             content = json.dumps({"explicit": [{"content": f"fact: {line[-80:]}"} for line in chosen]})
+        elif self.answer is not None:
+            content = self.answer
         else:
             content = f"Summary of {len(transcript.splitlines())} lines."
         reply = {
@@ -85,9 +94,13 @@ def main():
     parser.add_argument("--latency", type=float, default=0.2)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--all-lines", action="store_true")
+    parser.add_argument("--answer")
+    parser.add_argument("--log")
     args = parser.parse_args()
     Handler.latency = args.latency
     Handler.all_lines = args.all_lines
+    Handler.answer = args.answer
+    Handler.log = args.log
     server = Server(("127.0.0.1", args.port), Handler)
     print(server.server_address[1], flush=True)
     server.serve_forever()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the Rust suites (unit, the Store contract suite against
-# SQLite and Postgres, gRPC end-to-end), the Python client scenario, and
-# Honcho's official Python SDK against the REST edge.
+# SQLite and Postgres, gRPC end-to-end), the Python client scenario,
+# Honcho's official Python SDK against the REST edge, and the official
+# Python MCP client against the MCP server.
 #
 # Needs PostgreSQL reachable at RONCHO_TEST_DATABASE_URL (default
 # postgres://postgres@127.0.0.1:5432/postgres, trust auth) and NATS with
@@ -56,3 +57,5 @@ cargo build --locked -p roncho
 clients/python/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # Honcho's official Python SDK (PyPI honcho-ai, pinned) against the REST edge.
 clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
+# The official Python MCP client (PyPI mcp, pinned) against `roncho mcp` (stdio) and `/mcp` (HTTP).
+clients/mcp/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"

@@ -26,22 +26,7 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import honcho, jwt" 2
   "$venv/bin/pip" install -q "honcho-ai==$sdk_version" "pyjwt==$pyjwt_version"
 fi
 
-# start_server args...: every role, gRPC and REST on free ports; waits for REST.
-start_server() {
-  local grpc rest
-  grpc=$(free_port)
-  rest=$(free_port)
-  base_url=http://127.0.0.1:$rest
-  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "127.0.0.1:$grpc" --rest-listen "127.0.0.1:$rest" "$@" \
-    >>"$work/server.log" 2>&1 &
-  server_pid=$!
-  for _ in $(seq 1 100); do
-    curl -sf "$base_url/health" >/dev/null 2>&1 && return 0
-    kill -0 "$server_pid" 2>/dev/null || break
-    sleep 0.2
-  done
-  echo "roncho did not start"; tail -30 "$work/server.log"; exit 1
-}
+start_server() { RONCHO_EMBEDDING_PROVIDER=none start_rest_server "$@"; }
 
 passed=0
 sdk=$repo/clients/honcho-sdk

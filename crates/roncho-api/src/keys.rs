@@ -119,6 +119,14 @@ impl KeySet {
     }
 }
 
+/// Reads a key's claims without verifying it: only for defaults a client
+/// fills in from its own key (`roncho mcp`'s workspace and peer). The
+/// server verifies the key on every call.
+pub fn peek_claims(token: &str) -> Option<Claims> {
+    let payload = token.trim().split('.').nth(1)?;
+    decode_json(payload)
+}
+
 /// Returns the caller a verified key's claims name (its narrowest claim).
 pub fn caller(claims: &Claims) -> Result<Caller> {
     let present = |claim: &Option<String>| claim.clone().filter(|value| !value.is_empty());

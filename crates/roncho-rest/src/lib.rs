@@ -122,7 +122,8 @@ impl Rest {
             authenticator,
             admission,
         };
-        routes::v3(self)
+        routes::v3(self.clone())
+            .merge(routes::extensions(self))
             .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
             .layer(axum::middleware::from_fn_with_state(gate, admit_and_authenticate))
             .merge(routes::open())

@@ -115,6 +115,57 @@ routes! {
     get "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status" "get_scope_status_v3_workspaces__workspace_id__scopes__scope_id__status_get" => scope_status;
 }
 
+/// roncho's own routes beside Honcho's (docs/api.md#rest-extensions): what
+/// Honcho has no route for and roncho's gRPC API has, for clients of REST
+/// (the MCP server's `forget` among them). Not in [`OPERATIONS`].
+pub fn extensions(rest: Rest) -> Router {
+    Router::new()
+        .route(
+            "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
+            axum::routing::delete(delete_message),
+        )
+        .route(
+            "/v3/workspaces/{workspace_id}/erasures/{receipt_id}",
+            get(erasure_receipt),
+        )
+        .with_state(rest)
+}
+
+/// 202 with the erasure's receipt: the message is gone from reads at once,
+/// and with it everything derived from it alone.
+async fn delete_message(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, session_id, message_id)): Path<(String, String, String)>,
+) -> Reply {
+    let request = ingest::DeleteMessage {
+        workspace_id,
+        session_id,
+        message_id,
+    };
+    let receipt = call!(rest.ingest, caller, request, delete_message);
+    let id = receipt.id.clone();
+    let mut response = (StatusCode::ACCEPTED, Json(wire::Receipt::from(receipt))).into_response();
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response.headers_mut().insert("x-roncho-erasure-receipt", value);
+    }
+    Ok(response)
+}
+
+/// An erasure's receipt: what it removed and whether it has finished.
+async fn erasure_receipt(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, receipt_id)): Path<(String, String)>,
+) -> Reply {
+    let request = recall::GetErasureReceipt {
+        workspace_id,
+        receipt_id,
+    };
+    let receipt = call!(rest.recall, caller, request, get_erasure_receipt);
+    ok(wire::Receipt::from(receipt))
+}
+
 /// The routes that need no key: the probe, and this API's description.
 pub fn open() -> Router {
     let document = || async { Json(openapi()) };

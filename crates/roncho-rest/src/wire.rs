@@ -638,3 +638,47 @@ mod tests {
         );
     }
 }
+
+/// An erasure's receipt (roncho's own shape: Honcho has none).
+#[derive(Debug, Serialize)]
+pub struct Receipt {
+    pub id: String,
+    pub workspace_id: String,
+    /// What was erased: `{kind, session_id?, message_id?, peer_id?, scope_id?}`.
+    pub scope: serde_json::Value,
+    /// `running` until every derived row and vector is gone, then `complete`.
+    pub state: &'static str,
+    pub counts: model::ErasureCounts,
+    pub vectors_pending: i64,
+    pub created_at: String,
+    pub finished_at: Option<String>,
+}
+
+impl From<model::ErasureReceipt> for Receipt {
+    fn from(receipt: model::ErasureReceipt) -> Self {
+        let mut scope = serde_json::json!({ "kind": receipt.scope.kind() });
+        match &receipt.scope {
+            model::ErasureScope::Message { session_id, message_id } => {
+                scope["session_id"] = session_id.clone().into();
+                scope["message_id"] = message_id.clone().into();
+            }
+            model::ErasureScope::Session { session_id } => scope["session_id"] = session_id.clone().into(),
+            model::ErasureScope::Peer { peer_id } => scope["peer_id"] = peer_id.clone().into(),
+            model::ErasureScope::Workspace => {}
+            model::ErasureScope::ScopeSession { scope_id, session_id } => {
+                scope["scope_id"] = scope_id.clone().into();
+                scope["session_id"] = session_id.clone().into();
+            }
+        }
+        Self {
+            id: receipt.id,
+            workspace_id: receipt.workspace_id,
+            scope,
+            state: receipt.state.name(),
+            counts: receipt.counts,
+            vectors_pending: receipt.vectors_pending,
+            created_at: timestamp(receipt.created_at),
+            finished_at: receipt.finished_at.map(timestamp),
+        }
+    }
+}

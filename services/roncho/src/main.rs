@@ -60,6 +60,13 @@ enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// An MCP server on stdio for agents: embedded on a data directory, or in front of a roncho server (--addr).
+    Mcp {
+        #[command(flatten)]
+        flags: CommonFlags,
+        #[command(flatten)]
+        mcp: McpFlags,
+    },
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -110,6 +117,29 @@ enum QueueCommand {
         #[arg(long)]
         task_type: Option<String>,
     },
+}
+
+/// `roncho mcp`'s own flags.
+#[derive(Debug, Args)]
+struct McpFlags {
+    /// A roncho server's REST edge, e.g. http://127.0.0.1:8000 [default: embedded, in this process].
+    #[arg(long, value_name = "URL")]
+    addr: Option<String>,
+    /// The API key sent on every call (env RONCHO_API_KEY); a peer key gives the agent that peer's view.
+    #[arg(long)]
+    key: Option<String>,
+    /// The default workspace: tools' omitted workspace_id [default: the key's workspace, else none].
+    #[arg(long)]
+    workspace: Option<String>,
+    /// The default peer: tools' omitted peer_id [default: the key's peer, else none].
+    #[arg(long)]
+    peer: Option<String>,
+    /// The default session: tools' omitted session_id.
+    #[arg(long)]
+    session: Option<String>,
+    /// The tool set: `honcho` (Honcho's 31 tools) or `memory` (remember, recall, ask, forget).
+    #[arg(long, default_value = "honcho")]
+    profile: String,
 }
 
 /// Parses `90s`, `30m`, `12h` or `30d`.
@@ -238,7 +268,8 @@ fn main() -> anyhow::Result<()> {
 async fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::ExtractPdf { .. } => unreachable!("handled before the runtime starts"),
-        Command::Serve(flags) => serve(flags.load()?).await,
+        Command::Serve(flags) => serve(flags.load()?, Launch::default()).await,
+        Command::Mcp { flags, mcp } => roncho_mcp_command(flags, mcp).await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;
@@ -365,7 +396,17 @@ fn rest_listener(rest: Option<roncho::config::RestListen>) -> anyhow::Result<Opt
     }
 }
 
-async fn serve(config: Config) -> anyhow::Result<()> {
+/// How a server is started beyond its configuration: by `roncho serve`
+/// (the defaults), or inside `roncho mcp`.
+#[derive(Default)]
+struct Launch {
+    /// The REST edge's listener, bound already (instead of `rest_listen`).
+    rest: Option<Arc<std::net::TcpListener>>,
+    /// Stops the server as a signal would.
+    stop: CancellationToken,
+}
+
+async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     config.check_exposure()?;
     let telemetry = Telemetry::init(&config, true)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
@@ -395,8 +436,12 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     // finishing work share it.
     let signalled_at = Arc::new(std::sync::OnceLock::new());
     let (signal_token, signal_time) = (shutdown.clone(), signalled_at.clone());
+    let stop = launch.stop.clone();
     tokio::spawn(async move {
-        wait_for_signal().await;
+        tokio::select! {
+            () = wait_for_signal() => {}
+            () = stop.cancelled() => {}
+        }
         let _ = signal_time.set(tokio::time::Instant::now());
         signal_token.cancel();
     });
@@ -404,7 +449,10 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     services.keys = keys;
     services.tls = tls;
     services.health_listen = config.health_listen;
-    services.rest_listener = rest_listener(config.rest_listen)?;
+    services.rest_listener = match launch.rest {
+        Some(listener) => Some(listener),
+        None => rest_listener(config.rest_listen)?,
+    };
     services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
     services.idempotency_window = config.idempotency_window;
     services.reflection = config.grpc_reflection;
@@ -617,6 +665,94 @@ async fn serve(config: Config) -> anyhow::Result<()> {
     tracing::info!("stopped");
     telemetry.shutdown().await;
     Ok(())
+}
+
+/// `roncho mcp`: MCP on stdio, over a roncho server's REST edge (`--addr`)
+/// or over an embedded server in this process, private to it (loopback,
+/// ports of its own). Answers `initialize` at once; the embedded server
+/// starts meanwhile, and the first tool call waits for it.
+async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Result<()> {
+    let profile = roncho_mcp::Profile::parse(&mcp.profile)
+        .with_context(|| format!("--profile `{}`: expected `honcho` or `memory`", mcp.profile))?;
+    let key = mcp
+        .key
+        .clone()
+        .or_else(|| std::env::var("RONCHO_API_KEY").ok())
+        .filter(|key| !key.trim().is_empty());
+    let claims = key.as_deref().and_then(roncho_api::keys::peek_claims);
+    let defaults = roncho_mcp::Defaults {
+        workspace: mcp
+            .workspace
+            .clone()
+            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone())),
+        peer: mcp
+            .peer
+            .clone()
+            .or_else(|| claims.as_ref().and_then(|claims| claims.p.clone())),
+        session: mcp
+            .session
+            .clone()
+            .or_else(|| claims.as_ref().and_then(|claims| claims.s.clone())),
+    };
+    if flags.log.is_none() && std::env::var_os("RONCHO_LOG").is_none() {
+        flags.log = Some("warn".to_owned());
+    }
+    if flags.data_dir.is_none() && flags.config.is_none() && std::env::var_os("RONCHO_DATA_DIR").is_none() {
+        flags.data_dir = mcp_data_dir();
+    }
+    // Private to this process: loopback, ports of its own.
+    flags.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
+    let config = flags.load()?;
+    let (upstream, server) = match &mcp.addr {
+        Some(addr) => {
+            let _logs = Telemetry::init(&config, false)?;
+            let upstream = roncho_mcp::Upstream::remote(addr).map_err(|error| anyhow::anyhow!("{error}"))?;
+            (upstream, None)
+        }
+        None => {
+            let rest = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the embedded REST edge")?;
+            let base = format!("http://{}", rest.local_addr()?);
+            let stop = CancellationToken::new();
+            let launch = Launch {
+                rest: Some(Arc::new(rest)),
+                stop: stop.clone(),
+            };
+            let mut config = config;
+            config.rest_listen = None;
+            let server = tokio::spawn(async move {
+                let result = serve(config, launch).await;
+                if let Err(error) = &result {
+                    // stdout is the protocol's: say it on stderr, and end, so the client sees the server gone.
+                    eprintln!("roncho mcp: the embedded server stopped: {error:#}");
+                    std::process::exit(1);
+                }
+                result
+            });
+            let upstream = roncho_mcp::Upstream::remote(&base).map_err(|error| anyhow::anyhow!("{error}"))?;
+            (upstream, Some((server, stop)))
+        }
+    };
+    let mut server_handler = roncho_mcp::McpServer::new(upstream, profile, defaults);
+    if let Some(key) = &key {
+        server_handler = server_handler.with_key(key).map_err(|error| anyhow::anyhow!(error))?;
+    }
+    let served = roncho_mcp::serve_stdio(server_handler).await;
+    if let Some((server, stop)) = server {
+        stop.cancel();
+        server.await??;
+    }
+    served.map_err(|error| anyhow::anyhow!(error))
+}
+
+/// Where `roncho mcp` keeps its memory when no directory is configured:
+/// `$XDG_DATA_HOME/roncho`, else `~/.local/share/roncho` (an agent starts
+/// it from any working directory).
+fn mcp_data_dir() -> Option<PathBuf> {
+    let base = std::env::var_os("XDG_DATA_HOME")
+        .filter(|dir| !dir.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local").join("share")))?;
+    Some(base.join("roncho"))
 }
 
 async fn wait_for_signal() {

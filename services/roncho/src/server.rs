@@ -303,6 +303,9 @@ pub async fn run(
         let listener = TcpListener::from_std(listener)?;
         let address = listener.local_addr()?;
         let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+        app = app
+            .clone()
+            .merge(mcp_routes(app, &services, !address.ip().is_loopback(), &shutdown));
         if let Some(metrics) = &services.metrics {
             app = app.merge(crate::metrics::router(metrics.clone()));
         }
@@ -361,6 +364,35 @@ pub async fn run(
         }
     }
     Ok(())
+}
+
+/// MCP over Streamable HTTP beside the REST edge, whose routes its tools
+/// call in process: `/mcp` (Honcho's tools) and `/mcp/memory` (the memory
+/// profile). With keys on, a request without a usable key is 401 before MCP.
+fn mcp_routes(rest: axum::Router, services: &Services, any_host: bool, stop: &CancellationToken) -> axum::Router {
+    use roncho_mcp::{Defaults, McpServer, Profile, Upstream};
+    let gate = services.keys.clone().map(|keys| {
+        let authenticator = Authenticator::new(Some(keys));
+        Arc::new(move |headers: &http::HeaderMap| {
+            authenticator
+                .authenticate(headers)
+                .map(drop)
+                .map_err(|error| format!("{error}; send `Authorization: Bearer <roncho key>`"))
+        }) as roncho_mcp::Gate
+    });
+    let upstream = Upstream::Local(rest);
+    [("/mcp", Profile::Honcho), ("/mcp/memory", Profile::Memory)]
+        .into_iter()
+        .fold(axum::Router::new(), |router, (path, profile)| {
+            let server = McpServer::new(upstream.clone(), profile, Defaults::default());
+            router.merge(roncho_mcp::http_router(
+                path,
+                server,
+                gate.clone(),
+                any_host,
+                stop.clone(),
+            ))
+        })
 }
 
 /// Serves the REST edge on `listener` until `stop`.

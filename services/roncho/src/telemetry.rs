@@ -32,7 +32,14 @@ impl Telemetry {
     /// `log_format`; with `export` and an `otlp_endpoint`, span export too
     /// (must run inside the tokio runtime: the exporter's channel lives there).
     pub fn init(config: &Config, export: bool) -> anyhow::Result<Self> {
-        let filter = tracing_subscriber::EnvFilter::try_new(&config.log)
+        // The MCP SDK logs every request of its stateless HTTP transport at
+        // info: quieter unless the filter names it.
+        let directives = if config.log.contains("rmcp") {
+            config.log.clone()
+        } else {
+            format!("{},rmcp=warn", config.log)
+        };
+        let filter = tracing_subscriber::EnvFilter::try_new(&directives)
             .with_context(|| format!("invalid log filter `{}`", config.log))?;
         let logs = match config.log_format {
             LogFormat::Json => tracing_subscriber::fmt::layer()

@@ -1,0 +1,312 @@
+//! Where the tools' calls go: roncho's Honcho v3 REST edge, in this process
+//! (its router, called directly) or at a URL (a roncho server elsewhere).
+//! Either way a call is one REST request carrying the caller's key, so the
+//! edge authenticates, authorizes and meters it exactly as any REST call.
+
+use std::time::Duration;
+
+use http::{HeaderValue, Method, StatusCode};
+use serde_json::Value;
+
+/// The largest REST reply a tool reads (a page of messages is far smaller).
+const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
+/// How long one attempt may take (chat runs the dialectic: seconds).
+const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// Attempts after the first, on 429, 502–504 or a failed connection.
+const RETRIES: u32 = 2;
+
+/// A REST edge.
+#[derive(Clone)]
+pub enum Upstream {
+    /// A roncho server's REST edge at this base URL (`http://host:8000`).
+    Remote { client: reqwest::Client, base: String },
+    /// The REST router of this process.
+    Local(axum::Router),
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::Remote { base, .. } => write!(formatter, "Upstream::Remote({base})"),
+            Self::Local(_) => formatter.write_str("Upstream::Local"),
+        }
+    }
+}
+
+/// A refused or failed call: the status (0 when no reply came) and the
+/// reason the edge gave.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub status: u16,
+    pub message: String,
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str(&self.message)
+    }
+}
+
+/// A REST reply: its JSON (`None` for an empty body), and the erasure
+/// receipt's id when the call erased something.
+#[derive(Debug, Clone, Default)]
+pub struct Reply {
+    pub body: Option<Value>,
+    pub receipt: Option<String>,
+}
+
+/// One REST request.
+#[derive(Debug, Clone)]
+pub struct Call {
+    pub method: Method,
+    /// The path, its segments already encoded (see [`segment`]).
+    pub path: String,
+    pub query: Vec<(&'static str, String)>,
+    pub body: Option<Value>,
+}
+
+impl Call {
+    pub fn new(method: Method, path: String) -> Self {
+        Self {
+            method,
+            path,
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    pub fn get(path: String) -> Self {
+        Self::new(Method::GET, path)
+    }
+
+    pub fn post(path: String, body: Value) -> Self {
+        Self::new(Method::POST, path).body(body)
+    }
+
+    pub fn body(mut self, body: Value) -> Self {
+        self.body = Some(body);
+        self
+    }
+
+    /// Adds `name=value` when there is a value.
+    pub fn query(mut self, name: &'static str, value: Option<impl ToString>) -> Self {
+        if let Some(value) = value {
+            self.query.push((name, value.to_string()));
+        }
+        self
+    }
+
+    fn path_and_query(&self) -> String {
+        let mut target = self.path.clone();
+        for (index, (name, value)) in self.query.iter().enumerate() {
+            target.push(if index == 0 { '?' } else { '&' });
+            target.push_str(name);
+            target.push('=');
+            target.push_str(&segment(value));
+        }
+        target
+    }
+}
+
+/// Percent-encodes `text` for a path segment or a query value: everything
+/// but RFC 3986's unreserved characters.
+pub fn segment(text: &str) -> String {
+    let mut encoded = String::with_capacity(text.len());
+    for byte in text.bytes() {
+        if byte.is_ascii_alphanumeric() || matches!(byte, b'-' | b'_' | b'.' | b'~') {
+            encoded.push(char::from(byte));
+        } else {
+            encoded.push_str(&format!("%{byte:02X}"));
+        }
+    }
+    encoded
+}
+
+impl Upstream {
+    /// The REST edge at `base` (`http://127.0.0.1:8000`; `https://` with the
+    /// system's roots).
+    pub fn remote(base: &str) -> Result<Self, ApiError> {
+        let client = reqwest::Client::builder()
+            .timeout(ATTEMPT_TIMEOUT)
+            .build()
+            .map_err(|error| ApiError {
+                status: 0,
+                message: format!("building the HTTP client: {error}"),
+            })?;
+        Ok(Self::Remote {
+            client,
+            base: base.trim_end_matches('/').to_owned(),
+        })
+    }
+
+    /// Sends `call` with `authorization` (the caller's `Bearer` key), again
+    /// on overload or a lost connection.
+    pub async fn send(&self, call: &Call, authorization: Option<&HeaderValue>) -> Result<Reply, ApiError> {
+        let mut attempt = 0;
+        loop {
+            let reply = self.attempt(call, authorization).await;
+            let retry_after = match &reply {
+                Err((error, retry_after)) if attempt < RETRIES && retryable(error.status) => *retry_after,
+                _ => return reply.map_err(|(error, _)| error),
+            };
+            let backoff = retry_after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt)));
+            tracing::debug!(path = %call.path, attempt, ?backoff, "retrying a REST call");
+            tokio::time::sleep(backoff.min(Duration::from_secs(10))).await;
+            attempt += 1;
+        }
+    }
+
+    async fn attempt(
+        &self,
+        call: &Call,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<Reply, (ApiError, Option<Duration>)> {
+        let (status, headers, bytes) = match self {
+            Self::Remote { client, base } => {
+                let mut request = client.request(call.method.clone(), format!("{base}{}", call.path_and_query()));
+                if let Some(authorization) = authorization {
+                    request = request.header(http::header::AUTHORIZATION, authorization.clone());
+                }
+                if let Some(body) = &call.body {
+                    request = request.json(body);
+                }
+                let response = request.send().await.map_err(|error| (unreachable(&error), None))?;
+                let (status, headers) = (response.status(), response.headers().clone());
+                let bytes = response.bytes().await.map_err(|error| (unreachable(&error), None))?;
+                (status, headers, bytes)
+            }
+            Self::Local(router) => {
+                let mut request = http::Request::builder()
+                    .method(call.method.clone())
+                    .uri(call.path_and_query())
+                    .header(http::header::CONTENT_TYPE, "application/json");
+                if let Some(authorization) = authorization {
+                    request = request.header(http::header::AUTHORIZATION, authorization.clone());
+                }
+                let body = match &call.body {
+                    Some(body) => axum::body::Body::from(body.to_string()),
+                    None => axum::body::Body::empty(),
+                };
+                let request = request.body(body).map_err(|error| {
+                    let message = format!("building the request: {error}");
+                    (ApiError { status: 0, message }, None)
+                })?;
+                let mut router = router.clone();
+                std::future::poll_fn(|context| {
+                    <axum::Router as tower_service::Service<http::Request<axum::body::Body>>>::poll_ready(
+                        &mut router,
+                        context,
+                    )
+                })
+                .await
+                .map_err(|never| match never {})?;
+                let response = tower_service::Service::call(&mut router, request)
+                    .await
+                    .map_err(|never| match never {})?;
+                let (status, headers) = (response.status(), response.headers().clone());
+                let bytes = axum::body::to_bytes(response.into_body(), MAX_REPLY_BYTES)
+                    .await
+                    .map_err(|error| {
+                        let message = format!("reading the reply: {error}");
+                        (ApiError { status: 0, message }, None)
+                    })?;
+                (status, headers, bytes)
+            }
+        };
+        let json = if bytes.is_empty() {
+            None
+        } else {
+            Some(serde_json::from_slice::<Value>(&bytes).unwrap_or_else(|_| Value::String(lossy(&bytes))))
+        };
+        if status.is_success() {
+            let receipt = headers
+                .get("x-roncho-erasure-receipt")
+                .and_then(|value| value.to_str().ok())
+                .map(str::to_owned);
+            return Ok(Reply { body: json, receipt });
+        }
+        Err((
+            ApiError {
+                status: status.as_u16(),
+                message: reason(status, json.as_ref()),
+            },
+            retry_after(&headers),
+        ))
+    }
+}
+
+fn retryable(status: u16) -> bool {
+    matches!(status, 0 | 429 | 502 | 503 | 504)
+}
+
+fn unreachable(error: &reqwest::Error) -> ApiError {
+    ApiError {
+        status: error.status().map_or(0, |status| status.as_u16()),
+        message: format!("the roncho server did not answer: {error}"),
+    }
+}
+
+fn retry_after(headers: &http::HeaderMap) -> Option<Duration> {
+    let seconds: f64 = headers
+        .get(http::header::RETRY_AFTER)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()?;
+    (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds))
+}
+
+fn lossy(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(&bytes[..bytes.len().min(2048)]).into_owned()
+}
+
+/// The reason of a refusal, as Honcho's MCP server reads it: `detail`
+/// (as JSON when it is not a string: FastAPI's 422 list), else `message`,
+/// else `error`, else `HTTP <status>`.
+fn reason(status: StatusCode, body: Option<&Value>) -> String {
+    let field = |name: &str| body.and_then(|body| body.get(name)).filter(|value| !value.is_null());
+    match field("detail").or_else(|| field("message")).or_else(|| field("error")) {
+        Some(Value::String(text)) => text.clone(),
+        Some(other) => other.to_string(),
+        None => match body {
+            Some(Value::String(text)) if !text.trim().is_empty() => format!("HTTP {}: {text}", status.as_u16()),
+            _ => format!("HTTP {}", status.as_u16()),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn reasons_are_read_as_honchos_mcp_server_reads_them() {
+        let status = StatusCode::NOT_FOUND;
+        assert_eq!(
+            reason(status, Some(&json!({"detail": "Peer not found"}))),
+            "Peer not found"
+        );
+        assert_eq!(
+            reason(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                Some(&json!({"detail": [{"loc": ["body"]}]}))
+            ),
+            r#"[{"loc":["body"]}]"#
+        );
+        assert_eq!(reason(status, Some(&json!({"error": "nope"}))), "nope");
+        assert_eq!(reason(status, None), "HTTP 404");
+    }
+
+    #[test]
+    fn segments_and_queries_are_encoded() {
+        assert_eq!(segment("a b/c?d"), "a%20b%2Fc%3Fd");
+        let call = Call::get("/v3/x".to_owned())
+            .query("target", Some("bob"))
+            .query("tokens", None::<i64>)
+            .query("q", Some("a&b"));
+        assert_eq!(call.path_and_query(), "/v3/x?target=bob&q=a%26b");
+    }
+}
