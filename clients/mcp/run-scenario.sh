@@ -5,7 +5,8 @@
 #   - over Streamable HTTP (`/mcp`, `/mcp/memory` on the REST edge) and over
 #     stdio (`roncho mcp --addr`), against `roncho serve` embedded, then on
 #     Postgres + NATS (+ Qdrant when RONCHO_TEST_QDRANT_URL is set);
-#   - `roncho mcp` alone on a fresh directory (embedded, in its process);
+#   - `roncho mcp` with no flags (embedded in its process, on a fresh
+#     $XDG_DATA_HOME/roncho);
 #   - with API keys: a key of alice's, over HTTP and stdio, reads hers and is
 #     refused bob's through every tool; no key is 401.
 # Chat goes to a scripted OpenAI-compatible model (loadtests/scripted_llm.py --answer).
@@ -63,9 +64,10 @@ if [ -n "${RONCHO_TEST_QDRANT_URL:-}" ]; then
 fi
 RONCHO_NATS_PREFIX=mcp_$$_$RANDOM served "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant}" "${distributed[@]}"
 
-echo "== roncho mcp alone, embedded in a fresh directory (stdio)"
-scenario --stdio "$roncho_bin mcp --data-dir $work/fresh" --part conversation --workspace alone
-scenario --stdio "$roncho_bin mcp --data-dir $work/fresh --profile memory" --part memory --workspace alone
+echo "== roncho mcp with no flags: embedded, its memory in a fresh \$XDG_DATA_HOME/roncho (stdio)"
+XDG_DATA_HOME=$work/xdg scenario --stdio "$roncho_bin mcp" --part conversation --workspace alone
+[ -f "$work/xdg/roncho/roncho.db" ] || { echo "roncho mcp kept no store in \$XDG_DATA_HOME/roncho"; exit 1; }
+XDG_DATA_HOME=$work/xdg scenario --stdio "$roncho_bin mcp --profile memory" --part memory --workspace alone
 passed=$((passed + 2))
 
 echo "== keys: alice's key reads hers, never bob's"
