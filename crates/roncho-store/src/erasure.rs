@@ -331,30 +331,25 @@ async fn reembed_next_turns(
     counts: &mut ErasureCounts,
 ) -> Result<()> {
     let next: Vec<i64> = seqs.iter().map(|seq| seq + 1).collect();
-    let turns = |sql: &mut Sql| {
+    for (condition, counted) in [
+        (" AND sync_state <> 'pending'", true),
+        (" AND sync_state = 'pending'", false),
+    ] {
+        let mut sql = Sql::new(
+            "UPDATE messages SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL, \
+             sync_version = sync_version + 1 WHERE workspace_name = ",
+        );
         sql.bind(workspace_id)
-            .push(" AND m.session_name = ")
+            .push(" AND session_name = ")
             .bind(session)
-            .push(" AND m.seq_in_session IN ")
-            .push_list(&next);
-    };
-    // Counted: those not already waiting to be embedded.
-    let mut waiting = Sql::new("SELECT COUNT(*) AS n FROM messages m WHERE m.workspace_name = ");
-    turns(&mut waiting);
-    waiting.push(" AND NOT EXISTS (SELECT 1 FROM message_sync s WHERE s.message_id = m.id AND s.state = 'pending')");
-    if let Some(row) = fetch_optional(conn, &waiting).await? {
-        counts.messages_reembedded += rows::count(&row)?;
+            .push(" AND seq_in_session IN ")
+            .push_list(&next)
+            .push(condition);
+        let changed = execute(conn, &sql).await?;
+        if counted {
+            counts.messages_reembedded += i64::try_from(changed).unwrap_or(0);
+        }
     }
-    // A new version for every one: an embedding computed before is never marked synced.
-    let mut sql = Sql::new("INSERT INTO message_sync (message_id, version) SELECT m.id, ");
-    sql.bind(now_micros())
-        .push(" FROM messages m WHERE m.workspace_name = ");
-    turns(&mut sql);
-    sql.push(
-        " ON CONFLICT (message_id) DO UPDATE SET state = 'pending', attempts = 0, error = NULL, \
-         version = excluded.version",
-    );
-    execute(conn, &sql).await?;
     Ok(())
 }
 
@@ -681,11 +676,7 @@ impl SqlStore {
         scope: &ErasureScope,
         limit: i64,
     ) -> Result<Vec<Erased>> {
-        let mut sql = Sql::new(
-            "SELECT id, public_id, session_name, seq_in_session, CAST(CASE WHEN EXISTS \
-             (SELECT 1 FROM message_sync s WHERE s.message_id = messages.id) THEN 0 ELSE 1 END AS BIGINT) AS synced \
-             FROM messages WHERE ",
-        );
+        let mut sql = Sql::new("SELECT id, public_id, session_name, seq_in_session, sync_state FROM messages WHERE ");
         push_scope(&mut sql, workspace_id, scope);
         sql.push(" ORDER BY id LIMIT ")
             .bind(limit)
@@ -699,7 +690,7 @@ impl SqlStore {
                     public_id: rows::get(row, "public_id")?,
                     session: rows::get(row, "session_name")?,
                     seq: rows::get(row, "seq_in_session")?,
-                    had_vector: rows::get::<i64>(row, "synced")? == 1,
+                    had_vector: rows::get::<String>(row, "sync_state")? == "synced",
                 })
             })
             .collect()

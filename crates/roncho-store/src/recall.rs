@@ -140,9 +140,11 @@ impl SqlStore {
             // elsewhere). Not the partial `messages_unsynced` index: each synced
             // row leaves a dead entry there until vacuum, and a million of them
             // made this 113 ms.
-            sql.push(" AND m.id IN (SELECT n.id FROM (SELECT u.id FROM messages u ORDER BY u.id DESC LIMIT ")
-                .bind(newest)
-                .push(") n JOIN message_sync s ON s.message_id = n.id WHERE s.state = 'pending')");
+            sql.push(
+                " AND m.id IN (SELECT n.id FROM (SELECT u.id, u.sync_state FROM messages u ORDER BY u.id DESC LIMIT ",
+            )
+            .bind(newest)
+            .push(") n WHERE n.sync_state = 'pending')");
         }
         if let Some(sessions) = &search.session_ids {
             sql.push(" AND m.session_name IN ").push_list(sessions);

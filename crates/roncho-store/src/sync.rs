@@ -20,41 +20,6 @@ fn table(kind: SyncKind) -> &'static str {
     }
 }
 
-/// Where a kind's sync state is kept: messages in `message_sync` (a row
-/// per message not synced), conclusions in their own rows.
-struct SyncColumns {
-    table: &'static str,
-    attempts: &'static str,
-    last_sync_at: &'static str,
-    error: &'static str,
-    state: &'static str,
-    /// The column holding the row id of the message or conclusion.
-    key: &'static str,
-}
-
-impl SyncColumns {
-    fn of(kind: SyncKind) -> Self {
-        match kind {
-            SyncKind::Message => Self {
-                table: "message_sync",
-                attempts: "attempts",
-                last_sync_at: "last_sync_at",
-                error: "error",
-                state: "state",
-                key: "message_id",
-            },
-            SyncKind::Conclusion => Self {
-                table: "documents",
-                attempts: "sync_attempts",
-                last_sync_at: "last_sync_at",
-                error: "sync_error",
-                state: "sync_state",
-                key: "id",
-            },
-        }
-    }
-}
-
 /// Records tombstones for the conclusion vectors selected by `condition` (over `documents d`).
 pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
     let mut sql = Sql::new(
@@ -124,42 +89,30 @@ impl SqlStore {
         now: i64,
         backoff_micros: i64,
     ) -> Result<Vec<SyncItem>> {
-        // Messages wait in `message_sync` (a row per message not synced);
-        // conclusions keep their state in their own row.
-        let (mut sql, state) = match kind {
-            SyncKind::Message => (
-                Sql::new(
-                    "SELECT m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, \
-                     s.attempts AS sync_attempts, s.version AS sync_version, \
-                     NULL AS observer, NULL AS observed, NULL AS level, \
-                     (SELECT p.peer_name FROM messages p WHERE p.workspace_name = m.workspace_name \
-                      AND p.session_name = m.session_name AND p.seq_in_session = m.seq_in_session - 1) AS previous_peer, \
-                     (SELECT p.content FROM messages p WHERE p.workspace_name = m.workspace_name \
-                      AND p.session_name = m.session_name AND p.seq_in_session = m.seq_in_session - 1) AS previous_content \
-                     FROM message_sync s JOIN messages m ON m.id = s.message_id WHERE s.state = 'pending'",
-                ),
-                ("s.last_sync_at", "s.attempts", "s.message_id"),
+        let mut sql = match kind {
+            SyncKind::Message => Sql::new(
+                "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, sync_version, \
+                 NULL AS observer, NULL AS observed, NULL AS level, \
+                 (SELECT p.peer_name FROM messages p WHERE p.workspace_name = messages.workspace_name \
+                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_peer, \
+                 (SELECT p.content FROM messages p WHERE p.workspace_name = messages.workspace_name \
+                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_content \
+                 FROM messages WHERE sync_state <> 'synced' AND sync_state = 'pending'",
             ),
-            // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
-            // partial index only when the query states its WHERE, and without it each
-            // batch scanned the whole table (sync slowed from 4k to 1k rows/s by 600k rows).
-            SyncKind::Conclusion => (
-                Sql::new(
-                    "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
-                     CAST(0 AS BIGINT) AS sync_version, observer, observed, level, NULL AS previous_peer, \
-                     NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' \
-                     AND sync_state = 'pending'",
-                ),
-                ("last_sync_at", "sync_attempts", "id"),
+            SyncKind::Conclusion => Sql::new(
+                "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
+                 CAST(0 AS BIGINT) AS sync_version, observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
             ),
         };
-        let (last_sync_at, attempts, order) = state;
+        // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
+        // partial index only when the query states its WHERE, and without it each
+        // batch scanned the whole table (sync slowed from 4k to 1k rows/s by 600k rows).
         // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
-        sql.push(&format!(" AND ({last_sync_at} IS NULL OR {last_sync_at} + "))
+        sql.push(" AND (last_sync_at IS NULL OR last_sync_at + ")
             .bind(backoff_micros);
-        sql.push(&format!(" * {attempts} * {attempts} <= "))
+        sql.push(" * sync_attempts * sync_attempts <= ")
             .bind(now)
-            .push(&format!(") ORDER BY {order} LIMIT "))
+            .push(") ORDER BY id LIMIT ")
             .bind(limit);
         let mut items = Vec::new();
         for row in self.read(&sql).await? {
@@ -213,22 +166,15 @@ impl SqlStore {
         let now = now_micros();
         let mut tx = self.begin_write().await?;
         for (version, ids) in by_version {
-            let sql = match kind {
-                SyncKind::Message => {
-                    let mut sql = Sql::new("DELETE FROM message_sync WHERE version = ");
-                    sql.bind(version)
-                        .push(" AND message_id IN (SELECT id FROM messages WHERE public_id IN ")
-                        .push_list(&ids)
-                        .push(")");
-                    sql
-                }
-                SyncKind::Conclusion => {
-                    let mut sql =
-                        Sql::new("UPDATE documents SET sync_state = 'synced', sync_error = NULL, last_sync_at = ");
-                    sql.bind(now).push(" WHERE public_id IN ").push_list(&ids);
-                    sql
-                }
-            };
+            let mut sql = Sql::new(&format!(
+                "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
+                table(kind)
+            ));
+            sql.bind(now).push(" WHERE public_id IN ");
+            sql.push_list(&ids);
+            if kind == SyncKind::Message {
+                sql.push(" AND sync_version = ").bind(version);
+            }
             execute(tx.conn(), &sql).await?;
         }
         tx.commit().await
@@ -244,46 +190,33 @@ impl SqlStore {
         if ids.is_empty() {
             return Ok(());
         }
-        let SyncColumns {
-            table,
-            attempts,
-            last_sync_at,
-            error: error_column,
-            state,
-            key,
-        } = SyncColumns::of(kind);
         let mut tx = self.begin_write().await?;
         let mut sql = Sql::new(&format!(
-            "UPDATE {table} SET {attempts} = {attempts} + 1, {last_sync_at} = "
+            "UPDATE {} SET sync_attempts = sync_attempts + 1, last_sync_at = ",
+            table(kind)
         ));
         sql.bind(now_micros())
-            .push(&format!(", {error_column} = "))
+            .push(", sync_error = ")
             .bind(error.chars().take(1000).collect::<String>());
-        sql.push(&format!(", {state} = CASE WHEN {attempts} + 1 >= "))
+        sql.push(", sync_state = CASE WHEN sync_attempts + 1 >= ")
             .bind(max_attempts);
-        sql.push(&format!(
-            " THEN 'failed' ELSE 'pending' END WHERE {state} = 'pending' AND {key} IN \
-             (SELECT id FROM {} WHERE public_id IN ",
-            self::table(kind)
-        ));
-        sql.push_list(ids).push(")");
+        sql.push(" THEN 'failed' ELSE 'pending' END WHERE sync_state = 'pending' AND public_id IN ");
+        sql.push_list(ids);
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
 
     pub(crate) async fn sync_counts_impl(&self, kind: SyncKind) -> Result<SyncCounts> {
-        let sql = Sql::new(match kind {
-            // A message is synced when it has no row in `message_sync`.
-            SyncKind::Message => {
-                "SELECT state AS sync_state, COUNT(*) AS n FROM message_sync GROUP BY state \
-                 UNION ALL SELECT 'all' AS sync_state, COUNT(*) AS n FROM messages"
-            }
-            SyncKind::Conclusion => {
-                "SELECT sync_state, COUNT(*) AS n FROM documents WHERE deleted_at IS NULL GROUP BY sync_state"
-            }
-        });
+        let live = if kind == SyncKind::Conclusion {
+            " WHERE deleted_at IS NULL"
+        } else {
+            ""
+        };
+        let sql = Sql::new(&format!(
+            "SELECT sync_state, COUNT(*) AS n FROM {}{live} GROUP BY sync_state",
+            table(kind)
+        ));
         let mut counts = SyncCounts::default();
-        let mut all = None;
         for row in self.read(&sql).await? {
             let state: String = row.try_get("sync_state").map_err(db_error)?;
             let n = rows::count(&row)?;
@@ -291,12 +224,8 @@ impl SqlStore {
                 "pending" => counts.pending = n,
                 "synced" => counts.synced = n,
                 "failed" => counts.failed = n,
-                "all" => all = Some(n),
                 other => return Err(Error::Internal(format!("unknown sync_state `{other}`"))),
             }
-        }
-        if let Some(all) = all {
-            counts.synced = (all - counts.pending - counts.failed).max(0);
         }
         Ok(counts)
     }

@@ -1,7 +1,6 @@
 //! The reconciler role: brings vector state in line with relational state.
 //!
-//! Every message and conclusion is written pending (a `message_sync` row; a
-//! conclusion's `sync_state`); a
+//! Every message and conclusion is written with `sync_state = pending`; a
 //! write never waits for, or fails because of, the embedder or the vector
 //! store. The [`Reconciler`] embeds pending rows in batches and upserts their
 //! vectors, marks them `synced`, retries failures with quadratic backoff and
