@@ -4,7 +4,8 @@
 export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$HOME/.cache/roncho/target}
 server_url=${RONCHO_TEST_DATABASE_URL:-postgres://postgres@127.0.0.1:5432/postgres}
 cargo build --release --locked -p roncho -p roncho-loadtests
-roncho=$CARGO_TARGET_DIR/release/roncho
+# RONCHO_BIN runs another build of the server (a before/after comparison).
+roncho=${RONCHO_BIN:-$CARGO_TARGET_DIR/release/roncho}
 work=$(mktemp -d)
 database=roncho_bench_$$
 pid=""

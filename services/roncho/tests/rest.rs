@@ -1138,3 +1138,58 @@ async fn scopes_gather_their_sessions_memory() {
             .contains("sourdough")
     );
 }
+
+/// roncho's own routes beside Honcho's: a message deleted with its receipt,
+/// the receipt read back, and both refused to a key that may not.
+#[tokio::test]
+async fn messages_are_erased_with_a_receipt() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let batch = json!({"messages": [
+        {"peer_id": "alice", "content": "my old address is 12 Elm Street"},
+        {"peer_id": "alice", "content": "I moved last year"},
+    ]});
+    let (status, created) = server
+        .send(reqwest::Method::POST, "/v3/workspaces/w/sessions/s/messages", batch, Some(&admin))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created[0]["id"].as_str().unwrap();
+    let path = format!("/v3/workspaces/w/sessions/s/messages/{id}");
+
+    let peer = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let (status, refused) = server.send(reqwest::Method::DELETE, &path, Value::Null, Some(&peer)).await;
+    // Honcho answers a key that does not reach a resource 401, with the reason.
+    assert_eq!(status, 401, "a peer key may not delete messages: {refused}");
+    assert!(refused["detail"].as_str().unwrap().contains("permission denied"), "{refused}");
+
+    let (status, receipt) = server.send(reqwest::Method::DELETE, &path, Value::Null, Some(&admin)).await;
+    assert_eq!(status, 202, "{receipt}");
+    assert_eq!(receipt["scope"], json!({"kind": "message", "session_id": "s", "message_id": id}));
+    assert_eq!(receipt["counts"]["messages"], 1, "{receipt}");
+    let (status, gone) = server.send(reqwest::Method::GET, &path, Value::Null, Some(&admin)).await;
+    assert_eq!(status, 404, "{gone}");
+
+    let receipt_path = format!("/v3/workspaces/w/erasures/{}", receipt["id"].as_str().unwrap());
+    let (status, read) = server
+        .send(reqwest::Method::GET, &receipt_path, Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["id"], receipt["id"]);
+    assert!(matches!(read["state"].as_str(), Some("running" | "complete")), "{read}");
+    let (status, _) = server
+        .send(reqwest::Method::GET, &receipt_path, Value::Null, Some(&peer))
+        .await;
+    assert_eq!(status, 401, "a peer key may not read receipts");
+    let (status, missing) = server
+        .send(reqwest::Method::GET, "/v3/workspaces/w/erasures/nope", Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 404, "{missing}");
+    server.served.shutdown.cancel();
+}
