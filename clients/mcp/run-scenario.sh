@@ -84,6 +84,8 @@ scenario --url "$base_url/mcp" --key "$alice" --default-workspace keyed --part p
   || { tail -30 "$work/server.log"; exit 1; }
 scenario --stdio "$roncho_bin mcp --addr $base_url" --key "$alice" --part peer-key --workspace keyed \
   || { tail -30 "$work/server.log"; exit 1; }
+scenario --url "$base_url/mcp/memory" --key "$alice" --part memory-peer-key --workspace keyed \
+  || { tail -30 "$work/server.log"; exit 1; }
 stop_server
-passed=$((passed + 3))
+passed=$((passed + 4))
 echo "mcp scenarios: $passed passed, 0 failed"

@@ -361,7 +361,17 @@ async def peer_key(args, tools, _initialized):
     check(not leaked, "nothing of bob's reached alice", leaked)
 
 
-PARTS = {"conversation": conversation, "memory": memory, "seed": seed, "peer-key": peer_key}
+async def memory_peer_key(args, tools, _initialized):
+    """The memory profile with alice's key: recall finds hers, never bob's; forget is refused."""
+    text = await tools.ok("recall", {"workspace_id": args.workspace, "query": "green tea vault code", "peer_id": "alice"})
+    check("I like green tea." in text, "alice recalls her message", text)
+    check("vault code is" not in text, "alice does not recall bob's", text)
+    await tools.refused("recall", {"workspace_id": args.workspace, "query": "vault", "session_id": "s-bob"}, "Recall failed:")
+    await tools.refused("ask", {"workspace_id": args.workspace, "peer_id": "bob", "query": "vault code?"}, "Ask failed:")
+    await tools.refused("forget", {"workspace_id": args.workspace, "session_id": "s-bob"}, "Failed to forget:")
+
+
+PARTS = {"conversation": conversation, "memory": memory, "seed": seed, "peer-key": peer_key, "memory-peer-key": memory_peer_key}
 
 
 async def main():

@@ -1338,8 +1338,9 @@ async fn recall(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
         match session {
             Some(session) => search(session_path(&workspace, session, "/search")).await,
             None => match (search(workspace_path(&workspace, "/search")).await, &peer) {
-                // A peer key searches what its peer wrote.
-                (Err(Failure::Api(error)), Some(peer)) if error.status == 403 => {
+                // A peer key searches what its peer wrote (the edge refuses it
+                // the workspace with Honcho's 401 and the reason).
+                (Err(Failure::Api(error)), Some(peer)) if matches!(error.status, 401 | 403) => {
                     search(peer_path(&workspace, peer, "/search")).await
                 }
                 (found, _) => found,

@@ -1153,7 +1153,12 @@ async fn messages_are_erased_with_a_receipt() {
         {"peer_id": "alice", "content": "I moved last year"},
     ]});
     let (status, created) = server
-        .send(reqwest::Method::POST, "/v3/workspaces/w/sessions/s/messages", batch, Some(&admin))
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/sessions/s/messages",
+            batch,
+            Some(&admin),
+        )
         .await;
     assert_eq!(status, 201, "{created}");
     let id = created[0]["id"].as_str().unwrap();
@@ -1164,16 +1169,28 @@ async fn messages_are_erased_with_a_receipt() {
         p: Some("alice".into()),
         ..Claims::default()
     });
-    let (status, refused) = server.send(reqwest::Method::DELETE, &path, Value::Null, Some(&peer)).await;
+    let (status, refused) = server
+        .send(reqwest::Method::DELETE, &path, Value::Null, Some(&peer))
+        .await;
     // Honcho answers a key that does not reach a resource 401, with the reason.
     assert_eq!(status, 401, "a peer key may not delete messages: {refused}");
-    assert!(refused["detail"].as_str().unwrap().contains("permission denied"), "{refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("permission denied"),
+        "{refused}"
+    );
 
-    let (status, receipt) = server.send(reqwest::Method::DELETE, &path, Value::Null, Some(&admin)).await;
+    let (status, receipt) = server
+        .send(reqwest::Method::DELETE, &path, Value::Null, Some(&admin))
+        .await;
     assert_eq!(status, 202, "{receipt}");
-    assert_eq!(receipt["scope"], json!({"kind": "message", "session_id": "s", "message_id": id}));
+    assert_eq!(
+        receipt["scope"],
+        json!({"kind": "message", "session_id": "s", "message_id": id})
+    );
     assert_eq!(receipt["counts"]["messages"], 1, "{receipt}");
-    let (status, gone) = server.send(reqwest::Method::GET, &path, Value::Null, Some(&admin)).await;
+    let (status, gone) = server
+        .send(reqwest::Method::GET, &path, Value::Null, Some(&admin))
+        .await;
     assert_eq!(status, 404, "{gone}");
 
     let receipt_path = format!("/v3/workspaces/w/erasures/{}", receipt["id"].as_str().unwrap());
@@ -1188,7 +1205,12 @@ async fn messages_are_erased_with_a_receipt() {
         .await;
     assert_eq!(status, 401, "a peer key may not read receipts");
     let (status, missing) = server
-        .send(reqwest::Method::GET, "/v3/workspaces/w/erasures/nope", Value::Null, Some(&admin))
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/erasures/nope",
+            Value::Null,
+            Some(&admin),
+        )
         .await;
     assert_eq!(status, 404, "{missing}");
     server.served.shutdown.cancel();
