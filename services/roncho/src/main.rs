@@ -61,6 +61,10 @@ enum Command {
         json: bool,
     },
     /// An MCP server on stdio for agents: embedded on a data directory, or in front of a roncho server (--addr).
+    ///
+    /// Embedded, its store is --data-dir, else $XDG_DATA_HOME/roncho (~/.local/share/roncho), not
+    /// ./roncho-data; it listens on loopback ports of its own, so --listen and --rest-listen do not apply.
+    /// The same tools are served over HTTP at /mcp on `roncho serve`'s REST port. See docs/mcp.md.
     Mcp {
         #[command(flatten)]
         flags: CommonFlags,
@@ -699,6 +703,12 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
     }
     if flags.data_dir.is_none() && flags.config.is_none() && std::env::var_os("RONCHO_DATA_DIR").is_none() {
         flags.data_dir = mcp_data_dir();
+    }
+    if flags.listen.is_some() || flags.rest_listen.is_some() {
+        anyhow::bail!(
+            "roncho mcp listens on loopback ports of its own (MCP is on stdio): drop --listen and --rest-listen; \
+             for MCP over HTTP, `roncho serve` serves /mcp on its REST port"
+        );
     }
     // Private to this process: loopback, ports of its own.
     flags.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
