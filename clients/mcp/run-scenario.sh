@@ -67,7 +67,9 @@ RONCHO_NATS_PREFIX=mcp_$$_$RANDOM served "postgres + nats${RONCHO_TEST_QDRANT_UR
 echo "== roncho mcp with no flags: embedded, its memory in a fresh \$XDG_DATA_HOME/roncho (stdio)"
 XDG_DATA_HOME=$work/xdg scenario --stdio "$roncho_bin mcp" --part conversation --workspace alone
 [ -f "$work/xdg/roncho/roncho.db" ] || { echo "roncho mcp kept no store in \$XDG_DATA_HOME/roncho"; exit 1; }
-XDG_DATA_HOME=$work/xdg scenario --stdio "$roncho_bin mcp --profile memory" --part memory --workspace alone
+# Without an embedder: recall says it matched by words only.
+XDG_DATA_HOME=$work/xdg RONCHO_EMBEDDING_PROVIDER=none scenario --stdio "$roncho_bin mcp --profile memory" \
+  --part memory --workspace alone-words --expect-degraded
 passed=$((passed + 2))
 
 echo "== keys: alice's key reads hers, never bob's"

@@ -186,6 +186,7 @@ async def conversation(args, tools, initialized):
 
     found = await tools.json("search", {"workspace_id": ws, "query": "kitten shelter"})
     check(found["messages"] and found["messages"][0]["id"] == kitten["id"], "search finds the kitten first", found)
+    check("degraded" not in found, "an embedder is configured: search is not degraded", found)
     found = await tools.json("search", {"workspace_id": ws, "query": "tax forms", "session_id": "s1", "message_limit": 2})
     check(found["messages"][0]["content"] == LINES[3][1] and len(found["messages"]) <= 2, "session search", found)
 
@@ -289,6 +290,7 @@ async def memory(args, tools, initialized):
     check(saved["session_id"] == "memory" and len(saved["message_ids"]) == 3, "remember", saved)
     text = await tools.ok("recall", {"workspace_id": ws, "query": "sister piano Lisbon", "peer_id": "alice"})
     check("Jo lives in Lisbon" in text and saved["message_ids"][0] in text, "recall finds the message", text)
+    check(("matched by words only" in text) == args.expect_degraded, "recall says when it matched by words only", text)
     short = await tools.ok("recall", {"workspace_id": ws, "query": "sister piano Lisbon", "max_tokens": 50})
     check("left out to stay within max_tokens" in short or len(short) < 400, "recall keeps to its budget", short)
     answer = await tools.ok("ask", {"workspace_id": ws, "peer_id": "assistant", "target_peer_id": "alice", "query": "Who is Jo?"})
@@ -386,6 +388,7 @@ async def main():
     parser.add_argument("--default-peer")
     parser.add_argument("--model-log")
     parser.add_argument("--write-fixture")
+    parser.add_argument("--expect-degraded", action="store_true", help="the server has no embedder")
     args = parser.parse_args()
     started = time.perf_counter()
     async with connect(args, args.key) as (session, initialized):

@@ -611,7 +611,7 @@ async fn search(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
             (None, Some(peer)) => peer_path(&workspace, peer, "/search"),
             (None, None) => workspace_path(&workspace, "/search"),
         };
-        context.json(Call::post(path, body)).await
+        Ok::<_, Failure>(context.send(Call::post(path, body)).await?)
     };
     let conclusions = async {
         let Some(peer) = peer else {
@@ -649,14 +649,20 @@ async fn search(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
             }
         }
     };
-    let (messages, conclusions) = futures::try_join!(messages, conclusions)?;
-    let messages: Vec<Value> = messages
-        .as_array()
+    let (reply, conclusions) = futures::try_join!(messages, conclusions)?;
+    let messages: Vec<Value> = reply
+        .body
+        .as_ref()
+        .and_then(Value::as_array)
         .map(|found| found.iter().map(message).collect())
         .unwrap_or_default();
-    Ok(Output::Json(
-        json!({ "messages": messages, "conclusions": conclusions }),
-    ))
+    let mut result = json!({ "messages": messages, "conclusions": conclusions });
+    // Never a silently worse answer: roncho's addition to Honcho's shape,
+    // present only when the search ran without meaning (no embedder, or it failed).
+    if let Some(reason) = reply.degraded {
+        result["degraded"] = reason.into();
+    }
+    Ok(Output::Json(result))
 }
 
 /// Which resource a metadata tool reads or writes: session over peer over
@@ -1333,7 +1339,13 @@ async fn recall(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
     };
     let session = args.id("session_id")?;
     let budget = args.integer("max_tokens", 50, 100_000)?.unwrap_or(RECALL_TOKENS);
-    let search = |path: String| context.json(Call::post(path, json!({ "query": query, "limit": 20 })));
+    let search = |path: String| async move {
+        Ok::<_, Failure>(
+            context
+                .send(Call::post(path, json!({ "query": query, "limit": 20 })))
+                .await?,
+        )
+    };
     let messages = async {
         match session {
             Some(session) => search(session_path(&workspace, session, "/search")).await,
@@ -1372,8 +1384,15 @@ async fn recall(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
             text.line(line);
         }
     }
-    let found = messages.as_array().map_or(&[][..], Vec::as_slice);
+    let found = messages
+        .body
+        .as_ref()
+        .and_then(Value::as_array)
+        .map_or(&[][..], Vec::as_slice);
     text.heading("Messages that match");
+    if let Some(reason) = &messages.degraded {
+        text.line(&format!("(matched by words only: {reason})"));
+    }
     if found.is_empty() {
         text.line("(none)");
     }
@@ -1511,6 +1530,56 @@ mod tests {
         let text = text.finish();
         assert!(text.contains("one short line"), "{text}");
         assert!(text.contains("1 more lines left out"), "{text}");
+    }
+
+    /// The REST edge's search, as a router: `degraded` sets the header
+    /// roncho sends when a search ran without meaning.
+    fn edge(degraded: Option<&'static str>) -> Upstream {
+        use axum::routing::post;
+        let search = move || async move {
+            let found = axum::Json(json!([{
+                "id": "m1", "content": "kittens", "peer_id": "a", "session_id": "s",
+                "metadata": {}, "created_at": "2026-11-26T00:00:00Z", "workspace_id": "w", "token_count": 1,
+            }]));
+            let mut headers = http::HeaderMap::new();
+            if let Some(reason) = degraded {
+                headers.insert("x-roncho-degraded-reason", HeaderValue::from_static(reason));
+            }
+            (headers, found)
+        };
+        Upstream::Local(
+            axum::Router::new()
+                .route("/v3/workspaces", post(|| async { axum::Json(json!({ "id": "w" })) }))
+                .route("/v3/workspaces/{workspace}/search", post(search)),
+        )
+    }
+
+    async fn search_with(upstream: &Upstream) -> Value {
+        let defaults = Defaults::default();
+        let context = Context {
+            upstream,
+            authorization: None,
+            defaults: &defaults,
+        };
+        let arguments = json!({ "workspace_id": "w", "query": "kittens" });
+        match call(context, "search", arguments.as_object().unwrap()).await {
+            Ok(Output::Json(found)) => found,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_search_without_meaning_says_so() {
+        let found = search_with(&edge(Some("no embedder is configured"))).await;
+        assert_eq!(found["degraded"], "no embedder is configured");
+        assert_eq!(found["messages"][0]["id"], "m1");
+        let found = search_with(&edge(None)).await;
+        assert!(found.get("degraded").is_none(), "{found}");
+        assert_eq!(
+            found["messages"][0].as_object().unwrap().len(),
+            6,
+            "Honcho's six message keys: {found}"
+        );
     }
 
     #[test]

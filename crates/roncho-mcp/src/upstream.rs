@@ -47,12 +47,14 @@ impl std::fmt::Display for ApiError {
     }
 }
 
-/// A REST reply: its JSON (`None` for an empty body), and the erasure
-/// receipt's id when the call erased something.
+/// A REST reply: its JSON (`None` for an empty body), the erasure
+/// receipt's id when the call erased something, and why a search ran
+/// degraded (`x-roncho-degraded-reason`), when it did.
 #[derive(Debug, Clone, Default)]
 pub struct Reply {
     pub body: Option<Value>,
     pub receipt: Option<String>,
+    pub degraded: Option<String>,
 }
 
 /// One REST request.
@@ -219,11 +221,17 @@ impl Upstream {
             Some(serde_json::from_slice::<Value>(&bytes).unwrap_or_else(|_| Value::String(lossy(&bytes))))
         };
         if status.is_success() {
-            let receipt = headers
-                .get("x-roncho-erasure-receipt")
-                .and_then(|value| value.to_str().ok())
-                .map(str::to_owned);
-            return Ok(Reply { body: json, receipt });
+            let header = |name: &str| {
+                headers
+                    .get(name)
+                    .and_then(|value| value.to_str().ok())
+                    .map(str::to_owned)
+            };
+            return Ok(Reply {
+                body: json,
+                receipt: header("x-roncho-erasure-receipt"),
+                degraded: header("x-roncho-degraded-reason"),
+            });
         }
         Err((
             ApiError {
