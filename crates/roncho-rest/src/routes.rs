@@ -115,19 +115,29 @@ routes! {
     get "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status" "get_scope_status_v3_workspaces__workspace_id__scopes__scope_id__status_get" => scope_status;
 }
 
-/// roncho's own routes beside Honcho's (docs/api.md#rest-extensions): what
-/// Honcho has no route for and roncho's gRPC API has, for clients of REST
-/// (the MCP server's `forget` among them). Not in [`OPERATIONS`].
+/// roncho's own operations beside Honcho's: method, path, `operationId`.
+/// Not in Honcho's spec (nor in [`OPERATIONS`]); `GET /docs` describes them
+/// under the tag `roncho`.
+pub const EXTENSIONS: &[(&str, &str, &str)] = &[
+    (
+        "delete",
+        "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
+        "roncho_delete_message",
+    ),
+    (
+        "get",
+        "/v3/workspaces/{workspace_id}/erasures/{receipt_id}",
+        "roncho_get_erasure_receipt",
+    ),
+];
+
+/// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
+/// roncho's gRPC API has, for clients of REST (the MCP server's `forget`
+/// among them; docs/honcho-compatibility.md).
 pub fn extensions(rest: Rest) -> Router {
     Router::new()
-        .route(
-            "/v3/workspaces/{workspace_id}/sessions/{session_id}/messages/{message_id}",
-            axum::routing::delete(delete_message),
-        )
-        .route(
-            "/v3/workspaces/{workspace_id}/erasures/{receipt_id}",
-            get(erasure_receipt),
-        )
+        .route(EXTENSIONS[0].1, axum::routing::delete(delete_message))
+        .route(EXTENSIONS[1].1, get(erasure_receipt))
         .with_state(rest)
 }
 
@@ -188,6 +198,15 @@ pub fn openapi() -> serde_json::Value {
         entry[method] = json!({
             "operationId": operation,
             "responses": {"default": {"description": "Honcho v3's response; errors are {\"detail\": ...}"}},
+        });
+    }
+    for (method, path, operation) in EXTENSIONS.iter().copied() {
+        let entry = paths.entry(path).or_insert_with(|| json!({}));
+        entry[method] = json!({
+            "operationId": operation,
+            "tags": ["roncho"],
+            "description": "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
+            "responses": {"default": {"description": "an erasure receipt; errors are {\"detail\": ...}"}},
         });
     }
     json!({

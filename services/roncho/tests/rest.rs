@@ -1193,6 +1193,14 @@ async fn messages_are_erased_with_a_receipt() {
         .await;
     assert_eq!(status, 404, "{gone}");
 
+    let (_, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;
+    for (method, path, operation) in roncho_rest::routes::EXTENSIONS {
+        assert_eq!(
+            document["paths"][path][method]["operationId"], *operation,
+            "GET /docs describes {path}"
+        );
+    }
+
     let receipt_path = format!("/v3/workspaces/w/erasures/{}", receipt["id"].as_str().unwrap());
     let (status, read) = server
         .send(reqwest::Method::GET, &receipt_path, Value::Null, Some(&admin))
