@@ -37,4 +37,5 @@ pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url
 pub use queue::{SqlWorkQueue, Unpublished};
 pub use sql::Dialect;
 pub use store::SqlStore;
+pub use sync::TEXT_TAIL;
 pub use vectors::SqlVectorStore;

@@ -105,8 +105,22 @@ impl SqlStore {
         if search.terms.is_empty() || search.session_ids.as_ref().is_some_and(Vec::is_empty) {
             return Ok(Vec::new());
         }
-        let mut sql = match self.dialect() {
-            Dialect::Sqlite => {
+        let conditions = |sql: &mut Sql| -> Result<()> {
+            sql.push(" AND m.workspace_name = ").bind(workspace_id);
+            if let Some(sessions) = &search.session_ids {
+                sql.push(" AND m.session_name IN ").push_list(sessions);
+            }
+            if let Some(peer_id) = &search.peer_id {
+                sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+            }
+            if let Some(observer) = &search.peer_perspective {
+                push_perspective(sql, observer);
+            }
+            sql.push(" AND ");
+            crate::sql::render_filter(sql, self.dialect(), filter, message_column)
+        };
+        let sql = match (self.dialect(), unsynced_newest) {
+            (Dialect::Sqlite, _) => {
                 // Quoted terms are plain strings to FTS5: no operator can reach it.
                 let expression = search
                     .terms
@@ -122,49 +136,68 @@ impl SqlStore {
                     rows::MESSAGE_COLUMNS
                 ));
                 sql.bind(expression);
+                if let Some(newest) = unsynced_newest {
+                    push_unsynced_among_newest(&mut sql, newest);
+                }
+                conditions(&mut sql)?;
+                sql.push(" ORDER BY bm25(messages_fts), m.id DESC LIMIT ")
+                    .bind(search.limit);
                 sql
             }
-            Dialect::Postgres => {
+            (Dialect::Postgres, Some(newest)) => {
+                // Few rows, most of them not text-indexed yet: each is matched
+                // by its stored vector or one computed now.
+                let vector = format!("COALESCE(m.search_vector, {})", text_vector("m"));
                 let mut sql = Sql::new(&format!(
-                    "SELECT {} FROM messages m WHERE m.search_vector @@ to_tsquery('english', ",
+                    "SELECT {} FROM messages m WHERE {vector} @@ to_tsquery('english', ",
                     rows::MESSAGE_COLUMNS
                 ));
                 sql.bind(search.terms.join(" | ")).push(")");
+                push_unsynced_among_newest(&mut sql, newest);
+                conditions(&mut sql)?;
+                sql.push(&format!(" ORDER BY ts_rank_cd({vector}, to_tsquery('english', "))
+                    .bind(search.terms.join(" | "))
+                    .push(")) DESC, m.id DESC LIMIT ")
+                    .bind(search.limit);
+                sql
+            }
+            (Dialect::Postgres, None) => {
+                // The text-indexed rows through the GIN index, and the newest
+                // rows still waiting for the text indexer matched on the fly
+                // (see migration 0016): a message is searchable by its words as
+                // soon as it is written, at a cost bounded by TEXT_TAIL rows.
+                let mut sql = Sql::new("SELECT * FROM (");
+                for (index, (vector, waiting)) in [("m.search_vector".to_owned(), false), (text_vector("m"), true)]
+                    .into_iter()
+                    .enumerate()
+                {
+                    if index > 0 {
+                        sql.push(" UNION ALL ");
+                    }
+                    sql.push(&format!(
+                        "(SELECT {}, m.id AS row_id, ts_rank_cd({vector}, to_tsquery('english', ",
+                        rows::MESSAGE_COLUMNS
+                    ));
+                    sql.bind(search.terms.join(" | "))
+                        .push(")) AS rank FROM messages m WHERE ");
+                    if waiting {
+                        sql.push("m.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
+                            .bind(crate::sync::TEXT_TAIL)
+                            .push(" AND ");
+                    }
+                    sql.push(&format!("{vector} @@ to_tsquery('english', "))
+                        .bind(search.terms.join(" | "))
+                        .push(")");
+                    conditions(&mut sql)?;
+                    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+                        .bind(search.limit)
+                        .push(")");
+                }
+                sql.push(") found ORDER BY rank DESC, row_id DESC LIMIT ")
+                    .bind(search.limit);
                 sql
             }
         };
-        sql.push(" AND m.workspace_name = ").bind(workspace_id);
-        if let Some(newest) = unsynced_newest {
-            // The pending among the store's `newest` rows, read backwards along
-            // the primary key (the inner LIMIT keeps the planner from starting
-            // elsewhere). Not the partial `messages_unsynced` index: each synced
-            // row leaves a dead entry there until vacuum, and a million of them
-            // made this 113 ms.
-            sql.push(
-                " AND m.id IN (SELECT n.id FROM (SELECT u.id, u.sync_state FROM messages u ORDER BY u.id DESC LIMIT ",
-            )
-            .bind(newest)
-            .push(") n WHERE n.sync_state = 'pending')");
-        }
-        if let Some(sessions) = &search.session_ids {
-            sql.push(" AND m.session_name IN ").push_list(sessions);
-        }
-        if let Some(peer_id) = &search.peer_id {
-            sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
-        }
-        if let Some(observer) = &search.peer_perspective {
-            push_perspective(&mut sql, observer);
-        }
-        sql.push(" AND ");
-        crate::sql::render_filter(&mut sql, self.dialect(), filter, message_column)?;
-        match self.dialect() {
-            Dialect::Sqlite => sql.push(" ORDER BY bm25(messages_fts), m.id DESC LIMIT "),
-            Dialect::Postgres => {
-                sql.push(" ORDER BY ts_rank_cd(m.search_vector, to_tsquery('english', ");
-                sql.bind(search.terms.join(" | ")).push(")) DESC, m.id DESC LIMIT ")
-            }
-        };
-        sql.bind(search.limit);
         self.read(&sql).await?.iter().map(rows::message).collect()
     }
 
@@ -614,6 +647,23 @@ impl SqlStore {
 }
 
 /// Restricts messages `m` to sessions `observer` is or was a member of, while it was.
+/// Restricts a search to the rows not synced yet among the store's `newest`,
+/// read backwards along the primary key (the inner LIMIT keeps the planner
+/// from starting elsewhere). Not the partial `messages_unsynced` index: each
+/// synced row leaves a dead entry there until vacuum, and a million of them
+/// made this 113 ms.
+fn push_unsynced_among_newest(sql: &mut Sql, newest: i64) {
+    sql.push(" AND m.id IN (SELECT n.id FROM (SELECT u.id, u.sync_state FROM messages u ORDER BY u.id DESC LIMIT ")
+        .bind(newest)
+        .push(") n WHERE n.sync_state = 'pending')");
+}
+
+/// A message's full-text vector as Postgres indexes it, computed from the
+/// row `alias` (what the text indexer stores in `search_vector`).
+pub(crate) fn text_vector(alias: &str) -> String {
+    format!("to_tsvector('english', {alias}.peer_name || ' ' || {alias}.content)")
+}
+
 pub(crate) fn push_perspective(sql: &mut Sql, observer: &str) {
     sql.push(
         " AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = m.workspace_name \

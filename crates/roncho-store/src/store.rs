@@ -1877,6 +1877,19 @@ impl Store for SqlStore {
         self.sync_counts_impl(kind).await
     }
 
+    async fn text_index_mark(&self) -> Result<Option<i64>> {
+        self.text_index_mark_impl().await
+    }
+
+    #[tracing::instrument(name = "store.index_text", skip_all, fields(up_to, limit))]
+    async fn index_text(&self, up_to: i64, limit: i64) -> Result<u64> {
+        self.index_text_impl(up_to, limit).await
+    }
+
+    async fn text_index_backlog(&self) -> Result<i64> {
+        self.text_index_backlog_impl().await
+    }
+
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>> {
         self.tombstones_impl(limit).await
     }

@@ -10,7 +10,7 @@ use sqlx::AnyConnection;
 use sqlx::Row;
 
 use crate::rows;
-use crate::sql::{Sql, render_filter};
+use crate::sql::{Dialect, Sql, render_filter};
 use crate::store::{SqlStore, db_error, execute, message_column};
 
 fn table(kind: SyncKind) -> &'static str {
@@ -55,6 +55,12 @@ fn message_texts(
 pub(crate) fn spoken(speaker: &str, content: &str) -> String {
     format!("{speaker}: {content}")
 }
+
+/// The newest messages (by row id) that Postgres full-text search matches
+/// on the fly while the text indexer has not reached them: ~25 µs each for
+/// a 40-word message, so at most ~25 ms of a search while ingest outruns
+/// the indexer; rows below it wait for the indexer (see `roncho status`).
+pub const TEXT_TAIL: i64 = 1_000;
 
 impl SqlStore {
     pub(crate) async fn messages_by_ids_impl(
@@ -170,7 +176,16 @@ impl SqlStore {
                 "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
                 table(kind)
             ));
-            sql.bind(now).push(" WHERE public_id IN ");
+            sql.bind(now);
+            if kind == SyncKind::Message && self.dialect() == Dialect::Postgres {
+                // The row is rewritten anyway: its text is indexed in the same
+                // version, so the text indexer has nothing left to do for it.
+                sql.push(&format!(
+                    ", search_vector = COALESCE(search_vector, {})",
+                    crate::recall::text_vector("messages")
+                ));
+            }
+            sql.push(" WHERE public_id IN ");
             sql.push_list(&ids);
             if kind == SyncKind::Message {
                 sql.push(" AND sync_version = ").bind(version);
@@ -228,6 +243,54 @@ impl SqlStore {
             }
         }
         Ok(counts)
+    }
+
+    /// See [`roncho_core::store::Store::text_index_mark`].
+    pub(crate) async fn text_index_mark_impl(&self) -> Result<Option<i64>> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(None);
+        }
+        let row = self
+            .read_optional(&Sql::new("SELECT MAX(id) AS n FROM messages"))
+            .await?;
+        Ok(match row {
+            Some(row) => row.try_get::<Option<i64>, _>("n").map_err(db_error)?.or(Some(0)),
+            None => Some(0),
+        })
+    }
+
+    /// See [`roncho_core::store::Store::index_text`].
+    pub(crate) async fn index_text_impl(&self, up_to: i64, limit: i64) -> Result<u64> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(0);
+        }
+        // SKIP LOCKED: rows the reconciler is marking synced (and indexing)
+        // right now are left to it.
+        let mut sql = Sql::new(&format!(
+            "UPDATE messages SET search_vector = {} WHERE id IN \
+             (SELECT id FROM messages WHERE search_vector IS NULL AND id <= ",
+            crate::recall::text_vector("messages")
+        ));
+        sql.bind(up_to)
+            .push(" ORDER BY id LIMIT ")
+            .bind(limit)
+            .push(" FOR UPDATE SKIP LOCKED)");
+        let mut tx = self.begin_write().await?;
+        let indexed = execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(indexed)
+    }
+
+    /// See [`roncho_core::store::Store::text_index_backlog`].
+    pub(crate) async fn text_index_backlog_impl(&self) -> Result<i64> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(0);
+        }
+        let sql = Sql::new("SELECT COUNT(*) AS n FROM messages WHERE search_vector IS NULL");
+        match self.read_optional(&sql).await? {
+            Some(row) => rows::count(&row),
+            None => Ok(0),
+        }
     }
 
     pub(crate) async fn tombstones_impl(&self, limit: i64) -> Result<Vec<Tombstone>> {

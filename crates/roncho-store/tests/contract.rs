@@ -98,6 +98,7 @@ store_contract_suite!(
     peer_sessions_and_session_peers_are_listed,
     full_text_search_stems_scopes_and_never_errors,
     the_unsynced_tail_is_searched_within_its_bound,
+    words_are_searchable_at_once_and_indexed_off_the_write_path,
     context_messages_fit_the_token_budget,
     context_messages_walk_back_across_pages,
     session_summaries_are_set_replaced_and_bound_context,
@@ -933,22 +934,28 @@ async fn found(store: &dyn Store, workspace_id: &str, search: &MessageSearch, fi
         .collect()
 }
 
-async fn the_unsynced_tail_is_searched_within_its_bound(store: &dyn Store) {
-    let texts = ["an old kitten", "a synced kitten", "a new kitten", "the newest kitten"];
-    let created = store
-        .create_messages("w", "s", texts.iter().map(|text| new_message("alice", text)).collect())
-        .await
-        .unwrap();
+/// Marks a message's vector synced as the reconciler does (version read first).
+async fn mark_vector_synced(store: &dyn Store, id: &str) {
     let items = store
         .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
         .await
         .unwrap();
     let synced: Vec<(String, i64)> = items
         .iter()
-        .filter(|item| item.id == created[1].id)
+        .filter(|item| item.id == id)
         .map(|item| (item.id.clone(), item.version))
         .collect();
+    assert_eq!(synced.len(), 1, "{id} is pending");
     store.mark_synced(SyncKind::Message, &synced).await.unwrap();
+}
+
+async fn the_unsynced_tail_is_searched_within_its_bound(store: &dyn Store) {
+    let texts = ["an old kitten", "a synced kitten", "a new kitten", "the newest kitten"];
+    let created = store
+        .create_messages("w", "s", texts.iter().map(|text| new_message("alice", text)).collect())
+        .await
+        .unwrap();
+    mark_vector_synced(store, &created[1].id).await;
     store
         .create_messages("other", "s", vec![new_message("alice", "another workspace's kitten")])
         .await
@@ -972,6 +979,68 @@ async fn the_unsynced_tail_is_searched_within_its_bound(store: &dyn Store) {
     // The bound counts the store's newest rows, synced and the other workspace's included.
     assert_eq!(tail(3).await, ["a new kitten", "the newest kitten"]);
     assert_eq!(tail(2).await, ["the newest kitten"]);
+}
+
+async fn words_are_searchable_at_once_and_indexed_off_the_write_path(store: &dyn Store) {
+    let first = store
+        .create_messages("w", "s", vec![new_message("alice", "we saw a zebra at the zoo")])
+        .await
+        .unwrap();
+    let zebra = search("zebra");
+    assert_eq!(found(store, "w", &zebra, &all()).await, ["we saw a zebra at the zoo"]);
+    let Some(mark) = store.text_index_mark().await.unwrap() else {
+        // SQLite indexes words as it writes them.
+        assert_eq!(store.text_index_backlog().await.unwrap(), 0);
+        return;
+    };
+    assert_eq!(
+        store.text_index_backlog().await.unwrap(),
+        1,
+        "written without its words indexed"
+    );
+
+    // Marking a vector synced indexes the words in the same row update.
+    let okapi = store
+        .create_messages("w", "s", vec![new_message("bob", "an okapi is shy")])
+        .await
+        .unwrap();
+    mark_vector_synced(store, &okapi[0].id).await;
+    assert_eq!(store.text_index_backlog().await.unwrap(), 1);
+
+    // Once the store's newest rows push it out of the tail matched on the
+    // fly, an unindexed message waits for the indexer; an indexed one does not.
+    let fillers = usize::try_from(roncho_store::TEXT_TAIL).unwrap();
+    store
+        .create_messages(
+            "w",
+            "filler",
+            (0..fillers)
+                .map(|n| new_message("bob", &format!("filler {n}")))
+                .collect(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        found(store, "w", &zebra, &all()).await.is_empty(),
+        "below the on-the-fly tail"
+    );
+    assert_eq!(found(store, "w", &search("okapi"), &all()).await, ["an okapi is shy"]);
+    assert_eq!(store.text_index_backlog().await.unwrap(), 1 + fillers as i64);
+
+    // The indexer takes what is due (up to a mark), oldest first, in batches.
+    assert_eq!(store.index_text(mark, 10).await.unwrap(), 1, "rows up to the mark only");
+    assert_eq!(found(store, "w", &zebra, &all()).await, ["we saw a zebra at the zoo"]);
+    let newest = store.text_index_mark().await.unwrap().unwrap();
+    assert_eq!(store.index_text(newest, 600).await.unwrap(), 600);
+    assert_eq!(store.index_text(newest, 600).await.unwrap(), fillers as u64 - 600);
+    assert_eq!(store.index_text(newest, 600).await.unwrap(), 0);
+    assert_eq!(store.text_index_backlog().await.unwrap(), 0);
+    let filler = found(store, "w", &search("filler"), &all()).await;
+    assert_eq!(filler.len(), 10, "{filler:?}");
+    assert_eq!(
+        store.get_message("w", "s", &first[0].id).await.unwrap().content,
+        "we saw a zebra at the zoo"
+    );
 }
 
 async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {

@@ -8,6 +8,11 @@
 //! status`), and removes the vectors of deleted rows (tombstones). Writers
 //! [`Reconciler::nudge`] it for an immediate pass; it also runs on a timer,
 //! so a separate `--roles reconciler` process picks up other processes' writes.
+//!
+//! On Postgres the role also indexes message text for full-text search, off
+//! the write path: marking a message's vector synced indexes its words in the
+//! same row update, and the [`TextIndexer`] indexes those nothing else will
+//! (no embedder configured, a failing or lagging one).
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -21,6 +26,9 @@ use roncho_core::store::Store;
 use roncho_core::vector::{VectorRecord, VectorStore};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+mod text;
+pub use text::{GRACE_WITH_RECONCILER, TextIndexer};
 
 /// How the reconciler paces itself.
 #[derive(Debug, Clone)]

@@ -521,6 +521,11 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
+    if let Some(indexer) = &runtime.text_indexer {
+        workers.spawn(indexer.clone().run(shutdown.clone()));
+        let nudged = indexer.clone();
+        nudges.push(Arc::new(move || nudged.nudge()));
+    }
     {
         // Which models derive and dream, wherever queue status and
         // ScheduleDream are answered (the REST edge answers them beside ingest).

@@ -86,6 +86,7 @@ pub struct Metrics {
     queue_tasks: Family<TaskState, Gauge>,
     queue_oldest_pending_seconds: Family<TaskType, Gauge<f64, std::sync::atomic::AtomicU64>>,
     sync_rows: Family<SyncState, Gauge>,
+    text_index_backlog: Gauge,
     llm_calls: Family<ModelOutcome, Counter>,
     llm_tokens: Family<ModelTokens, Counter>,
     requests_in_flight: Gauge,
@@ -155,6 +156,12 @@ impl Metrics {
             "rows by vector sync state (pending, synced, failed) and kind",
             sync_rows.clone(),
         );
+        let text_index_backlog = Gauge::default();
+        registry.register(
+            "text_index_backlog_messages",
+            "messages whose words are not full-text indexed yet (Postgres indexes them off the write path; search matches the newest on the fly)",
+            text_index_backlog.clone(),
+        );
         let llm_calls = Family::<ModelOutcome, Counter>::default();
         registry.register("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
         let llm_tokens = Family::<ModelTokens, Counter>::default();
@@ -209,6 +216,7 @@ impl Metrics {
             queue_tasks,
             queue_oldest_pending_seconds,
             sync_rows,
+            text_index_backlog,
             llm_calls,
             llm_tokens,
         }
@@ -346,6 +354,12 @@ impl Metrics {
                 }
                 Err(error) => tracing::warn!(%error, "metrics: reading sync counts failed"),
             }
+        }
+        match store.text_index_backlog().await {
+            Ok(waiting) => {
+                self.text_index_backlog.set(waiting);
+            }
+            Err(error) => tracing::warn!(%error, "metrics: reading the text index backlog failed"),
         }
     }
 }

@@ -371,6 +371,13 @@ async fn store_checks(config: &Config) -> Vec<Check> {
                 });
             }
         }
+        if let (Ok(Some(_)), Ok(waiting)) = (store.text_index_mark().await, store.text_index_backlog().await) {
+            checks.push(Check {
+                name: "message text index",
+                ok: true,
+                detail: text_index_detail(waiting),
+            });
+        }
         let store = std::sync::Arc::new(store);
         if let Ok(counts) = roncho_store::SqlWorkQueue::new(store.clone()).totals().await {
             checks.push(Check {
@@ -393,6 +400,18 @@ async fn store_checks(config: &Config) -> Vec<Check> {
         store.close().await;
     }
     checks
+}
+
+/// What `roncho status` says of Postgres' full-text indexing backlog.
+fn text_index_detail(waiting: i64) -> String {
+    if waiting == 0 {
+        return "every message's words are indexed".to_owned();
+    }
+    format!(
+        "{waiting} messages waiting for their words to be indexed (by the reconciler role); \
+         search matches the newest {} of the store's messages on the fly meanwhile",
+        roncho_store::TEXT_TAIL
+    )
 }
 
 async fn store_check(config: &Config) -> Check {

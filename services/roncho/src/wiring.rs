@@ -10,7 +10,7 @@ use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
 use roncho_llm::Llm;
-use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use roncho_reconciler::{GRACE_WITH_RECONCILER, Reconciler, ReconcilerConfig, TextIndexer};
 use roncho_search::Semantic;
 use roncho_store::{SqlStore, SqlVectorStore};
 
@@ -23,6 +23,9 @@ pub struct Runtime {
     pub semantic: Option<Semantic>,
     /// Present when this process runs the reconciler role with an embedder.
     pub reconciler: Option<Arc<Reconciler>>,
+    /// Present when this process runs the reconciler role on a store that
+    /// indexes message text off the write path (Postgres).
+    pub text_indexer: Option<Arc<TextIndexer>>,
     /// What semantic search runs on, or why it does not, for logs and status.
     pub embedder_description: String,
 }
@@ -118,7 +121,21 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
     );
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
-    let Some(embedder) = embedder(&config.embedding).await? else {
+    let embedder = embedder(&config.embedding).await?;
+    let text_indexer = match config.roles.contains(&Role::Reconciler) {
+        true if store.text_index_mark().await?.is_some() => {
+            // Beside a vector reconciler, which indexes a message's text as it
+            // marks its vector synced, the indexer takes what it did not reach.
+            let grace = match embedder {
+                Some(_) => GRACE_WITH_RECONCILER,
+                None => std::time::Duration::ZERO,
+            };
+            let store: Arc<dyn Store> = store.clone();
+            Some(Arc::new(TextIndexer::new(store, grace, config.reconciler_interval)))
+        }
+        _ => None,
+    };
+    let Some(embedder) = embedder else {
         let why = match config.embedding.provider {
             EmbeddingProvider::None => "off (embedding_provider = none)".to_owned(),
             _ => format!(
@@ -136,6 +153,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             store,
             semantic: None,
             reconciler: None,
+            text_indexer,
             embedder_description: why,
         });
     };
@@ -188,6 +206,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         store,
         semantic: Some(Semantic { embedder, vectors }),
         reconciler,
+        text_indexer,
         embedder_description: description,
     })
 }
