@@ -8,6 +8,9 @@
 # embedding off the write path), derivation tasks written with the messages.
 #
 #   loadtests/run-rest.sh [batches]
+#
+# RONCHO_BENCH_ROLES=ingest,recall,dialectic,reconciler runs the server with
+# those roles instead of all (no deriver on the same cores during the run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50981
@@ -20,7 +23,7 @@ export RONCHO_EMBEDDING_PROVIDER=test-hashing RONCHO_EMBEDDING_DIMENSIONS=384
 run() { # label serve-args...
   local label=$1 grpc=http://127.0.0.1:$port rest=http://127.0.0.1:$rest_port
   shift
-  start_server --rest-listen "127.0.0.1:$rest_port" "$@"
+  start_server ${RONCHO_BENCH_ROLES:+--roles "$RONCHO_BENCH_ROLES"} --rest-listen "127.0.0.1:$rest_port" "$@"
   for clients in 1 8; do
     "$loadtest" --target "$grpc" --label "$label, gRPC, $clients client(s)" ingest \
       --batches "$batches" --concurrency "$clients" --lists 0

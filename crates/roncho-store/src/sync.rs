@@ -57,10 +57,12 @@ pub(crate) fn spoken(speaker: &str, content: &str) -> String {
 }
 
 /// The newest messages (by row id) that Postgres full-text search matches
-/// on the fly while the text indexer has not reached them: ~25 µs each for
-/// a 40-word message, so at most ~25 ms of a search while ingest outruns
-/// the indexer; rows below it wait for the indexer (see `roncho status`).
-pub const TEXT_TAIL: i64 = 1_000;
+/// on the fly while the text indexer has not reached them: 10–25 µs each
+/// (20–40 words), so at most a few milliseconds of a search while ingest
+/// outruns the indexer. At 1,000 a search at 100k messages right after a
+/// bulk write took p50 25 ms instead of 17 (docs/benchmarks.md). Older
+/// unindexed rows wait for the indexer (see `roncho status`).
+pub const TEXT_TAIL: i64 = 256;
 
 impl SqlStore {
     pub(crate) async fn messages_by_ids_impl(

@@ -1031,9 +1031,13 @@ async fn words_are_searchable_at_once_and_indexed_off_the_write_path(store: &dyn
     assert_eq!(store.index_text(mark, 10).await.unwrap(), 1, "rows up to the mark only");
     assert_eq!(found(store, "w", &zebra, &all()).await, ["we saw a zebra at the zoo"]);
     let newest = store.text_index_mark().await.unwrap().unwrap();
-    assert_eq!(store.index_text(newest, 600).await.unwrap(), 600);
-    assert_eq!(store.index_text(newest, 600).await.unwrap(), fillers as u64 - 600);
-    assert_eq!(store.index_text(newest, 600).await.unwrap(), 0);
+    let batch = fillers as i64 / 2 + 1;
+    assert_eq!(store.index_text(newest, batch).await.unwrap(), batch as u64);
+    assert_eq!(
+        store.index_text(newest, batch).await.unwrap(),
+        (fillers as i64 - batch) as u64
+    );
+    assert_eq!(store.index_text(newest, batch).await.unwrap(), 0);
     assert_eq!(store.text_index_backlog().await.unwrap(), 0);
     let filler = found(store, "w", &search("filler"), &all()).await;
     assert_eq!(filler.len(), 10, "{filler:?}");
