@@ -145,20 +145,30 @@ impl SqlStore {
                 sql
             }
             (Dialect::Postgres, Some(newest)) => {
-                // Few rows, most of them not text-indexed yet: each is matched
-                // by its stored vector or one computed now.
-                let vector = format!("COALESCE(m.search_vector, {})", text_vector("m"));
+                // Pending rows, many not text-indexed yet: each is matched by
+                // its stored vector, or, among the TEXT_TAIL newest rows, by
+                // one computed now (as the full query below does); an older
+                // unindexed row waits for the text indexer.
+                let query = search.terms.join(" | ");
                 let mut sql = Sql::new(&format!(
-                    "SELECT {} FROM messages m WHERE {vector} @@ to_tsquery('english', ",
+                    "SELECT {} FROM messages m WHERE (m.search_vector @@ to_tsquery('english', ",
                     rows::MESSAGE_COLUMNS
                 ));
-                sql.bind(search.terms.join(" | ")).push(")");
+                sql.bind(query.as_str())
+                    .push(") OR (m.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
+                    .bind(crate::sync::TEXT_TAIL)
+                    .push(&format!(" AND {} @@ to_tsquery('english', ", text_vector("m")))
+                    .bind(query.as_str())
+                    .push(")))");
                 push_unsynced_among_newest(&mut sql, newest);
                 conditions(&mut sql)?;
-                sql.push(&format!(" ORDER BY ts_rank_cd({vector}, to_tsquery('english', "))
-                    .bind(search.terms.join(" | "))
-                    .push(")) DESC, m.id DESC LIMIT ")
-                    .bind(search.limit);
+                sql.push(&format!(
+                    " ORDER BY ts_rank_cd(COALESCE(m.search_vector, {}), to_tsquery('english', ",
+                    text_vector("m")
+                ))
+                .bind(query)
+                .push(")) DESC, m.id DESC LIMIT ")
+                .bind(search.limit);
                 sql
             }
             (Dialect::Postgres, None) => {

@@ -1024,12 +1024,30 @@ async fn words_are_searchable_at_once_and_indexed_off_the_write_path(store: &dyn
         found(store, "w", &zebra, &all()).await.is_empty(),
         "below the on-the-fly tail"
     );
+    let pending_tail = |search: MessageSearch| async move {
+        store
+            .search_unsynced_messages("w", &search, &all(), 10_000)
+            .await
+            .unwrap()
+            .len()
+    };
+    assert_eq!(
+        pending_tail(zebra.clone()).await,
+        0,
+        "pending, but below the on-the-fly tail"
+    );
     assert_eq!(found(store, "w", &search("okapi"), &all()).await, ["an okapi is shy"]);
     assert_eq!(store.text_index_backlog().await.unwrap(), 1 + fillers as i64);
 
     // The indexer takes what is due (up to a mark), oldest first, in batches.
     assert_eq!(store.index_text(mark, 10).await.unwrap(), 1, "rows up to the mark only");
     assert_eq!(found(store, "w", &zebra, &all()).await, ["we saw a zebra at the zoo"]);
+    assert_eq!(pending_tail(zebra.clone()).await, 1, "pending and indexed");
+    assert_eq!(
+        pending_tail(search("filler")).await,
+        10,
+        "pending, newest, matched on the fly"
+    );
     let newest = store.text_index_mark().await.unwrap().unwrap();
     let batch = fillers as i64 / 2 + 1;
     assert_eq!(store.index_text(newest, batch).await.unwrap(), batch as u64);
