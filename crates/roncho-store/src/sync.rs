@@ -172,7 +172,7 @@ impl SqlStore {
             by_version.entry(*version).or_default().push(id.clone());
         }
         let now = now_micros();
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_rebuildable().await?;
         for (version, ids) in by_version {
             let mut sql = Sql::new(&format!(
                 "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
@@ -207,7 +207,7 @@ impl SqlStore {
         if ids.is_empty() {
             return Ok(());
         }
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_rebuildable().await?;
         let mut sql = Sql::new(&format!(
             "UPDATE {} SET sync_attempts = sync_attempts + 1, last_sync_at = ",
             table(kind)
@@ -277,7 +277,7 @@ impl SqlStore {
             .push(" ORDER BY id LIMIT ")
             .bind(limit)
             .push(" FOR UPDATE SKIP LOCKED)");
-        let mut tx = self.begin_write().await?;
+        let mut tx = self.begin_rebuildable().await?;
         let indexed = execute(tx.conn(), &sql).await?;
         tx.commit().await?;
         Ok(indexed)

@@ -540,7 +540,7 @@ impl VectorStore for SqlVectorStore {
         if records.is_empty() {
             return Ok(());
         }
-        let mut tx = self.store.begin_write().await?;
+        let mut tx = self.store.begin_rebuildable().await?;
         for chunk in records.chunks(100) {
             let mut sql =
                 Sql::new("INSERT INTO vectors (namespace, id, session_name, peer_name, level, vector) VALUES ");

@@ -891,6 +891,94 @@ async fn postgres_cancels_statements_past_the_statement_timeout() {
     database.drop_database().await;
 }
 
+/// Messages in Postgres have no foreign keys to their session and peer
+/// (checked row by row, they cost a third of the write): a write locks both
+/// once, and deleting either deletes its messages (migration 0017). A peer
+/// or session deleted while a batch is being written takes the batch with
+/// it, and no message is left without its session and peer.
+#[tokio::test]
+async fn postgres_a_peer_or_session_deleted_during_a_write_leaves_no_message_behind() {
+    let Some(fixture) = postgres_fixture().await else {
+        return;
+    };
+    let store = fixture.store.clone();
+    for session in ["s", "t"] {
+        store
+            .create_messages("w", session, vec![new_message("alice", "a1"), new_message("bob", "b1")])
+            .await
+            .unwrap();
+    }
+    let orphans = || async {
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM messages m WHERE NOT EXISTS (SELECT 1 FROM peers p \
+             WHERE p.workspace_name = m.workspace_name AND p.name = m.peer_name) OR NOT EXISTS \
+             (SELECT 1 FROM sessions s WHERE s.workspace_name = m.workspace_name AND s.name = m.session_name)",
+        )
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+        sqlx::Row::get::<i64, _>(&row, "n")
+    };
+    let contents = |session: &'static str| {
+        let store = store.clone();
+        async move {
+            let listed = store.list_messages("w", session, &all(), page(1, 10)).await.unwrap();
+            listed.items.into_iter().map(|m| m.content).collect::<Vec<_>>()
+        }
+    };
+    for (delete, table, session, error_kind) in [
+        (
+            "DELETE FROM peers WHERE workspace_name = 'w' AND name = 'bob'",
+            "peer bob",
+            "s",
+            "peer",
+        ),
+        (
+            "DELETE FROM sessions WHERE workspace_name = 'w' AND name = 't'",
+            "session t",
+            "t",
+            "session",
+        ),
+    ] {
+        // The delete holds its row until it commits; the write starts meanwhile.
+        let mut deleting = store.pool().begin().await.unwrap();
+        sqlx::query(delete).execute(&mut *deleting).await.unwrap();
+        let writer = store.clone();
+        let write = tokio::spawn(async move {
+            writer
+                .create_messages("w", session, vec![new_message("bob", "b2"), new_message("alice", "a2")])
+                .await
+        });
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        assert!(
+            !write.is_finished(),
+            "the write waits for the delete of its {error_kind}"
+        );
+        deleting.commit().await.unwrap();
+        // NOT_FOUND, or FAILED_PRECONDITION where the write was joining the
+        // peer to the session (its membership row's foreign key found it gone).
+        match write.await.unwrap() {
+            Err(Error::NotFound { resource, .. }) => assert_eq!(resource, error_kind),
+            Err(Error::FailedPrecondition(reason)) => assert!(reason.contains("deleted meanwhile"), "{reason}"),
+            other => panic!("a write whose {error_kind} was deleted under it: {other:?}"),
+        }
+        assert_eq!(orphans().await, 0, "after deleting {table}");
+    }
+    // The peer's messages went with it, the session's with it.
+    assert_eq!(contents("s").await, ["a1"]);
+    assert!(matches!(
+        store.list_messages("w", "t", &all(), page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
+    // A write after the delete makes the peer anew, as any first write does.
+    store
+        .create_messages("w", "s", vec![new_message("bob", "b3")])
+        .await
+        .unwrap();
+    assert_eq!(contents("s").await, ["a1", "b3"]);
+    fixture.finish().await;
+}
+
 #[tokio::test]
 async fn sqlite_data_survives_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();
