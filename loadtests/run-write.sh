@@ -10,6 +10,10 @@
 # tasks during the run.
 #
 #   loadtests/run-write.sh [batches per run]
+#
+# RONCHO_BENCH_ROLES=ingest,recall runs the server without the reconciler:
+# the API processes of the distributed mode, whose reconciler runs
+# elsewhere (here its work waits until the run ends).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50991
@@ -29,7 +33,7 @@ mkdir -p "$work/gen"
 run() { # label serve-args...
   local label=$1
   shift
-  start_server --roles ingest,recall,reconciler --rest-listen off "$@"
+  start_server --roles "${RONCHO_BENCH_ROLES:-ingest,recall,reconciler}" --rest-listen off "$@"
   for clients in 1 8; do
     "$loadtest" --target "http://127.0.0.1:$port" --label "$label, rust, $clients client(s)" ingest \
       --batches "$batches" --concurrency "$clients" --lists 0
