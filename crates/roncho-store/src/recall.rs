@@ -120,6 +120,13 @@ impl SqlStore {
             crate::sql::render_filter(sql, self.dialect(), filter, message_column)
         };
         let sql = match (self.dialect(), unsynced_newest) {
+            (Dialect::Sqlite, _) if !self.full_text_maintained() => {
+                return Err(Error::Unavailable(
+                    "the SQLite full-text index is off while the embedded vector store ranks words; \
+                     restart without an embedder to rebuild it"
+                        .into(),
+                ));
+            }
             (Dialect::Sqlite, _) => {
                 // Quoted terms are plain strings to FTS5: no operator can reach it.
                 let expression = search

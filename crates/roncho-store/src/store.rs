@@ -39,6 +39,8 @@ pub struct SqlStore {
     /// Group commits run, and the batches they wrote.
     write_groups: std::sync::atomic::AtomicU64,
     grouped_writes: std::sync::atomic::AtomicU64,
+    /// SQLite: whether FTS5 indexes messages (see [`SqlStore::maintain_full_text_index`]).
+    full_text_maintained: std::sync::atomic::AtomicBool,
 }
 
 /// A write transaction: SQLite's writer connection, held while it lives, or
@@ -213,7 +215,57 @@ impl SqlStore {
             waiting: std::sync::Mutex::default(),
             write_groups: std::sync::atomic::AtomicU64::default(),
             grouped_writes: std::sync::atomic::AtomicU64::default(),
+            full_text_maintained: std::sync::atomic::AtomicBool::new(true),
         }
+    }
+
+    /// SQLite: keeps FTS5's index of messages (`maintained`) or drops it.
+    /// FTS5 ranks messages by their words only without an embedder; with
+    /// one, the embedded vector store ranks them with an index of its own
+    /// (ADR 0008), and FTS5's triggers cost every write a fifth or more.
+    /// Turned off, the index is emptied (no word of an erased message
+    /// stays in it); turned on, it is rebuilt from the rows, in the same
+    /// transaction. Returns whether it changed. Postgres: nothing to do.
+    pub async fn maintain_full_text_index(&self, maintained: bool) -> Result<bool> {
+        if self.dialect != Dialect::Sqlite {
+            return Ok(false);
+        }
+        let mut tx = self.begin_write().await?;
+        let row = fetch_optional(tx.conn(), &Sql::new("SELECT maintained FROM full_text_state"))
+            .await?
+            .ok_or_else(|| Error::Internal("full_text_state has no row".into()))?;
+        let was = rows::get::<i64>(&row, "maintained")? == 1;
+        if was != maintained {
+            let command = if maintained { "rebuild" } else { "delete-all" };
+            let started = std::time::Instant::now();
+            let mut sql = Sql::new("UPDATE full_text_state SET maintained = ");
+            sql.bind(i64::from(maintained));
+            execute(tx.conn(), &sql).await?;
+            execute(
+                tx.conn(),
+                &Sql::new(&format!("INSERT INTO messages_fts (messages_fts) VALUES ('{command}')")),
+            )
+            .await?;
+            tx.commit().await?;
+            tracing::info!(
+                maintained,
+                seconds = started.elapsed().as_secs_f64(),
+                "SQLite full-text index (FTS5) {}",
+                if maintained {
+                    "rebuilt from the rows"
+                } else {
+                    "emptied: the vector store ranks words"
+                }
+            );
+        }
+        self.full_text_maintained
+            .store(maintained, std::sync::atomic::Ordering::Relaxed);
+        Ok(was != maintained)
+    }
+
+    /// SQLite: whether FTS5 indexes messages now.
+    pub(crate) fn full_text_maintained(&self) -> bool {
+        self.full_text_maintained.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// Returns the dialect this store speaks.

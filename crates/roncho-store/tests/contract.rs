@@ -979,6 +979,73 @@ async fn postgres_a_peer_or_session_deleted_during_a_write_leaves_no_message_beh
     fixture.finish().await;
 }
 
+/// SQLite's FTS5 index is kept only while it ranks (no embedder): turned
+/// off it is emptied and writes skip it; turned on it is rebuilt from the
+/// rows, without the messages deleted meanwhile. Postgres has nothing to do.
+#[tokio::test]
+async fn sqlite_full_text_index_rests_while_the_vector_store_ranks_words() {
+    let fixture = sqlite_fixture().await;
+    let store = fixture.store.clone();
+    let words = |query: &'static str| {
+        let store = store.clone();
+        async move { found(&*store, "w", &search(query), &all()).await }
+    };
+    store
+        .create_messages("w", "s", vec![new_message("alice", "an old kitten")])
+        .await
+        .unwrap();
+    assert_eq!(words("kitten").await, ["an old kitten"]);
+    assert!(store.maintain_full_text_index(false).await.unwrap(), "turned off");
+    assert!(!store.maintain_full_text_index(false).await.unwrap(), "already off");
+    match store.search_messages("w", &search("kitten"), &all()).await {
+        Err(Error::Unavailable(reason)) => assert!(reason.contains("full-text index is off"), "{reason}"),
+        other => panic!("searching a resting index answers UNAVAILABLE, not {other:?}"),
+    }
+    let written = store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                new_message("bob", "a new kitten"),
+                new_message("bob", "a kitten to forget"),
+            ],
+        )
+        .await
+        .unwrap();
+    store.delete_message("w", "s", &written[1].id).await.unwrap();
+    let indexed = |store: Arc<SqlStore>| async move {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM messages_fts WHERE messages_fts MATCH 'kitten'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        sqlx::Row::get::<i64, _>(&row, "n")
+    };
+    assert_eq!(indexed(store.clone()).await, 0, "nothing indexed while off");
+    assert!(store.maintain_full_text_index(true).await.unwrap(), "turned on");
+    let mut now = words("kitten").await;
+    now.sort();
+    assert_eq!(now, ["a new kitten", "an old kitten"], "rebuilt from the rows");
+    store
+        .create_messages("w", "s", vec![new_message("alice", "the newest kitten")])
+        .await
+        .unwrap();
+    assert_eq!(indexed(store.clone()).await, 3, "written while on");
+    fixture.finish().await;
+    if let Some(fixture) = postgres_fixture().await {
+        assert!(!fixture.store.maintain_full_text_index(false).await.unwrap());
+        fixture
+            .store
+            .create_messages("w", "s", vec![new_message("a", "a kitten")])
+            .await
+            .unwrap();
+        assert_eq!(
+            found(&*fixture.store, "w", &search("kitten"), &all()).await,
+            ["a kitten"]
+        );
+        fixture.finish().await;
+    }
+}
+
 #[tokio::test]
 async fn sqlite_data_survives_reopening_the_file() {
     let dir = tempfile::tempdir().unwrap();

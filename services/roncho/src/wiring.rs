@@ -149,6 +149,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
                     .join(", ")
             ),
         };
+        store.maintain_full_text_index(true).await?;
         return Ok(Runtime {
             store,
             semantic: None,
@@ -185,6 +186,8 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         }
         Err(error) => return Err(error).with_context(|| format!("checking the vector store ({where_vectors})")),
     }
+    // The embedded vector store ranks words itself: SQLite's FTS5 rests.
+    store.maintain_full_text_index(!vectors.indexes_text_at_once()).await?;
     let description = format!(
         "{} ({} dimensions), {where_vectors}",
         embedder.model_id(),
