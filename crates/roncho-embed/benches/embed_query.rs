@@ -1,7 +1,7 @@
 //! Latency of embedding one search query with the local model (what a
 //! hybrid SearchMessages adds to the search itself), and throughput of
 //! batches (what the reconciler sees). Needs the model directory:
-//! `RONCHO_TEST_EMBED_MODEL_DIR=~/.cache/roncho/models/all-MiniLM-L6-v2
+//! `RONCHO_TEST_EMBED_MODEL_DIR=~/.cache/roncho/models/bge-small-en-v1.5
 //!  cargo bench -p roncho-embed --bench embed_query`
 
 use std::time::Instant;
@@ -16,7 +16,7 @@ fn percentile(sorted: &[f64], p: f64) -> f64 {
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
     let Some(dir) = std::env::var_os("RONCHO_TEST_EMBED_MODEL_DIR") else {
-        eprintln!("set RONCHO_TEST_EMBED_MODEL_DIR to the all-MiniLM-L6-v2 directory (scripts/fetch-minilm.sh)");
+        eprintln!("set RONCHO_TEST_EMBED_MODEL_DIR to a model directory (scripts/fetch-bge-small.sh)");
         return Ok(());
     };
     let embedder = BertEmbedder::load(std::path::Path::new(&dir))?;

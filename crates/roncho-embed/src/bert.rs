@@ -1,8 +1,10 @@
 //! `BertEmbedder`: a BERT sentence model (all-MiniLM-L6-v2 by default) run
 //! in process with candle, from a directory holding `config.json`,
-//! `tokenizer.json` and `model.safetensors`. Mean pooling over the attention
-//! mask, then L2 normalisation, as sentence-transformers does. Nothing is
-//! fetched at run time.
+//! `tokenizer.json` and `model.safetensors`. Pooled as the directory's
+//! sentence-transformers `1_Pooling/config.json` says (the mean over the
+//! attention mask when it says nothing, as all-MiniLM-L6-v2; the `[CLS]`
+//! token for the bge models), then L2 normalisation, as sentence-transformers
+//! does. Nothing is fetched at run time.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -28,9 +30,42 @@ pub fn is_model_dir(dir: &Path) -> bool {
     MODEL_FILES.iter().all(|file| dir.join(file).is_file())
 }
 
+/// How a text's token vectors become one vector.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pooling {
+    /// The mean over the tokens the attention mask keeps.
+    Mean,
+    /// The first token's (`[CLS]`) vector.
+    Cls,
+}
+
+impl Pooling {
+    /// Reads sentence-transformers' `1_Pooling/config.json` in `dir`; a
+    /// directory without it pools by the mean.
+    fn of(dir: &Path) -> Result<Self> {
+        let path = dir.join("1_Pooling").join("config.json");
+        let Ok(text) = std::fs::read_to_string(&path) else {
+            return Ok(Pooling::Mean);
+        };
+        let config: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| model_error(dir, "1_Pooling/config.json", e))?;
+        let set = |key: &str| config[key].as_bool().unwrap_or(false);
+        match (set("pooling_mode_cls_token"), set("pooling_mode_mean_tokens")) {
+            (true, false) => Ok(Pooling::Cls),
+            (false, true) => Ok(Pooling::Mean),
+            _ => Err(model_error(
+                dir,
+                "1_Pooling/config.json",
+                "exactly one of pooling_mode_cls_token and pooling_mode_mean_tokens must be true",
+            )),
+        }
+    }
+}
+
 struct Loaded {
     model: BertModel,
     tokenizer: Tokenizer,
+    pooling: Pooling,
 }
 
 /// The local BERT embedder.
@@ -94,9 +129,14 @@ impl BertEmbedder {
         let builder = unsafe { VarBuilder::from_mmaped_safetensors(&[weights], DType::F32, &Device::Cpu) }
             .map_err(|e| model_error(dir, "model.safetensors", e))?;
         let model = BertModel::load(builder, &config).map_err(|e| model_error(dir, "model.safetensors", e))?;
+        let pooling = Pooling::of(dir)?;
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
         Ok(Self {
-            loaded: Arc::new(Loaded { model, tokenizer }),
+            loaded: Arc::new(Loaded {
+                model,
+                tokenizer,
+                pooling,
+            }),
             dimensions,
             model_id: format!("local/{name}"),
             bulk: Arc::new(tokio::sync::Semaphore::new(1)),
@@ -137,10 +177,15 @@ impl BertEmbedder {
             .loaded
             .model
             .forward(&input_ids, &token_type_ids, Some(&attention_mask))?;
-        let mask = attention_mask.to_dtype(DType::F32)?.unsqueeze(2)?;
-        let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
-        let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
-        let pooled = summed.broadcast_div(&counts)?;
+        let pooled = match self.loaded.pooling {
+            Pooling::Cls => hidden.narrow(1, 0, 1)?.squeeze(1)?,
+            Pooling::Mean => {
+                let mask = attention_mask.to_dtype(DType::F32)?.unsqueeze(2)?;
+                let summed = hidden.broadcast_mul(&mask)?.sum(1)?;
+                let counts = mask.sum(1)?.clamp(1e-9, f64::MAX)?;
+                summed.broadcast_div(&counts)?
+            }
+        };
         let mut rows: Vec<Vec<f32>> = pooled.to_vec2()?;
         rows.iter_mut().for_each(|row| normalize(row));
         Ok(rows)
@@ -173,5 +218,51 @@ impl Embedder for BertEmbedder {
 
     fn model_id(&self) -> String {
         self.model_id.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A directory of its own under the system's temporary one, holding
+    /// `1_Pooling/config.json` with `config` (none when `None`).
+    fn model_dir(name: &str, config: Option<&str>) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("roncho-pooling-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("1_Pooling")).unwrap();
+        if let Some(config) = config {
+            std::fs::write(dir.join("1_Pooling").join("config.json"), config).unwrap();
+        }
+        dir
+    }
+
+    #[test]
+    fn pooling_follows_the_sentence_transformers_config() {
+        let cls = r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": false}"#;
+        let mean = r#"{"pooling_mode_cls_token": false, "pooling_mode_mean_tokens": true}"#;
+        for (name, config, expected) in [
+            ("cls", Some(cls), Some(Pooling::Cls)),
+            ("mean", Some(mean), Some(Pooling::Mean)),
+            ("absent", None, Some(Pooling::Mean)),
+            (
+                "both",
+                Some(r#"{"pooling_mode_cls_token": true, "pooling_mode_mean_tokens": true}"#),
+                None,
+            ),
+            ("neither", Some("{}"), None),
+            ("broken", Some("{"), None),
+        ] {
+            let dir = model_dir(name, config);
+            let pooling = Pooling::of(&dir);
+            std::fs::remove_dir_all(&dir).unwrap();
+            match (pooling, expected) {
+                (Ok(found), Some(expected)) => assert_eq!(found, expected, "{name}"),
+                (Err(Error::FailedPrecondition(message)), None) => {
+                    assert!(message.contains("1_Pooling/config.json"), "{name}: {message}");
+                }
+                (other, _) => panic!("{name}: {other:?}"),
+            }
+        }
     }
 }

@@ -415,6 +415,17 @@ impl VectorStore for QdrantVectorStore {
                 model.as_deref().unwrap_or("unknown"),
             )));
         }
+        if let Some(stored) = model.filter(|stored| stored != model_id) {
+            // The same size from another model: its vectors would answer this
+            // one's queries with noise. The collection is the operator's to
+            // replace (docs/operations.md, "Changing the embedding model").
+            return Err(Error::FailedPrecondition(format!(
+                "the vector store (qdrant collection {}) holds vectors of model {stored}, but the configured \
+                 embedder is {model_id}: configure {stored}, or point qdrant_collection at a new collection and \
+                 queue every vector again (docs/operations.md, \"Changing the embedding model\")",
+                self.collection,
+            )));
+        }
         Ok(())
     }
 

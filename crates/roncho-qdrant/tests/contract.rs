@@ -82,6 +82,19 @@ async fn a_second_process_with_another_model_is_refused() {
         }
         other => panic!("expected FailedPrecondition, got {other:?}"),
     }
+    // The same size from another model is refused too: its vectors would be noise to this one's queries.
+    match second
+        .check_dimensions(384, "local/bge-small-en-v1.5")
+        .await
+        .unwrap_err()
+    {
+        Error::FailedPrecondition(message) => assert!(
+            message.contains("all-MiniLM-L6-v2") && message.contains("bge-small-en-v1.5"),
+            "{message}"
+        ),
+        other => panic!("expected FailedPrecondition, got {other:?}"),
+    }
+    first.check_dimensions(384, "local/all-MiniLM-L6-v2").await.unwrap();
     let wrong = second
         .upsert("msg/ws", vec![record("m2", vec![1.0; 768])])
         .await

@@ -500,40 +500,68 @@ fn poisoned<T>(_: T) -> Error {
 
 #[async_trait]
 impl VectorStore for SqlVectorStore {
+    /// Records the embedder's size and model, or checks them against what
+    /// is recorded. Another size is refused; another model of the same size
+    /// (bge-small-en-v1.5 after all-MiniLM-L6-v2, both 384) is a re-embed:
+    /// its vectors are dropped and every message and conclusion queued
+    /// again in the same transaction, since cosines between two models'
+    /// spaces mean nothing. Until the reconciler has filled the store again
+    /// (`roncho status` shows the pending rows) search finds by meaning only
+    /// what it has re-embedded, and by words everything.
     async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
         let mut tx = self.store.begin_write().await?;
-        let stored: Option<String> = Sql::new("SELECT value FROM vector_settings WHERE name = 'dimensions'")
+        let mut settings = HashMap::new();
+        let rows = Sql::new("SELECT name, value FROM vector_settings")
             .query(self.store.dialect())?
-            .fetch_optional(tx.conn())
+            .fetch_all(tx.conn())
             .await
-            .map_err(db_error)?
-            .map(|row| row.try_get("value"))
-            .transpose()
             .map_err(db_error)?;
-        match stored {
-            Some(stored) if stored != dimensions.to_string() => {
-                let stored_model: Option<String> = Sql::new("SELECT value FROM vector_settings WHERE name = 'model'")
-                    .query(self.store.dialect())?
-                    .fetch_optional(tx.conn())
-                    .await
-                    .map_err(db_error)?
-                    .and_then(|row| row.try_get("value").ok());
-                Err(Error::FailedPrecondition(format!(
-                    "the vector store holds {stored}-dimension vectors (model {}), but the configured embedder {model_id} makes {dimensions}: \
-                     configure the same model, or re-embed into a new vector store",
-                    stored_model.unwrap_or_else(|| "unknown".into())
-                )))
+        for row in rows {
+            let name: String = row.try_get("name").map_err(db_error)?;
+            settings.insert(name, row.try_get::<String, _>("value").map_err(db_error)?);
+        }
+        let stored_model = settings.get("model").map_or("unknown", String::as_str);
+        match settings.get("dimensions") {
+            Some(stored) if *stored != dimensions.to_string() => {
+                return Err(Error::FailedPrecondition(format!(
+                    "the vector store holds {stored}-dimension vectors (model {stored_model}), but the configured \
+                     embedder {model_id} makes {dimensions}: configure the same model, or re-embed into a new vector store"
+                )));
             }
-            Some(_) => tx.commit().await,
+            Some(_) if settings.get("model").is_some_and(|stored| stored != model_id) => {
+                tracing::warn!(
+                    from = stored_model,
+                    to = model_id,
+                    "the embedding model changed: every message and conclusion is embedded again"
+                );
+                for statement in [
+                    "DELETE FROM vectors",
+                    "UPDATE messages SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL, \
+                     sync_version = sync_version + 1 WHERE sync_state <> 'pending'",
+                    "UPDATE documents SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL \
+                     WHERE sync_state <> 'pending'",
+                ] {
+                    execute(tx.conn(), &Sql::new(statement)).await?;
+                }
+                let mut update = Sql::new("UPDATE vector_settings SET value = ");
+                update.bind(model_id).push(" WHERE name = 'model'");
+                execute(tx.conn(), &update).await?;
+            }
+            Some(_) => {}
             None => {
                 for (name, value) in [("dimensions", dimensions.to_string()), ("model", model_id.to_owned())] {
                     let mut insert = Sql::new("INSERT INTO vector_settings (name, value) VALUES (");
                     insert.bind(name).push(", ").bind(value).push(")");
                     execute(tx.conn(), &insert).await?;
                 }
-                tx.commit().await
             }
         }
+        tx.commit().await?;
+        // Nothing loaded before the check may outlive a re-embed.
+        if let Some(cache) = &self.cache {
+            cache.lock().await.clear();
+        }
+        Ok(())
     }
 
     async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()> {

@@ -10,8 +10,9 @@ use roncho_core::model::{
 };
 use roncho_core::model::{MessageScan, PeerKind, SummaryKind, SyncKind};
 use roncho_core::store::Store;
+use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore};
 use roncho_store::testing::FreshDatabase;
-use roncho_store::{SqlStore, StoreOptions};
+use roncho_store::{SqlStore, SqlVectorStore, StoreOptions};
 use serde_json::{Value, json};
 
 struct Fixture {
@@ -976,6 +977,120 @@ async fn postgres_a_peer_or_session_deleted_during_a_write_leaves_no_message_beh
         .await
         .unwrap();
     assert_eq!(contents("s").await, ["a1", "b3"]);
+    fixture.finish().await;
+}
+
+/// Another embedding model of the same size (bge-small-en-v1.5 after
+/// all-MiniLM-L6-v2, both 384): the database's vector store drops the old
+/// model's vectors and queues every message and conclusion again, in one
+/// transaction; the same model again changes nothing.
+async fn another_model_of_the_same_size_embeds_everything_again(store: Arc<SqlStore>) {
+    let (before, after) = ("local/all-MiniLM-L6-v2", "local/bge-small-en-v1.5");
+    let vectors = SqlVectorStore::new(store.clone());
+    vectors.check_dimensions(384, before).await.unwrap();
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![new_message("alice", "Did you hike?"), new_message("bob", "Yes!")],
+        )
+        .await
+        .unwrap();
+    store
+        .create_conclusions("w", vec![new_conclusion("alice", "bob", "Bob hikes")])
+        .await
+        .unwrap();
+    let pending = |kind| {
+        let store = store.clone();
+        async move {
+            store
+                .unsynced(kind, 10, roncho_core::model::now_micros(), 0)
+                .await
+                .unwrap()
+        }
+    };
+    let sync = |kind| {
+        let (store, vectors) = (store.clone(), vectors.clone());
+        async move {
+            let items = store
+                .unsynced(kind, 10, roncho_core::model::now_micros(), 0)
+                .await
+                .unwrap();
+            for item in &items {
+                let mut vector = vec![0.0; 384];
+                vector[0] = 1.0;
+                let record = VectorRecord {
+                    id: item.id.clone(),
+                    vector,
+                    session_id: item.session_id.clone(),
+                    peer_id: item.peer_id.clone(),
+                    level: item.level.clone(),
+                    lexical: None,
+                };
+                vectors.upsert(&item.namespace, vec![record]).await.unwrap();
+            }
+            let synced: Vec<(String, i64)> = items.iter().map(|item| (item.id.clone(), item.version)).collect();
+            store.mark_synced(kind, &synced).await.unwrap();
+        }
+    };
+    let stored = |namespace: &'static str| {
+        let vectors = vectors.clone();
+        async move {
+            let mut query = vec![0.0; 384];
+            query[0] = 1.0;
+            vectors
+                .query(namespace, &query, 10, &VectorFilter::default(), None)
+                .await
+                .unwrap()
+                .len()
+        }
+    };
+    sync(SyncKind::Message).await;
+    sync(SyncKind::Conclusion).await;
+    assert_eq!((stored("msg/w").await, stored("doc/w/alice/bob").await), (2, 1));
+
+    vectors.check_dimensions(384, before).await.unwrap();
+    assert!(
+        pending(SyncKind::Message).await.is_empty(),
+        "the same model keeps its vectors"
+    );
+    assert_eq!(stored("msg/w").await, 2);
+
+    vectors.check_dimensions(384, after).await.unwrap();
+    assert_eq!(pending(SyncKind::Message).await.len(), 2, "every message queued again");
+    assert_eq!(pending(SyncKind::Conclusion).await.len(), 1, "and every conclusion");
+    assert_eq!(
+        (stored("msg/w").await, stored("doc/w/alice/bob").await),
+        (0, 0),
+        "the old model's vectors are gone"
+    );
+    sync(SyncKind::Message).await;
+    vectors.check_dimensions(384, after).await.unwrap();
+    assert!(
+        pending(SyncKind::Message).await.is_empty(),
+        "the new model is recorded: checking it again queues nothing"
+    );
+    assert_eq!(stored("msg/w").await, 2);
+    let error = vectors.check_dimensions(768, after).await.unwrap_err();
+    assert!(
+        matches!(error, Error::FailedPrecondition(_)),
+        "another size is refused: {error}"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_another_model_of_the_same_size_embeds_everything_again() {
+    let fixture = sqlite_fixture().await;
+    another_model_of_the_same_size_embeds_everything_again(fixture.store.clone()).await;
+    fixture.finish().await;
+}
+
+#[tokio::test]
+async fn postgres_another_model_of_the_same_size_embeds_everything_again() {
+    let Some(fixture) = postgres_fixture().await else {
+        return;
+    };
+    another_model_of_the_same_size_embeds_everything_again(fixture.store.clone()).await;
     fixture.finish().await;
 }
 

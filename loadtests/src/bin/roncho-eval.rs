@@ -45,6 +45,10 @@ enum Command {
         /// Names this run's workspaces, so a query phase finds an earlier ingest.
         #[arg(long)]
         run_id: Option<String>,
+        /// Writes each question's evidence and ranked turns here, one JSON
+        /// line per question, to look at what a ranking missed.
+        #[arg(long)]
+        dump: Option<PathBuf>,
     },
     /// Writes synthetic conversations in the LoCoMo format.
     Synth {
@@ -129,7 +133,14 @@ fn dia_id(message: &pb::Message) -> Option<String> {
     }
 }
 
-async fn locomo(data: PathBuf, target: String, json: bool, phase: &str, run_id: &str) -> anyhow::Result<()> {
+async fn locomo(
+    data: PathBuf,
+    target: String,
+    json: bool,
+    phase: &str,
+    run_id: &str,
+    dump: Option<PathBuf>,
+) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&data).with_context(|| format!("reading {}", data.display()))?;
     let samples: Vec<Sample> = serde_json::from_str(&text).context("not a LoCoMo JSON list")?;
     let channel = tonic::transport::Endpoint::from_shared(target.clone())?
@@ -140,6 +151,7 @@ async fn locomo(data: PathBuf, target: String, json: bool, phase: &str, run_id: 
     let mut recall = RecallServiceClient::new(channel);
     let mut tally = Tally::default();
     let mut modes = BTreeMap::new();
+    let mut dumped = String::new();
     for sample in &samples {
         let workspace_id = to_id(&format!("eval-{}-{run_id}", sample.sample_id));
         if phase != "query" {
@@ -166,8 +178,21 @@ async fn locomo(data: PathBuf, target: String, json: bool, phase: &str, run_id: 
                 .into_inner();
             *modes.entry(response.mode.clone()).or_insert(0usize) += 1;
             let ranked: Vec<String> = response.messages.iter().filter_map(dia_id).collect();
+            if dump.is_some() {
+                let line = serde_json::json!({
+                    "sample": sample.sample_id,
+                    "category": question.category,
+                    "question": question.question,
+                    "evidence": evidence,
+                    "ranked": ranked,
+                });
+                dumped.push_str(&format!("{line}\n"));
+            }
             tally.add(question.category, &evidence, &ranked);
         }
+    }
+    if let Some(path) = &dump {
+        std::fs::write(path, dumped).with_context(|| format!("writing {}", path.display()))?;
     }
     if phase == "ingest" {
         println!(
@@ -233,13 +258,14 @@ async fn main() -> anyhow::Result<()> {
             json,
             phase,
             run_id,
+            dump,
         } => {
             anyhow::ensure!(
                 matches!(phase.as_str(), "ingest" | "query" | "both"),
                 "--phase is ingest, query or both"
             );
             let run_id = run_id.unwrap_or_else(|| std::process::id().to_string());
-            locomo(data, target, json, &phase, &run_id).await
+            locomo(data, target, json, &phase, &run_id, dump).await
         }
         Command::Synth {
             seed,

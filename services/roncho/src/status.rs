@@ -237,7 +237,7 @@ async fn semantic_check(config: &Config) -> Check {
             Some(dir) => (true, format!("local model {}", dir.display())),
             None => (
                 false,
-                "degraded: no local model found; run scripts/fetch-minilm.sh, search is full text only".to_owned(),
+                "degraded: no local model found; run scripts/fetch-bge-small.sh, search is full text only".to_owned(),
             ),
         },
     };

@@ -139,7 +139,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         let why = match config.embedding.provider {
             EmbeddingProvider::None => "off (embedding_provider = none)".to_owned(),
             _ => format!(
-                "off: no local model found in {}; run scripts/fetch-minilm.sh or configure an embedder",
+                "off: no local model found in {}; run scripts/fetch-bge-small.sh or configure an embedder",
                 config
                     .embedding
                     .search_dirs

@@ -4,7 +4,7 @@
 //! must return the kitten first. It returned the tax forms while each
 //! message was embedded together with the turn before it: the turn after a
 //! message inherited its meaning, and the message itself was diluted. With
-//! the real all-MiniLM-L6-v2 (`RONCHO_TEST_EMBED_MODEL_DIR`), on SQLite
+//! the real default model, bge-small-en-v1.5 (`RONCHO_TEST_EMBED_MODEL_DIR`), on SQLite
 //! with the embedded vector store and on Postgres with the real Qdrant.
 #![cfg(feature = "candle")]
 
@@ -28,7 +28,7 @@ const LINES: [&str; 4] = [
     "I still have to fill in my tax forms before the deadline.",
 ];
 
-async fn minilm() -> Option<Arc<dyn Embedder>> {
+async fn local_model() -> Option<Arc<dyn Embedder>> {
     let dir = roncho_store::testing::integration_env("RONCHO_TEST_EMBED_MODEL_DIR")?;
     let embedder = tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(dir.as_ref()))
         .await
@@ -70,7 +70,7 @@ async fn first_hit_for_pet_cat(store: Arc<dyn Store>, embedder: Arc<dyn Embedder
 
 #[tokio::test]
 async fn pet_cat_finds_the_kitten_on_sqlite() {
-    let Some(embedder) = minilm().await else { return };
+    let Some(embedder) = local_model().await else { return };
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
@@ -79,7 +79,7 @@ async fn pet_cat_finds_the_kitten_on_sqlite() {
 
 #[tokio::test]
 async fn pet_cat_finds_the_kitten_on_postgres_and_qdrant() {
-    let Some(embedder) = minilm().await else { return };
+    let Some(embedder) = local_model().await else { return };
     let Some((database, qdrant_url)) = support::postgres_and_qdrant().await else {
         return;
     };
