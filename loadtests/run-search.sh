@@ -11,8 +11,10 @@
 #   loadtests/run-search.sh N [corpus] [provider] [backend]
 #                                           one run (corpus zipf|dense;
 #                                           provider test-hashing|auto, where auto
-#                                           is the local MiniLM: query embedding included;
-#                                           syncing runs at ~50 messages/s on 2 cores;
+#                                           is the local model (bge-small-en-v1.5, or
+#                                           MiniLM where only it is installed): query
+#                                           embedding included; syncing runs at ~25
+#                                           (MiniLM ~50) messages/s on 2 cores;
 #                                           backend embedded|qdrant, where qdrant is
 #                                           Postgres with the real Qdrant, ADR 0007)
 set -euo pipefail
