@@ -331,25 +331,16 @@ async fn reembed_next_turns(
     counts: &mut ErasureCounts,
 ) -> Result<()> {
     let next: Vec<i64> = seqs.iter().map(|seq| seq + 1).collect();
-    for (condition, counted) in [
-        (" AND sync_state <> 'pending'", true),
-        (" AND sync_state = 'pending'", false),
-    ] {
-        let mut sql = Sql::new(
-            "UPDATE messages SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL, \
-             sync_version = sync_version + 1 WHERE workspace_name = ",
-        );
-        sql.bind(workspace_id)
+    let requeued = crate::sync::requeue_messages(conn, &|sql: &mut Sql| {
+        sql.push("workspace_name = ")
+            .bind(workspace_id)
             .push(" AND session_name = ")
             .bind(session)
             .push(" AND seq_in_session IN ")
-            .push_list(&next)
-            .push(condition);
-        let changed = execute(conn, &sql).await?;
-        if counted {
-            counts.messages_reembedded += i64::try_from(changed).unwrap_or(0);
-        }
-    }
+            .push_list(&next);
+    })
+    .await?;
+    counts.messages_reembedded += i64::try_from(requeued).unwrap_or(0);
     Ok(())
 }
 
@@ -676,7 +667,10 @@ impl SqlStore {
         scope: &ErasureScope,
         limit: i64,
     ) -> Result<Vec<Erased>> {
-        let mut sql = Sql::new("SELECT id, public_id, session_name, seq_in_session, sync_state FROM messages WHERE ");
+        let mut sql = Sql::new(
+            "SELECT id, public_id, session_name, seq_in_session, \
+             (SELECT COUNT(*) FROM message_sync q WHERE q.message_id = messages.id) AS queued FROM messages WHERE ",
+        );
         push_scope(&mut sql, workspace_id, scope);
         sql.push(" ORDER BY id LIMIT ")
             .bind(limit)
@@ -690,7 +684,7 @@ impl SqlStore {
                     public_id: rows::get(row, "public_id")?,
                     session: rows::get(row, "session_name")?,
                     seq: rows::get(row, "seq_in_session")?,
-                    had_vector: rows::get::<String>(row, "sync_state")? == "synced",
+                    had_vector: rows::get::<i64>(row, "queued")? == 0,
                 })
             })
             .collect()

@@ -158,11 +158,12 @@ impl SqlStore {
                 // unindexed row waits for the text indexer.
                 let query = search.terms.join(" | ");
                 let mut sql = Sql::new(&format!(
-                    "SELECT {} FROM messages m WHERE (m.search_vector @@ to_tsquery('english', ",
+                    "SELECT {} FROM messages m LEFT JOIN message_text t ON t.message_id = m.id \
+                     WHERE (t.search_vector @@ to_tsquery('english', ",
                     rows::MESSAGE_COLUMNS
                 ));
                 sql.bind(query.as_str())
-                    .push(") OR (m.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
+                    .push(") OR (t.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
                     .bind(crate::sync::TEXT_TAIL)
                     .push(&format!(" AND {} @@ to_tsquery('english', ", text_vector("m")))
                     .bind(query.as_str())
@@ -170,7 +171,7 @@ impl SqlStore {
                 push_unsynced_among_newest(&mut sql, newest);
                 conditions(&mut sql)?;
                 sql.push(&format!(
-                    " ORDER BY ts_rank_cd(COALESCE(m.search_vector, {}), to_tsquery('english', ",
+                    " ORDER BY ts_rank_cd(COALESCE(t.search_vector, {}), to_tsquery('english', ",
                     text_vector("m")
                 ))
                 .bind(query)
@@ -184,7 +185,7 @@ impl SqlStore {
                 // (see migration 0016): a message is searchable by its words as
                 // soon as it is written, at a cost bounded by TEXT_TAIL rows.
                 let mut sql = Sql::new("SELECT * FROM (");
-                for (index, (vector, waiting)) in [("m.search_vector".to_owned(), false), (text_vector("m"), true)]
+                for (index, (vector, waiting)) in [("t.search_vector".to_owned(), false), (text_vector("m"), true)]
                     .into_iter()
                     .enumerate()
                 {
@@ -195,12 +196,16 @@ impl SqlStore {
                         "(SELECT {}, m.id AS row_id, ts_rank_cd({vector}, to_tsquery('english', ",
                         rows::MESSAGE_COLUMNS
                     ));
-                    sql.bind(search.terms.join(" | "))
-                        .push(")) AS rank FROM messages m WHERE ");
+                    sql.bind(search.terms.join(" | "));
                     if waiting {
-                        sql.push("m.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
-                            .bind(crate::sync::TEXT_TAIL)
-                            .push(" AND ");
+                        sql.push(
+                            ")) AS rank FROM messages m WHERE m.id IN (SELECT message_id FROM message_unindexed \
+                             WHERE message_id > (SELECT MAX(id) FROM messages) - ",
+                        )
+                        .bind(crate::sync::TEXT_TAIL)
+                        .push(") AND ");
+                    } else {
+                        sql.push(")) AS rank FROM message_text t JOIN messages m ON m.id = t.message_id WHERE ");
                     }
                     sql.push(&format!("{vector} @@ to_tsquery('english', "))
                         .bind(search.terms.join(" | "))
@@ -664,19 +669,20 @@ impl SqlStore {
 }
 
 /// Restricts messages `m` to sessions `observer` is or was a member of, while it was.
-/// Restricts a search to the rows not synced yet among the store's `newest`,
-/// read backwards along the primary key (the inner LIMIT keeps the planner
-/// from starting elsewhere). Not the partial `messages_unsynced` index: each
-/// synced row leaves a dead entry there until vacuum, and a million of them
-/// made this 113 ms.
+/// Restricts a search to the messages whose vectors are not synced yet
+/// among the store's `newest` row ids, read from the right edge of the sync
+/// queue's key (migration 0019).
 fn push_unsynced_among_newest(sql: &mut Sql, newest: i64) {
-    sql.push(" AND m.id IN (SELECT n.id FROM (SELECT u.id, u.sync_state FROM messages u ORDER BY u.id DESC LIMIT ")
-        .bind(newest)
-        .push(") n WHERE n.sync_state = 'pending')");
+    sql.push(
+        " AND m.id IN (SELECT q.message_id FROM message_sync q WHERE q.state = 'pending' \
+         AND q.message_id > (SELECT MAX(id) FROM messages) - ",
+    )
+    .bind(newest)
+    .push(")");
 }
 
 /// A message's full-text vector as Postgres indexes it, computed from the
-/// row `alias` (what the text indexer stores in `search_vector`).
+/// row `alias` (what the text indexer stores in `message_text`).
 pub(crate) fn text_vector(alias: &str) -> String {
     format!("to_tsvector('english', {alias}.peer_name || ' ' || {alias}.content)")
 }

@@ -652,8 +652,9 @@ fn push_parents_locked(sql: &mut Sql, table: &str, parents: &[Parent<'_>]) {
 /// their sessions and peers (KEY SHARE) until the transaction ends, so that
 /// none is deleted before the messages commit: a delete waits for the
 /// commit, and its trigger then deletes the messages with it (migration
-/// 0017); and it inserts nothing when one of them is gone (deleted since the
-/// batch read it: `NOT_FOUND`). Foreign keys looked up and locked both for
+/// 0017); it inserts nothing when one of them is gone (deleted since the
+/// batch read it: `NOT_FOUND`); and it queues the messages for their vectors
+/// and their words (migration 0019). Foreign keys looked up and locked both for
 /// every row, a third of the write's time in Postgres. SQLite checks its
 /// foreign keys itself, and has one writer.
 async fn insert_message_rows(conn: &mut AnyConnection, messages: &[Message], configurations: &[String]) -> Result<()> {
@@ -665,7 +666,9 @@ async fn insert_message_rows(conn: &mut AnyConnection, messages: &[Message], con
         push_parents_locked(&mut sql, "sessions", &sessions);
         sql.push(", p AS ");
         push_parents_locked(&mut sql, "peers", &peers);
-        sql.push(&format!(" INSERT INTO messages ({COLUMNS}) SELECT * FROM (VALUES "));
+        sql.push(&format!(
+            ", m AS (INSERT INTO messages ({COLUMNS}) SELECT * FROM (VALUES "
+        ));
         sql
     } else {
         Sql::new(&format!("INSERT INTO messages ({COLUMNS}) VALUES "))
@@ -701,6 +704,12 @@ async fn insert_message_rows(conn: &mut AnyConnection, messages: &[Message], con
             .bind(i64::try_from(sessions.len()).unwrap_or(i64::MAX));
         sql.push(" AND (SELECT COUNT(*) FROM p) = ")
             .bind(i64::try_from(peers.len()).unwrap_or(i64::MAX));
+        // Each message's vector and words wait in their queues (migration
+        // 0019); SQLite's trigger queues the vector.
+        sql.push(
+            " RETURNING id), q AS (INSERT INTO message_sync (message_id) SELECT id FROM m) \
+             INSERT INTO message_unindexed (message_id) SELECT id FROM m",
+        );
     }
     let inserted = execute(conn, &sql).await?;
     if inserted != messages.len() as u64 {

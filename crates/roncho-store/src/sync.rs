@@ -2,10 +2,12 @@
 //! marking them synced or failed, and tombstones of deleted rows whose
 //! vectors must be removed.
 
+use std::collections::BTreeMap;
+
+use roncho_core::Result;
 use roncho_core::filter::Filter;
 use roncho_core::model::{Message, SyncCounts, SyncItem, SyncKind, Tombstone, now_micros};
 use roncho_core::vector::{documents_namespace, messages_namespace};
-use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
 use sqlx::Row;
 
@@ -13,11 +15,60 @@ use crate::rows;
 use crate::sql::{Dialect, Sql, render_filter};
 use crate::store::{SqlStore, db_error, execute, message_column};
 
-fn table(kind: SyncKind) -> &'static str {
-    match kind {
-        SyncKind::Message => "messages",
-        SyncKind::Conclusion => "documents",
+/// Where a kind's vector sync state lives: messages in their queue
+/// (`message_sync`, a row while not synced; migration 0019), conclusions
+/// in their own row.
+struct SyncColumns {
+    table: &'static str,
+    state: &'static str,
+    attempts: &'static str,
+    last_sync_at: &'static str,
+    error: &'static str,
+}
+
+impl SyncColumns {
+    const QUEUE: Self = Self {
+        table: "message_sync",
+        state: "state",
+        attempts: "attempts",
+        last_sync_at: "last_sync_at",
+        error: "error",
+    };
+    const DOCUMENTS: Self = Self {
+        table: "documents",
+        state: "sync_state",
+        attempts: "sync_attempts",
+        last_sync_at: "last_sync_at",
+        error: "sync_error",
+    };
+}
+
+/// The row ids (the queues' keys) of the messages with these public ids,
+/// looked up by their unique index.
+async fn message_row_ids<'a>(
+    conn: &mut AnyConnection,
+    public_ids: impl Iterator<Item = &'a str>,
+) -> Result<Vec<(String, i64)>> {
+    let public_ids: Vec<String> = public_ids.map(str::to_owned).collect();
+    if public_ids.is_empty() {
+        return Ok(Vec::new());
     }
+    let mut sql = Sql::new("SELECT public_id, id FROM messages WHERE public_id IN ");
+    sql.push_list(&public_ids);
+    crate::store::fetch_all(conn, &sql)
+        .await?
+        .iter()
+        .map(|row| Ok((rows::get(row, "public_id")?, rows::get(row, "id")?)))
+        .collect()
+}
+
+/// Indexes the words of the messages in the CTE `taken` (Postgres).
+fn push_index_taken(sql: &mut Sql) {
+    sql.push(&format!(
+        "INSERT INTO message_text (message_id, search_vector) SELECT m.id, {} FROM messages m \
+         JOIN taken ON m.id = taken.message_id ON CONFLICT (message_id) DO NOTHING",
+        crate::recall::text_vector("m")
+    ));
 }
 
 /// Records tombstones for the conclusion vectors selected by `condition` (over `documents d`).
@@ -31,6 +82,31 @@ pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: imp
     sql.push(" ON CONFLICT (namespace, id) DO NOTHING");
     execute(conn, &sql).await?;
     Ok(())
+}
+
+/// Queues the messages that `condition` selects (over `messages`, unaliased)
+/// to be embedded again, each with a new version so that a reconciler
+/// holding its old text does not mark it done. Returns how many were not
+/// queued already (synced, or failed).
+pub(crate) async fn requeue_messages(conn: &mut AnyConnection, condition: &(dyn Fn(&mut Sql) + Sync)) -> Result<u64> {
+    let version = now_micros();
+    let mut requeued = 0;
+    for (state, counted) in [("failed", true), ("pending", false)] {
+        let mut sql = Sql::new("UPDATE message_sync SET state = 'pending', attempts = 0, error = NULL, version = ");
+        sql.bind(version).push(" WHERE state = ").bind(state);
+        sql.push(" AND message_id IN (SELECT id FROM messages WHERE ");
+        condition(&mut sql);
+        sql.push(")");
+        let changed = execute(conn, &sql).await?;
+        if counted {
+            requeued += changed;
+        }
+    }
+    let mut sql = Sql::new("INSERT INTO message_sync (message_id, version) SELECT id, ");
+    sql.bind(version).push(" FROM messages WHERE ");
+    condition(&mut sql);
+    sql.push(" AND NOT EXISTS (SELECT 1 FROM message_sync q WHERE q.message_id = messages.id)");
+    Ok(requeued + execute(conn, &sql).await?)
 }
 
 /// Returns what a message says and the turn it answers, each as
@@ -97,31 +173,48 @@ impl SqlStore {
         now: i64,
         backoff_micros: i64,
     ) -> Result<Vec<SyncItem>> {
-        let mut sql = match kind {
-            SyncKind::Message => Sql::new(
-                "SELECT public_id, workspace_name, session_name, peer_name, content, sync_attempts, sync_version, \
-                 NULL AS observer, NULL AS observed, NULL AS level, \
-                 (SELECT p.peer_name FROM messages p WHERE p.workspace_name = messages.workspace_name \
-                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_peer, \
-                 (SELECT p.content FROM messages p WHERE p.workspace_name = messages.workspace_name \
-                  AND p.session_name = messages.session_name AND p.seq_in_session = messages.seq_in_session - 1) AS previous_content \
-                 FROM messages WHERE sync_state <> 'synced' AND sync_state = 'pending'",
-            ),
-            SyncKind::Conclusion => Sql::new(
-                "SELECT public_id, workspace_name, session_name, NULL AS peer_name, content, sync_attempts, \
-                 CAST(0 AS BIGINT) AS sync_version, observer, observed, level, NULL AS previous_peer, NULL AS previous_content FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
-            ),
+        let (sql, queued) = match kind {
+            SyncKind::Message => {
+                let due = self.due_messages(limit, now, backoff_micros).await?;
+                if due.is_empty() {
+                    return Ok(Vec::new());
+                }
+                // Each due message by primary key, with the turn it answers
+                // looked up by its unique key: index probes whatever the
+                // planner knows (a join became a hash join over the table
+                // once a plan made while it was small was cached).
+                let mut sql = Sql::new(
+                    "SELECT m.id AS row_id, m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, \
+                     NULL AS observer, NULL AS observed, NULL AS level, \
+                     (SELECT p.peer_name FROM messages p WHERE p.workspace_name = m.workspace_name \
+                      AND p.session_name = m.session_name AND p.seq_in_session = m.seq_in_session - 1) AS previous_peer, \
+                     (SELECT p.content FROM messages p WHERE p.workspace_name = m.workspace_name \
+                      AND p.session_name = m.session_name AND p.seq_in_session = m.seq_in_session - 1) AS previous_content \
+                     FROM messages m WHERE m.id IN ",
+                );
+                sql.push_list(&due.keys().copied().collect::<Vec<i64>>())
+                    .push(" ORDER BY m.id");
+                (sql, Some(due))
+            }
+            SyncKind::Conclusion => {
+                // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
+                // partial index only when the query states its WHERE, and without it each
+                // batch scanned the whole table (sync slowed from 4k to 1k rows/s by 600k rows).
+                let mut sql = Sql::new(
+                    "SELECT id AS row_id, public_id, workspace_name, session_name, NULL AS peer_name, content, \
+                     sync_attempts, observer, observed, level, NULL AS previous_peer, NULL AS previous_content \
+                     FROM documents WHERE deleted_at IS NULL AND sync_state <> 'synced' AND sync_state = 'pending'",
+                );
+                // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
+                sql.push(" AND (last_sync_at IS NULL OR last_sync_at + ")
+                    .bind(backoff_micros);
+                sql.push(" * sync_attempts * sync_attempts <= ")
+                    .bind(now)
+                    .push(") ORDER BY id LIMIT ")
+                    .bind(limit);
+                (sql, None)
+            }
         };
-        // `sync_state <> 'synced'` repeats the partial index's condition: SQLite uses a
-        // partial index only when the query states its WHERE, and without it each
-        // batch scanned the whole table (sync slowed from 4k to 1k rows/s by 600k rows).
-        // Quadratic backoff in portable arithmetic: attempt n waits backoff × n².
-        sql.push(" AND (last_sync_at IS NULL OR last_sync_at + ")
-            .bind(backoff_micros);
-        sql.push(" * sync_attempts * sync_attempts <= ")
-            .bind(now)
-            .push(") ORDER BY id LIMIT ")
-            .bind(limit);
         let mut items = Vec::new();
         for row in self.read(&sql).await? {
             let text = |column: &str| row.try_get::<Option<String>, _>(column).map_err(db_error);
@@ -147,6 +240,13 @@ impl SqlStore {
                     (content, None),
                 ),
             };
+            let (attempts, version) = match &queued {
+                Some(due) => {
+                    let row_id: i64 = row.try_get("row_id").map_err(db_error)?;
+                    due.get(&row_id).copied().unwrap_or_default()
+                }
+                None => (row.try_get("sync_attempts").map_err(db_error)?, 0),
+            };
             items.push(SyncItem {
                 kind,
                 id: row.try_get("public_id").map_err(db_error)?,
@@ -156,42 +256,87 @@ impl SqlStore {
                 session_id: text("session_name")?,
                 peer_id,
                 level: text("level")?,
-                attempts: row.try_get("sync_attempts").map_err(db_error)?,
-                version: row.try_get("sync_version").map_err(db_error)?,
+                attempts,
+                version,
             });
         }
         Ok(items)
+    }
+
+    /// The oldest `limit` messages whose vectors are due: pending, and past
+    /// their backoff (attempt n waits `backoff × n²`), as `row id →
+    /// (attempts, version)`. The queue is read along its key in windows, an
+    /// ordered index range whatever the planner knows of the table (a
+    /// filtered `ORDER BY … LIMIT` without statistics became a scan and a
+    /// sort of the whole queue); failed rows and rows backing off are
+    /// stepped over here.
+    async fn due_messages(&self, limit: i64, now: i64, backoff_micros: i64) -> Result<BTreeMap<i64, (i64, i64)>> {
+        const WINDOW: i64 = 512;
+        let mut due = BTreeMap::new();
+        let mut after = 0_i64;
+        loop {
+            let mut sql = Sql::new(
+                "SELECT message_id, state, attempts, last_sync_at, version FROM message_sync WHERE message_id > ",
+            );
+            sql.bind(after).push(" ORDER BY message_id LIMIT ").bind(WINDOW);
+            let rows = self.read(&sql).await?;
+            for row in &rows {
+                let get = |column: &str| row.try_get::<i64, _>(column).map_err(db_error);
+                after = get("message_id")?;
+                let state: String = row.try_get("state").map_err(db_error)?;
+                let attempts = get("attempts")?;
+                let last: Option<i64> = row.try_get("last_sync_at").map_err(db_error)?;
+                let waited = last.is_none_or(|last| {
+                    last.saturating_add(backoff_micros.saturating_mul(attempts).saturating_mul(attempts)) <= now
+                });
+                if state == "pending" && waited {
+                    due.insert(after, (attempts, get("version")?));
+                    if i64::try_from(due.len()).unwrap_or(i64::MAX) >= limit {
+                        return Ok(due);
+                    }
+                }
+            }
+            if i64::try_from(rows.len()).unwrap_or(0) < WINDOW {
+                return Ok(due);
+            }
+        }
     }
 
     pub(crate) async fn mark_synced_impl(&self, kind: SyncKind, synced: &[(String, i64)]) -> Result<()> {
         if synced.is_empty() {
             return Ok(());
         }
-        let mut by_version: std::collections::BTreeMap<i64, Vec<String>> = std::collections::BTreeMap::new();
-        for (id, version) in synced {
-            by_version.entry(*version).or_default().push(id.clone());
-        }
-        let now = now_micros();
         let mut tx = self.begin_rebuildable().await?;
-        for (version, ids) in by_version {
-            let mut sql = Sql::new(&format!(
-                "UPDATE {} SET sync_state = 'synced', sync_error = NULL, last_sync_at = ",
-                table(kind)
-            ));
-            sql.bind(now);
-            if kind == SyncKind::Message && self.dialect() == Dialect::Postgres {
-                // The row is rewritten anyway: its text is indexed in the same
-                // version, so the text indexer has nothing left to do for it.
-                sql.push(&format!(
-                    ", search_vector = COALESCE(search_vector, {})",
-                    crate::recall::text_vector("messages")
-                ));
-            }
-            sql.push(" WHERE public_id IN ");
-            sql.push_list(&ids);
-            if kind == SyncKind::Message {
-                sql.push(" AND sync_version = ").bind(version);
-            }
+        if kind == SyncKind::Conclusion {
+            let mut sql = Sql::new("UPDATE documents SET sync_state = 'synced', sync_error = NULL, last_sync_at = ");
+            sql.bind(now_micros()).push(" WHERE public_id IN ");
+            sql.push_list(&synced.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>());
+            execute(tx.conn(), &sql).await?;
+            return tx.commit().await;
+        }
+        // A synced message leaves the queue, unless it was queued again
+        // (another version) since the reconciler read it.
+        let versions: BTreeMap<&str, i64> = synced.iter().map(|(id, version)| (id.as_str(), *version)).collect();
+        let rows = message_row_ids(tx.conn(), versions.keys().copied()).await?;
+        let mut by_version: BTreeMap<i64, Vec<i64>> = BTreeMap::new();
+        for (public_id, row_id) in &rows {
+            by_version
+                .entry(versions[public_id.as_str()])
+                .or_default()
+                .push(*row_id);
+        }
+        for (version, row_ids) in &by_version {
+            let mut sql = Sql::new("DELETE FROM message_sync WHERE version = ");
+            sql.bind(*version).push(" AND message_id IN ").push_list(row_ids);
+            execute(tx.conn(), &sql).await?;
+        }
+        if self.dialect() == Dialect::Postgres && !rows.is_empty() {
+            // The words of those the text indexer has not reached are indexed
+            // now, by whoever takes them off the queue first.
+            let mut sql = Sql::new("WITH taken AS (DELETE FROM message_unindexed WHERE message_id IN ");
+            sql.push_list(&rows.iter().map(|(_, row_id)| *row_id).collect::<Vec<i64>>());
+            sql.push(" RETURNING message_id) ");
+            push_index_taken(&mut sql);
             execute(tx.conn(), &sql).await?;
         }
         tx.commit().await
@@ -207,44 +352,72 @@ impl SqlStore {
         if ids.is_empty() {
             return Ok(());
         }
+        let state = match kind {
+            SyncKind::Message => SyncColumns::QUEUE,
+            SyncKind::Conclusion => SyncColumns::DOCUMENTS,
+        };
         let mut tx = self.begin_rebuildable().await?;
         let mut sql = Sql::new(&format!(
-            "UPDATE {} SET sync_attempts = sync_attempts + 1, last_sync_at = ",
-            table(kind)
+            "UPDATE {table} SET {attempts} = {attempts} + 1, {last} = ",
+            table = state.table,
+            attempts = state.attempts,
+            last = state.last_sync_at
         ));
         sql.bind(now_micros())
-            .push(", sync_error = ")
+            .push(&format!(", {} = ", state.error))
             .bind(error.chars().take(1000).collect::<String>());
-        sql.push(", sync_state = CASE WHEN sync_attempts + 1 >= ")
-            .bind(max_attempts);
-        sql.push(" THEN 'failed' ELSE 'pending' END WHERE sync_state = 'pending' AND public_id IN ");
-        sql.push_list(ids);
+        sql.push(&format!(
+            ", {state} = CASE WHEN {attempts} + 1 >= ",
+            state = state.state,
+            attempts = state.attempts
+        ))
+        .bind(max_attempts);
+        sql.push(&format!(
+            " THEN 'failed' ELSE 'pending' END WHERE {} = 'pending' AND ",
+            state.state
+        ));
+        match kind {
+            SyncKind::Message => {
+                let rows = message_row_ids(tx.conn(), ids.iter().map(String::as_str)).await?;
+                if rows.is_empty() {
+                    return tx.commit().await;
+                }
+                sql.push("message_id IN ")
+                    .push_list(&rows.iter().map(|(_, row_id)| *row_id).collect::<Vec<i64>>());
+            }
+            SyncKind::Conclusion => {
+                sql.push("public_id IN ").push_list(ids);
+            }
+        }
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
 
     pub(crate) async fn sync_counts_impl(&self, kind: SyncKind) -> Result<SyncCounts> {
-        let live = if kind == SyncKind::Conclusion {
-            " WHERE deleted_at IS NULL"
-        } else {
-            ""
-        };
-        let sql = Sql::new(&format!(
-            "SELECT sync_state, COUNT(*) AS n FROM {}{live} GROUP BY sync_state",
-            table(kind)
-        ));
-        let mut counts = SyncCounts::default();
-        for row in self.read(&sql).await? {
-            let state: String = row.try_get("sync_state").map_err(db_error)?;
-            let n = rows::count(&row)?;
-            match state.as_str() {
-                "pending" => counts.pending = n,
-                "synced" => counts.synced = n,
-                "failed" => counts.failed = n,
-                other => return Err(Error::Internal(format!("unknown sync_state `{other}`"))),
+        let sql = Sql::new(match kind {
+            // A message is synced when it is not queued (one statement: one snapshot).
+            SyncKind::Message => {
+                "SELECT (SELECT COUNT(*) FROM messages) AS total, \
+                 (SELECT COUNT(*) FROM message_sync WHERE state = 'pending') AS pending, \
+                 (SELECT COUNT(*) FROM message_sync WHERE state = 'failed') AS failed"
             }
-        }
-        Ok(counts)
+            SyncKind::Conclusion => {
+                "SELECT COUNT(*) AS total, \
+                 COALESCE(SUM(CASE WHEN sync_state = 'pending' THEN 1 ELSE 0 END), 0) AS pending, \
+                 COALESCE(SUM(CASE WHEN sync_state = 'failed' THEN 1 ELSE 0 END), 0) AS failed \
+                 FROM documents WHERE deleted_at IS NULL"
+            }
+        });
+        let Some(row) = self.read_optional(&sql).await? else {
+            return Ok(SyncCounts::default());
+        };
+        let get = |column: &str| row.try_get::<i64, _>(column).map_err(db_error);
+        let (total, pending, failed) = (get("total")?, get("pending")?, get("failed")?);
+        Ok(SyncCounts {
+            pending,
+            failed,
+            synced: total.saturating_sub(pending + failed).max(0),
+        })
     }
 
     /// See [`roncho_core::store::Store::text_index_mark`].
@@ -266,17 +439,17 @@ impl SqlStore {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
-        // SKIP LOCKED: rows the reconciler is marking synced (and indexing)
-        // right now are left to it.
-        let mut sql = Sql::new(&format!(
-            "UPDATE messages SET search_vector = {} WHERE id IN \
-             (SELECT id FROM messages WHERE search_vector IS NULL AND id <= ",
-            crate::recall::text_vector("messages")
-        ));
+        // SKIP LOCKED: rows the reconciler is taking off the queue right now
+        // (to index them itself) are left to it.
+        let mut sql = Sql::new(
+            "WITH taken AS (DELETE FROM message_unindexed WHERE message_id = ANY(ARRAY\
+             (SELECT message_id FROM message_unindexed WHERE message_id <= ",
+        );
         sql.bind(up_to)
-            .push(" ORDER BY id LIMIT ")
+            .push(" ORDER BY message_id LIMIT ")
             .bind(limit)
-            .push(" FOR UPDATE SKIP LOCKED)");
+            .push(" FOR UPDATE SKIP LOCKED)) RETURNING message_id) ");
+        push_index_taken(&mut sql);
         let mut tx = self.begin_rebuildable().await?;
         let indexed = execute(tx.conn(), &sql).await?;
         tx.commit().await?;
@@ -288,7 +461,7 @@ impl SqlStore {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
-        let sql = Sql::new("SELECT COUNT(*) AS n FROM messages WHERE search_vector IS NULL");
+        let sql = Sql::new("SELECT COUNT(*) AS n FROM message_unindexed");
         match self.read_optional(&sql).await? {
             Some(row) => rows::count(&row),
             None => Ok(0),

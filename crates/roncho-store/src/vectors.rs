@@ -534,10 +534,12 @@ impl VectorStore for SqlVectorStore {
                     to = model_id,
                     "the embedding model changed: every message and conclusion is embedded again"
                 );
+                crate::sync::requeue_messages(tx.conn(), &|sql: &mut Sql| {
+                    sql.push("1 = 1");
+                })
+                .await?;
                 for statement in [
                     "DELETE FROM vectors",
-                    "UPDATE messages SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL, \
-                     sync_version = sync_version + 1 WHERE sync_state <> 'pending'",
                     "UPDATE documents SET sync_state = 'pending', sync_attempts = 0, sync_error = NULL \
                      WHERE sync_state <> 'pending'",
                 ] {

@@ -1,6 +1,7 @@
 //! The reconciler role: brings vector state in line with relational state.
 //!
-//! Every message and conclusion is written with `sync_state = pending`; a
+//! Every message and conclusion is written pending its vector (a message
+//! with a row in `message_sync`, a conclusion with `sync_state`); a
 //! write never waits for, or fails because of, the embedder or the vector
 //! store. The [`Reconciler`] embeds pending rows in batches and upserts their
 //! vectors, marks them `synced`, retries failures with quadratic backoff and
@@ -11,7 +12,7 @@
 //!
 //! On Postgres the role also indexes message text for full-text search, off
 //! the write path: marking a message's vector synced indexes its words in the
-//! same row update, and the [`TextIndexer`] indexes those nothing else will
+//! same transaction (ADR 0012), and the [`TextIndexer`] indexes those nothing else will
 //! (no embedder configured, a failing or lagging one).
 
 use std::collections::BTreeMap;
