@@ -112,6 +112,7 @@ store_contract_suite!(
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
     sync_state_and_tombstones_track_vectors,
+    failed_rows_at_the_head_of_the_queue_hide_no_pending_message,
     a_batch_past_the_bind_limit_is_written_whole,
     idempotent_writes_happen_once_and_twins_wait_for_the_first,
     erasing_a_message_reaches_everything_derived_from_it,
@@ -1094,6 +1095,98 @@ async fn postgres_another_model_of_the_same_size_embeds_everything_again() {
     fixture.finish().await;
 }
 
+/// A message row is written once (ADR 0012): what is left to do for it is
+/// in side tables, and a deleted message leaves nothing there (its words in
+/// `message_text` least of all), whether erased alone or with its session.
+async fn deleted_messages_leave_nothing_in_the_side_tables(store: Arc<SqlStore>) {
+    let postgres = store.dialect() == roncho_store::Dialect::Postgres;
+    let tables: &[&str] = if postgres {
+        &["message_sync", "message_unindexed", "message_text"]
+    } else {
+        &["message_sync"]
+    };
+    let rows = |table: &'static str| {
+        let store = store.clone();
+        async move {
+            // `table` is one of the names above.
+            let counted = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT (SELECT COUNT(*) FROM {table}) AS total, (SELECT COUNT(*) FROM {table} t \
+                 WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = t.message_id)) AS orphans"
+            )))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            (
+                sqlx::Row::get::<i64, _>(&counted, "total"),
+                sqlx::Row::get::<i64, _>(&counted, "orphans"),
+            )
+        }
+    };
+    let kept = store
+        .create_messages(
+            "w",
+            "s",
+            vec![new_message("alice", "my secret is hunter2"), new_message("bob", "kept")],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "t", vec![new_message("alice", "hunter2 again")])
+        .await
+        .unwrap();
+    // Each queued for its vector (and on Postgres its words); one synced,
+    // which indexes its words and takes it off both queues.
+    for table in tables {
+        let expected = if *table == "message_text" { 0 } else { 3 };
+        assert_eq!(rows(table).await, (expected, 0), "{table} after the writes");
+    }
+    store
+        .mark_synced(SyncKind::Message, &[(kept[0].id.clone(), 0)])
+        .await
+        .unwrap();
+    if postgres {
+        assert_eq!(
+            rows("message_text").await,
+            (1, 0),
+            "the synced message's words are indexed"
+        );
+        assert_eq!(rows("message_unindexed").await, (2, 0));
+    }
+    assert_eq!(rows("message_sync").await, (2, 0), "a synced message leaves the queue");
+    store.delete_message("w", "s", &kept[0].id).await.unwrap();
+    store.delete_session("w", "t").await.unwrap();
+    for table in tables {
+        let (total, orphans) = rows(table).await;
+        assert_eq!(orphans, 0, "{table} keeps nothing of a deleted message");
+        assert_eq!(
+            total,
+            i64::from(*table != "message_text"),
+            "{table} holds only the message kept"
+        );
+    }
+    assert_eq!(
+        found(&*store, "w", &search("hunter2"), &all()).await,
+        Vec::<String>::new(),
+        "the deleted messages' words are gone"
+    );
+}
+
+#[tokio::test]
+async fn sqlite_deleted_messages_leave_nothing_in_the_side_tables() {
+    let fixture = sqlite_fixture().await;
+    deleted_messages_leave_nothing_in_the_side_tables(fixture.store.clone()).await;
+    fixture.finish().await;
+}
+
+#[tokio::test]
+async fn postgres_deleted_messages_leave_nothing_in_the_side_tables() {
+    let Some(fixture) = postgres_fixture().await else {
+        return;
+    };
+    deleted_messages_leave_nothing_in_the_side_tables(fixture.store.clone()).await;
+    fixture.finish().await;
+}
+
 /// SQLite's FTS5 index is kept only while it ranks (no embedder): turned
 /// off it is emptied and writes skip it; turned on it is rebuilt from the
 /// rows, without the messages deleted meanwhile. Postgres has nothing to do.
@@ -1752,6 +1845,38 @@ async fn peer_cards_are_set_and_read(store: &dyn Store) {
         None,
         "cards go with their peers"
     );
+}
+
+/// The reconciler reads the queue in windows along its key and steps over
+/// failed rows: more failed rows at its head than one window holds hide no
+/// pending message behind them.
+async fn failed_rows_at_the_head_of_the_queue_hide_no_pending_message(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for batch in 0..7 {
+        let messages = (0..100)
+            .map(|n| new_message("alice", &format!("message {batch}-{n}")))
+            .collect();
+        ids.extend(
+            store
+                .create_messages("w", "s", messages)
+                .await
+                .unwrap()
+                .into_iter()
+                .map(|message| message.id),
+        );
+    }
+    store
+        .mark_sync_failed(SyncKind::Message, &ids[..650], "embedder down", 1)
+        .await
+        .unwrap();
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    assert_eq!((counts.failed, counts.pending, counts.synced), (650, 50, 0));
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    let due: Vec<String> = due.into_iter().map(|item| item.id).collect();
+    assert_eq!(due, ids[650..660].to_vec(), "the oldest pending, past the failed head");
 }
 
 async fn sync_state_and_tombstones_track_vectors(store: &dyn Store) {
