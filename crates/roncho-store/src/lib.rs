@@ -33,7 +33,7 @@ mod text_index;
 mod vectors;
 mod webhooks;
 
-pub use open::{StoreOptions, connect, latest_schema_version, migrate, redact_url};
+pub use open::{StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
 pub use queue::{SqlWorkQueue, Unpublished};
 pub use sql::Dialect;
 pub use store::SqlStore;

@@ -262,6 +262,20 @@ pub async fn migrate(store: &SqlStore) -> Result<()> {
         .map_err(|error| Error::Unavailable(format!("migration failed: {error}")))
 }
 
+/// Applies the embedded migrations up to `version` only: a store as an
+/// older roncho left it, for tests of the upgrade that follows.
+#[doc(hidden)]
+pub async fn migrate_to(store: &SqlStore, version: i64) -> Result<()> {
+    let migrator = match store.dialect() {
+        Dialect::Postgres => &POSTGRES_MIGRATIONS,
+        Dialect::Sqlite => &SQLITE_MIGRATIONS,
+    };
+    migrator
+        .run_to(version, store.pool())
+        .await
+        .map_err(|error| Error::Unavailable(format!("migration failed: {error}")))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -1095,6 +1095,82 @@ async fn postgres_another_model_of_the_same_size_embeds_everything_again() {
     fixture.finish().await;
 }
 
+/// A store written before migration 0019 (sync state and words in the
+/// message rows) upgrades with every message's state: synced, pending in
+/// order, failed; on Postgres the indexed words move and the rest wait for
+/// the text indexer.
+async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
+    let store = roncho_store::connect(&StoreOptions::new(url)).await.expect("connect");
+    roncho_store::migrate_to(&store, 18).await.expect("migrate to 0018");
+    let postgres = store.dialect() == roncho_store::Dialect::Postgres;
+    let words = if postgres { ", search_vector" } else { "" };
+    for statement in [
+        "INSERT INTO workspaces (name, created_at) VALUES ('w', 1)".to_owned(),
+        "INSERT INTO peers (workspace_name, name, created_at) VALUES ('w', 'alice', 1)".to_owned(),
+        "INSERT INTO sessions (workspace_name, name, last_seq, created_at) VALUES ('w', 's', 4, 1)".to_owned(),
+        format!(
+            "INSERT INTO messages (public_id, workspace_name, session_name, peer_name, seq_in_session, content, \
+             token_count, created_at, sync_state, sync_attempts, sync_version{words}) VALUES \
+             ('m1', 'w', 's', 'alice', 1, 'a kitten', 2, 1, 'synced', 0, 0{}), \
+             ('m2', 'w', 's', 'alice', 2, 'a puppy', 2, 2, 'pending', 0, 3{}), \
+             ('m3', 'w', 's', 'alice', 3, 'a parrot', 2, 3, 'failed', 20, 0{}), \
+             ('m4', 'w', 's', 'alice', 4, 'a goldfish', 2, 4, 'pending', 0, 0{})",
+            if postgres {
+                ", to_tsvector('english', 'alice a kitten')"
+            } else {
+                ""
+            },
+            if postgres { ", NULL" } else { "" },
+            if postgres { ", NULL" } else { "" },
+            if postgres { ", NULL" } else { "" },
+        ),
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(statement))
+            .execute(store.pool())
+            .await
+            .expect("an 0018 row");
+    }
+    roncho_store::migrate(&store).await.expect("the upgrade");
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    assert_eq!((counts.synced, counts.pending, counts.failed), (1, 2, 1));
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    let due: Vec<(String, i64)> = due.into_iter().map(|item| (item.id, item.version)).collect();
+    assert_eq!(
+        due,
+        [("m2".to_owned(), 3), ("m4".to_owned(), 0)],
+        "pending, in order, versions kept"
+    );
+    if postgres {
+        assert_eq!(
+            store.text_index_backlog().await.unwrap(),
+            3,
+            "the unindexed wait for the indexer"
+        );
+    }
+    for (query, content) in [("kitten", "a kitten"), ("goldfish", "a goldfish")] {
+        assert_eq!(found(&store, "w", &search(query), &all()).await, [content], "{query}");
+    }
+    store.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_a_store_from_before_0019_upgrades_with_its_sync_state() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    a_store_from_before_0019_upgrades_with_its_sync_state(StoreOptions::embedded(dir.path()).database_url).await;
+}
+
+#[tokio::test]
+async fn postgres_a_store_from_before_0019_upgrades_with_its_sync_state() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    a_store_from_before_0019_upgrades_with_its_sync_state(database.url.clone()).await;
+    database.drop_database().await;
+}
+
 /// A message row is written once (ADR 0012): what is left to do for it is
 /// in side tables, and a deleted message leaves nothing there (its words in
 /// `message_text` least of all), whether erased alone or with its session.
