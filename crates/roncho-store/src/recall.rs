@@ -158,7 +158,8 @@ impl SqlStore {
                 // unindexed row waits for the text indexer.
                 let query = search.terms.join(" | ");
                 let mut sql = Sql::new(&format!(
-                    "SELECT {} FROM messages m LEFT JOIN message_text t ON t.message_id = m.id \
+                    "SELECT {} FROM messages m LEFT JOIN LATERAL \
+                     (SELECT search_vector FROM message_text t WHERE t.message_id = m.id OFFSET 0) t ON true \
                      WHERE (t.search_vector @@ to_tsquery('english', ",
                     rows::MESSAGE_COLUMNS
                 ));
@@ -184,37 +185,51 @@ impl SqlStore {
                 // rows still waiting for the text indexer matched on the fly
                 // (see migration 0016): a message is searchable by its words as
                 // soon as it is written, at a cost bounded by TEXT_TAIL rows.
-                let mut sql = Sql::new("SELECT * FROM (");
-                for (index, (vector, waiting)) in [("t.search_vector".to_owned(), false), (text_vector("m"), true)]
-                    .into_iter()
-                    .enumerate()
-                {
-                    if index > 0 {
-                        sql.push(" UNION ALL ");
-                    }
-                    sql.push(&format!(
-                        "(SELECT {}, m.id AS row_id, ts_rank_cd({vector}, to_tsquery('english', ",
-                        rows::MESSAGE_COLUMNS
-                    ));
-                    sql.bind(search.terms.join(" | "));
-                    if waiting {
-                        sql.push(
-                            ")) AS rank FROM messages m WHERE m.id IN (SELECT message_id FROM message_unindexed \
-                             WHERE message_id > (SELECT MAX(id) FROM messages) - ",
-                        )
-                        .bind(crate::sync::TEXT_TAIL)
-                        .push(") AND ");
-                    } else {
-                        sql.push(")) AS rank FROM message_text t JOIN messages m ON m.id = t.message_id WHERE ");
-                    }
-                    sql.push(&format!("{vector} @@ to_tsquery('english', "))
-                        .bind(search.terms.join(" | "))
-                        .push(")");
-                    conditions(&mut sql)?;
-                    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
-                        .bind(search.limit)
-                        .push(")");
-                }
+                let query = search.terms.join(" | ");
+                // The indexed rows: the GIN index's matches first, ranked,
+                // then each one's message by primary key. The `OFFSET 0`
+                // fences keep the plan so whatever the planner knows: without
+                // statistics it started from the workspace's messages (every
+                // row tested, or hashed: the whole workspace read per search).
+                let mut sql = Sql::new(&format!(
+                    "SELECT * FROM ((SELECT {}, m.id AS row_id, hits.rank FROM \
+                     (SELECT message_id, ts_rank_cd(search_vector, to_tsquery('english', ",
+                    rows::MESSAGE_COLUMNS
+                ));
+                sql.bind(query.as_str())
+                    .push(")) AS rank FROM message_text WHERE search_vector @@ to_tsquery('english', ")
+                    .bind(query.as_str())
+                    .push(
+                        ") OFFSET 0) hits CROSS JOIN LATERAL \
+                         (SELECT * FROM messages m WHERE m.id = hits.message_id OFFSET 0) m WHERE 1 = 1",
+                    );
+                conditions(&mut sql)?;
+                sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+                    .bind(search.limit)
+                    .push(")");
+                // The newest rows not indexed yet, matched on the fly; the
+                // bound on `m.id` itself is what keeps `to_tsvector` off
+                // older rows whichever way the planner goes.
+                sql.push(&format!(
+                    " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+                    rows::MESSAGE_COLUMNS,
+                    text_vector("m")
+                ));
+                sql.bind(query.as_str())
+                    .push(")) AS rank FROM messages m WHERE m.id > (SELECT MAX(id) FROM messages) - ")
+                    .bind(crate::sync::TEXT_TAIL)
+                    .push(
+                        " AND m.id IN (SELECT message_id FROM message_unindexed \
+                         WHERE message_id > (SELECT MAX(id) FROM messages) - ",
+                    )
+                    .bind(crate::sync::TEXT_TAIL)
+                    .push(&format!(") AND {} @@ to_tsquery('english', ", text_vector("m")))
+                    .bind(query.as_str())
+                    .push(")");
+                conditions(&mut sql)?;
+                sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+                    .bind(search.limit)
+                    .push(")");
                 sql.push(") found ORDER BY rank DESC, row_id DESC LIMIT ")
                     .bind(search.limit);
                 sql
@@ -673,12 +688,15 @@ impl SqlStore {
 /// among the store's `newest` row ids, read from the right edge of the sync
 /// queue's key (migration 0019).
 fn push_unsynced_among_newest(sql: &mut Sql, newest: i64) {
-    sql.push(
-        " AND m.id IN (SELECT q.message_id FROM message_sync q WHERE q.state = 'pending' \
-         AND q.message_id > (SELECT MAX(id) FROM messages) - ",
-    )
-    .bind(newest)
-    .push(")");
+    // The bound on `m.id` itself keeps any plan to the newest rows.
+    sql.push(" AND m.id > (SELECT MAX(id) FROM messages) - ")
+        .bind(newest)
+        .push(
+            " AND m.id IN (SELECT q.message_id FROM message_sync q WHERE q.state = 'pending' \
+             AND q.message_id > (SELECT MAX(id) FROM messages) - ",
+        )
+        .bind(newest)
+        .push(")");
 }
 
 /// A message's full-text vector as Postgres indexes it, computed from the
