@@ -56,14 +56,24 @@ async fn postgres_fixture() -> Option<Fixture> {
     })
 }
 
+/// Runs each test on SQLite and on Postgres: those before `;` get the
+/// store as `&dyn Store`, those after it as the `Arc<SqlStore>` itself.
 macro_rules! store_contract_suite {
-    ($($name:ident),* $(,)?) => {
+    ($($name:ident),* $(,)? ; $($sql:ident),* $(,)?) => {
         mod sqlite {
             $(
                 #[tokio::test]
                 async fn $name() {
                     let fixture = super::sqlite_fixture().await;
                     super::$name(&*fixture.store).await;
+                    fixture.finish().await;
+                }
+            )*
+            $(
+                #[tokio::test]
+                async fn $sql() {
+                    let fixture = super::sqlite_fixture().await;
+                    super::$sql(fixture.store.clone()).await;
                     fixture.finish().await;
                 }
             )*
@@ -74,6 +84,14 @@ macro_rules! store_contract_suite {
                 async fn $name() {
                     let Some(fixture) = super::postgres_fixture().await else { return };
                     super::$name(&*fixture.store).await;
+                    fixture.finish().await;
+                }
+            )*
+            $(
+                #[tokio::test]
+                async fn $sql() {
+                    let Some(fixture) = super::postgres_fixture().await else { return };
+                    super::$sql(fixture.store.clone()).await;
                     fixture.finish().await;
                 }
             )*
@@ -117,7 +135,9 @@ store_contract_suite!(
     idempotent_writes_happen_once_and_twins_wait_for_the_first,
     erasing_a_message_reaches_everything_derived_from_it,
     erasing_a_session_or_peer_runs_in_chunks_with_a_receipt,
-    scopes_gather_their_sessions_memory_and_let_go_of_it,
+    scopes_gather_their_sessions_memory_and_let_go_of_it;
+    another_model_of_the_same_size_embeds_everything_again,
+    deleted_messages_leave_nothing_in_the_side_tables,
 );
 
 fn object(value: Value) -> JsonObject {
@@ -1079,22 +1099,6 @@ async fn another_model_of_the_same_size_embeds_everything_again(store: Arc<SqlSt
     );
 }
 
-#[tokio::test]
-async fn sqlite_another_model_of_the_same_size_embeds_everything_again() {
-    let fixture = sqlite_fixture().await;
-    another_model_of_the_same_size_embeds_everything_again(fixture.store.clone()).await;
-    fixture.finish().await;
-}
-
-#[tokio::test]
-async fn postgres_another_model_of_the_same_size_embeds_everything_again() {
-    let Some(fixture) = postgres_fixture().await else {
-        return;
-    };
-    another_model_of_the_same_size_embeds_everything_again(fixture.store.clone()).await;
-    fixture.finish().await;
-}
-
 /// A store written before migration 0019 (sync state and words in the
 /// message rows) upgrades with every message's state: synced, pending in
 /// order, failed; on Postgres the indexed words move and the rest wait for
@@ -1245,22 +1249,6 @@ async fn deleted_messages_leave_nothing_in_the_side_tables(store: Arc<SqlStore>)
         Vec::<String>::new(),
         "the deleted messages' words are gone"
     );
-}
-
-#[tokio::test]
-async fn sqlite_deleted_messages_leave_nothing_in_the_side_tables() {
-    let fixture = sqlite_fixture().await;
-    deleted_messages_leave_nothing_in_the_side_tables(fixture.store.clone()).await;
-    fixture.finish().await;
-}
-
-#[tokio::test]
-async fn postgres_deleted_messages_leave_nothing_in_the_side_tables() {
-    let Some(fixture) = postgres_fixture().await else {
-        return;
-    };
-    deleted_messages_leave_nothing_in_the_side_tables(fixture.store.clone()).await;
-    fixture.finish().await;
 }
 
 /// SQLite's FTS5 index is kept only while it ranks (no embedder): turned
