@@ -19,7 +19,9 @@
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
 //! - [`vector`]: the `VectorStore` port (and, with feature `testing`, its contract suite).
+//! - [`activity`]: client writes in flight, for background work that yields to them.
 
+pub mod activity;
 #[cfg(feature = "testing")]
 pub mod arbitrary;
 pub mod auth;

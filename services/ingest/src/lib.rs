@@ -8,6 +8,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+use roncho_core::activity::WriteActivity;
 use roncho_core::files::{self, PdfReader};
 use roncho_core::idempotency::{Fingerprint, Once};
 use roncho_core::model::{
@@ -367,6 +368,8 @@ impl PdfReader for InProcessPdf {
 pub struct Ingest {
     store: Arc<dyn Store>,
     after_write: Option<AfterWrite>,
+    /// Marks client writes in flight for background work beside them.
+    activity: Option<Arc<WriteActivity>>,
     pdf: Arc<dyn PdfReader>,
     /// Webhook URLs may point at private, loopback and link-local addresses.
     allow_private_webhooks: bool,
@@ -399,6 +402,7 @@ impl Ingest {
         Self {
             store,
             after_write: None,
+            activity: None,
             pdf: Arc::new(InProcessPdf::default()),
             allow_private_webhooks: false,
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
@@ -455,6 +459,13 @@ impl Ingest {
     /// Returns the service calling `after_write` after each write that adds or removes vectors.
     pub fn with_after_write(mut self, after_write: AfterWrite) -> Self {
         self.after_write = Some(after_write);
+        self
+    }
+
+    /// Returns the service marking each CreateMessages and UploadFile in
+    /// `activity` while it runs (background work beside it yields).
+    pub fn with_activity(mut self, activity: Arc<WriteActivity>) -> Self {
+        self.activity = Some(activity);
         self
     }
 
@@ -725,6 +736,7 @@ impl IngestApi for Ingest {
     }
 
     async fn create_messages(&self, _caller: &Caller, request: CreateMessages) -> Result<Vec<Message>> {
+        let _writing = self.activity.as_deref().map(WriteActivity::begin);
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
         validate::batch_len("messages", request.messages.len())?;
@@ -770,6 +782,7 @@ impl IngestApi for Ingest {
     }
 
     async fn upload_file(&self, _caller: &Caller, request: UploadFile) -> Result<Vec<Message>> {
+        let _writing = self.activity.as_deref().map(WriteActivity::begin);
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
         let peer_id = validate::resource_id("peer_id", &request.peer_id)?;

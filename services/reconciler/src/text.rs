@@ -7,12 +7,17 @@
 //! only what the reconciler did not reach (a slow or failing embedder, rows
 //! marked failed). Without an embedder it takes every message at once.
 //! Meanwhile search matches the newest unindexed messages on the fly.
+//!
+//! Beside the writes of its own process it also lets write bursts pass: while
+//! writes arrive it takes only messages written [`LAG_UNDER_WRITES`] ago, so
+//! a burst's words are indexed within about a second, mostly after it.
 
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use roncho_core::Result;
+use roncho_core::activity::WriteActivity;
 use roncho_core::store::Store;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -25,11 +30,18 @@ const BATCH: i64 = 500;
 /// row version instead of two). Search finds it meanwhile on the fly.
 pub const GRACE_WITH_RECONCILER: Duration = Duration::from_millis(500);
 
+/// How long the indexer leaves a message while writes in its process arrive
+/// (the words of older ones wait at most a poll more, a quarter of it).
+pub const LAG_UNDER_WRITES: Duration = Duration::from_millis(750);
+
 /// Indexes the words of messages written without them.
 pub struct TextIndexer {
     store: Arc<dyn Store>,
     interval: Duration,
     wake: Notify,
+    grace: Duration,
+    /// The writes it lets pass, and the pause that ends a burst.
+    yielding: Option<(Arc<WriteActivity>, Duration)>,
     marks: Mutex<Marks>,
 }
 
@@ -50,19 +62,22 @@ impl TextIndexer {
             store,
             interval,
             wake: Notify::new(),
-            marks: Mutex::new(Marks {
-                grace,
-                seen: VecDeque::new(),
-            }),
+            grace,
+            yielding: None,
+            marks: Mutex::new(Marks { seen: VecDeque::new() }),
         }
+    }
+
+    /// Returns the indexer leaving messages for [`LAG_UNDER_WRITES`] while
+    /// `activity` shows writes, until they have paused for `quiet`.
+    pub fn yielding_to_writes(mut self, activity: Arc<WriteActivity>, quiet: Duration) -> Self {
+        self.yielding = Some((activity, quiet));
+        self
     }
 
     /// How long a message is left to the vector reconciler.
     pub fn grace(&self) -> Duration {
-        self.marks
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .grace
+        self.grace
     }
 
     /// Asks for a pass now (called after writes).
@@ -74,10 +89,16 @@ impl TextIndexer {
     /// within a grace, every half grace (when the marks come due).
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
         let grace = self.grace();
-        let pause = if grace.is_zero() {
+        let longest = match self.yielding {
+            Some(_) => grace.max(LAG_UNDER_WRITES),
+            None => grace,
+        };
+        let pause = if longest.is_zero() {
             self.interval
+        } else if grace.is_zero() {
+            self.interval.min(longest / 3)
         } else {
-            self.interval.min(grace / 2)
+            self.interval.min(grace / 2).min(longest / 3)
         };
         loop {
             match self.pass().await {
@@ -103,7 +124,7 @@ impl TextIndexer {
             .marks
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .due(Instant::now(), mark);
+            .due(Instant::now(), mark, wait_now(self.grace, self.yielding.as_ref()));
         let Some(up_to) = due else {
             return Ok(0);
         };
@@ -118,18 +139,26 @@ impl TextIndexer {
     }
 }
 
+/// How long a message is left now: the `grace`, or while the writes it
+/// yields to arrive, at least [`LAG_UNDER_WRITES`].
+fn wait_now(grace: Duration, yielding: Option<&(Arc<WriteActivity>, Duration)>) -> Duration {
+    match yielding {
+        Some((activity, quiet)) if activity.idle_for() < *quiet => grace.max(LAG_UNDER_WRITES),
+        _ => grace,
+    }
+}
+
 /// The marks passes saw, oldest first, with when each was seen.
 #[derive(Debug)]
 struct Marks {
-    grace: Duration,
     seen: VecDeque<(Instant, i64)>,
 }
 
 impl Marks {
     /// Records `mark` as seen `now` and returns the newest mark seen at
     /// least `grace` ago, if any.
-    fn due(&mut self, now: Instant, mark: i64) -> Option<i64> {
-        if self.grace.is_zero() {
+    fn due(&mut self, now: Instant, mark: i64, grace: Duration) -> Option<i64> {
+        if grace.is_zero() {
             return Some(mark);
         }
         if self.seen.back().is_none_or(|&(_, last)| last != mark) {
@@ -137,7 +166,7 @@ impl Marks {
         }
         let mut due = None;
         while let Some(&(seen, oldest)) = self.seen.front() {
-            if now.duration_since(seen) < self.grace {
+            if now.duration_since(seen) < grace {
                 break;
             }
             due = Some(oldest);
@@ -146,7 +175,7 @@ impl Marks {
         if let Some(due) = due {
             // The mark stays due for the next pass: rows below it that were
             // not committed yet at this one are still to be indexed.
-            self.seen.push_front((now.checked_sub(self.grace).unwrap_or(now), due));
+            self.seen.push_front((now.checked_sub(grace).unwrap_or(now), due));
         }
         due
     }
@@ -156,29 +185,57 @@ impl Marks {
 mod tests {
     use super::*;
 
-    fn marks(grace: Duration) -> Marks {
-        Marks {
-            grace,
-            seen: VecDeque::new(),
-        }
+    fn marks() -> Marks {
+        Marks { seen: VecDeque::new() }
     }
 
     #[test]
     fn a_mark_comes_due_after_the_grace_and_stays_due() {
-        let mut marks = marks(Duration::from_millis(500));
+        let mut marks = marks();
+        let grace = Duration::from_millis(500);
         let start = Instant::now();
         let at = |ms| start + Duration::from_millis(ms);
-        assert_eq!(marks.due(at(0), 10), None);
-        assert_eq!(marks.due(at(300), 20), None);
-        assert_eq!(marks.due(at(500), 30), Some(10));
-        assert_eq!(marks.due(at(700), 30), Some(10));
-        assert_eq!(marks.due(at(800), 30), Some(20));
-        assert_eq!(marks.due(at(2000), 30), Some(30));
-        assert_eq!(marks.due(at(2100), 31), Some(30));
+        assert_eq!(marks.due(at(0), 10, grace), None);
+        assert_eq!(marks.due(at(300), 20, grace), None);
+        assert_eq!(marks.due(at(500), 30, grace), Some(10));
+        assert_eq!(marks.due(at(700), 30, grace), Some(10));
+        assert_eq!(marks.due(at(800), 30, grace), Some(20));
+        assert_eq!(marks.due(at(2000), 30, grace), Some(30));
+        assert_eq!(marks.due(at(2100), 31, grace), Some(30));
     }
 
     #[test]
     fn without_a_grace_everything_is_due_at_once() {
-        assert_eq!(marks(Duration::ZERO).due(Instant::now(), 42), Some(42));
+        assert_eq!(marks().due(Instant::now(), 42, Duration::ZERO), Some(42));
+    }
+
+    #[test]
+    fn while_writes_arrive_a_message_waits_longer() {
+        let activity = Arc::new(WriteActivity::default());
+        let quiet = Duration::from_millis(50);
+        let yielding = Some((activity.clone(), quiet));
+        std::thread::sleep(quiet);
+        assert_eq!(
+            wait_now(Duration::ZERO, yielding.as_ref()),
+            Duration::ZERO,
+            "no writes: at once"
+        );
+        let writing = activity.begin();
+        assert_eq!(wait_now(Duration::ZERO, yielding.as_ref()), LAG_UNDER_WRITES);
+        assert_eq!(wait_now(Duration::ZERO, None), Duration::ZERO, "not yielding: at once");
+        drop(writing);
+        assert_eq!(
+            wait_now(Duration::ZERO, yielding.as_ref()),
+            LAG_UNDER_WRITES,
+            "a pause shorter than the quiet time"
+        );
+        std::thread::sleep(quiet);
+        assert_eq!(wait_now(Duration::ZERO, yielding.as_ref()), Duration::ZERO);
+        assert_eq!(
+            wait_now(GRACE_WITH_RECONCILER, yielding.as_ref()),
+            GRACE_WITH_RECONCILER
+        );
+        let _writing = activity.begin();
+        assert_eq!(wait_now(GRACE_WITH_RECONCILER, yielding.as_ref()), LAG_UNDER_WRITES);
     }
 }

@@ -6,12 +6,13 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roncho_core::Error;
+use roncho_core::activity::WriteActivity;
 use roncho_core::embed::Embedder;
 use roncho_core::model::{JsonObject, NewMessage, SyncKind};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
 use roncho_embed::testing::SwitchableTestEmbedder;
-use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use roncho_reconciler::{Reconciler, ReconcilerConfig, YieldToWrites};
 use roncho_store::{SqlVectorStore, StoreOptions};
 
 fn message(peer: &str, content: &str) -> NewMessage {
@@ -143,4 +144,99 @@ async fn rows_fail_after_the_configured_attempts_and_dimensions_are_checked() {
         matches!(&error, Error::FailedPrecondition(message) if message.contains("32") && message.contains("384")),
         "{error}"
     );
+}
+
+/// A reconciler beside the writes of its process leaves the cores to them:
+/// it syncs nothing while a write is in flight, syncs once writes pause,
+/// and, once it has waited its budget, syncs whatever the writes.
+#[tokio::test]
+async fn a_reconciler_beside_writes_waits_for_them_to_pause_within_its_budget() {
+    let Setup {
+        _dir,
+        store,
+        vectors,
+        embedder,
+        reconciler: _,
+    } = setup(32, 3).await;
+    embedder.set_up(true);
+    vectors.check_dimensions(32, &embedder.model_id()).await.unwrap();
+    let activity = Arc::new(WriteActivity::default());
+    let yielding = |budget| {
+        Arc::new(
+            Reconciler::new(
+                store.clone(),
+                embedder.clone(),
+                vectors.clone(),
+                ReconcilerConfig::default(),
+            )
+            .yielding_to_writes(YieldToWrites {
+                activity: activity.clone(),
+                quiet: Duration::from_millis(50),
+                budget,
+            }),
+        )
+    };
+    let pending = || async { store.sync_counts(SyncKind::Message).await.unwrap().pending };
+
+    // A burst in flight: the pass waits, the messages stay pending.
+    let patient = yielding(Duration::from_secs(600));
+    store
+        .create_messages("w", "s", vec![message("alice", "espresso"), message("bob", "tea")])
+        .await
+        .unwrap();
+    let burst = activity.begin();
+    let pass = tokio::spawn({
+        let patient = patient.clone();
+        async move { patient.pass().await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!pass.is_finished(), "the pass waits while a write is in flight");
+    assert_eq!(pending().await, 2);
+    // The burst pauses: the pass syncs.
+    drop(burst);
+    let report = tokio::time::timeout(Duration::from_secs(30), pass)
+        .await
+        .expect("the pass ends once writes pause")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.synced, 2);
+    assert_eq!(pending().await, 0);
+    assert!(
+        patient.yielded_total() >= Duration::from_millis(250),
+        "{:?}",
+        patient.yielded_total()
+    );
+
+    // Writes that never pause: the pass waits its budget, then syncs.
+    let budget = Duration::from_millis(200);
+    let bounded = yielding(budget);
+    store
+        .create_messages("w", "s", vec![message("alice", "a flat white")])
+        .await
+        .unwrap();
+    let _endless = activity.begin();
+    let report = tokio::time::timeout(Duration::from_secs(30), bounded.pass())
+        .await
+        .expect("the budget bounds the wait")
+        .unwrap();
+    assert_eq!(report.synced, 1, "synced with a write still in flight");
+    assert_eq!(pending().await, 0);
+    assert!(bounded.yielded_total() >= budget, "{:?}", bounded.yielded_total());
+    // Caught up: the next burst is yielded to again, within a fresh budget.
+    store
+        .create_messages("w", "s", vec![message("bob", "green tea")])
+        .await
+        .unwrap();
+    let pass = tokio::spawn({
+        let bounded = bounded.clone();
+        async move { bounded.pass().await }
+    });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!pass.is_finished(), "a fresh budget: the pass waits again");
+    let report = tokio::time::timeout(Duration::from_secs(30), pass)
+        .await
+        .expect("the budget bounds the wait")
+        .unwrap()
+        .unwrap();
+    assert_eq!(report.synced, 1);
 }

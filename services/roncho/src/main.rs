@@ -477,6 +477,9 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         roncho::metrics::install(metrics.clone());
         services.metrics = Some(metrics.clone());
         metrics.watch_admission(services.admission.stats(), services.rates.clone());
+        if let Some(reconciler) = &runtime.reconciler {
+            metrics.watch_reconciler(reconciler.clone());
+        }
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .with_context(|| format!("binding the metrics address {address}"))?;
@@ -490,6 +493,7 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         });
     }
     services.semantic = runtime.semantic.clone();
+    services.write_activity = runtime.write_activity.clone();
     services.dialectic = Some(roncho::wiring::dialectic(&config, &services)?);
     let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
     let queue = roncho::wiring::work_queue(&config, &store).await?;

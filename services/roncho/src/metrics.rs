@@ -96,6 +96,8 @@ pub struct Metrics {
     write_groups: Gauge,
     grouped_writes: Gauge,
     admission: OnceLock<Admission>,
+    reconciler_yielded: Gauge<f64, std::sync::atomic::AtomicU64>,
+    reconciler: OnceLock<Arc<roncho_reconciler::Reconciler>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -178,6 +180,12 @@ impl Metrics {
             "requests refused RESOURCE_EXHAUSTED at once because the process or their connection was at its limit",
             requests_shed.clone(),
         );
+        let reconciler_yielded = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        registry.register(
+            "reconciler_yielded_seconds",
+            "time the reconciler waited for this process's write bursts to pause, in all (reconciler_yield_ms)",
+            reconciler_yielded.clone(),
+        );
         let requests_timed_out = Counter::default();
         registry.register(
             "requests_timed_out",
@@ -210,6 +218,8 @@ impl Metrics {
             requests_timed_out,
             rate_limited,
             admission: OnceLock::new(),
+            reconciler_yielded,
+            reconciler: OnceLock::new(),
             registry,
             rpc_requests,
             rpc_seconds,
@@ -233,6 +243,11 @@ impl Metrics {
             rates,
             seen: std::sync::Mutex::new((0, 0, 0, Vec::new())),
         });
+    }
+
+    /// Reports how long `reconciler` yielded to writes from now on.
+    pub fn watch_reconciler(&self, reconciler: Arc<roncho_reconciler::Reconciler>) {
+        let _ = self.reconciler.set(reconciler);
     }
 
     /// Brings the admission metrics up to date with its counters.
@@ -270,6 +285,9 @@ impl Metrics {
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
         self.sync_admission();
+        if let Some(reconciler) = self.reconciler.get() {
+            self.reconciler_yielded.set(reconciler.yielded_total().as_secs_f64());
+        }
         let mut text = String::new();
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);

@@ -35,6 +35,8 @@ pub struct Services {
     pub semantic: Option<roncho_search::Semantic>,
     /// Nudges an in-process reconciler after writes.
     pub after_write: Option<roncho_ingest::AfterWrite>,
+    /// Marks client writes in flight for the reconciler beside them.
+    pub write_activity: Option<Arc<roncho_core::activity::WriteActivity>>,
     /// The background work queue (queue status; the workers' source).
     pub queue: Option<Arc<dyn WorkQueue>>,
     /// How the deriver works, reported by queue status.
@@ -111,6 +113,7 @@ impl Services {
             store,
             semantic: None,
             after_write: None,
+            write_activity: None,
             queue: None,
             derivation: roncho_deriver::Derivation {
                 observations: None,
@@ -196,6 +199,9 @@ pub async fn run(
                     .with_idempotency_window(services.idempotency_window);
                 if let Some(after_write) = &services.after_write {
                     ingest = ingest.with_after_write(after_write.clone());
+                }
+                if let Some(activity) = &services.write_activity {
+                    ingest = ingest.with_activity(activity.clone());
                 }
                 if let Some(pdf) = &services.pdf {
                     ingest = ingest.with_pdf_reader(pdf.clone());

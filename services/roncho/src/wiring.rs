@@ -4,13 +4,16 @@
 use std::sync::Arc;
 
 use anyhow::Context;
+use roncho_core::activity::WriteActivity;
 use roncho_core::embed::Embedder;
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
 use roncho_llm::Llm;
-use roncho_reconciler::{GRACE_WITH_RECONCILER, Reconciler, ReconcilerConfig, TextIndexer};
+use roncho_reconciler::{
+    GRACE_WITH_RECONCILER, QUIET_BEFORE_SYNC, Reconciler, ReconcilerConfig, TextIndexer, YieldToWrites,
+};
 use roncho_search::Semantic;
 use roncho_store::{SqlStore, SqlVectorStore};
 
@@ -23,6 +26,10 @@ pub struct Runtime {
     pub semantic: Option<Semantic>,
     /// Present when this process runs the reconciler role with an embedder.
     pub reconciler: Option<Arc<Reconciler>>,
+    /// Present when the reconciler role's work (vectors; on Postgres, the
+    /// text indexer) yields to this process's writes: it runs beside the
+    /// ingest role and `reconciler_yield_ms` is not zero.
+    pub write_activity: Option<Arc<WriteActivity>>,
     /// Present when this process runs the reconciler role on a store that
     /// indexes message text off the write path (Postgres).
     pub text_indexer: Option<Arc<TextIndexer>>,
@@ -122,6 +129,12 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
     let embedder = embedder(&config.embedding).await?;
+    // Beside the writes of its own process, on the same cores, the
+    // reconciler role lets write bursts pass first (docs/operations.md).
+    let write_activity = (config.roles.contains(&Role::Reconciler)
+        && config.roles.contains(&Role::Ingest)
+        && !config.reconciler_yield.is_zero())
+    .then(|| Arc::new(WriteActivity::default()));
     let text_indexer = match config.roles.contains(&Role::Reconciler) {
         true if store.text_index_mark().await?.is_some() => {
             // Beside a vector reconciler, which indexes a message's text as it
@@ -131,7 +144,11 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
                 None => std::time::Duration::ZERO,
             };
             let store: Arc<dyn Store> = store.clone();
-            Some(Arc::new(TextIndexer::new(store, grace, config.reconciler_interval)))
+            let indexer = TextIndexer::new(store, grace, config.reconciler_interval);
+            Some(Arc::new(match &write_activity {
+                Some(activity) => indexer.yielding_to_writes(activity.clone(), QUIET_BEFORE_SYNC),
+                None => indexer,
+            }))
         }
         _ => None,
     };
@@ -154,6 +171,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             store,
             semantic: None,
             reconciler: None,
+            write_activity: text_indexer.as_ref().and(write_activity),
             text_indexer,
             embedder_description: why,
         });
@@ -195,7 +213,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
     );
     let reconciler = config.roles.contains(&Role::Reconciler).then(|| {
         let store: Arc<dyn Store> = store.clone();
-        Arc::new(Reconciler::new(
+        let reconciler = Reconciler::new(
             store,
             embedder.clone(),
             vectors.clone(),
@@ -203,12 +221,21 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
                 interval: config.reconciler_interval,
                 ..ReconcilerConfig::default()
             },
-        ))
+        );
+        Arc::new(match &write_activity {
+            Some(activity) => reconciler.yielding_to_writes(YieldToWrites {
+                activity: activity.clone(),
+                quiet: QUIET_BEFORE_SYNC,
+                budget: config.reconciler_yield,
+            }),
+            None => reconciler,
+        })
     });
     Ok(Runtime {
         store,
         semantic: Some(Semantic { embedder, vectors }),
         reconciler,
+        write_activity,
         text_indexer,
         embedder_description: description,
     })
