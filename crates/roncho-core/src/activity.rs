@@ -17,16 +17,19 @@ use std::time::{Duration, Instant};
 pub struct WriteActivity {
     started: Instant,
     in_flight: AtomicUsize,
-    /// Nanoseconds after `started` at which the last write ended.
+    /// Nanoseconds after `started` at which the last write ended;
+    /// `NEVER` before the first.
     last_end: AtomicU64,
 }
+
+const NEVER: u64 = u64::MAX;
 
 impl Default for WriteActivity {
     fn default() -> Self {
         Self {
             started: Instant::now(),
             in_flight: AtomicUsize::new(0),
-            last_end: AtomicU64::new(0),
+            last_end: AtomicU64::new(NEVER),
         }
     }
 }
@@ -50,18 +53,20 @@ impl WriteActivity {
         Writing(self)
     }
 
-    /// How long no write has been in flight: zero while one is, and the
-    /// whole lifetime of the process when none ever was.
+    /// How long no write has been in flight: zero while one is, and
+    /// `Duration::MAX` when none ever was.
     pub fn idle_for(&self) -> Duration {
         if self.in_flight.load(Ordering::Acquire) > 0 {
             return Duration::ZERO;
         }
-        let last_end = self.last_end.load(Ordering::Acquire);
-        Duration::from_nanos(self.now().saturating_sub(last_end))
+        match self.last_end.load(Ordering::Acquire) {
+            NEVER => Duration::MAX,
+            last_end => Duration::from_nanos(self.now().saturating_sub(last_end)),
+        }
     }
 
     fn now(&self) -> u64 {
-        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(u64::MAX)
+        u64::try_from(self.started.elapsed().as_nanos()).unwrap_or(NEVER - 1)
     }
 }
 
@@ -73,8 +78,7 @@ mod tests {
     #[test]
     fn idle_only_once_every_write_has_ended() {
         let activity = WriteActivity::default();
-        std::thread::sleep(Duration::from_millis(5));
-        assert!(activity.idle_for() >= Duration::from_millis(5), "no write yet: idle");
+        assert_eq!(activity.idle_for(), Duration::MAX, "no write yet: idle");
         let first = activity.begin();
         let second = activity.begin();
         assert_eq!(activity.idle_for(), Duration::ZERO);

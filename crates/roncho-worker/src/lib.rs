@@ -3,7 +3,8 @@
 //! complete it or record the failure (retried with growing delays, dead
 //! after the allowed attempts), and wait for more when idle.
 //!
-//! Shared by the worker roles, so none of them imports another.
+//! Shared by the worker roles, so none of them imports another; so is
+//! [`yielding`], how background work lets the writes of its process pass.
 
 use std::collections::BTreeSet;
 use std::time::Duration;
@@ -13,6 +14,8 @@ use roncho_core::queue::{Claim, WorkQueue, task_type};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
+
+pub mod yielding;
 
 /// Worker settings.
 #[derive(Debug, Clone)]
@@ -38,6 +41,8 @@ pub struct WorkerConfig {
     /// Longest wait after an outage, and the most a provider's
     /// `Retry-After` is honoured.
     pub outage_backoff_max: Duration,
+    /// The writes of its process the worker lets pass before each claim.
+    pub yielding: Option<std::sync::Arc<yielding::YieldToWrites>>,
 }
 
 /// A worker id no other process has: `{kind}-{pid}-{random}`. Leases are
@@ -59,6 +64,7 @@ impl Default for WorkerConfig {
             retry_after: Duration::from_secs(5),
             outage_backoff: Duration::from_secs(5),
             outage_backoff_max: Duration::from_secs(300),
+            yielding: None,
         }
     }
 }
@@ -227,9 +233,17 @@ pub async fn run(
                 Err(error) => tracing::warn!(%error, "purging finished work failed"),
             }
         }
+        if let Some(yielding) = &config.yielding {
+            yielding.wait(&shutdown).await;
+        }
         match run_once(queue, config, handler).await {
             Ok(true) => continue,
-            Ok(false) => {}
+            Ok(false) => {
+                // Nothing to claim: the next burst of writes gets a fresh budget.
+                if let Some(yielding) = &config.yielding {
+                    yielding.caught_up();
+                }
+            }
             Err(error) => tracing::error!(%error, worker = %config.worker_id, "worker: queue error"),
         }
         tokio::select! {

@@ -17,16 +17,15 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use roncho_core::Result;
-use roncho_core::activity::WriteActivity;
 use roncho_core::embed::Embedder;
 use roncho_core::lexical;
 use roncho_core::model::{SyncItem, SyncKind, now_micros};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorRecord, VectorStore};
+use roncho_worker::yielding::YieldToWrites;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -57,24 +56,6 @@ impl Default for ReconcilerConfig {
     }
 }
 
-/// How a reconciler that shares its cores with the writes in its process
-/// yields to them: before each batch it waits until no write has been in
-/// flight for `quiet`, for at most `budget` in all until it has caught up
-/// again. Under a burst the vectors of the newest messages wait (their words
-/// are searchable at once); past the budget it syncs at full speed whatever
-/// the writes, so the lag stays bounded under a sustained load.
-#[derive(Debug, Clone)]
-pub struct YieldToWrites {
-    pub activity: Arc<WriteActivity>,
-    pub quiet: Duration,
-    pub budget: Duration,
-}
-
-/// How long a write burst must have paused before the reconciler takes the
-/// cores: longer than a client's gap between two batches, short against a
-/// vector's wait.
-pub const QUIET_BEFORE_SYNC: Duration = Duration::from_millis(50);
-
 /// What one pass did.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct PassReport {
@@ -90,11 +71,8 @@ pub struct Reconciler {
     vectors: Arc<dyn VectorStore>,
     config: ReconcilerConfig,
     wake: Notify,
-    yielding: Option<YieldToWrites>,
-    /// Nanoseconds yielded since the reconciler last caught up.
-    yielded: AtomicU64,
-    /// Nanoseconds yielded in all (the metric).
-    yielded_total: AtomicU64,
+    /// The writes of its process it lets pass first.
+    yielding: Option<Arc<YieldToWrites>>,
 }
 
 impl std::fmt::Debug for Reconciler {
@@ -121,41 +99,26 @@ impl Reconciler {
             config,
             wake: Notify::new(),
             yielding: None,
-            yielded: AtomicU64::new(0),
-            yielded_total: AtomicU64::new(0),
         }
     }
 
-    /// Returns the reconciler yielding to the writes `policy` watches.
-    pub fn yielding_to_writes(mut self, policy: YieldToWrites) -> Self {
-        self.yielding = Some(policy);
+    /// Returns the reconciler waiting, before each batch, for the writes
+    /// `yielding` watches to pause.
+    pub fn yielding_to_writes(mut self, yielding: Arc<YieldToWrites>) -> Self {
+        self.yielding = Some(yielding);
         self
     }
 
     /// How long it has waited for writes to pause, in all.
     pub fn yielded_total(&self) -> Duration {
-        Duration::from_nanos(self.yielded_total.load(Ordering::Relaxed))
+        self.yielding
+            .as_ref()
+            .map_or(Duration::ZERO, |yielding| yielding.total())
     }
 
-    /// Waits while writes are in flight or paused for less than the quiet
-    /// time, within what is left of the budget.
-    async fn yield_to_writes(&self, shutdown: &CancellationToken) {
-        let Some(policy) = &self.yielding else { return };
-        loop {
-            let idle = policy.activity.idle_for();
-            let spent = Duration::from_nanos(self.yielded.load(Ordering::Relaxed));
-            if idle >= policy.quiet || spent >= policy.budget {
-                return;
-            }
-            let wait = (policy.quiet - idle).min(policy.budget - spent);
-            tokio::select! {
-                () = shutdown.cancelled() => return,
-                () = tokio::time::sleep(wait) => {}
-            }
-            let nanos = u64::try_from(wait.as_nanos()).unwrap_or(u64::MAX);
-            self.yielded.fetch_add(nanos, Ordering::Relaxed);
-            self.yielded_total.fetch_add(nanos, Ordering::Relaxed);
-        }
+    /// What it waits for writes with, if it does.
+    pub fn yielding(&self) -> Option<Arc<YieldToWrites>> {
+        self.yielding.clone()
     }
 
     /// Asks for a pass now (called after writes).
@@ -217,7 +180,9 @@ impl Reconciler {
         let mut caught_up = true;
         for kind in [SyncKind::Message, SyncKind::Conclusion] {
             while !shutdown.is_cancelled() {
-                self.yield_to_writes(shutdown).await;
+                if let Some(yielding) = &self.yielding {
+                    yielding.wait(shutdown).await;
+                }
                 let items = self
                     .store
                     .unsynced(kind, self.config.batch_size, now_micros(), backoff)
@@ -241,9 +206,9 @@ impl Reconciler {
                 }
             }
         }
-        if caught_up && !shutdown.is_cancelled() {
+        if let (true, false, Some(yielding)) = (caught_up, shutdown.is_cancelled(), &self.yielding) {
             // Nothing due: the next burst may be yielded to again.
-            self.yielded.store(0, Ordering::Relaxed);
+            yielding.caught_up();
         }
         Ok(report)
     }

@@ -12,8 +12,9 @@ use roncho_core::model::{JsonObject, NewMessage, SyncKind};
 use roncho_core::store::Store;
 use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
 use roncho_embed::testing::SwitchableTestEmbedder;
-use roncho_reconciler::{Reconciler, ReconcilerConfig, YieldToWrites};
+use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use roncho_store::{SqlVectorStore, StoreOptions};
+use roncho_worker::yielding::YieldToWrites;
 
 fn message(peer: &str, content: &str) -> NewMessage {
     NewMessage {
@@ -169,11 +170,11 @@ async fn a_reconciler_beside_writes_waits_for_them_to_pause_within_its_budget() 
                 vectors.clone(),
                 ReconcilerConfig::default(),
             )
-            .yielding_to_writes(YieldToWrites {
-                activity: activity.clone(),
-                quiet: Duration::from_millis(50),
+            .yielding_to_writes(Arc::new(YieldToWrites::new(
+                activity.clone(),
+                Duration::from_millis(50),
                 budget,
-            }),
+            ))),
         )
     };
     let pending = || async { store.sync_counts(SyncKind::Message).await.unwrap().pending };

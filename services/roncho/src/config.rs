@@ -162,7 +162,7 @@ pub struct ConfigLayer {
     pub idempotency_window_secs: Option<u64>,
     pub worker_outage_backoff_max_secs: Option<u64>,
     pub reconciler_interval_ms: Option<u64>,
-    pub reconciler_yield_ms: Option<u64>,
+    pub background_yield_ms: Option<u64>,
     pub metrics_listen: Option<SocketAddr>,
     /// OpenTelemetry collector (OTLP over gRPC, e.g. `http://otel-collector:4317`);
     /// unset: no trace export.
@@ -489,10 +489,10 @@ pub struct Config {
     /// How often the reconciler looks for rows to embed when nobody nudges
     /// it (a deriver or ingest in its own process nudges it at once).
     pub reconciler_interval: Duration,
-    /// How long, in all, a reconciler in a process that also takes writes
-    /// waits for write bursts to pause before it catches up at full speed
-    /// whatever the writes (`Duration::ZERO`: it never waits).
-    pub reconciler_yield: Duration,
+    /// How long, in all, the reconciler and the deriver in a process that
+    /// also takes writes wait for write bursts to pause before they catch
+    /// up at full speed whatever the writes (`Duration::ZERO`: they never wait).
+    pub background_yield: Duration,
     /// Where Prometheus metrics are served (`GET /metrics`); `None`: off.
     pub metrics_listen: Option<SocketAddr>,
     /// Where spans are exported; `None`: they are not.
@@ -1185,7 +1185,7 @@ impl Config {
                     .max(merged.worker_outage_backoff_secs.unwrap_or(5).max(1)),
             ),
             reconciler_interval: Duration::from_millis(merged.reconciler_interval_ms.unwrap_or(1_000).max(50)),
-            reconciler_yield: Duration::from_millis(merged.reconciler_yield_ms.unwrap_or(5_000)),
+            background_yield: Duration::from_millis(merged.background_yield_ms.unwrap_or(5_000)),
             startup_timeout: Duration::from_secs(merged.startup_timeout_secs.unwrap_or(120)),
             metrics_listen: merged.metrics_listen,
             dialectic_timeouts: [

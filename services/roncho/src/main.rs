@@ -477,8 +477,8 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         roncho::metrics::install(metrics.clone());
         services.metrics = Some(metrics.clone());
         metrics.watch_admission(services.admission.stats(), services.rates.clone());
-        if let Some(reconciler) = &runtime.reconciler {
-            metrics.watch_reconciler(reconciler.clone());
+        if let Some(yielding) = runtime.reconciler.as_ref().and_then(|reconciler| reconciler.yielding()) {
+            metrics.watch_yielding("reconciler", yielding);
         }
         let listener = tokio::net::TcpListener::bind(address)
             .await
@@ -573,10 +573,19 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     if config.roles.contains(&Role::Deriver) {
         use roncho::config::{LlmConfig, LlmRole};
         let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
+        // Beside the writes of this process, the deriver lets bursts pass first.
+        let yielding = runtime
+            .write_activity
+            .as_ref()
+            .map(|activity| roncho::wiring::yielding_to(activity, &config));
+        if let (Some(metrics), Some(yielding)) = (&services.metrics, &yielding) {
+            metrics.watch_yielding("deriver", yielding.clone());
+        }
         let worker_config = roncho_deriver::worker::WorkerConfig {
             lease: config.deriver_lease,
             outage_backoff: config.worker_outage_backoff,
             outage_backoff_max: config.worker_outage_backoff_max,
+            yielding,
             ..roncho_deriver::worker::WorkerConfig::default()
         };
         worker_ids.push(worker_config.worker_id.clone());

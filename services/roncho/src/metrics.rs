@@ -68,6 +68,11 @@ struct Admission {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RoleLabel {
+    role: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ModelTokens {
     model: String,
     kind: String,
@@ -96,8 +101,8 @@ pub struct Metrics {
     write_groups: Gauge,
     grouped_writes: Gauge,
     admission: OnceLock<Admission>,
-    reconciler_yielded: Gauge<f64, std::sync::atomic::AtomicU64>,
-    reconciler: OnceLock<Arc<roncho_reconciler::Reconciler>>,
+    background_yielded: Family<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    yielding: std::sync::Mutex<Vec<(&'static str, Arc<roncho_worker::yielding::YieldToWrites>)>>,
 }
 
 impl std::fmt::Debug for Metrics {
@@ -180,11 +185,11 @@ impl Metrics {
             "requests refused RESOURCE_EXHAUSTED at once because the process or their connection was at its limit",
             requests_shed.clone(),
         );
-        let reconciler_yielded = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        let background_yielded = Family::<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
-            "reconciler_yielded_seconds",
-            "time the reconciler waited for this process's write bursts to pause, in all (reconciler_yield_ms)",
-            reconciler_yielded.clone(),
+            "background_yielded_seconds",
+            "time background work (reconciler, deriver) waited for this process's write bursts to pause, in all (background_yield_ms)",
+            background_yielded.clone(),
         );
         let requests_timed_out = Counter::default();
         registry.register(
@@ -218,8 +223,8 @@ impl Metrics {
             requests_timed_out,
             rate_limited,
             admission: OnceLock::new(),
-            reconciler_yielded,
-            reconciler: OnceLock::new(),
+            background_yielded,
+            yielding: std::sync::Mutex::new(Vec::new()),
             registry,
             rpc_requests,
             rpc_seconds,
@@ -245,9 +250,12 @@ impl Metrics {
         });
     }
 
-    /// Reports how long `reconciler` yielded to writes from now on.
-    pub fn watch_reconciler(&self, reconciler: Arc<roncho_reconciler::Reconciler>) {
-        let _ = self.reconciler.set(reconciler);
+    /// Reports how long `role`'s background work yielded to writes from now on.
+    pub fn watch_yielding(&self, role: &'static str, yielding: Arc<roncho_worker::yielding::YieldToWrites>) {
+        self.yielding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push((role, yielding));
     }
 
     /// Brings the admission metrics up to date with its counters.
@@ -285,8 +293,15 @@ impl Metrics {
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
         self.sync_admission();
-        if let Some(reconciler) = self.reconciler.get() {
-            self.reconciler_yielded.set(reconciler.yielded_total().as_secs_f64());
+        for (role, yielding) in self
+            .yielding
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+        {
+            self.background_yielded
+                .get_or_create(&RoleLabel { role: (*role).into() })
+                .set(yielding.total().as_secs_f64());
         }
         let mut text = String::new();
         // Writing into a String cannot fail.

@@ -11,11 +11,10 @@ use roncho_core::store::Store;
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
 use roncho_llm::Llm;
-use roncho_reconciler::{
-    GRACE_WITH_RECONCILER, QUIET_BEFORE_SYNC, Reconciler, ReconcilerConfig, TextIndexer, YieldToWrites,
-};
+use roncho_reconciler::{GRACE_WITH_RECONCILER, Reconciler, ReconcilerConfig, TextIndexer};
 use roncho_search::Semantic;
 use roncho_store::{SqlStore, SqlVectorStore};
+use roncho_worker::yielding::{QUIET_BEFORE_BACKGROUND, YieldToWrites};
 
 use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, LlmConfig, LlmProvider, LlmRole, Role};
 
@@ -26,9 +25,10 @@ pub struct Runtime {
     pub semantic: Option<Semantic>,
     /// Present when this process runs the reconciler role with an embedder.
     pub reconciler: Option<Arc<Reconciler>>,
-    /// Present when the reconciler role's work (vectors; on Postgres, the
-    /// text indexer) yields to this process's writes: it runs beside the
-    /// ingest role and `reconciler_yield_ms` is not zero.
+    /// Present when background work (the reconciler role's vectors and, on
+    /// Postgres, words; the deriver's work) yields to this process's
+    /// writes: it runs beside the ingest role and `background_yield_ms` is
+    /// not zero.
     pub write_activity: Option<Arc<WriteActivity>>,
     /// Present when this process runs the reconciler role on a store that
     /// indexes message text off the write path (Postgres).
@@ -116,6 +116,16 @@ async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>
     )
 }
 
+/// A budget of waiting for the writes `activity` watches to pause, for one
+/// kind of background work (each has its own).
+pub fn yielding_to(activity: &Arc<WriteActivity>, config: &Config) -> Arc<YieldToWrites> {
+    Arc::new(YieldToWrites::new(
+        activity.clone(),
+        QUIET_BEFORE_BACKGROUND,
+        config.background_yield,
+    ))
+}
+
 /// Connects, migrates and builds every port `config` asks for. An embedder
 /// whose dimension differs from the stored vectors stops start-up here.
 pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
@@ -129,11 +139,11 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
     let embedder = embedder(&config.embedding).await?;
-    // Beside the writes of its own process, on the same cores, the
-    // reconciler role lets write bursts pass first (docs/operations.md).
-    let write_activity = (config.roles.contains(&Role::Reconciler)
-        && config.roles.contains(&Role::Ingest)
-        && !config.reconciler_yield.is_zero())
+    // Beside the writes of its own process, on the same cores, background
+    // work lets write bursts pass first (docs/operations.md).
+    let write_activity = (config.roles.contains(&Role::Ingest)
+        && (config.roles.contains(&Role::Reconciler) || config.roles.contains(&Role::Deriver))
+        && !config.background_yield.is_zero())
     .then(|| Arc::new(WriteActivity::default()));
     let text_indexer = match config.roles.contains(&Role::Reconciler) {
         true if store.text_index_mark().await?.is_some() => {
@@ -146,7 +156,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             let store: Arc<dyn Store> = store.clone();
             let indexer = TextIndexer::new(store, grace, config.reconciler_interval);
             Some(Arc::new(match &write_activity {
-                Some(activity) => indexer.yielding_to_writes(activity.clone(), QUIET_BEFORE_SYNC),
+                Some(activity) => indexer.yielding_to_writes(activity.clone(), QUIET_BEFORE_BACKGROUND),
                 None => indexer,
             }))
         }
@@ -171,7 +181,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             store,
             semantic: None,
             reconciler: None,
-            write_activity: text_indexer.as_ref().and(write_activity),
+            write_activity,
             text_indexer,
             embedder_description: why,
         });
@@ -223,11 +233,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             },
         );
         Arc::new(match &write_activity {
-            Some(activity) => reconciler.yielding_to_writes(YieldToWrites {
-                activity: activity.clone(),
-                quiet: QUIET_BEFORE_SYNC,
-                budget: config.reconciler_yield,
-            }),
+            Some(activity) => reconciler.yielding_to_writes(yielding_to(activity, config)),
             None => reconciler,
         })
     });
