@@ -5,12 +5,15 @@ Answers POST /v1/chat/completions after a fixed latency (default 0.2 s):
 structured requests get {"explicit": [one fact per transcript line]} (the
 first five lines; every line with --all-lines), others a one-line summary.
 With --answer, others get that text instead (the MCP scenario's chat);
-with --log, each request's body is appended to the file as a JSON line.
+with --search-first, a request offering the `search_messages` tool and
+holding no tool result yet gets a call of it with the last user message as
+the query (so a chat reads the message index); with --log, each request's body is appended to the file as a JSON line.
 GET / reports the calls answered; GET /outage/on makes every call answer
 503 until GET /outage/off (the chaos run's model outage). Standard library
 only; prints its port.
 
-    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0] [--all-lines] [--answer TEXT] [--log FILE]
+    python3 loadtests/scripted_llm.py [--latency 0.2] [--port 0] [--all-lines] [--answer TEXT]
+        [--search-first] [--log FILE]
 """
 import argparse
 import json
@@ -34,6 +37,7 @@ class Handler(BaseHTTPRequestHandler):
     latency = 0.2
     all_lines = False
     answer = None
+    search_first = False
     log = None
 
     def log_message(self, *args):
@@ -58,7 +62,15 @@ class Handler(BaseHTTPRequestHandler):
         time.sleep(self.latency)
         with lock:
             calls += 1
-        transcript = body["messages"][-1]["content"]
+        transcript = body["messages"][-1]["content"] or ""
+        offered = {tool.get("function", {}).get("name") for tool in body.get("tools", [])}
+        searched = any(message.get("role") == "tool" for message in body["messages"])
+        if self.search_first and "search_messages" in offered and not searched:
+            question = next(m["content"] for m in reversed(body["messages"]) if m.get("role") == "user")
+            call = {"id": "call_search", "type": "function",
+                    "function": {"name": "search_messages", "arguments": json.dumps({"query": question})}}
+            self.reply({"role": "assistant", "content": None, "tool_calls": [call]}, "tool_calls", transcript, "")
+            return
         if "response_format" in body:
             lines = [line for line in transcript.splitlines() if line.strip()]
             chosen = lines if self.all_lines else lines[:5]
@@ -67,8 +79,11 @@ class Handler(BaseHTTPRequestHandler):
             content = self.answer
         else:
             content = f"Summary of {len(transcript.splitlines())} lines."
+        self.reply({"role": "assistant", "content": content}, "stop", transcript, content)
+
+    def reply(self, message, finish_reason, transcript, content):
         reply = {
-            "choices": [{"index": 0, "message": {"role": "assistant", "content": content}, "finish_reason": "stop"}],
+            "choices": [{"index": 0, "message": message, "finish_reason": finish_reason}],
             "usage": {"prompt_tokens": len(transcript) // 4, "completion_tokens": len(content) // 4},
         }
         data = json.dumps(reply).encode()
@@ -95,11 +110,13 @@ def main():
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--all-lines", action="store_true")
     parser.add_argument("--answer")
+    parser.add_argument("--search-first", action="store_true")
     parser.add_argument("--log")
     args = parser.parse_args()
     Handler.latency = args.latency
     Handler.all_lines = args.all_lines
     Handler.answer = args.answer
+    Handler.search_first = args.search_first
     Handler.log = args.log
     server = Server(("127.0.0.1", args.port), Handler)
     print(server.server_address[1], flush=True)

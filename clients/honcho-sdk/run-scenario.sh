@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Drives roncho's Honcho v3 REST edge with Honcho's official Python SDK
 # (honcho-ai from PyPI, pinned below) through clients/honcho-sdk/scenario.py:
-# embedded (SQLite), then on Postgres + NATS + Qdrant (every role in one
-# process), then a Honcho database imported with `roncho import
+# embedded (SQLite) without an embedder and with the local model (the
+# README's configuration), then on Postgres + NATS + Qdrant with the local
+# model (every role in one process), then a Honcho database imported with `roncho import
 # --from-honcho` and read back, then embedded with API keys, and keys
 # minted as Honcho mints them (PyJWT).
 #
@@ -26,7 +27,18 @@ if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import honcho, jwt" 2
   "$venv/bin/pip" install -q "honcho-ai==$sdk_version" "pyjwt==$pyjwt_version"
 fi
 
-start_server() { RONCHO_EMBEDDING_PROVIDER=none start_rest_server "$@"; }
+# Each mode's embedder: none, or the README's default local model
+# (scripts/fetch-bge-small.sh), with which embedded search, chat and
+# context read the embedded vector store's full-text index instead of FTS5.
+model_dir=$("$repo/scripts/fetch-bge-small.sh")
+embedder=none
+start_server() {
+  if [ "$embedder" = local ]; then
+    RONCHO_EMBEDDING_PROVIDER=local RONCHO_EMBEDDING_MODEL_DIR=$model_dir start_rest_server "$@"
+  else
+    RONCHO_EMBEDDING_PROVIDER=none start_rest_server "$@"
+  fi
+}
 
 passed=0
 sdk=$repo/clients/honcho-sdk
@@ -42,6 +54,7 @@ run_mode() {
 
 client=("$sdk/scenario.py")
 run_mode embedded --data-dir "$work/data"
+embedder=local run_mode "embedded with the local model" --data-dir "$work/data-model"
 
 database=roncho_honcho_sdk_$$_$RANDOM
 psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
@@ -50,7 +63,8 @@ if [ -n "${RONCHO_TEST_QDRANT_URL:-}" ]; then
   export RONCHO_QDRANT_COLLECTION=honcho_sdk_$$_$RANDOM
   distributed+=(--qdrant-url "$RONCHO_TEST_QDRANT_URL")
 fi
-RONCHO_NATS_PREFIX=honcho_sdk_$$_$RANDOM run_mode "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant}" "${distributed[@]}"
+embedder=local RONCHO_NATS_PREFIX=honcho_sdk_$$_$RANDOM \
+  run_mode "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant} with the local model" "${distributed[@]}"
 
 # A Honcho database (services/roncho/tests/honcho-v3-database.sql) imported
 # twice with `roncho import --from-honcho` (the second adds nothing), then

@@ -9,7 +9,9 @@
 #     $XDG_DATA_HOME/roncho);
 #   - with API keys: a key of alice's, over HTTP and stdio, reads hers and is
 #     refused bob's through every tool; no key is 401.
-# Chat goes to a scripted OpenAI-compatible model (loadtests/scripted_llm.py --answer).
+# Every mode embeds with the local model (the README's configuration). Chat
+# goes to a scripted OpenAI-compatible model (loadtests/scripted_llm.py
+# --answer --search-first: it calls search_messages before answering).
 #
 #   clients/mcp/run-scenario.sh path/to/roncho
 set -euo pipefail
@@ -30,12 +32,16 @@ scenario() { PYTHONPATH="$work/gen" "$venv/bin/python" "$repo/clients/mcp/scenar
 answer=$("$venv/bin/python" -c 'import sys; sys.path.insert(0, sys.argv[1]); import scenario; print(scenario.ANSWER)' "$repo/clients/mcp")
 model_port=$(free_port)
 "$venv/bin/python" "$repo/loadtests/scripted_llm.py" --latency 0 --port "$model_port" --answer "$answer" \
-  --log "$work/model.jsonl" >/dev/null &
+  --search-first --log "$work/model.jsonl" >/dev/null &
 model_pid=$!
 trap 'kill $model_pid 2>/dev/null || true; cleanup' EXIT
 export RONCHO_LLM_BASE_URL=http://127.0.0.1:$model_port/v1 RONCHO_DIALECTIC_MODEL=scripted RONCHO_LLM_API_KEY=none
-# Conclusions are queried by meaning: the test hashing embedder (no model download).
-export RONCHO_EMBEDDING_PROVIDER=test-hashing RONCHO_EMBEDDING_DIMENSIONS=384
+# Conclusions are queried by meaning: the README's local model
+# (scripts/fetch-bge-small.sh), with which the embedded vector store ranks
+# words too and the dialectic's tools read it.
+export RONCHO_EMBEDDING_PROVIDER=local
+RONCHO_EMBEDDING_MODEL_DIR=$("$repo/scripts/fetch-bge-small.sh")
+export RONCHO_EMBEDDING_MODEL_DIR
 
 start_server() { start_rest_server "$@"; }
 

@@ -200,11 +200,17 @@ async def conversation(args, tools, initialized):
     check(overview["workspace_id"] == ws and overview["peer_count"] == 2 and overview["session_count"] == 1
           and overview["metadata"] == {"purpose": "mcp scenario"}, "inspect_workspace", overview)
 
+    logged = len(Path(args.model_log).read_text().splitlines()) if args.model_log and Path(args.model_log).exists() else 0
     answer = await tools.ok("chat", {"workspace_id": ws, "peer_id": "assistant", "target_peer_id": "alice", "query": "What pet does alice have?"})
     check(answer == ANSWER, "chat answers with the scripted model", answer)
     if args.model_log:
         asked = Path(args.model_log).read_text()
         check("What pet does alice have?" in asked, "the model was asked the question", asked[-500:])
+        # The model searched the messages first (scripted_llm.py --search-first): the tool read them.
+        results = [m["content"] for line in asked.splitlines()[logged:] for m in json.loads(line)["messages"]
+                   if m.get("role") == "tool"]
+        check(any(r.startswith("Found") and "kitten" in r for r in results),
+              "the dialectic's search_messages tool found the messages", results[-3:])
 
     made = await tools.ok("create_conclusions", {
         "workspace_id": ws, "peer_id": "assistant", "target_peer_id": "alice",

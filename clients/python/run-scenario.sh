@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Generates the Python client from proto/ and runs clients/python/scenario.py
-# against `roncho serve` in the embedded mode, on Postgres, and embedded over
+# against `roncho serve` in the embedded mode (without an embedder, and with
+# the local model as the README installs it), on Postgres, and embedded over
 # TLS with API keys (certificates from openssl, the key from `roncho keys
 # create`): each mode is written, restarted and verified; the transcripts must
 # be identical.
@@ -27,7 +28,7 @@ start_server() { # mode args...
   target=127.0.0.1:$port
   # Full-text search only, and no deriver worker: the transcript must not depend
   # on when vectors sync or when background derivation adds conclusions.
-  RONCHO_EMBEDDING_PROVIDER=none "$roncho_bin" serve --listen "$target" \
+  RONCHO_EMBEDDING_PROVIDER=${embedding_provider:-none} "$roncho_bin" serve --listen "$target" \
     --roles ingest,recall,dialectic,dreamer,reconciler "$@" >>"$work/server.log" 2>&1 &
   server_pid=$!
 }
@@ -49,6 +50,15 @@ run_mode() { # name serve-args...
 }
 
 run_mode embedded --data-dir "$work/data"
+# The README's configuration: the local model installed (search is hybrid,
+# the embedded vector store ranks words, and chat reads it too).
+export RONCHO_EMBEDDING_MODEL_DIR
+RONCHO_EMBEDDING_MODEL_DIR=$("$repo/scripts/fetch-bge-small.sh")
+embedding_provider=local
+client_args=(--semantic)
+run_mode embedded-model --data-dir "$work/data-model"
+embedding_provider=none
+client_args=()
 database=roncho_pyclient_$$_$RANDOM
 psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
 run_mode postgres --database-url "${server_url%/*}/$database"

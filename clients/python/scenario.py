@@ -32,7 +32,7 @@ import grpc
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.rpc import error_details_pb2, status_pb2  # noqa: F401  (shipped with grpcio-tools' protobuf)
 
-from roncho.v1 import ingest_pb2, ingest_pb2_grpc, recall_pb2, recall_pb2_grpc, types_pb2
+from roncho.v1 import dialectic_pb2, dialectic_pb2_grpc, ingest_pb2, ingest_pb2_grpc, recall_pb2, recall_pb2_grpc, types_pb2
 
 WS = "py-scenario"
 OTHER_WS = "py-scenario-other"
@@ -183,9 +183,11 @@ def minimal_pdf(text):
     return bytes(out)
 
 
-def write_phase(channel, transcript):
+def write_phase(channel, transcript, semantic):
+    """`semantic`: the server embeds with the local model (search is hybrid)."""
     ingest = ingest_pb2_grpc.IngestServiceStub(channel)
     recall = recall_pb2_grpc.RecallServiceStub(channel)
+    dialectic = dialectic_pb2_grpc.DialecticServiceStub(channel)
     INVALID = grpc.StatusCode.INVALID_ARGUMENT
     NOT_FOUND = grpc.StatusCode.NOT_FOUND
 
@@ -305,9 +307,17 @@ def write_phase(channel, transcript):
 
     # Search: full text with stemming, scoped, never an error for odd queries.
     hits = recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="Who drinks espressos?", limit=5))
-    assert {m.content for m in hits.messages} == {"Espresso for me, always."}, hits  # the original and its clone
-    assert hits.mode == "full_text" and hits.degraded_reason
+    if semantic:
+        # By meaning too: the nearest messages fill the page after the matches.
+        assert hits.mode == "hybrid" and not hits.degraded_reason, hits
+        assert hits.messages[0].content == "Espresso for me, always.", hits
+    else:
+        assert {m.content for m in hits.messages} == {"Espresso for me, always."}, hits  # the original and its clone
+        assert hits.mode == "full_text" and hits.degraded_reason
     transcript.record("search.workspace", hits)
+    # The dialectic reads the same memory (extractively: no model is configured).
+    answer = dialectic.Chat(dialectic_pb2.ChatRequest(workspace_id=WS, peer_id="alice", target="bob", query="What does bob drink?"))
+    assert answer.HasField("content") and "Espresso" in answer.content, answer
     transcript.record("search.session_peer", recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, session_id="chat", peer_id="alice", query="flat white morning")))
     odd = recall.SearchMessages(recall_pb2.SearchMessagesRequest(workspace_id=WS, query="\"'); DROP TABLE messages; -- NEAR(*)"))
     transcript.record("search.hostile", odd)
@@ -336,8 +346,18 @@ def write_phase(channel, transcript):
     expect_error(transcript, "context.perspective_without_target", INVALID, lambda: recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", peer_perspective="alice")), "peer_perspective")
 
     expect_error(transcript, "query_conclusions.no_collection", INVALID, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee")), "filters")
-    # The scenario runs without an embedder: semantic queries say so.
-    expect_error(transcript, "query_conclusions.no_embedder", grpc.StatusCode.FAILED_PRECONDITION, lambda: recall.QueryConclusions(recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee", filters=struct({"observer_id": "alice", "observed_id": "bob"}))))
+    query = recall_pb2.QueryConclusionsRequest(workspace_id=WS, query="coffee", filters=struct({"observer_id": "alice", "observed_id": "bob"}))
+    if semantic:
+        # The conclusion's vector is synced by the reconciler within seconds.
+        for _ in range(100):
+            near = recall.QueryConclusions(query).conclusions
+            if near:
+                break
+            time.sleep(0.1)
+        assert [c.content for c in near] == ["Bob drinks espresso"], near
+    else:
+        # Without an embedder, semantic queries say so.
+        expect_error(transcript, "query_conclusions.no_embedder", grpc.StatusCode.FAILED_PRECONDITION, lambda: recall.QueryConclusions(query))
 
     retries_phase(ingest, recall, transcript)
 
@@ -389,6 +409,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--ca-file", help="CA of the server's TLS certificate: connect over TLS")
     parser.add_argument("--key", help="API key, sent as authorization: Bearer <key>")
+    parser.add_argument("--semantic", action="store_true", help="the server embeds with the local model")
     args = parser.parse_args()
     if args.ca_file:
         with open(args.ca_file, "rb") as ca:
@@ -405,7 +426,7 @@ def main():
         check_refusals(args.target, tls)
     if args.phase == "write":
         transcript = Transcript()
-        write_phase(channel, transcript)
+        write_phase(channel, transcript, args.semantic)
         with open(args.out, "w") as out:
             json.dump({"scenario": transcript.entries, "after_write": snapshot(channel)}, out, indent=1, sort_keys=True)
         print(f"scenario: {len(transcript.entries)} steps recorded, crc {zlib.crc32(json.dumps(transcript.entries, sort_keys=True).encode()):08x}")

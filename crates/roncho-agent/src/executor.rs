@@ -18,7 +18,6 @@ use roncho_core::model::{
 };
 use roncho_core::representation::format_time;
 use roncho_core::store::Store;
-use roncho_core::vector::{VectorFilter, messages_namespace};
 use roncho_core::{Error, Result};
 use roncho_search::Semantic;
 use roncho_search::context::{RepresentationOptions, nearest_conclusions};
@@ -271,8 +270,8 @@ impl ToolContext {
         Ok(format!("Found {} matching messages:\n{snippets}", found.len()))
     }
 
-    /// Messages matching `query` (semantic and full text, semantic first),
-    /// within what the observer could see and the dates given.
+    /// Messages matching `query` (hybrid search, as SearchMessages ranks
+    /// them), within what the observer could see and the dates given.
     pub async fn find_messages(
         &self,
         query: &str,
@@ -287,13 +286,10 @@ impl ToolContext {
         } else {
             limit * 2
         };
-        let mut found: Vec<Message> = Vec::new();
-        if let Some(semantic) = &self.semantic {
-            match self.semantic_messages(semantic, query, asked).await {
-                Ok(messages) => found.extend(messages),
-                Err(error) => tracing::warn!(%error, "semantic message search failed; full text only"),
-            }
-        }
+        // The same search as SearchMessages, in every configuration: each
+        // store's full text is read where that configuration keeps it (the
+        // embedded vector store's index, Qdrant's sparse vectors, SQLite's
+        // FTS5 or Postgres' text index).
         let search = MessageSearch {
             terms: roncho_core::search::terms(query),
             session_ids: self.allowed_sessions.clone(),
@@ -301,48 +297,25 @@ impl ToolContext {
             peer_perspective: Some(self.observer.clone()),
             limit: asked,
         };
-        for message in self
-            .store
-            .search_messages(&self.workspace, &search, &filter::Filter::All)
-            .await?
-        {
-            if found.iter().all(|known| known.id != message.id) {
-                found.push(message);
-            }
+        let found = roncho_search::messages::search(
+            self.store.as_ref(),
+            self.semantic.as_ref(),
+            &self.workspace,
+            query,
+            &search,
+            &filter::Filter::All,
+        )
+        .await?;
+        if !found.degraded_reason.is_empty() && self.semantic.is_some() {
+            tracing::warn!(reason = found.degraded_reason, "agent message search degraded");
         }
+        let found = found.messages;
         let mut found: Vec<Message> = found
             .into_iter()
             .filter(|m| dated(m) && self.may_read_session(Some(&m.session_id)))
             .collect();
         found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
         Ok(found)
-    }
-
-    async fn semantic_messages(&self, semantic: &Semantic, query: &str, top_k: i64) -> Result<Vec<Message>> {
-        let vector = semantic.embed_query(query).await?;
-        let filter = VectorFilter {
-            session_ids: self.allowed_sessions.clone(),
-            ..VectorFilter::default()
-        };
-        let hits = semantic
-            .vectors
-            .query(
-                &messages_namespace(&self.workspace),
-                &vector,
-                usize::try_from(top_k).unwrap_or(20),
-                &filter,
-                None,
-            )
-            .await?;
-        let ids: Vec<String> = hits.into_iter().map(|hit| hit.id).collect();
-        let rows = self
-            .store
-            .messages_by_ids(&self.workspace, &ids, &filter::Filter::All, Some(&self.observer))
-            .await?;
-        Ok(ids
-            .iter()
-            .filter_map(|id| rows.iter().find(|row| &row.id == id).cloned())
-            .collect())
     }
 
     /// The matches with `window` messages on each side, overlapping windows
