@@ -31,6 +31,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_server(true)
         .build_client(true)
+        // Malformed requests are the caller's fault: INVALID_ARGUMENT, not INTERNAL.
+        .codec_path("crate::codec::ProstCodec")
         .compile_fds(file_descriptors)?;
     Ok(())
 }

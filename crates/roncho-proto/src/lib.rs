@@ -3,6 +3,8 @@
 //! The `.proto` files are the contract; this crate only compiles them. The
 //! encoded descriptor set is exported for gRPC server reflection.
 
+pub mod codec;
+
 /// Generated messages, clients and servers of package `roncho.v1`.
 pub mod v1 {
     #![allow(clippy::all, reason = "generated code")]
