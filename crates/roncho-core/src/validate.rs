@@ -228,69 +228,95 @@ pub fn peer_card(field: &str, entries: &[String]) -> Result<Vec<String>> {
         .collect()
 }
 
-/// A webhook endpoint's URL, checked, with the host and port it names.
+/// A webhook endpoint's URL, parsed once by the WHATWG rules the HTTP
+/// client uses (`url`, which reqwest re-exports): its host is the host the
+/// client will connect to, whatever the spelling (a trailing dot, full-width
+/// digits, percent-encoding, `0x7f.1`, a backslash before `@`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WebhookUrl {
-    pub url: String,
-    pub host: String,
+    /// The URL as parsed (normalised); deliver to this, not the text given.
+    pub url: url::Url,
+    pub host: WebhookHost,
     pub port: u16,
 }
 
+/// The host a webhook URL names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WebhookHost {
+    /// An IP literal: no resolver sees it, so it is checked here.
+    Ip(std::net::IpAddr),
+    /// A name (lowercase, IDNA-mapped, without a trailing dot), resolved and
+    /// checked at connection time.
+    Name(String),
+}
+
+impl std::fmt::Display for WebhookHost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            WebhookHost::Ip(ip) => write!(f, "{ip}"),
+            WebhookHost::Name(name) => f.write_str(name),
+        }
+    }
+}
+
+/// Why a webhook URL pointing inside is refused.
+pub const PRIVATE_WEBHOOK: &str = "must not point at a private, loopback, link-local, multicast or \
+     otherwise non-public address (set webhook_allow_private_addresses to allow it)";
+
 /// Checks a webhook URL: http(s), naming a host; unless `allow_private`, the
-/// host may not be a private, loopback, link-local or otherwise non-public IP
-/// literal (what names resolve to is checked by the caller, which can look
-/// them up).
+/// host may not be a non-public IP literal (in any spelling the HTTP client
+/// accepts) nor `localhost` or a name under it. What other names resolve to
+/// is checked by the caller, which can look them up, and again by the
+/// delivery's resolver when it connects.
 pub fn webhook_url(field: &str, url: &str, allow_private: bool) -> Result<WebhookUrl> {
-    let (rest, default_port) = match url.strip_prefix("https://") {
-        Some(rest) => (rest, 443),
-        None => (
-            url.strip_prefix("http://")
-                .ok_or_else(|| Error::invalid(field, "must be an http or https URL"))?,
-            80,
-        ),
+    let parsed = url::Url::parse(url).map_err(|error| Error::invalid(field, format!("is not a URL: {error}")))?;
+    let default_port = match parsed.scheme() {
+        "http" => 80,
+        "https" => 443,
+        _ => return Err(Error::invalid(field, "must be an http or https URL")),
     };
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
-    let host_port = authority.rsplit('@').next().unwrap_or_default();
-    let (host, port) = if let Some(bracketed) = host_port.strip_prefix('[') {
-        let (host, after) = bracketed.split_once(']').unwrap_or((bracketed, ""));
-        (host, after.strip_prefix(':'))
-    } else {
-        match host_port.split_once(':') {
-            Some((host, port)) => (host, Some(port)),
-            None => (host_port, None),
+    let host = match parsed.host() {
+        None => return Err(Error::invalid(field, "must name a host")),
+        Some(url::Host::Ipv4(v4)) => WebhookHost::Ip(std::net::IpAddr::V4(v4)),
+        Some(url::Host::Ipv6(v6)) => WebhookHost::Ip(std::net::IpAddr::V6(v6)),
+        Some(url::Host::Domain(name)) => {
+            let name = name.trim_end_matches('.').to_ascii_lowercase();
+            // What the connector would take for a literal (it skips the resolver).
+            match name.parse::<std::net::IpAddr>() {
+                Ok(ip) => WebhookHost::Ip(ip),
+                Err(_) if name.is_empty() => return Err(Error::invalid(field, "must name a host")),
+                Err(_) => WebhookHost::Name(name),
+            }
         }
     };
-    if host.is_empty() {
-        return Err(Error::invalid(field, "must name a host"));
+    if !allow_private {
+        let inside = match &host {
+            WebhookHost::Ip(ip) => !is_public_ip(ip),
+            // RFC 6761: every name under localhost is loopback, whatever a resolver says.
+            WebhookHost::Name(name) => name == "localhost" || name.ends_with(".localhost"),
+        };
+        if inside {
+            return Err(Error::invalid(field, PRIVATE_WEBHOOK));
+        }
     }
-    let port = match port {
-        None | Some("") => default_port,
-        Some(port) => port
-            .parse()
-            .map_err(|_| Error::invalid(field, format!("has an invalid port `{port}`")))?,
-    };
-    if !allow_private
-        && let Ok(ip) = host.parse::<std::net::IpAddr>()
-        && !is_public_ip(&ip)
-    {
-        return Err(Error::invalid(
-            field,
-            "must not point at a private, loopback, link-local, multicast or unspecified address",
-        ));
-    }
+    let port = parsed.port().unwrap_or(default_port);
     Ok(WebhookUrl {
-        url: url.to_owned(),
-        host: host.to_owned(),
+        url: parsed,
+        host,
         port,
     })
 }
 
 /// Returns whether an address is reachable on the public internet: not
 /// private, loopback, link-local (cloud metadata), shared, multicast,
-/// reserved or unspecified.
+/// reserved, documentation, benchmarking or unspecified, and, for IPv6, not
+/// one of those inside an IPv4-mapped, IPv4-compatible, NAT64 or 6to4
+/// address, nor unique-local, site-local, Teredo or another IETF-reserved
+/// block.
 pub fn is_public_ip(ip: &std::net::IpAddr) -> bool {
     match ip {
         std::net::IpAddr::V4(v4) => {
+            let [a, b, c, _] = v4.octets();
             !(v4.is_private()
                 || v4.is_loopback()
                 || v4.is_link_local()
@@ -298,23 +324,99 @@ pub fn is_public_ip(ip: &std::net::IpAddr) -> bool {
                 || v4.is_unspecified()
                 || v4.is_broadcast()
                 || v4.is_documentation()
-                || v4.octets()[0] == 0
-                || v4.octets()[0] >= 240
-                || (v4.octets()[0] == 100 && (v4.octets()[1] & 0xc0) == 64))
+                || a == 0
+                || a >= 240
+                // shared address space (carrier-grade NAT)
+                || (a == 100 && (b & 0xc0) == 64)
+                // IETF protocol assignments, and the 6to4 relay anycast
+                || (a == 192 && b == 0 && c == 0)
+                || (a == 192 && b == 88 && c == 99)
+                // benchmarking
+                || (a == 198 && (b & 0xfe) == 18))
         }
         std::net::IpAddr::V6(v6) => {
-            let first = v6.segments()[0];
+            let segments = v6.segments();
+            let embedded_v4 = |high: u16, low: u16| {
+                let [a, b] = high.to_be_bytes();
+                let [c, d] = low.to_be_bytes();
+                std::net::IpAddr::V4(std::net::Ipv4Addr::new(a, b, c, d))
+            };
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_public_ip(&std::net::IpAddr::V4(v4));
+            }
+            match segments {
+                // NAT64, well-known prefix: the IPv4 address it reaches
+                [0x64, 0xff9b, 0, 0, 0, 0, high, low] => return is_public_ip(&embedded_v4(high, low)),
+                // 6to4: the IPv4 address of the relay it tunnels to
+                [0x2002, high, low, ..] => return is_public_ip(&embedded_v4(high, low)),
+                _ => {}
+            }
+            let first = segments[0];
             !(v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
+                // IPv4-compatible (deprecated) and the rest of ::/96
+                || segments[..6] == [0; 6]
+                // NAT64 local-use prefix
+                || (first == 0x64 && segments[1] == 0xff9b)
+                // discard-only
+                || (first == 0x100 && segments[1..4] == [0; 3])
+                // IETF protocol assignments: Teredo, benchmarking, ORCHID
+                || (first == 0x2001 && segments[1] < 0x200)
+                // documentation
+                || (first == 0x2001 && segments[1] == 0xdb8)
+                || (first == 0x3fff && segments[1] < 0x1000)
+                // unique local, link-local, site-local
                 || (first & 0xfe00) == 0xfc00
                 || (first & 0xffc0) == 0xfe80
-                || v6
-                    .to_ipv4_mapped()
-                    .is_some_and(|v4| !is_public_ip(&std::net::IpAddr::V4(v4))))
+                || (first & 0xffc0) == 0xfec0)
         }
     }
 }
+
+/// Spellings of loopback that the WHATWG parser (the HTTP client's) reads
+/// as an address of this machine, each with a `{port}` to fill in: for tests
+/// that try to deliver to a listener on loopback, here and in the delivery's
+/// crate.
+#[cfg(any(test, feature = "testing"))]
+pub const LOOPBACK_WEBHOOK_SPELLINGS: &[&str] = &[
+    "http://127.0.0.1:{port}/",
+    "http://127.0.0.1.:{port}/",
+    "http://127.1:{port}/",
+    "http://127.0.0.2:{port}/",
+    "http://0x7f.1:{port}/",
+    "http://0x7f000001:{port}/",
+    "http://2130706433:{port}/",
+    "http://0177.0.0.1:{port}/",
+    "http://017700000001:{port}/",
+    "http://\u{ff11}\u{ff12}\u{ff17}\u{ff0e}\u{ff10}\u{ff0e}\u{ff10}\u{ff0e}\u{ff11}:{port}/",
+    "http://127\u{3002}0\u{3002}0\u{3002}1:{port}/",
+    "http://\u{2460}\u{2461}\u{2466}.0.0.1:{port}/",
+    "http://%31%32%37.0.0.1:{port}/",
+    "http://127.0.0.1%2e:{port}/",
+    "http://127.0.0.1:{port}\\@example.com/",
+    "http:/\\127.0.0.1:{port}/",
+    "http:127.0.0.1:{port}/",
+    "http://127.0.0.\t1:{port}/",
+    "http://user:pass@127.0.0.1:{port}/",
+    "http://example.com@127.0.0.1:{port}/",
+    "http://example.com:80@127.0.0.1:{port}/",
+    "HTTP://127.0.0.1:{port}/",
+    "https://127.0.0.1:{port}/",
+    "http://0:{port}/",
+    "http://0.0.0.0:{port}/",
+    "http://[::]:{port}/",
+    "http://[::1]:{port}/",
+    "http://[0:0:0:0:0:0:0:1]:{port}/",
+    "http://[::ffff:127.0.0.1]:{port}/",
+    "http://[::ffff:7f00:1]:{port}/",
+    "http://[::127.0.0.1]:{port}/",
+    "http://localhost:{port}/",
+    "http://LOCALHOST.:{port}/",
+    "http://%6c%6fcalhost:{port}/",
+    "http://api.localhost:{port}/",
+    "http://\u{ff4c}ocalhost:{port}/",
+];
 
 #[cfg(test)]
 mod tests {
@@ -389,10 +491,13 @@ mod tests {
 
     #[test]
     fn webhook_urls_must_be_public_http() {
+        let name = |host: &str| WebhookHost::Name(host.to_owned());
         let checked = webhook_url("url", "https://example.com/hook", false).unwrap();
-        assert_eq!((checked.host.as_str(), checked.port), ("example.com", 443));
+        assert_eq!((checked.host, checked.port), (name("example.com"), 443));
         let checked = webhook_url("url", "http://user@example.com:8080/x", false).unwrap();
-        assert_eq!((checked.host.as_str(), checked.port), ("example.com", 8080));
+        assert_eq!((checked.host, checked.port), (name("example.com"), 8080));
+        let checked = webhook_url("url", "http://Example.COM./x", false).unwrap();
+        assert_eq!(checked.host, name("example.com"));
         assert!(webhook_url("url", "ftp://example.com", false).is_err());
         assert!(webhook_url("url", "http://127.0.0.1/x", false).is_err());
         assert!(webhook_url("url", "http://10.1.2.3", false).is_err());
@@ -405,5 +510,53 @@ mod tests {
             "when allowed"
         );
         assert!(webhook_url("url", "http://example.com:http/", false).is_err());
+    }
+
+    /// Spellings of addresses inside other networks, checked by parsing
+    /// alone (nothing is ever sent to them).
+    const ELSEWHERE_INSIDE: &[&str] = &[
+        "http://[64:ff9b::a9fe:a9fe]/",
+        "http://[2002:a9fe:a9fe::1]/",
+        "http://[fe80::1]/",
+        "http://[fc00::1]/",
+        "http://[fec0::1]/",
+        "http://[2001::1]/",
+        "http://10.0.0.1/",
+        "http://10.1/",
+        "http://172.16.0.1/",
+        "http://192.168.1.1/",
+        "http://169.254.169.254/latest/meta-data",
+        "http://0xa9.0xfe.0xa9.0xfe/",
+        "http://100.64.0.1/",
+        "http://192.0.0.8/",
+        "http://198.18.0.1/",
+        "http://224.0.0.1/",
+        "http://255.255.255.255/",
+    ];
+
+    #[test]
+    fn every_spelling_of_an_inside_address_is_refused() {
+        let loopback = LOOPBACK_WEBHOOK_SPELLINGS
+            .iter()
+            .flat_map(|url| [url.replace("{port}", "80"), url.replace(":{port}", "")]);
+        let accepted: Vec<String> = loopback
+            .chain(ELSEWHERE_INSIDE.iter().map(|url| (*url).to_owned()))
+            .filter(|url| webhook_url("url", url, false).is_ok())
+            .collect();
+        assert!(accepted.is_empty(), "accepted: {accepted:?}");
+        // The parser is the client's: each spelling names the address the client would reach.
+        let checked = webhook_url("url", "http://0x7f.1/", true).unwrap();
+        assert_eq!(checked.host, WebhookHost::Ip("127.0.0.1".parse().unwrap()));
+        let checked = webhook_url("url", "http://127.0.0.1\\@example.com/", true).unwrap();
+        assert_eq!(checked.host, WebhookHost::Ip("127.0.0.1".parse().unwrap()));
+        // Public spellings stay accepted.
+        for url in [
+            "http://8.8.8.8/",
+            "http://[2606:4700::1111]/",
+            "http://[64:ff9b::808:808]/",
+            "http://127.0.0.1:80@example.com/",
+        ] {
+            assert!(webhook_url("url", url, false).is_ok(), "{url}");
+        }
     }
 }

@@ -82,8 +82,11 @@ pub enum DeliveryError {
     Refused(String),
     /// The request did not get through (connection, TLS, time-out).
     Transport(String),
-    /// The receiver answered with a status outside 2xx.
-    Status { status: u16, body: String },
+    /// The receiver answered with a status outside 2xx. Its body is not
+    /// kept: a failed delivery's error is readable by the workspace (queue
+    /// status), and the receiver may be a service the workspace must not
+    /// read.
+    Status { status: u16 },
 }
 
 impl std::fmt::Display for DeliveryError {
@@ -91,9 +94,7 @@ impl std::fmt::Display for DeliveryError {
         match self {
             DeliveryError::Refused(reason) => write!(f, "refused: {reason}"),
             DeliveryError::Transport(reason) => write!(f, "not delivered: {reason}"),
-            DeliveryError::Status { status, body } => {
-                write!(f, "HTTP {status}: {}", body.chars().take(200).collect::<String>())
-            }
+            DeliveryError::Status { status } => write!(f, "the receiver answered HTTP {status}"),
         }
     }
 }
@@ -147,12 +148,14 @@ impl WebhookSender {
 
     /// POSTs `body` (an [`envelope`]) to `url`, signed; `Ok` on a 2xx answer.
     pub async fn deliver(&self, url: &str, body: &str) -> Result<(), DeliveryError> {
-        // IP literals do not pass through the resolver: checked here.
-        validate::webhook_url("url", url, self.allow_private)
+        // Parsed once, as the client parses it, and the parsed URL is what
+        // it is given: IP literals (which do not pass through the resolver)
+        // are checked here, names by the resolver when it connects.
+        let checked = validate::webhook_url("url", url, self.allow_private)
             .map_err(|error| DeliveryError::Refused(error.to_string()))?;
         let mut request = self
             .client
-            .post(url)
+            .post(checked.url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_owned());
         if let Some(secret) = &self.secret {
@@ -167,10 +170,8 @@ impl WebhookSender {
         if status.is_success() {
             return Ok(());
         }
-        let body = response.text().await.unwrap_or_default();
         Err(DeliveryError::Status {
             status: status.as_u16(),
-            body,
         })
     }
 }
@@ -235,15 +236,63 @@ mod tests {
         assert_eq!(timestamp(1_764_063_000_000_000), "2025-11-25T09:30:00+00:00");
     }
 
+    /// A listener on loopback that counts the connections it gets.
+    async fn counting_listener() -> (u16, Arc<std::sync::atomic::AtomicUsize>) {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let reached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let count = reached.clone();
+        tokio::spawn(async move {
+            while let Ok((mut connection, _)) = listener.accept().await {
+                count.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                use tokio::io::{AsyncReadExt, AsyncWriteExt};
+                let mut request = vec![0; 64 * 1024];
+                let _ = connection.read(&mut request).await;
+                let _ = connection
+                    .write_all(b"HTTP/1.1 500 Internal\r\ncontent-length: 14\r\n\r\ninternal token")
+                    .await;
+            }
+        });
+        (port, reached)
+    }
+
+    #[tokio::test]
+    async fn no_spelling_of_loopback_reaches_a_listener_on_it() {
+        let (port, reached) = counting_listener().await;
+        let sender = WebhookSender::new(Some("s"), Duration::from_secs(2), false).unwrap();
+        let mut delivered = Vec::new();
+        for spelling in validate::LOOPBACK_WEBHOOK_SPELLINGS {
+            let url = spelling.replace("{port}", &port.to_string());
+            if !matches!(sender.deliver(&url, "{}").await, Err(DeliveryError::Refused(_))) {
+                delivered.push(url);
+            }
+        }
+        assert!(delivered.is_empty(), "not refused: {delivered:?}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 0);
+        assert!(validate::LOOPBACK_WEBHOOK_SPELLINGS.len() >= 30);
+    }
+
+    #[tokio::test]
+    async fn a_failed_delivery_keeps_the_status_never_the_body() {
+        let (port, reached) = counting_listener().await;
+        // An operator who allows private addresses reaches it; the error
+        // (readable by the workspace) holds no byte of what it answered.
+        let sender = WebhookSender::new(None, Duration::from_secs(2), true).unwrap();
+        let error = sender
+            .deliver(&format!("http://127.0.0.1:{port}/hook"), "{}")
+            .await
+            .unwrap_err();
+        assert_eq!(error, DeliveryError::Status { status: 500 });
+        assert!(!error.to_string().contains("token"), "{error}");
+        assert_eq!(reached.load(std::sync::atomic::Ordering::SeqCst), 1);
+    }
+
     #[tokio::test]
     async fn endpoints_inside_are_refused_unless_allowed() {
         let sender = WebhookSender::new(Some("s"), Duration::from_secs(1), false).unwrap();
         let refused = sender.deliver("http://127.0.0.1:9/hook", "{}").await.unwrap_err();
         assert!(matches!(refused, DeliveryError::Refused(_)), "{refused}");
         let by_name = sender.deliver("http://localhost:9/hook", "{}").await.unwrap_err();
-        assert!(
-            matches!(&by_name, DeliveryError::Transport(reason) if reason.contains("private, loopback")),
-            "{by_name}"
-        );
+        assert!(matches!(&by_name, DeliveryError::Refused(_)), "{by_name}");
     }
 }

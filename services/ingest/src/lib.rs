@@ -549,10 +549,11 @@ const WEBHOOK_LOOKUP_TIMEOUT: std::time::Duration = std::time::Duration::from_se
 /// does not resolve now is accepted: delivery must check the address it
 /// connects to in any case, since what a name resolves to can change.
 async fn refuse_private_names(url: &validate::WebhookUrl) -> Result<()> {
-    if url.host.parse::<std::net::IpAddr>().is_ok() {
+    let validate::WebhookHost::Name(host) = &url.host else {
+        // A literal: checked by `validate::webhook_url`.
         return Ok(());
-    }
-    let lookup = tokio::net::lookup_host((url.host.as_str(), url.port));
+    };
+    let lookup = tokio::net::lookup_host((host.as_str(), url.port));
     let Ok(Ok(addresses)) = tokio::time::timeout(WEBHOOK_LOOKUP_TIMEOUT, lookup).await else {
         return Ok(());
     };
@@ -562,7 +563,7 @@ async fn refuse_private_names(url: &validate::WebhookUrl) -> Result<()> {
                 "url",
                 format!(
                     "`{}` resolves to {}, a private, loopback or link-local address",
-                    url.host,
+                    host,
                     address.ip()
                 ),
             ));
@@ -964,7 +965,8 @@ impl IngestApi for Ingest {
         if !self.allow_private_webhooks {
             refuse_private_names(&checked).await?;
         }
-        self.store.create_webhook(&workspace_id, &checked.url).await
+        // Stored as given (Honcho echoes it); delivery parses it again as checked here.
+        self.store.create_webhook(&workspace_id, &request.url).await
     }
 
     async fn delete_webhook(&self, _caller: &Caller, request: DeleteWebhook) -> Result<()> {
@@ -1014,7 +1016,12 @@ mod tests {
 
     #[tokio::test]
     async fn webhooks_naming_hosts_that_resolve_inside_are_refused() {
-        let checked = validate::webhook_url("url", "http://localhost:8080/hook", false).unwrap();
+        assert!(
+            validate::webhook_url("url", "http://localhost:8080/hook", false).is_err(),
+            "localhost is loopback by name"
+        );
+        // Past the name rule, its addresses are what the lookup refuses.
+        let checked = validate::webhook_url("url", "http://localhost:8080/hook", true).unwrap();
         let error = refuse_private_names(&checked).await.unwrap_err();
         assert!(
             matches!(&error, Error::InvalidArgument { field, reason }
