@@ -466,6 +466,7 @@ impl IntoWire<pb::ErasureReceipt> for ErasureReceipt {
             vectors_pending: self.vectors_pending,
             created_at: Some(timestamp(self.created_at)),
             finished_at: self.finished_at.map(timestamp),
+            bytes_overwritten_at: self.overwritten_at.map(timestamp),
         }
     }
 }

@@ -628,7 +628,7 @@ pub struct ErasureCounts {
     pub messages_reembedded: i64,
     /// Queued tasks of erased data dropped.
     pub tasks_dropped: i64,
-    /// Idempotency keys that named erased rows.
+    /// Idempotency keys that named erased rows, disarmed (digest cleared, key kept).
     pub idempotency_keys: i64,
     pub peer_cards: i64,
     pub sessions: i64,
@@ -670,4 +670,8 @@ pub struct ErasureReceipt {
     pub vectors_pending: i64,
     pub created_at: i64,
     pub finished_at: Option<i64>,
+    /// When the erased bytes were overwritten in the store's files (SQLite:
+    /// the truncating checkpoint after every row and vector went); `None`
+    /// until then, and on Postgres.
+    pub overwritten_at: Option<i64>,
 }

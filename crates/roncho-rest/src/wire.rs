@@ -652,6 +652,8 @@ pub struct Receipt {
     pub vectors_pending: i64,
     pub created_at: String,
     pub finished_at: Option<String>,
+    /// When the erased bytes were overwritten in the store's files.
+    pub bytes_overwritten_at: Option<String>,
 }
 
 impl From<model::ErasureReceipt> for Receipt {
@@ -679,6 +681,7 @@ impl From<model::ErasureReceipt> for Receipt {
             vectors_pending: receipt.vectors_pending,
             created_at: timestamp(receipt.created_at),
             finished_at: receipt.finished_at.map(timestamp),
+            bytes_overwritten_at: receipt.overwritten_at.map(timestamp),
         }
     }
 }

@@ -21,7 +21,8 @@
 //! - summaries covering it are deleted and queued to be summarised again
 //!   without it, after any summary work already running;
 //! - its queued tasks are dropped, and the idempotency keys naming it
-//!   forgotten.
+//!   disarmed: their request digests cleared, the keys kept, so a retry
+//!   returns what is left and never writes the text again.
 //!
 //! Conclusions written after an erasure from text read before it are
 //! refused by the store: a conclusion's sources must exist when it is
@@ -302,23 +303,42 @@ async fn erase_messages(
     let sessions: Vec<&str> = by_session.keys().copied().collect();
     drop_queued_work(conn, workspace_id, &sessions, &public_ids, now, receipt, counts).await?;
 
-    // Keys whose writes made them (they hold the requests' digests).
+    // Keys whose writes made them.
     for (session, _) in by_session {
-        let mut keys = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
-        keys.bind(workspace_id)
-            .push(" AND session_name = ")
-            .bind(session)
-            .push(" AND (");
-        for (index, id) in public_ids.iter().enumerate() {
-            if index > 0 {
-                keys.push(" OR ");
+        let erased_ids = |keys: &mut Sql| {
+            keys.push(" AND session_name = ").bind(session).push(" AND (");
+            for (index, id) in public_ids.iter().enumerate() {
+                if index > 0 {
+                    keys.push(" OR ");
+                }
+                keys.push("result_ids LIKE ").bind(format!("%\"{id}\"%"));
             }
-            keys.push("result_ids LIKE ").bind(format!("%\"{id}\"%"));
-        }
-        keys.push(")");
-        counts.idempotency_keys += i64::try_from(execute(conn, &keys).await?).unwrap_or(0);
+            keys.push(")");
+        };
+        counts.idempotency_keys += disarm_keys(conn, workspace_id, receipt, erased_ids).await?;
     }
     Ok(())
+}
+
+/// Disarms the idempotency keys of `workspace_id` that `condition` picks
+/// (SQL appended after the workspace's own condition): their request
+/// digests, computed from erased text, are cleared, and they are kept as
+/// long as the receipt, so that a client's retry returns what is left and
+/// writes nothing (never the erased text again). Returns how many.
+async fn disarm_keys(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    receipt: &str,
+    condition: impl FnOnce(&mut Sql),
+) -> Result<i64> {
+    let mut keys = Sql::new("UPDATE idempotency_keys SET fingerprint = '', expires_at = ");
+    keys.bind(i64::MAX)
+        .push(", erased_by = ")
+        .bind(receipt)
+        .push(" WHERE erased_by IS NULL AND workspace_name = ")
+        .bind(workspace_id);
+    condition(&mut keys);
+    Ok(i64::try_from(execute(conn, &keys).await?).unwrap_or(0))
 }
 
 /// Queues the turns after `seqs` in `session`, embedded with an erased turn
@@ -614,6 +634,7 @@ impl SqlStore {
             vectors_pending: 0,
             created_at: now_micros(),
             finished_at: None,
+            overwritten_at: None,
         };
         let mut sql = Sql::new(
             "INSERT INTO erasure_receipts (id, workspace_name, scope, target, session_name, state, counts, created_at) VALUES (",
@@ -706,6 +727,7 @@ impl SqlStore {
         erase_messages(tx.conn(), workspace_id, &erased, &receipt.id, false, &mut counts).await?;
         self.save_receipt(tx.conn(), &mut receipt, &counts, true).await?;
         tx.commit().await?;
+        self.erased_bytes.note();
         self.with_vectors_pending(receipt).await
     }
 
@@ -823,6 +845,7 @@ impl SqlStore {
         }
         self.save_receipt(tx.conn(), &mut receipt, &counts, complete).await?;
         tx.commit().await?;
+        self.erased_bytes.note();
         self.with_vectors_pending(receipt).await
     }
 
@@ -902,11 +925,10 @@ impl SqlStore {
         };
         let delete = match scope {
             ErasureScope::Session { session_id } => {
-                let mut keys = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
-                keys.bind(workspace_id)
-                    .push(" AND session_name = ")
-                    .bind(session_id.as_str());
-                counts.idempotency_keys += i64::try_from(execute(conn, &keys).await?).unwrap_or(0);
+                counts.idempotency_keys += disarm_keys(conn, workspace_id, receipt_id, |keys| {
+                    keys.push(" AND session_name = ").bind(session_id.as_str());
+                })
+                .await?;
                 counts.sessions += 1;
                 let mut sql = Sql::new("DELETE FROM sessions WHERE workspace_name = ");
                 sql.bind(workspace_id).push(" AND name = ").bind(session_id.as_str());
@@ -930,9 +952,7 @@ impl SqlStore {
                 counts.sessions += self.count_of(conn, &count("sessions", "")).await?;
                 counts.peers += self.count_of(conn, &count("peers", "")).await?;
                 counts.webhooks += self.count_of(conn, &count("webhook_endpoints", "")).await?;
-                let mut keys = Sql::new("DELETE FROM idempotency_keys WHERE workspace_name = ");
-                keys.bind(workspace_id);
-                counts.idempotency_keys += i64::try_from(execute(conn, &keys).await?).unwrap_or(0);
+                counts.idempotency_keys += disarm_keys(conn, workspace_id, receipt_id, |_| {}).await?;
                 counts.workspaces += 1;
                 let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
                 sql.bind(workspace_id);
@@ -954,7 +974,8 @@ impl SqlStore {
 
     async fn load_receipt(&self, conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
         let mut sql = Sql::new(
-            "SELECT id, scope, target, session_name, state, counts, created_at, finished_at FROM erasure_receipts \
+            "SELECT id, scope, target, session_name, state, counts, created_at, finished_at, overwritten_at \
+             FROM erasure_receipts \
              WHERE workspace_name = ",
         );
         sql.bind(workspace_id).push(" AND id = ").bind(id);
@@ -979,6 +1000,7 @@ impl SqlStore {
             vectors_pending: 0,
             created_at: rows::get(&row, "created_at")?,
             finished_at: rows::get(&row, "finished_at")?,
+            overwritten_at: rows::get(&row, "overwritten_at")?,
         })
     }
 

@@ -79,16 +79,18 @@ pub(crate) async fn claim(
 }
 
 /// The ids the write under `once`'s key made, if it is remembered;
-/// `FAILED_PRECONDITION` when it was another request.
+/// `FAILED_PRECONDITION` when it was another request. A key disarmed by an
+/// erasure has no digest left to compare: any request with it gets the ids.
 pub(crate) async fn lookup(conn: &mut AnyConnection, workspace_id: &str, once: &Once) -> Result<Option<Vec<String>>> {
-    let mut sql = Sql::new("SELECT fingerprint, result_ids FROM idempotency_keys");
+    let mut sql = Sql::new("SELECT fingerprint, result_ids, erased_by FROM idempotency_keys");
     key_filter(&mut sql, workspace_id, once);
     sql.push(" AND expires_at > ").bind(now_micros());
     let Some(row) = fetch_optional(conn, &sql).await? else {
         return Ok(None);
     };
     let fingerprint: String = rows::get(&row, "fingerprint")?;
-    if fingerprint != once.fingerprint {
+    let erased_by: Option<String> = rows::get(&row, "erased_by")?;
+    if erased_by.is_none() && fingerprint != once.fingerprint {
         return Err(once.mismatch());
     }
     let ids: String = rows::get(&row, "result_ids")?;

@@ -9,8 +9,10 @@ use sqlx::any::{AnyConnectOptions, AnyPoolOptions};
 use sqlx::migrate::Migrator;
 use sqlx::{AnyPool, ConnectOptions, Executor};
 
+use std::sync::Arc;
+
 use crate::sql::Dialect;
-use crate::store::SqlStore;
+use crate::store::{ErasedBytes, SqlStore};
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");
@@ -155,13 +157,15 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
             // embedded server needs; the busy timeout covers other processes (roncho status).
             // Reads map the file (no copy per page read; full-text queries touch many
             // pages) and each connection caches 16 MiB of pages instead of 2 MiB.
+            // Deleted content is overwritten with zeros (`secure_delete`): an
+            // erased message is not left in free space for a reader of the file.
             pool_options.after_connect(|connection, _| {
                 Box::pin(async move {
                     connection
                         .execute(
                             "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
                              PRAGMA mmap_size = 1073741824; PRAGMA cache_size = -16384; \
-                             PRAGMA wal_autocheckpoint = 16384;",
+                             PRAGMA wal_autocheckpoint = 16384; PRAGMA secure_delete = ON;",
                         )
                         .await?;
                     Ok(())
@@ -174,10 +178,11 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .connect_with(connect_options)
         .await
         .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
+    let store = SqlStore::new(pool.clone(), dialect, location);
     if dialect == Dialect::Sqlite {
-        spawn_checkpointer(pool.clone());
+        spawn_checkpointer(pool, store.erased_bytes.clone());
     }
-    Ok(SqlStore::new(pool, dialect, location))
+    Ok(store)
 }
 
 /// How often the WAL is copied back into the database file.
@@ -189,7 +194,14 @@ const CHECKPOINT_EVERY: Duration = Duration::from_secs(1);
 /// SQLite's threshold (1,000 pages by default; raised to 16,384, 64 MiB, as
 /// a backstop). A page written many times in a second is copied once.
 /// PASSIVE: it never waits for the writer or readers.
-fn spawn_checkpointer(pool: AnyPool) {
+///
+/// After an erasure's deletes commit, the next checkpoint is TRUNCATE
+/// instead: the WAL still holds the erased text in the frames written
+/// before the delete, and TRUNCATE copies every frame back (the deleted
+/// content already zeroed by `secure_delete`) and empties the file. It
+/// waits for the writer within the busy timeout; when readers keep it from
+/// finishing it is tried again at the next tick.
+fn spawn_checkpointer(pool: AnyPool, erased: Arc<ErasedBytes>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(CHECKPOINT_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -198,11 +210,58 @@ fn spawn_checkpointer(pool: AnyPool) {
             if pool.is_closed() {
                 return;
             }
-            if let Err(error) = pool.execute("PRAGMA wal_checkpoint(PASSIVE)").await {
+            let result = match erased.uncovered() {
+                Some(committed) => overwrite_erased(&pool).await.map(|finished| {
+                    if finished {
+                        erased.covered(committed);
+                    }
+                }),
+                None => pool.execute("PRAGMA wal_checkpoint(PASSIVE)").await.map(drop),
+            };
+            if let Err(error) = result {
                 tracing::debug!(%error, "WAL checkpoint");
             }
         }
     });
+}
+
+/// Empties the WAL with a TRUNCATE checkpoint and stamps the receipts of
+/// the erasures it covered: complete before it began, with none of their
+/// vectors left in this file (a tombstone whose vector is elsewhere, or
+/// was never written, holds no byte of the erased data). Returns whether
+/// the checkpoint finished.
+async fn overwrite_erased(pool: &AnyPool) -> std::result::Result<bool, sqlx::Error> {
+    use sqlx::Row;
+    let covered: Vec<String> = sqlx::query_scalar(
+        "SELECT id FROM erasure_receipts r WHERE overwritten_at IS NULL AND state = 'complete' \
+         AND NOT EXISTS (SELECT 1 FROM vector_tombstones t JOIN vectors v ON v.namespace = t.namespace \
+         AND v.id = t.id WHERE t.receipt_id = r.id)",
+    )
+    .fetch_all(pool)
+    .await?;
+    let row = pool.fetch_one("PRAGMA wal_checkpoint(TRUNCATE)").await?;
+    let busy: i64 = row.try_get(0)?;
+    if busy != 0 {
+        return Ok(false);
+    }
+    let now = roncho_core::model::now_micros();
+    for chunk in covered.chunks(500) {
+        let mut update = sqlx::QueryBuilder::new("UPDATE erasure_receipts SET overwritten_at = ");
+        update.push_bind(now).push(" WHERE id IN (");
+        let mut ids = update.separated(", ");
+        for id in chunk {
+            ids.push_bind(id.as_str());
+        }
+        update.push(")");
+        update.build().execute(pool).await?;
+    }
+    if !covered.is_empty() {
+        tracing::info!(
+            receipts = covered.len(),
+            "erased bytes overwritten: WAL checkpointed and truncated"
+        );
+    }
+    Ok(true)
 }
 
 /// Switches the SQLite file to WAL once, before the pool opens: WAL lets readers

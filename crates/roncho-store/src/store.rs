@@ -1,6 +1,8 @@
 //! `Store` over sqlx `Any`: the same statements run on SQLite and Postgres;
 //! the few places where the dialects differ are in [`crate::sql`].
 
+use std::sync::Arc;
+
 use async_trait::async_trait;
 use roncho_core::derivation::{Member, Settings, Stored, tasks_for_messages};
 use roncho_core::filter::Filter;
@@ -41,6 +43,36 @@ pub struct SqlStore {
     grouped_writes: std::sync::atomic::AtomicU64,
     /// SQLite: whether FTS5 indexes messages (see [`SqlStore::maintain_full_text_index`]).
     full_text_maintained: std::sync::atomic::AtomicBool,
+    /// Erasures committed, for the checkpointer that overwrites their bytes.
+    pub(crate) erased_bytes: Arc<ErasedBytes>,
+}
+
+/// Deletes of erased data committed, and how many of them a truncating
+/// checkpoint has since pushed out of SQLite's WAL (where the deleted
+/// text still stands in the frames written before the delete).
+#[derive(Debug, Default)]
+pub(crate) struct ErasedBytes {
+    committed: std::sync::atomic::AtomicU64,
+    overwritten: std::sync::atomic::AtomicU64,
+}
+
+impl ErasedBytes {
+    /// Records that a delete of erased data (rows, vectors, tombstones) committed.
+    pub(crate) fn note(&self) {
+        self.committed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The deletes committed so far, if a checkpoint has not covered them yet.
+    pub(crate) fn uncovered(&self) -> Option<u64> {
+        let committed = self.committed.load(std::sync::atomic::Ordering::SeqCst);
+        (committed > self.overwritten.load(std::sync::atomic::Ordering::SeqCst)).then_some(committed)
+    }
+
+    /// Records that a checkpoint begun after `committed` deletes covered them.
+    pub(crate) fn covered(&self, committed: u64) {
+        self.overwritten
+            .fetch_max(committed, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// A write transaction: SQLite's writer connection, held while it lives, or
@@ -216,6 +248,7 @@ impl SqlStore {
             write_groups: std::sync::atomic::AtomicU64::default(),
             grouped_writes: std::sync::atomic::AtomicU64::default(),
             full_text_maintained: std::sync::atomic::AtomicBool::new(true),
+            erased_bytes: Arc::default(),
         }
     }
 
@@ -2056,6 +2089,10 @@ impl Store for SqlStore {
 
     async fn text_index_backlog(&self) -> Result<i64> {
         self.text_index_backlog_impl().await
+    }
+
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64> {
+        self.text_index_gap_impl(workspace_id, search).await
     }
 
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>> {

@@ -492,6 +492,9 @@ impl SqlStore {
                 .bind(tombstone.id.as_str());
             execute(tx.conn(), &sql).await?;
         }
-        tx.commit().await
+        tx.commit().await?;
+        // The last step of an erasure: its receipt may now be overwritten.
+        self.erased_bytes.note();
+        Ok(())
     }
 }

@@ -600,6 +600,7 @@ impl VectorStore for SqlVectorStore {
             execute(tx.conn(), &sql).await?;
         }
         tx.commit().await?;
+        self.store.erased_bytes.note();
         if let Some(loaded) = self.if_cached(namespace).await {
             let mut loaded = loaded.write().map_err(poisoned)?;
             records.into_iter().for_each(|record| loaded.put(record));
@@ -689,6 +690,7 @@ impl VectorStore for SqlVectorStore {
             execute(tx.conn(), &sql).await?;
         }
         tx.commit().await?;
+        self.store.erased_bytes.note();
         if let Some(loaded) = self.if_cached(namespace).await {
             let mut loaded = loaded.write().map_err(poisoned)?;
             ids.iter().for_each(|id| loaded.remove(id));
@@ -706,6 +708,7 @@ impl VectorStore for SqlVectorStore {
         sql.bind(namespace);
         execute(tx.conn(), &sql).await?;
         tx.commit().await?;
+        self.store.erased_bytes.note();
         if let Some(cache) = &self.cache {
             cache.lock().await.remove(namespace);
         }

@@ -891,6 +891,61 @@ async fn peer_sessions_and_session_peers_are_listed(store: &dyn Store) {
 }
 
 #[tokio::test]
+async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_behind() {
+    let Some(fixture) = postgres_fixture().await else {
+        return;
+    };
+    let store = fixture.store.clone();
+    // No text indexer runs: one session's 5,000 messages, then 45,000 in
+    // seven other sessions, none indexed; a word in every 100th of each.
+    let batch = |session: usize, start: usize| {
+        (start..start + 100)
+            .map(|i| {
+                let word = if i % 100 == 7 { "zanzibar" } else { "weather" };
+                new_message("alice", &format!("message {i} of session {session} about the {word}"))
+            })
+            .collect::<Vec<_>>()
+    };
+    for start in (0..5_000).step_by(100) {
+        store.create_messages("w", "first", batch(0, start)).await.unwrap();
+    }
+    for session in 1..=7 {
+        for start in (0..45_000 / 7 / 100 * 100).step_by(100) {
+            store
+                .create_messages("w", &format!("other-{session}"), batch(session, start))
+                .await
+                .unwrap();
+        }
+    }
+    assert!(store.text_index_backlog().await.unwrap() >= 49_000);
+    let in_first = MessageSearch {
+        session_ids: Some(vec!["first".to_owned()]),
+        ..search("zanzibar")
+    };
+    let matched = found(&*store, "w", &in_first, &all()).await;
+    assert_eq!(matched.len(), 10, "the session's own unindexed messages are matched");
+    assert!(
+        matched.iter().all(|content| content.contains("of session 0 ")),
+        "{matched:?}"
+    );
+    assert_eq!(
+        store.text_index_gap("w", &in_first).await.unwrap(),
+        0,
+        "the session is covered"
+    );
+    // A workspace-wide search cannot read 49,000 unindexed rows on the fly:
+    // it says how many it left out.
+    let gap = store.text_index_gap("w", &search("zanzibar")).await.unwrap();
+    assert!(gap > 40_000, "{gap}");
+    // Once indexed, nothing is left out.
+    let mark = store.text_index_mark().await.unwrap().unwrap();
+    while store.index_text(mark, 10_000).await.unwrap() > 0 {}
+    assert_eq!(store.text_index_gap("w", &search("zanzibar")).await.unwrap(), 0);
+    assert_eq!(found(&*store, "w", &in_first, &all()).await.len(), 10);
+    fixture.finish().await;
+}
+
+#[tokio::test]
 async fn postgres_cancels_statements_past_the_statement_timeout() {
     let Some(database) = FreshDatabase::create().await else {
         return;
@@ -1316,6 +1371,63 @@ async fn sqlite_full_text_index_rests_while_the_vector_store_ranks_words() {
         );
         fixture.finish().await;
     }
+}
+
+/// Returns the 6-byte windows of `marker` found in any file of `dir`.
+fn marker_on_disk(dir: &std::path::Path, marker: &str) -> Vec<String> {
+    let windows: Vec<&[u8]> = marker.as_bytes().windows(6).collect();
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        let bytes = std::fs::read(&path).unwrap_or_default();
+        for window in &windows {
+            if bytes.windows(window.len()).any(|at| at == *window) {
+                found.push(format!("{} in {}", String::from_utf8_lossy(window), path.display()));
+            }
+        }
+    }
+    found
+}
+
+#[tokio::test]
+async fn sqlite_erased_text_leaves_the_data_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(StoreOptions::embedded(dir.path()).database_url).await;
+    // Letters no other text shares (FTS5 stores terms prefix-compressed:
+    // any six of them in a row is a trace).
+    let secret = "my passphrase is qzxwvkjplmbrtq and nobody knows";
+    let mut batch = vec![new_message("alice", secret)];
+    batch.extend((0..200).map(|i| new_message("bob", &format!("filler message number {i} about the weather"))));
+    let written = store.create_messages("w", "s", batch).await.unwrap();
+    // Written to the database file too, not only the WAL.
+    sqlx::query("PRAGMA wal_checkpoint(PASSIVE)")
+        .execute(store.pool())
+        .await
+        .unwrap();
+    assert!(
+        !marker_on_disk(dir.path(), "qzxwvkjplmbrtq").is_empty(),
+        "the text is on disk before"
+    );
+    let receipt = store.delete_message("w", "s", &written[0].id).await.unwrap();
+    assert_eq!(receipt.overwritten_at, None);
+    let mut overwritten = None;
+    for _ in 0..300 {
+        overwritten = store.erasure_receipt("w", &receipt.id).await.unwrap().overwritten_at;
+        if overwritten.is_some() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let overwritten = overwritten.expect("the receipt says when the bytes were overwritten");
+    assert!(overwritten >= receipt.finished_at.unwrap());
+    let traces = marker_on_disk(dir.path(), "qzxwvkjplmbrtq");
+    assert!(traces.is_empty(), "erased text left on disk: {traces:?}");
+    assert_eq!(
+        found(&*store, "w", &search("weather"), &all()).await.len(),
+        10,
+        "the rest is intact"
+    );
+    store.close().await;
 }
 
 #[tokio::test]
@@ -2409,17 +2521,15 @@ fn derived(observer: &str, observed: &str, content: &str, sources: &[&str]) -> N
 async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store) {
     use roncho_core::model::{ErasureState, SummaryKind};
     let hour = std::time::Duration::from_secs(3600);
+    let three = || {
+        vec![
+            new_message("alice", "my password is hunter2"),
+            new_message("bob", "noted, I will remember"),
+            new_message("alice", "thanks for the help"),
+        ]
+    };
     let messages = store
-        .create_messages_once(
-            "w",
-            "s",
-            vec![
-                new_message("alice", "my password is hunter2"),
-                new_message("bob", "noted, I will remember"),
-                new_message("alice", "thanks for the help"),
-            ],
-            &once("k", "CreateMessages", "three", hour),
-        )
+        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
         .await
         .unwrap();
     let ids: Vec<&str> = messages.iter().map(|message| message.id.as_str()).collect();
@@ -2511,13 +2621,31 @@ async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store)
         "the erased premise's text is gone"
     );
     assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
+    // The key that wrote it is disarmed, not forgotten: a retry returns
+    // what is left and writes nothing (it no longer expires).
+    let survivors = |replayed: Vec<roncho_core::model::Message>| replayed.into_iter().map(|m| m.id).collect::<Vec<_>>();
     assert_eq!(
         store
             .replayed_messages("w", "s", &once("k", "CreateMessages", "three", hour))
             .await
-            .unwrap(),
-        None,
-        "the key that named it is forgotten"
+            .unwrap()
+            .map(survivors),
+        Some(vec![reply.to_owned(), thanks.to_owned()]),
+    );
+    let retried = store
+        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
+        .await
+        .unwrap();
+    assert_eq!(survivors(retried), [reply, thanks], "a retry writes nothing");
+    assert_eq!(found(store, "w", &search("hunter2"), &all()).await.len(), 0);
+    assert_eq!(
+        store
+            .replayed_messages("w", "s", &once("k", "CreateMessages", "another body", hour))
+            .await
+            .unwrap()
+            .map(survivors),
+        Some(vec![reply.to_owned(), thanks.to_owned()]),
+        "no digest of the erased text is left to compare another request with"
     );
     // The reply is embedded again, without the erased turn.
     let pending = store.unsynced(SyncKind::Message, 10, i64::MAX, 0).await.unwrap();
