@@ -337,6 +337,10 @@ pub trait Store: Send + Sync + 'static {
     /// Counts messages whose words are not indexed yet (0 where the store
     /// indexes them as it writes). Search still finds the newest of them.
     async fn text_index_backlog(&self) -> Result<i64>;
+    /// Counts messages of `search`'s scope that [`Store::search_messages`]
+    /// cannot match by their words because the text index has not reached
+    /// them yet (0 where it indexes as it writes, or covers the scope).
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64>;
     /// Returns up to `limit` vectors to remove because their rows were deleted.
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>>;
     /// Forgets tombstones whose vectors are removed.

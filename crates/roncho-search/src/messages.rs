@@ -140,12 +140,12 @@ pub async fn search(
         degraded_reason,
     };
     let Some(semantic) = semantic else {
-        let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
+        let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
         return Ok(results(
             vec![Ranking::unscored(full_text)],
             Fusion::Rank,
             SearchMode::FullText,
-            NO_EMBEDDER.to_owned(),
+            with_gap(NO_EMBEDDER.to_owned(), gap),
         ));
     };
     let degraded = |lists, fusion, error: Error| {
@@ -188,21 +188,57 @@ pub async fn search(
             }
             Ok(None) => {}
             Err(error) => {
-                let full_text = store.search_messages(workspace_id, &candidates, filter).await?;
-                return Ok(degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error));
+                let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
+                let mut found = degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error);
+                found.degraded_reason = with_gap(found.degraded_reason, gap);
+                return Ok(found);
             }
         }
     }
     // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
     let (full_text, semantic_hits) = tokio::join!(
-        store.search_messages(workspace_id, &candidates, filter),
+        database_full_text(store, workspace_id, &candidates, filter),
         semantic_candidates(store, semantic, workspace_id, query, &candidates, filter),
     );
-    let full_text = Ranking::unscored(full_text?);
-    Ok(match semantic_hits {
+    let (full_text, gap) = full_text?;
+    let full_text = Ranking::unscored(full_text);
+    let mut found = match semantic_hits {
         Ok(hits) => results(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
         Err(error) => degraded(vec![full_text], Fusion::Rank, error),
-    })
+    };
+    found.degraded_reason = with_gap(found.degraded_reason, gap);
+    Ok(found)
+}
+
+/// The database's full-text matches, and how many messages of the scope
+/// it could not match because its text index has not reached them.
+async fn database_full_text(
+    store: &dyn Store,
+    workspace_id: &str,
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<(Vec<Message>, i64)> {
+    let (found, gap) = tokio::join!(
+        store.search_messages(workspace_id, search, filter),
+        store.text_index_gap(workspace_id, search),
+    );
+    Ok((found?, gap?))
+}
+
+/// `reason`, with what the text index's lag left out of the results.
+fn with_gap(reason: String, gap: i64) -> String {
+    if gap == 0 {
+        return reason;
+    }
+    let behind = format!(
+        "results are partial: {gap} messages of this scope are not indexed by their words yet and cannot match \
+         (the reconciler role indexes them; `roncho status` shows the text index backlog)"
+    );
+    if reason.is_empty() {
+        behind
+    } else {
+        format!("{reason}; {behind}")
+    }
 }
 
 /// Lowercase alphanumeric words of `text`.

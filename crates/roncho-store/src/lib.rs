@@ -35,6 +35,7 @@ mod webhooks;
 
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
 pub use queue::{SqlWorkQueue, Unpublished};
+pub use recall::SESSION_TEXT_SCAN;
 pub use sql::Dialect;
 pub use store::SqlStore;
 pub use sync::TEXT_TAIL;

@@ -16,6 +16,15 @@ use crate::store::{
     SqlStore, db_error, ensure_peer, ensure_workspace, execute, load_message, load_peer, load_session, to_json,
 };
 
+/// Postgres: unindexed messages of a session-scoped search's sessions
+/// matched on the fly beyond the store's newest (`TEXT_TAIL`), newest
+/// first. At 5,000 a session's whole backlog is read in one search
+/// (docs/benchmarks.md); past it the reply says how many were left out.
+pub const SESSION_TEXT_SCAN: i64 = 5_000;
+
+/// Most unindexed messages counted for a search's gap report.
+const GAP_COUNT_LIMIT: i64 = 1_000_000;
+
 /// Messages read in the first page of a context walk, and the most in one.
 const CONTEXT_FIRST_PAGE: i64 = 64;
 const CONTEXT_MAX_PAGE: i64 = 4096;
@@ -186,6 +195,14 @@ impl SqlStore {
                 // (see migration 0016): a message is searchable by its words as
                 // soon as it is written, at a cost bounded by TEXT_TAIL rows.
                 let query = search.terms.join(" | ");
+                // Each branch: the search's scope and filter, its best `limit`.
+                let close_branch = |sql: &mut Sql| -> Result<()> {
+                    conditions(sql)?;
+                    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+                        .bind(search.limit)
+                        .push(")");
+                    Ok(())
+                };
                 // The indexed rows: the GIN index's matches first, ranked,
                 // then each one's message by primary key. The `OFFSET 0`
                 // fences keep the plan so whatever the planner knows: without
@@ -203,10 +220,7 @@ impl SqlStore {
                         ") OFFSET 0) hits CROSS JOIN LATERAL \
                          (SELECT * FROM messages m WHERE m.id = hits.message_id OFFSET 0) m WHERE 1 = 1",
                     );
-                conditions(&mut sql)?;
-                sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
-                    .bind(search.limit)
-                    .push(")");
+                close_branch(&mut sql)?;
                 // The newest rows not indexed yet, matched on the fly; the
                 // bound on `m.id` itself is what keeps `to_tsvector` off
                 // older rows whichever way the planner goes.
@@ -226,16 +240,87 @@ impl SqlStore {
                     .push(&format!(") AND {} @@ to_tsquery('english', ", text_vector("m")))
                     .bind(query.as_str())
                     .push(")");
-                conditions(&mut sql)?;
-                sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
-                    .bind(search.limit)
-                    .push(")");
+                close_branch(&mut sql)?;
+                // A session-scoped search also matches its sessions' own
+                // older unindexed rows on the fly (the newest
+                // SESSION_TEXT_SCAN of them, read along the session's
+                // index), so a session's words are found while the indexer
+                // is behind or absent; what is left out is reported by
+                // `text_index_gap`.
+                if let Some(sessions) = &search.session_ids {
+                    sql.push(&format!(
+                        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+                        rows::MESSAGE_COLUMNS,
+                        text_vector("m")
+                    ));
+                    sql.bind(query.as_str())
+                        .push(")) AS rank FROM (SELECT s.id FROM messages s WHERE s.workspace_name = ");
+                    sql.bind(workspace_id)
+                        .push(" AND s.session_name IN ")
+                        .push_list(sessions);
+                    sql.push(" AND s.id <= (SELECT MAX(id) FROM messages) - ")
+                        .bind(crate::sync::TEXT_TAIL)
+                        .push(
+                            " AND EXISTS (SELECT 1 FROM message_unindexed u WHERE u.message_id = s.id) \
+                             ORDER BY s.seq_in_session DESC LIMIT ",
+                        )
+                        .bind(SESSION_TEXT_SCAN)
+                        .push(") scope CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = scope.id OFFSET 0) m WHERE ")
+                        .push(&format!("{} @@ to_tsquery('english', ", text_vector("m")))
+                        .bind(query.as_str())
+                        .push(")");
+                    close_branch(&mut sql)?;
+                }
                 sql.push(") found ORDER BY rank DESC, row_id DESC LIMIT ")
                     .bind(search.limit);
                 sql
             }
         };
         self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    /// How many messages of `search`'s scope a full-text search could not
+    /// match by their words: Postgres rows the text indexer has not reached,
+    /// older than the tail matched on the fly and, for a session-scoped
+    /// search, than its sessions' newest [`SESSION_TEXT_SCAN`]. 0 on SQLite,
+    /// whose FTS5 indexes in the write's own transaction.
+    pub(crate) async fn text_index_gap_impl(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64> {
+        if self.dialect() != Dialect::Postgres || search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(0);
+        }
+        // The common case: nothing older than the tail waits (one probe).
+        let mut behind = Sql::new(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM message_unindexed \
+             WHERE message_id <= (SELECT MAX(id) FROM messages) - ",
+        );
+        behind.bind(crate::sync::TEXT_TAIL).push(" LIMIT 1) any_behind");
+        if self
+            .read_optional(&behind)
+            .await?
+            .map_or(Ok(0), |row| rows::count(&row))?
+            == 0
+        {
+            return Ok(0);
+        }
+        let mut sql = Sql::new(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m JOIN message_unindexed u ON u.message_id = m.id \
+             WHERE m.id <= (SELECT MAX(id) FROM messages) - ",
+        );
+        sql.bind(crate::sync::TEXT_TAIL)
+            .push(" AND m.workspace_name = ")
+            .bind(workspace_id);
+        if let Some(sessions) = &search.session_ids {
+            sql.push(" AND m.session_name IN ").push_list(sessions);
+        }
+        if let Some(peer_id) = &search.peer_id {
+            sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+        }
+        sql.push(" LIMIT ").bind(GAP_COUNT_LIMIT).push(") behind");
+        let unindexed = self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))?;
+        Ok(match search.session_ids {
+            Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
+            None => unindexed,
+        })
     }
 
     pub(crate) async fn create_conclusions_impl(

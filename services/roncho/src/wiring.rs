@@ -162,6 +162,17 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         }
         _ => None,
     };
+    let writes_and_reads = config.roles.contains(&Role::Ingest) || config.roles.contains(&Role::Recall);
+    if !config.roles.contains(&Role::Reconciler) && writes_and_reads && store.text_index_mark().await?.is_some() {
+        // Nothing here indexes words or syncs vectors: unless another
+        // process runs the reconciler role, search soon answers partially.
+        tracing::warn!(
+            roles = ?config.roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
+            "degraded unless another process runs the reconciler role: without one, messages' words are never \
+             text-indexed nor their vectors synced, and searches past the newest messages say their results are \
+             partial (roncho status shows the backlog)"
+        );
+    }
     let Some(embedder) = embedder else {
         let why = match config.embedding.provider {
             EmbeddingProvider::None => "off (embedding_provider = none)".to_owned(),
