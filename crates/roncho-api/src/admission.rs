@@ -29,6 +29,9 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Requests in flight on one connection; further ones are shed.
     pub max_in_flight_per_connection: usize,
+    /// Requests in flight for one workspace (the workspace a key is bound
+    /// to); further ones are shed, so one tenant cannot take every place.
+    pub max_in_flight_per_workspace: usize,
     /// Longest a call may run, but the dialectic's.
     pub request_timeout: Duration,
     /// Longest a dialectic call may run: its longest level deadline and a margin.
@@ -45,6 +48,7 @@ impl Default for Limits {
         Self {
             max_in_flight: 512,
             max_in_flight_per_connection: 128,
+            max_in_flight_per_workspace: 128,
             request_timeout: Duration::from_secs(60),
             dialectic_timeout: Duration::from_secs(330),
             body_timeout: Duration::from_secs(30),
@@ -63,12 +67,51 @@ const UNLIMITED: [&str; 3] = [
 /// Calls that may run as long as the dialectic's slowest level.
 const DIALECTIC: &str = "/roncho.v1.DialecticService/";
 
+/// Places held per key (a connection, a workspace, a client address), each
+/// given back by its holder.
+#[derive(Debug)]
+pub struct Tally<K>(Mutex<HashMap<K, usize>>);
+
+impl<K> Default for Tally<K> {
+    fn default() -> Self {
+        Self(Mutex::new(HashMap::new()))
+    }
+}
+
+impl<K: std::hash::Hash + Eq + Clone> Tally<K> {
+    /// Takes a place for `key` unless it already holds `limit`.
+    pub fn take(&self, key: &K, limit: usize) -> bool {
+        let mut counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let count = counts.entry(key.clone()).or_insert(0);
+        if *count >= limit {
+            if *count == 0 {
+                counts.remove(key);
+            }
+            return false;
+        }
+        *count += 1;
+        true
+    }
+
+    /// Gives back a place `key` took.
+    pub fn give_back(&self, key: &K) {
+        let mut counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if let Some(count) = counts.get_mut(key) {
+            *count -= 1;
+            if *count == 0 {
+                counts.remove(key);
+            }
+        }
+    }
+}
+
 /// Counts of what admission control refused, for metrics.
 #[derive(Debug, Default)]
 pub struct AdmissionStats {
     in_flight: AtomicUsize,
     shed_process: AtomicU64,
     shed_connection: AtomicU64,
+    shed_workspace: AtomicU64,
     timed_out: AtomicU64,
 }
 
@@ -88,6 +131,11 @@ impl AdmissionStats {
         self.shed_connection.load(Ordering::Relaxed)
     }
 
+    /// Requests shed because their workspace was at its limit.
+    pub fn shed_workspace(&self) -> u64 {
+        self.shed_workspace.load(Ordering::Relaxed)
+    }
+
     /// Calls ended by the request timeout.
     pub fn timed_out(&self) -> u64 {
         self.timed_out.load(Ordering::Relaxed)
@@ -99,7 +147,8 @@ impl AdmissionStats {
 pub struct Admission {
     limits: Limits,
     stats: Arc<AdmissionStats>,
-    connections: Arc<Mutex<HashMap<SocketAddr, usize>>>,
+    connections: Arc<Tally<SocketAddr>>,
+    workspaces: Arc<Tally<String>>,
 }
 
 impl Admission {
@@ -109,6 +158,7 @@ impl Admission {
             limits,
             stats: Arc::default(),
             connections: Arc::default(),
+            workspaces: Arc::default(),
         }
     }
 
@@ -117,14 +167,16 @@ impl Admission {
         self.stats.clone()
     }
 
-    /// Admits a request: `None` for calls never limited (probes), a slot
-    /// held until the call ends, or why it is refused.
-    pub fn admit<B>(&self, request: &http::Request<B>) -> Result<Option<Slot>> {
+    /// Admits a request of `workspace` (the workspace its key is bound
+    /// to; `None` for admin keys and servers without keys): `None` for
+    /// calls never limited (probes), a slot held until the call ends, or
+    /// why it is refused.
+    pub fn admit<B>(&self, request: &http::Request<B>, workspace: Option<&str>) -> Result<Option<Slot>> {
         let path = request.uri().path();
         if UNLIMITED.iter().any(|prefix| path.starts_with(prefix)) {
             return Ok(None);
         }
-        self.take_slot(connection_of(request)).map(Some)
+        self.take_slot(connection_of(request), workspace).map(Some)
     }
 
     /// Returns how long a call to `path` may run.
@@ -151,8 +203,8 @@ impl Admission {
         self.stats.timed_out.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Takes a slot for a request on `connection`, or says why there is none.
-    fn take_slot(&self, connection: Option<SocketAddr>) -> Result<Slot> {
+    /// Takes a slot for a request of `workspace` on `connection`, or says why there is none.
+    fn take_slot(&self, connection: Option<SocketAddr>, workspace: Option<&str>) -> Result<Slot> {
         let shed = |reason: &str| Error::Throttled {
             reason: reason.to_owned(),
             retry_after: self.limits.retry_after,
@@ -161,22 +213,32 @@ impl Admission {
         let mut slot = Slot {
             layer: self.clone(),
             connection: None,
+            workspace: None,
         };
         if in_flight >= self.limits.max_in_flight {
             self.stats.shed_process.fetch_add(1, Ordering::Relaxed);
             return Err(shed("the server is at its limit of requests in flight"));
         }
+        if let Some(workspace) = workspace.map(str::to_owned) {
+            if !self
+                .workspaces
+                .take(&workspace, self.limits.max_in_flight_per_workspace)
+            {
+                self.stats.shed_workspace.fetch_add(1, Ordering::Relaxed);
+                return Err(shed("this workspace is at its limit of requests in flight"));
+            }
+            slot.workspace = Some(workspace);
+        }
         let Some(connection) = connection else {
             return Ok(slot);
         };
-        let mut connections = self.connections.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = connections.entry(connection).or_insert(0);
-        if *count >= self.limits.max_in_flight_per_connection {
+        if !self
+            .connections
+            .take(&connection, self.limits.max_in_flight_per_connection)
+        {
             self.stats.shed_connection.fetch_add(1, Ordering::Relaxed);
             return Err(shed("this connection is at its limit of requests in flight"));
         }
-        *count += 1;
-        drop(connections);
         slot.connection = Some(connection);
         Ok(slot)
     }
@@ -187,23 +249,17 @@ impl Admission {
 pub struct Slot {
     layer: Admission,
     connection: Option<SocketAddr>,
+    workspace: Option<String>,
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         self.layer.stats.in_flight.fetch_sub(1, Ordering::AcqRel);
-        if let Some(connection) = self.connection {
-            let mut connections = self
-                .layer
-                .connections
-                .lock()
-                .unwrap_or_else(|poisoned| poisoned.into_inner());
-            if let Some(count) = connections.get_mut(&connection) {
-                *count -= 1;
-                if *count == 0 {
-                    connections.remove(&connection);
-                }
-            }
+        if let Some(workspace) = &self.workspace {
+            self.layer.workspaces.give_back(workspace);
+        }
+        if let Some(connection) = &self.connection {
+            self.layer.connections.give_back(connection);
         }
     }
 }
@@ -499,20 +555,44 @@ mod tests {
         });
         let a: SocketAddr = "10.0.0.1:1000".parse().unwrap();
         let b: SocketAddr = "10.0.0.2:1000".parse().unwrap();
-        let first = layer.take_slot(Some(a)).unwrap();
-        let _second = layer.take_slot(Some(a)).unwrap();
+        let first = layer.take_slot(Some(a), None).unwrap();
+        let _second = layer.take_slot(Some(a), None).unwrap();
         assert!(
-            matches!(layer.take_slot(Some(a)), Err(Error::Throttled { .. })),
+            matches!(layer.take_slot(Some(a), None), Err(Error::Throttled { .. })),
             "per connection"
         );
-        let _third = layer.take_slot(Some(b)).unwrap();
+        let _third = layer.take_slot(Some(b), None).unwrap();
         assert!(
-            matches!(layer.take_slot(Some(b)), Err(Error::Throttled { .. })),
+            matches!(layer.take_slot(Some(b), None), Err(Error::Throttled { .. })),
             "per process"
         );
         drop(first);
-        layer.take_slot(Some(b)).expect("a slot came back");
+        layer.take_slot(Some(b), None).expect("a slot came back");
         assert_eq!(layer.stats().shed_connection(), 1);
         assert_eq!(layer.stats().shed_process(), 1);
+    }
+
+    #[test]
+    fn one_workspace_cannot_take_every_place() {
+        let layer = Admission::new(Limits {
+            max_in_flight: 4,
+            max_in_flight_per_workspace: 2,
+            ..Limits::default()
+        });
+        let flood: Vec<Slot> = (0..2).map(|_| layer.take_slot(None, Some("loud")).unwrap()).collect();
+        assert!(
+            matches!(layer.take_slot(None, Some("loud")), Err(Error::Throttled { ref reason, .. }) if reason.contains("workspace")),
+            "the flooding workspace is at its limit"
+        );
+        let _quiet = layer
+            .take_slot(None, Some("quiet"))
+            .expect("another workspace is served");
+        let _admin = layer
+            .take_slot(None, None)
+            .expect("admin and keyless calls are not capped per workspace");
+        drop(flood);
+        let _again = layer.take_slot(None, Some("loud")).expect("its places came back");
+        assert_eq!(layer.stats().shed_workspace(), 1);
+        assert_eq!(layer.stats().in_flight(), 3);
     }
 }

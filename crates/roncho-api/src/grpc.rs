@@ -313,20 +313,29 @@ where
             let response = status(error).into_http::<R>().map(|body| SlotBody { body, slot: None });
             Box::pin(async move { Ok(response) })
         };
-        let slot = match self.layer.admission.admit(&request) {
+        // Authenticated first: a key bound to a workspace takes that
+        // workspace's places, so one tenant cannot take every place.
+        let caller = if request.uri().path().starts_with(AUTHENTICATED_PREFIX) {
+            match self.layer.authenticator.authenticate(request.headers()) {
+                Ok(caller) => Some(caller),
+                Err(error) => return refuse(error),
+            }
+        } else {
+            None
+        };
+        let slot = match self
+            .layer
+            .admission
+            .admit(&request, caller.as_ref().and_then(Caller::workspace))
+        {
             Ok(slot) => slot,
             Err(error) => return refuse(error),
         };
         let path = request.uri().path();
         let timeout = slot.as_ref().map(|_| self.layer.admission.timeout(path));
         let (mut parts, body) = request.into_parts();
-        if parts.uri.path().starts_with(AUTHENTICATED_PREFIX) {
-            match self.layer.authenticator.authenticate(&parts.headers) {
-                Ok(caller) => {
-                    parts.extensions.insert(caller);
-                }
-                Err(error) => return refuse(error),
-            }
+        if let Some(caller) = caller {
+            parts.extensions.insert(caller);
         }
         let body_deadline = slot.as_ref().map(|_| self.layer.admission.body_timeout());
         let request = http::Request::from_parts(parts, DeadlineBody::new(body, body_deadline));
@@ -362,8 +371,13 @@ pub struct DeadlineBody<B> {
     limit: std::time::Duration,
 }
 
+/// Why a request ended when its body did not arrive in time (the start of
+/// the body error's message, which the REST edge answers 408 for).
+pub const BODY_DEADLINE_REASON: &str = "the request's body did not arrive within";
+
 impl<B> DeadlineBody<B> {
-    fn new(inner: B, limit: Option<std::time::Duration>) -> Self {
+    /// Returns `inner`, which must arrive whole within `limit` (`None`: no limit).
+    pub fn new(inner: B, limit: Option<std::time::Duration>) -> Self {
         Self {
             inner: Box::pin(inner),
             deadline: limit.map(|limit| Box::pin(tokio::time::sleep(limit))),
@@ -396,7 +410,7 @@ where
             && deadline.as_mut().poll(context).is_ready()
         {
             let status = status(Error::DeadlineExceeded(format!(
-                "the request's body did not arrive within {} s",
+                "{BODY_DEADLINE_REASON} {} s",
                 this.limit.as_secs_f32()
             )));
             return Poll::Ready(Some(Err(Box::new(status))));

@@ -22,10 +22,11 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     type Rejection = RestError;
 
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
-        // Over the router's body limit: 413, as for any unreadable body its own status.
+        // Over the router's body limit: 413, as for any unreadable body its
+        // own status; one that did not arrive within the body timeout: 408.
         let bytes = axum::body::Bytes::from_request(request, state)
             .await
-            .map_err(|rejection| RestError::Http(rejection.status(), rejection.body_text()))?;
+            .map_err(body_rejection)?;
         let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
             b"null"
         } else {
@@ -33,6 +34,15 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
         };
         parse(text).map(Body)
     }
+}
+
+/// The error for a body that could not be read.
+pub fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> RestError {
+    let text = rejection.body_text();
+    if text.contains(roncho_api::grpc::BODY_DEADLINE_REASON) {
+        return RestError::Http(http::StatusCode::REQUEST_TIMEOUT, text);
+    }
+    RestError::Http(rejection.status(), text)
 }
 
 /// Parses a JSON body into `T`, or says where it does not fit.

@@ -167,18 +167,24 @@ struct Gate {
     admission: Admission,
 }
 
-async fn admit_and_authenticate(State(gate): State<Gate>, mut request: Request, next: Next) -> Response {
-    let slot = match gate.admission.admit(&request) {
+async fn admit_and_authenticate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
+    // Authenticated first: a key bound to a workspace takes that
+    // workspace's places, so one tenant cannot take every place.
+    let caller = match gate.authenticator.authenticate(request.headers()) {
+        Ok(caller) => caller,
+        Err(error) => return RestError::from(error).into_response(),
+    };
+    let slot = match gate.admission.admit(&request, caller.workspace()) {
         Ok(slot) => slot,
         Err(error) => return RestError::from(error).into_response(),
     };
-    match gate.authenticator.authenticate(request.headers()) {
-        Ok(caller) => {
-            request.extensions_mut().insert(caller);
-        }
-        Err(error) => return RestError::from(error).into_response(),
-    }
     let limits = gate.admission.limits();
+    // The body must arrive within the body timeout: a client that sends it
+    // a byte at a time gives its place back then, not at the request timeout.
+    let (mut parts, body) = request.into_parts();
+    parts.extensions.insert(caller);
+    let body = roncho_api::grpc::DeadlineBody::new(body, slot.as_ref().map(|_| limits.body_timeout));
+    let request = Request::from_parts(parts, axum::body::Body::new(body));
     let timeout = if request.uri().path().ends_with("/chat") {
         limits.dialectic_timeout
     } else {

@@ -208,6 +208,18 @@ pub struct ConfigLayer {
     pub request_timeout_secs: Option<u64>,
     /// Longest a request's body may take to arrive after its headers.
     pub request_body_timeout_secs: Option<u64>,
+    /// Requests in flight for one workspace (the workspace of the caller's
+    /// key) before its excess is shed; only with authentication on.
+    pub max_concurrent_requests_per_workspace: Option<usize>,
+    /// Client connections open at once in the process, on all listeners.
+    pub max_open_connections: Option<usize>,
+    /// Client connections open at once from one address.
+    pub max_open_connections_per_address: Option<usize>,
+    /// Longest an HTTP/1 request head may take to arrive (also the idle
+    /// time of a kept-alive connection).
+    pub request_header_timeout_secs: Option<u64>,
+    /// Longest a new connection may take to send its first bytes (HTTP/2's preface).
+    pub connection_handshake_timeout_secs: Option<u64>,
     /// Longest a Postgres statement may run.
     pub database_statement_timeout_secs: Option<u64>,
     /// Per workspace and minute: Chat and ChatStream calls (0: unmetered).
@@ -558,6 +570,9 @@ pub struct LimitsConfig {
     pub request_timeout: Duration,
     /// Longest a request's body may take to arrive after its headers.
     pub body_timeout: Duration,
+    pub max_concurrent_requests_per_workspace: usize,
+    /// Connection-level limits of every listener.
+    pub connections: crate::connections::ConnectionLimits,
     /// Longest a dialectic call may run: its slowest level's deadline and a margin.
     pub dialectic_timeout: Duration,
     pub database_statement_timeout: Duration,
@@ -587,6 +602,7 @@ impl LimitsConfig {
             request_timeout: self.request_timeout,
             dialectic_timeout: self.dialectic_timeout,
             body_timeout: self.body_timeout,
+            max_in_flight_per_workspace: self.max_concurrent_requests_per_workspace,
             ..roncho_api::admission::Limits::default()
         }
     }
@@ -1144,6 +1160,13 @@ impl Config {
             max_concurrent_requests_per_connection: merged.max_concurrent_requests_per_connection.unwrap_or(128).max(1),
             request_timeout: Duration::from_secs(merged.request_timeout_secs.unwrap_or(60).max(1)),
             body_timeout: Duration::from_secs(merged.request_body_timeout_secs.unwrap_or(30).max(1)),
+            max_concurrent_requests_per_workspace: merged.max_concurrent_requests_per_workspace.unwrap_or(128).max(1),
+            connections: crate::connections::ConnectionLimits {
+                max_open: merged.max_open_connections.unwrap_or(16_384).max(1),
+                max_per_address: merged.max_open_connections_per_address.unwrap_or(4_096).max(1),
+                header_timeout: Duration::from_secs(merged.request_header_timeout_secs.unwrap_or(10).max(1)),
+                handshake_timeout: Duration::from_secs(merged.connection_handshake_timeout_secs.unwrap_or(10).max(1)),
+            },
             dialectic_timeout: dialectic_limit(&merged),
             database_statement_timeout: Duration::from_secs(merged.database_statement_timeout_secs.unwrap_or(30)),
             chat_per_minute: merged.rate_limit_chat_per_minute.unwrap_or(120),

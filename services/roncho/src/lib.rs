@@ -2,6 +2,7 @@
 //!
 //! # Layout
 //! - [`config`]: typed configuration, layered defaults < file < env < flags.
+//! - [`connections`]: connection-level limits of every listener.
 //! - [`import`]: `roncho import --from-honcho`, a Honcho v3 database into the store.
 //! - [`metrics`]: Prometheus metrics at `/metrics`.
 //! - [`pdf`]: PDF text in a memory- and time-limited child process.
@@ -13,6 +14,7 @@
 //! - [`wiring`]: the ports a configuration asks for.
 
 pub mod config;
+pub mod connections;
 pub mod import;
 pub mod metrics;
 pub mod observe;

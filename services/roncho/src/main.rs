@@ -467,6 +467,7 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         config.limits.pdf_concurrency,
     )));
     services.admission = roncho_api::admission::Admission::new(config.limits.admission());
+    services.connections = roncho::connections::ConnectionGate::new(config.limits.connections.within_descriptors());
     let derives_with_model = config
         .llm
         .as_ref()
@@ -477,6 +478,7 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
         roncho::metrics::install(metrics.clone());
         services.metrics = Some(metrics.clone());
         metrics.watch_admission(services.admission.stats(), services.rates.clone());
+        metrics.watch_connections(services.connections.stats());
         if let Some(yielding) = runtime.reconciler.as_ref().and_then(|reconciler| reconciler.yielding()) {
             metrics.watch_yielding("reconciler", yielding);
         }
@@ -484,10 +486,11 @@ async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
             .await
             .with_context(|| format!("binding the metrics address {address}"))?;
         let ledger = roncho_store::SqlWorkQueue::new(store.clone());
-        let (store, stop) = (store.clone(), shutdown.clone());
+        let (store, stop, gate) = (store.clone(), shutdown.clone(), services.connections.clone());
         tokio::spawn(async move {
             let refresh = std::time::Duration::from_secs(15);
-            if let Err(error) = roncho::metrics::serve(listener, metrics, store, Some(ledger), refresh, stop).await {
+            let served = roncho::metrics::serve(listener, gate, metrics, store, Some(ledger), refresh, stop);
+            if let Err(error) = served.await {
                 tracing::error!(%error, "the metrics server stopped");
             }
         });

@@ -63,8 +63,16 @@ struct Limit {
 struct Admission {
     stats: Arc<roncho_api::admission::AdmissionStats>,
     rates: Arc<roncho_api::admission::RateLimiter>,
-    /// What was already added to the counters: shed (process, connection), timed out, per rate class.
-    seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>)>,
+    /// What was already added to the counters: shed (process, connection,
+    /// workspace), timed out, per rate class.
+    seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>, u64)>,
+}
+
+/// The connection gate's counters, read at each scrape.
+struct Connections {
+    stats: Arc<crate::connections::ConnectionStats>,
+    /// What was already added: refused (process, address), timed out.
+    seen: std::sync::Mutex<(u64, u64, u64)>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -101,6 +109,10 @@ pub struct Metrics {
     write_groups: Gauge,
     grouped_writes: Gauge,
     admission: OnceLock<Admission>,
+    connections_open: Gauge,
+    connections_refused: Family<Reason, Counter>,
+    connections_timed_out: Counter,
+    connections: OnceLock<Connections>,
     background_yielded: Family<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     yielding: std::sync::Mutex<Vec<(&'static str, Arc<roncho_worker::yielding::YieldToWrites>)>>,
 }
@@ -182,8 +194,26 @@ impl Metrics {
         let requests_shed = Family::<Reason, Counter>::default();
         registry.register(
             "requests_shed",
-            "requests refused RESOURCE_EXHAUSTED at once because the process or their connection was at its limit",
+            "requests refused RESOURCE_EXHAUSTED at once because the process, their connection or their workspace was at its limit",
             requests_shed.clone(),
+        );
+        let connections_open = Gauge::default();
+        registry.register(
+            "connections_open",
+            "client connections open on every listener (gRPC, REST, metrics, health)",
+            connections_open.clone(),
+        );
+        let connections_refused = Family::<Reason, Counter>::default();
+        registry.register(
+            "connections_refused",
+            "connections closed as soon as accepted: the process (max_open_connections) or the client address (max_open_connections_per_address) was at its limit",
+            connections_refused.clone(),
+        );
+        let connections_timed_out = Counter::default();
+        registry.register(
+            "connections_timed_out",
+            "connections closed because their first bytes did not arrive within connection_handshake_timeout_secs",
+            connections_timed_out.clone(),
         );
         let background_yielded = Family::<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
@@ -223,6 +253,10 @@ impl Metrics {
             requests_timed_out,
             rate_limited,
             admission: OnceLock::new(),
+            connections_open,
+            connections_refused,
+            connections_timed_out,
+            connections: OnceLock::new(),
             background_yielded,
             yielding: std::sync::Mutex::new(Vec::new()),
             registry,
@@ -246,8 +280,35 @@ impl Metrics {
         let _ = self.admission.set(Admission {
             stats,
             rates,
-            seen: std::sync::Mutex::new((0, 0, 0, Vec::new())),
+            seen: std::sync::Mutex::new((0, 0, 0, Vec::new(), 0)),
         });
+    }
+
+    /// Reports the connection gate's counters from now on.
+    pub fn watch_connections(&self, stats: Arc<crate::connections::ConnectionStats>) {
+        let _ = self.connections.set(Connections {
+            stats,
+            seen: std::sync::Mutex::new((0, 0, 0)),
+        });
+    }
+
+    /// Brings the connection metrics up to date with the gate's counters.
+    fn sync_connections(&self) {
+        let Some(connections) = self.connections.get() else {
+            return;
+        };
+        let stats = &connections.stats;
+        self.connections_open
+            .set(i64::try_from(stats.open()).unwrap_or(i64::MAX));
+        let mut seen = connections.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let now = (stats.refused_process(), stats.refused_address(), stats.timed_out());
+        for (reason, count, before) in [("process", now.0, seen.0), ("address", now.1, seen.1)] {
+            self.connections_refused
+                .get_or_create(&Reason { reason: reason.into() })
+                .inc_by(count.saturating_sub(before));
+        }
+        self.connections_timed_out.inc_by(now.2.saturating_sub(seen.2));
+        *seen = now;
     }
 
     /// Reports how long `role`'s background work yielded to writes from now on.
@@ -266,12 +327,17 @@ impl Metrics {
         self.requests_in_flight
             .set(i64::try_from(admission.stats.in_flight()).unwrap_or(i64::MAX));
         let mut seen = admission.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let (process, connection, timed_out) = (
+        let (process, connection, workspace, timed_out) = (
             admission.stats.shed_process(),
             admission.stats.shed_connection(),
+            admission.stats.shed_workspace(),
             admission.stats.timed_out(),
         );
-        for (reason, now, before) in [("process", process, seen.0), ("connection", connection, seen.1)] {
+        for (reason, now, before) in [
+            ("process", process, seen.0),
+            ("connection", connection, seen.1),
+            ("workspace", workspace, seen.4),
+        ] {
             self.requests_shed
                 .get_or_create(&Reason { reason: reason.into() })
                 .inc_by(now.saturating_sub(before));
@@ -287,12 +353,13 @@ impl Metrics {
                 .inc_by(now.saturating_sub(*before));
             *before = *now;
         }
-        (seen.0, seen.1, seen.2) = (process, connection, timed_out);
+        (seen.0, seen.1, seen.2, seen.4) = (process, connection, timed_out, workspace);
     }
 
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
         self.sync_admission();
+        self.sync_connections();
         for (role, yielding) in self
             .yielding
             .lock()
@@ -421,6 +488,7 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
 /// every `every`.
 pub async fn serve(
     listener: tokio::net::TcpListener,
+    gate: crate::connections::ConnectionGate,
     metrics: Arc<Metrics>,
     store: Arc<dyn Store>,
     ledger: Option<roncho_store::SqlWorkQueue>,
@@ -439,10 +507,11 @@ pub async fn serve(
             }
         })
     };
-    tracing::info!(address = %listener.local_addr()?, "serving metrics at /metrics");
-    axum::serve(listener, router(metrics))
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await?;
+    let address = listener.local_addr()?;
+    tracing::info!(%address, "serving metrics at /metrics");
+    let header_timeout = gate.limits().header_timeout;
+    let listener = crate::connections::GatedListener::new(listener, gate);
+    crate::connections::serve_http(listener, address, router(metrics), header_timeout, shutdown).await;
     refresher.abort();
     Ok(())
 }

@@ -17,10 +17,10 @@ use roncho_core::store::Store;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 use tonic::server::NamedService;
-use tonic::transport::server::TcpIncoming;
 use tonic_health::ServingStatus;
 
 use crate::config::Role;
+use crate::connections::{GatedListener, HTTP2_PREFACE_BYTES, serve_http};
 
 /// How often the TLS files are checked for changes.
 const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -63,6 +63,9 @@ pub struct Services {
     pub rest_listener: Option<Arc<std::net::TcpListener>>,
     /// Bounds on requests in flight and their duration.
     pub admission: Admission,
+    /// Bounds on open connections and how long they may stay silent, on
+    /// every listener of the process.
+    pub connections: crate::connections::ConnectionGate,
     /// Per-workspace rates of the metered calls.
     pub rates: Arc<RateLimiter>,
     /// Where uploaded PDFs are read; `None`: in this process.
@@ -129,6 +132,7 @@ impl Services {
             health_listen: None,
             rest_listener: None,
             admission: Admission::new(Limits::default()),
+            connections: crate::connections::ConnectionGate::new(crate::connections::ConnectionLimits::default()),
             rates: Arc::new(RateLimiter::default()),
             pdf: None,
             allow_private_webhooks: false,
@@ -161,8 +165,8 @@ pub async fn run(
 
     let edge = Edge::new(Authorizer::new(store.clone()), services.rates.clone());
     let mut served = Vec::new();
-    // Outermost first: every request is observed, then admitted (shedding
-    // costs nothing), then authenticated.
+    // Outermost first: every request is observed, then authenticated (a
+    // key's workspace has places of its own), then admitted.
     let limits = services.admission.limits();
     let mut router = tonic::transport::Server::builder()
         // HTTP/2 bounds each connection's streams (twice what admission
@@ -293,8 +297,10 @@ pub async fn run(
         tracing::info!(%address, "serving gRPC health checks in plain text");
         let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
         let stop = shutdown.clone();
+        let incoming = services
+            .connections
+            .incoming(health_listener, HTTP2_PREFACE_BYTES, shutdown.clone());
         tokio::spawn(async move {
-            let incoming = TcpIncoming::from(health_listener).with_nodelay(Some(true));
             if let Err(error) = health_only
                 .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
                 .await
@@ -322,20 +328,17 @@ pub async fn run(
             "serving the Honcho v3 REST edge"
         );
         let stop = shutdown.clone();
+        let gate = services.connections.clone();
+        let header_timeout = gate.limits().header_timeout;
         match &services.tls {
             // The gRPC listener's certificate (and client CA), reloaded with it.
             Some(tls) => {
-                let listener = crate::tls::TlsListener::new(listener, tls.clone(), shutdown.clone())?;
-                tokio::spawn(serve_rest(listener, app, stop));
+                let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
+                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
             }
             None => {
-                // Small replies must not wait for delayed ACKs, as on the gRPC listener.
-                let listener = axum::serve::ListenerExt::tap_io(listener, |connection: &mut tokio::net::TcpStream| {
-                    if let Err(error) = connection.set_nodelay(true) {
-                        tracing::debug!(%error, "could not turn Nagle off on a REST connection");
-                    }
-                });
-                tokio::spawn(serve_rest(listener, app, stop));
+                let listener = GatedListener::new(listener, gate);
+                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
             }
         }
     }
@@ -357,15 +360,23 @@ pub async fn run(
         }
         tracing::info!("shutting down: finishing in-flight requests");
     };
+    // Every connection must send HTTP/2's preface within the handshake timeout.
     match &services.tls {
         Some(tls) => {
             tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
-            let incoming = crate::tls::incoming(listener, tls.clone(), shutdown.clone());
+            let incoming = crate::tls::incoming(
+                listener,
+                tls.clone(),
+                services.connections.clone(),
+                HTTP2_PREFACE_BYTES,
+                shutdown.clone(),
+            );
             router.serve_with_incoming_shutdown(incoming, stopping).await?;
         }
         None => {
-            // Small replies must not wait for delayed ACKs: turn Nagle off on every connection.
-            let incoming = TcpIncoming::from(listener).with_nodelay(Some(true));
+            let incoming = services
+                .connections
+                .incoming(listener, HTTP2_PREFACE_BYTES, shutdown.clone());
             router.serve_with_incoming_shutdown(incoming, stopping).await?;
         }
     }
@@ -399,20 +410,6 @@ fn mcp_routes(rest: axum::Router, services: &Services, any_host: bool, stop: &Ca
                 stop.clone(),
             ))
         })
-}
-
-/// Serves the REST edge on `listener` until `stop`.
-async fn serve_rest<L>(listener: L, app: axum::Router, stop: CancellationToken)
-where
-    L: axum::serve::Listener,
-    L::Addr: std::fmt::Debug,
-{
-    if let Err(error) = axum::serve(listener, app)
-        .with_graceful_shutdown(stop.cancelled_owned())
-        .await
-    {
-        tracing::error!(%error, "the REST server stopped");
-    }
 }
 
 /// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING

@@ -23,6 +23,10 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
+use roncho_api::admission::Tally;
+
+use crate::connections::{ConnectionGate, Guarded, HttpListener};
+
 /// Longest a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Most handshakes in progress at once; connections beyond are closed.
@@ -181,30 +185,27 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<Arc<ServerConfig>> {
     Ok(Arc::new(config))
 }
 
-/// Accepts connections on `listener` and yields those whose TLS handshake
-/// succeeded, until `shutdown`.
+/// A connection after its TLS handshake, holding its place in the gate.
+pub type GuardedTls = Guarded<TlsStream<TcpStream>>;
+
+/// Accepts connections on `listener` that `gate` lets in and yields those
+/// whose TLS handshake succeeded, each to send `first_bytes` within the
+/// handshake timeout after it, until `shutdown`.
 pub fn incoming(
     listener: TcpListener,
     tls: Arc<ReloadingTls>,
+    gate: ConnectionGate,
+    first_bytes: usize,
     shutdown: CancellationToken,
-) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>> {
+) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<GuardedTls>> {
     let (sender, receiver) = tokio::sync::mpsc::channel(64);
     let handshakes = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
-    let per_address: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>> = Arc::default();
+    let per_address: Arc<Tally<std::net::IpAddr>> = Arc::default();
     tokio::spawn(async move {
         loop {
-            let accepted = tokio::select! {
+            let (stream, peer, connection) = tokio::select! {
                 () = shutdown.cancelled() => return,
-                accepted = listener.accept() => accepted,
-            };
-            let (stream, peer) = match accepted {
-                Ok(accepted) => accepted,
-                Err(error) => {
-                    // Out of file descriptors and the like: back off instead of spinning.
-                    tracing::warn!(%error, "accepting a connection failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                    continue;
-                }
+                accepted = gate.accept(&listener) => accepted,
             };
             // Over either bound the connection is closed now: a flood of
             // silent connections must not keep the next client waiting.
@@ -223,7 +224,7 @@ pub fn incoming(
                 let _held = (permit, address_slot);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        let _ = sender.send(Ok(stream)).await;
+                        let _ = sender.send(Ok(Guarded::new(stream, connection, first_bytes))).await;
                     }
                     Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -234,64 +235,52 @@ pub fn incoming(
     tokio_stream::wrappers::ReceiverStream::new(receiver)
 }
 
-/// The REST edge's connections after their TLS handshake ([`incoming`]), as
-/// an axum listener.
+/// The REST edge's connections after their TLS handshake ([`incoming`]).
 pub struct TlsListener {
-    incoming: tokio_stream::wrappers::ReceiverStream<std::io::Result<TlsStream<TcpStream>>>,
-    local: std::net::SocketAddr,
+    incoming: tokio_stream::wrappers::ReceiverStream<std::io::Result<GuardedTls>>,
 }
 
 impl TlsListener {
-    /// Accepts on `listener` with `tls` until `shutdown`.
-    pub fn new(listener: TcpListener, tls: Arc<ReloadingTls>, shutdown: CancellationToken) -> std::io::Result<Self> {
-        let local = listener.local_addr()?;
+    /// Accepts on `listener` through `gate` with `tls` until `shutdown`.
+    pub fn new(
+        listener: TcpListener,
+        tls: Arc<ReloadingTls>,
+        gate: ConnectionGate,
+        shutdown: CancellationToken,
+    ) -> std::io::Result<Self> {
+        // Some byte within the handshake timeout after the TLS handshake; then
+        // HTTP/1's header timeout, or HTTP/2's keep-alive, bounds the rest.
         Ok(Self {
-            incoming: incoming(listener, tls, shutdown),
-            local,
+            incoming: incoming(listener, tls, gate, 1, shutdown),
         })
     }
 }
 
-impl axum::serve::Listener for TlsListener {
-    type Io = TlsStream<TcpStream>;
-    type Addr = std::net::SocketAddr;
+impl HttpListener for TlsListener {
+    type Io = GuardedTls;
 
-    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+    async fn accept(&mut self) -> Option<(Self::Io, std::net::SocketAddr)> {
         use tokio_stream::StreamExt;
         while let Some(accepted) = self.incoming.next().await {
             if let Ok(stream) = accepted
-                && let Ok(peer) = stream.get_ref().0.peer_addr()
+                && let Ok(peer) = stream.get_ref().get_ref().0.peer_addr()
             {
-                return (stream, peer);
+                return Some((stream, peer));
             }
         }
-        // Shut down: no more connections; axum's graceful shutdown ends the server.
-        std::future::pending().await
-    }
-
-    fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        Ok(self.local)
+        None
     }
 }
 
 /// One handshake in progress from an address, counted until dropped.
 struct AddressSlot {
-    counts: Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
+    counts: Arc<Tally<std::net::IpAddr>>,
     address: std::net::IpAddr,
 }
 
 impl AddressSlot {
-    fn take(
-        counts: &Arc<std::sync::Mutex<std::collections::HashMap<std::net::IpAddr, usize>>>,
-        address: std::net::IpAddr,
-    ) -> Option<Self> {
-        let mut map = counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let count = map.entry(address).or_insert(0);
-        if *count >= MAX_HANDSHAKES_PER_ADDRESS {
-            return None;
-        }
-        *count += 1;
-        Some(Self {
+    fn take(counts: &Arc<Tally<std::net::IpAddr>>, address: std::net::IpAddr) -> Option<Self> {
+        counts.take(&address, MAX_HANDSHAKES_PER_ADDRESS).then(|| Self {
             counts: counts.clone(),
             address,
         })
@@ -300,12 +289,6 @@ impl AddressSlot {
 
 impl Drop for AddressSlot {
     fn drop(&mut self) {
-        let mut map = self.counts.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        if let Some(count) = map.get_mut(&self.address) {
-            *count -= 1;
-            if *count == 0 {
-                map.remove(&self.address);
-            }
-        }
+        self.counts.give_back(&self.address);
     }
 }

@@ -120,6 +120,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let metrics_address = metrics_listener.local_addr().unwrap();
     tokio::spawn(roncho::metrics::serve(
         metrics_listener,
+        roncho::connections::ConnectionGate::new(roncho::connections::ConnectionLimits::default()),
         metrics.clone(),
         dyn_store,
         Some(roncho_store::SqlWorkQueue::new(store.clone())),

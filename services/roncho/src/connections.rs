@@ -1,0 +1,488 @@
+//! Connection-level limits on every listener (gRPC, REST and MCP, metrics,
+//! health): what a client that opens connections and never finishes a
+//! request can hold.
+//!
+//! - A [`ConnectionGate`] counts the open connections of a process and of
+//!   each client address. Past either cap a new connection is closed as
+//!   soon as it is accepted, so its descriptor is back at once; the process
+//!   cap is kept below the descriptor limit with room for the store's pool,
+//!   the resolver and the workers.
+//! - A [`Guarded`] connection must send its first bytes (HTTP/2's 24-byte
+//!   preface on gRPC) within the handshake timeout, or it is closed.
+//! - HTTP/1 listeners ([`serve_http`]) close a connection whose request
+//!   head does not arrive within the header timeout; the timer also runs
+//!   while a kept-alive connection waits for its next request, which makes
+//!   it the idle timeout too.
+//!
+//! docs/security.md, "Connections", lists each limit and its setting.
+
+use std::future::Future;
+use std::io;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use roncho_api::admission::Tally;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio_util::sync::CancellationToken;
+
+/// Descriptors kept free of client connections: the store's pool, the
+/// resolver, NATS, Qdrant, model providers, log files and a margin.
+pub const DESCRIPTOR_HEADROOM: u64 = 1_024;
+
+/// The bytes an HTTP/2 client sends first (its connection preface).
+pub const HTTP2_PREFACE_BYTES: usize = 24;
+
+/// Connection-level limits of a process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct ConnectionLimits {
+    /// Connections open at once on all listeners; more are closed at accept.
+    pub max_open: usize,
+    /// Connections open at once from one client address.
+    pub max_per_address: usize,
+    /// Longest an HTTP/1 request head may take to arrive, counted from when
+    /// the connection is ready for it (so also the keep-alive idle timeout).
+    pub header_timeout: Duration,
+    /// Longest a connection may take to send its first bytes (the HTTP/2
+    /// preface; the TLS handshake has its own bound).
+    pub handshake_timeout: Duration,
+}
+
+impl Default for ConnectionLimits {
+    fn default() -> Self {
+        Self {
+            max_open: 16_384,
+            max_per_address: 4_096,
+            header_timeout: Duration::from_secs(10),
+            handshake_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+impl ConnectionLimits {
+    /// Raises the soft descriptor limit to the hard one and returns these
+    /// limits with `max_open` lowered, if it must be, to leave
+    /// [`DESCRIPTOR_HEADROOM`] descriptors for everything else.
+    pub fn within_descriptors(mut self) -> Self {
+        let limit = match rlimit::increase_nofile_limit(u64::MAX) {
+            Ok(limit) => limit,
+            Err(error) => {
+                tracing::warn!(%error, "could not read the descriptor limit");
+                return self;
+            }
+        };
+        let room = usize::try_from(limit.saturating_sub(DESCRIPTOR_HEADROOM).max(64)).unwrap_or(usize::MAX);
+        if room < self.max_open {
+            tracing::warn!(
+                descriptors = limit,
+                max_open = room,
+                "the descriptor limit caps open connections below the configured limit"
+            );
+            self.max_open = room;
+        }
+        self.max_per_address = self.max_per_address.min(self.max_open);
+        self
+    }
+}
+
+/// Counts of what the gate refused and closed, for metrics.
+#[derive(Debug, Default)]
+pub struct ConnectionStats {
+    open: AtomicUsize,
+    refused_process: AtomicU64,
+    refused_address: AtomicU64,
+    timed_out: AtomicU64,
+}
+
+impl ConnectionStats {
+    /// Connections open now.
+    pub fn open(&self) -> usize {
+        self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed at accept because the process was at its cap.
+    pub fn refused_process(&self) -> u64 {
+        self.refused_process.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed at accept because their address was at its cap.
+    pub fn refused_address(&self) -> u64 {
+        self.refused_address.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed because their first bytes did not arrive in time.
+    pub fn timed_out(&self) -> u64 {
+        self.timed_out.load(Ordering::Relaxed)
+    }
+}
+
+/// Counts open connections per process and per client address, shared by
+/// every listener of the process.
+#[derive(Debug, Clone)]
+pub struct ConnectionGate {
+    limits: ConnectionLimits,
+    stats: Arc<ConnectionStats>,
+    per_address: Arc<Tally<IpAddr>>,
+}
+
+impl ConnectionGate {
+    /// Returns a gate enforcing `limits`.
+    pub fn new(limits: ConnectionLimits) -> Self {
+        Self {
+            limits,
+            stats: Arc::default(),
+            per_address: Arc::default(),
+        }
+    }
+
+    /// Returns the limits.
+    pub fn limits(&self) -> ConnectionLimits {
+        self.limits
+    }
+
+    /// Returns the counters.
+    pub fn stats(&self) -> Arc<ConnectionStats> {
+        self.stats.clone()
+    }
+
+    /// Takes a place for a connection from `peer`, or `None` past a cap.
+    pub fn admit(&self, peer: IpAddr) -> Option<ConnectionPermit> {
+        let open = self.stats.open.fetch_add(1, Ordering::AcqRel);
+        let mut permit = ConnectionPermit {
+            gate: self.clone(),
+            address: None,
+        };
+        if open >= self.limits.max_open {
+            self.stats.refused_process.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        if !self.per_address.take(&peer, self.limits.max_per_address) {
+            self.stats.refused_address.fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        permit.address = Some(peer);
+        Some(permit)
+    }
+
+    /// Accepts the next connection `listener` lets in: those past a cap are
+    /// closed at once, and a failing accept (out of descriptors) backs off
+    /// briefly instead of spinning.
+    pub async fn accept(&self, listener: &TcpListener) -> (TcpStream, SocketAddr, ConnectionPermit) {
+        loop {
+            match listener.accept().await {
+                Ok((stream, peer)) => match self.admit(peer.ip()) {
+                    Some(permit) => return (stream, peer, permit),
+                    // Dropped: closed now, its descriptor back at once.
+                    None => {
+                        drop(stream);
+                        tracing::debug!(%peer, "connection refused: at the open-connection limit");
+                    }
+                },
+                Err(error) => {
+                    tracing::warn!(%error, "accepting a connection failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+
+    /// Yields the connections of `listener` that the gate lets in, each
+    /// [`Guarded`] to send `first_bytes` within the handshake timeout,
+    /// until `shutdown`.
+    pub fn incoming(
+        &self,
+        listener: TcpListener,
+        first_bytes: usize,
+        shutdown: CancellationToken,
+    ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Guarded<TcpStream>>> {
+        let (sender, receiver) = tokio::sync::mpsc::channel(64);
+        let gate = self.clone();
+        tokio::spawn(async move {
+            loop {
+                let (stream, _, permit) = tokio::select! {
+                    () = shutdown.cancelled() => return,
+                    accepted = gate.accept(&listener) => accepted,
+                };
+                // Small replies must not wait for delayed ACKs.
+                let _ = stream.set_nodelay(true);
+                let guarded = Guarded::new(stream, permit, first_bytes);
+                if sender.send(Ok(guarded)).await.is_err() {
+                    return;
+                }
+            }
+        });
+        tokio_stream::wrappers::ReceiverStream::new(receiver)
+    }
+}
+
+/// A connection's place, given back when the connection closes.
+#[derive(Debug)]
+pub struct ConnectionPermit {
+    gate: ConnectionGate,
+    address: Option<IpAddr>,
+}
+
+impl Drop for ConnectionPermit {
+    fn drop(&mut self) {
+        self.gate.stats.open.fetch_sub(1, Ordering::AcqRel);
+        if let Some(address) = &self.address {
+            self.gate.per_address.give_back(address);
+        }
+    }
+}
+
+/// A connection that holds its place while open and fails its reads
+/// (`TimedOut`) when its first bytes do not arrive within the handshake
+/// timeout, which closes it.
+pub struct Guarded<S> {
+    inner: S,
+    permit: ConnectionPermit,
+    /// Bytes still awaited, and by when; `None` once they came.
+    first: Option<(usize, Pin<Box<tokio::time::Sleep>>)>,
+}
+
+impl<S> Guarded<S> {
+    /// Wraps `inner`, which must send `first_bytes` (0: no deadline) in time.
+    pub fn new(inner: S, permit: ConnectionPermit, first_bytes: usize) -> Self {
+        let timeout = permit.gate.limits.handshake_timeout;
+        Self {
+            inner,
+            permit,
+            first: (first_bytes > 0).then(|| (first_bytes, Box::pin(tokio::time::sleep(timeout)))),
+        }
+    }
+
+    /// Returns the wrapped connection.
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
+    fn poll_read(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let before = buf.filled().len();
+        let polled = Pin::new(&mut this.inner).poll_read(context, buf);
+        let Some((awaited, deadline)) = &mut this.first else {
+            return polled;
+        };
+        match polled {
+            Poll::Ready(Ok(())) => {
+                let read = buf.filled().len() - before;
+                *awaited = awaited.saturating_sub(read);
+                if *awaited == 0 || read == 0 {
+                    this.first = None;
+                }
+                Poll::Ready(Ok(()))
+            }
+            Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
+            Poll::Pending => {
+                if deadline.as_mut().poll(context).is_ready() {
+                    this.first = None;
+                    this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        "the connection's first bytes did not arrive within the handshake timeout",
+                    )));
+                }
+                Poll::Pending
+            }
+        }
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Guarded<S> {
+    fn poll_write(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(context, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(context, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(context)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(context)
+    }
+}
+
+impl<S: tonic::transport::server::Connected> tonic::transport::server::Connected for Guarded<S> {
+    type ConnectInfo = S::ConnectInfo;
+
+    fn connect_info(&self) -> Self::ConnectInfo {
+        self.inner.connect_info()
+    }
+}
+
+/// A listener of HTTP/1 connections for [`serve_http`]: plain TCP through
+/// the gate, or TLS after its handshake ([`crate::tls::TlsListener`]).
+pub trait HttpListener: Send + 'static {
+    /// A connection, with its peer address.
+    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// Returns the next connection, or `None` once the listener is closed.
+    fn accept(&mut self) -> impl Future<Output = Option<(Self::Io, SocketAddr)>> + Send;
+}
+
+/// Plain TCP connections let in by a gate.
+pub struct GatedListener {
+    listener: TcpListener,
+    gate: ConnectionGate,
+}
+
+impl GatedListener {
+    /// Accepts on `listener` through `gate`.
+    pub fn new(listener: TcpListener, gate: ConnectionGate) -> Self {
+        Self { listener, gate }
+    }
+}
+
+impl HttpListener for GatedListener {
+    type Io = Guarded<TcpStream>;
+
+    async fn accept(&mut self) -> Option<(Self::Io, SocketAddr)> {
+        let (stream, peer, permit) = self.gate.accept(&self.listener).await;
+        // Small replies must not wait for delayed ACKs.
+        let _ = stream.set_nodelay(true);
+        // Some byte within the handshake timeout (the protocol is told from
+        // the first bytes); then HTTP/1's header timeout, or HTTP/2's
+        // keep-alive, bounds the rest.
+        Some((Guarded::new(stream, permit, 1), peer))
+    }
+}
+
+/// Serves `app` over HTTP/1.1 or HTTP/2 on `listener` until `shutdown`,
+/// then lets the requests in progress finish. HTTP/1 request heads must
+/// arrive within `header_timeout` (also the keep-alive idle timeout);
+/// HTTP/2 connections that stop answering pings are dropped. Each request
+/// carries its connection's addresses as tonic's `TcpConnectInfo`, which
+/// admission control reads to bound requests per connection.
+pub async fn serve_http<L: HttpListener>(
+    mut listener: L,
+    local: SocketAddr,
+    app: axum::Router,
+    header_timeout: Duration,
+    shutdown: CancellationToken,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
+    builder
+        .http1()
+        .timer(TokioTimer::new())
+        .header_read_timeout(header_timeout)
+        .keep_alive(true);
+    builder
+        .http2()
+        .timer(TokioTimer::new())
+        .keep_alive_interval(Duration::from_secs(30))
+        .keep_alive_timeout(Duration::from_secs(10));
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    loop {
+        let (io, peer) = tokio::select! {
+            () = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Some(accepted) => accepted,
+                None => break,
+            },
+        };
+        let info = tonic::transport::server::TcpConnectInfo {
+            local_addr: Some(local),
+            remote_addr: Some(peer),
+        };
+        let app = app.clone();
+        let service = hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+            request.extensions_mut().insert(info.clone());
+            tower_service::Service::call(&mut app.clone(), request.map(axum::body::Body::new))
+        });
+        let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
+        let connection = graceful.watch(connection.into_owned());
+        tokio::spawn(async move {
+            if let Err(error) = connection.await {
+                tracing::debug!(%peer, %error, "HTTP connection ended");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn gate(max_open: usize, max_per_address: usize) -> ConnectionGate {
+        ConnectionGate::new(ConnectionLimits {
+            max_open,
+            max_per_address,
+            ..ConnectionLimits::default()
+        })
+    }
+
+    #[test]
+    fn places_are_bounded_per_process_and_address_and_given_back() {
+        let gate = gate(3, 2);
+        let (a, b) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let first = gate.admit(a).unwrap();
+        let _second = gate.admit(a).unwrap();
+        assert!(gate.admit(a).is_none(), "the address is at its cap");
+        let _third = gate.admit(b).unwrap();
+        assert!(gate.admit(b).is_none(), "the process is at its cap");
+        assert_eq!(gate.stats().open(), 3);
+        drop(first);
+        assert!(gate.admit(b).is_some(), "a closed connection's place is back");
+        assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (1, 1));
+    }
+
+    #[test]
+    fn the_process_cap_leaves_descriptors_for_everything_else() {
+        let limits = ConnectionLimits::default().within_descriptors();
+        let (soft, _) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
+        assert!(u64::try_from(limits.max_open).unwrap() + DESCRIPTOR_HEADROOM <= soft.max(64 + DESCRIPTOR_HEADROOM));
+        assert!(limits.max_per_address <= limits.max_open);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_connection_silent_past_the_handshake_timeout_is_closed() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let gate = ConnectionGate::new(ConnectionLimits {
+            handshake_timeout: Duration::from_secs(5),
+            ..ConnectionLimits::default()
+        });
+        let (client, server) = tokio::io::duplex(64);
+        let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), 4);
+        let mut buf = [0; 8];
+        let read = tokio::time::timeout(Duration::from_secs(6), guarded.read(&mut buf))
+            .await
+            .unwrap();
+        assert_eq!(read.unwrap_err().kind(), io::ErrorKind::TimedOut);
+        assert_eq!(gate.stats().timed_out(), 1);
+        drop(guarded);
+        assert_eq!(gate.stats().open(), 0);
+
+        // One that sends its first bytes in time is not bound afterwards.
+        let (mut client2, server) = tokio::io::duplex(64);
+        let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), 4);
+        client2.write_all(b"PRI * HTTP").await.unwrap();
+        assert_eq!(guarded.read(&mut buf).await.unwrap(), 8);
+        let idle = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
+        assert!(idle.is_ok(), "the rest was there to read");
+        let quiet = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
+        assert!(quiet.is_err(), "no deadline once the first bytes came");
+        drop(client);
+    }
+}
