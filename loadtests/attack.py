@@ -1,0 +1,367 @@
+#!/usr/bin/env python3
+"""Replays an afternoon's attacks on a running `roncho serve` (keys on) and
+prints what held. Driven by loadtests/run-attack.sh, which starts the
+release build; exits 1 when anything got through.
+
+Attacks, each against loopback only:
+  webhooks     every spelling of loopback the HTTP client's parser accepts,
+               registered with a workspace key, against a listener on loopback
+  protobuf     a Struct nested 20,000 levels, truncated messages, bad UTF-8
+  half-open    N connections from other loopback addresses sending half a
+               request head (REST) or nothing (gRPC), while /health and an
+               authenticated call are timed, and RSS is read before, during
+               and after
+  slow bodies  600 requests from one workspace's key sending their bodies a
+               byte every 2 s, while another workspace's calls are timed
+  replay       a batch retried with its Idempotency-Key after one of its
+               messages was erased
+  data files   the data directory scanned for erased text once the erasure's
+               receipt says its bytes were overwritten (60 s at most)
+
+Needs grpcio (the Python client's venv). Standard library otherwise.
+"""
+import argparse
+import asyncio
+import http.server
+import json
+import os
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import grpc
+
+LOOPBACK_SPELLINGS = [
+    "http://127.0.0.1:{port}/", "http://127.0.0.1.:{port}/", "http://127.1:{port}/",
+    "http://127.0.0.2:{port}/", "http://0x7f.1:{port}/", "http://0x7f000001:{port}/",
+    "http://2130706433:{port}/", "http://0177.0.0.1:{port}/", "http://017700000001:{port}/",
+    "http://\uff11\uff12\uff17\uff0e\uff10\uff0e\uff10\uff0e\uff11:{port}/", "http://127\u30020\u30020\u30021:{port}/",
+    "http://\u2460\u2461\u2466.0.0.1:{port}/", "http://%31%32%37.0.0.1:{port}/", "http://127.0.0.1%2e:{port}/",
+    "http://127.0.0.1:{port}\\@example.com/", "http:/\\127.0.0.1:{port}/", "http:127.0.0.1:{port}/",
+    "http://127.0.0.\t1:{port}/", "http://user:pass@127.0.0.1:{port}/", "http://example.com@127.0.0.1:{port}/",
+    "http://example.com:80@127.0.0.1:{port}/", "HTTP://127.0.0.1:{port}/", "https://127.0.0.1:{port}/",
+    "http://0:{port}/", "http://0.0.0.0:{port}/", "http://[::]:{port}/", "http://[::1]:{port}/",
+    "http://[0:0:0:0:0:0:0:1]:{port}/", "http://[::ffff:127.0.0.1]:{port}/", "http://[::ffff:7f00:1]:{port}/",
+    "http://[::127.0.0.1]:{port}/", "http://localhost:{port}/", "http://LOCALHOST.:{port}/",
+    "http://%6c%6fcalhost:{port}/", "http://api.localhost:{port}/", "http://\uff4cocalhost:{port}/",
+]
+# Inside other networks: registration alone is tried (nothing is ever sent there).
+ELSEWHERE_SPELLINGS = [
+    "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::1]/", "http://[fe80::1]/", "http://[fc00::1]/",
+    "http://10.0.0.1/", "http://10.1/", "http://172.16.0.1/", "http://192.168.1.1/",
+    "http://169.254.169.254/latest/meta-data", "http://0xa9.0xfe.0xa9.0xfe/", "http://100.64.0.1/",
+    "http://198.18.0.1/",
+]
+
+results = []
+
+
+def report(name, held, detail):
+    results.append((name, held, detail))
+    print(f"{'HELD' if held else 'FAILED':6}  {name}: {detail}", flush=True)
+
+
+def rest_call(base, method, path, key, body=None, timeout=10):
+    data = None if body is None else json.dumps(body).encode()
+    request = urllib.request.Request(base + path, data=data, method=method)
+    request.add_header("authorization", f"Bearer {key}")
+    if data is not None:
+        request.add_header("content-type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=timeout) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, None
+    except Exception:  # a refused or reset connection
+        return 0, None
+
+
+def rss_mb(pid):
+    with open(f"/proc/{pid}/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def webhooks(args):
+    hits = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            hits.append(self.path)
+            self.send_response(500)
+            self.end_headers()
+            self.wfile.write(b"internal secret")
+
+        def log_message(self, *_):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    port = server.server_address[1]
+    accepted = []
+    spellings = [s.replace("{port}", str(port)) for s in LOOPBACK_SPELLINGS] + ELSEWHERE_SPELLINGS
+    for url in spellings:
+        status, _ = rest_call(args.rest, "POST", "/v3/workspaces/loud/webhooks", args.loud, {"url": url})
+        if status not in (400, 422):
+            accepted.append((url, status))
+    # Whatever was stored would be called by the test event.
+    rest_call(args.rest, "GET", "/v3/workspaces/loud/webhooks/test", args.loud)
+    time.sleep(2)
+    server.shutdown()
+    report("webhook spellings", not accepted and not hits,
+           f"{len(spellings)} spellings ({len(LOOPBACK_SPELLINGS)} of loopback), {len(accepted)} accepted "
+           f"{accepted[:3]}, {len(hits)} deliveries reached the loopback listener")
+
+
+def varint(value):
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value == 0:
+            out.append(byte)
+            return bytes(out)
+        out.append(byte | 0x80)
+
+
+def nested_struct(depth):
+    """GetOrCreateWorkspaceRequest{id: "w", metadata: {"a": {"a": ...}}}, built outside in."""
+    sizes, headers = [0], []
+    for level in range(depth):
+        inner = sizes[level]
+        value = 1 + len(varint(inner)) + inner
+        entry = 4 + len(varint(value)) + value
+        sizes.append(1 + len(varint(entry)) + entry)
+        headers.append((entry, value, inner))
+    out = bytearray(b"\x0a\x01w\x12" + varint(sizes[depth]))
+    for entry, value, inner in reversed(headers):
+        out += b"\x0a" + varint(entry) + b"\x0a\x01a\x12" + varint(value) + b"\x2a" + varint(inner)
+    return bytes(out)
+
+
+def protobuf(args):
+    channel = grpc.insecure_channel(args.grpc, options=[("grpc.max_send_message_length", 64 << 20)])
+    metadata = (("authorization", f"Bearer {args.admin}"),)
+    cases = [
+        ("/roncho.v1.IngestService/GetOrCreateWorkspace", "Struct nested 20,000 levels", nested_struct(20_000)),
+        ("/roncho.v1.IngestService/CreateMessages", "truncated", b"\x0a\x05a"),
+        ("/roncho.v1.IngestService/GetOrCreateWorkspace", "bad UTF-8", b"\x0a\x02\xff\xfe"),
+        ("/roncho.v1.RecallService/SearchMessages", "field number 0", b"\x02\x00"),
+        ("/roncho.v1.DialecticService/Chat", "truncated", b"\x12\x7fabc"),
+    ]
+    wrong = []
+    for path, what, body in cases:
+        call = channel.unary_unary(path)
+        try:
+            call(body, metadata=metadata, timeout=30)
+            wrong.append(f"{what} on {path}: OK")
+        except grpc.RpcError as error:
+            if error.code() != grpc.StatusCode.INVALID_ARGUMENT:
+                wrong.append(f"{what} on {path}: {error.code().name}")
+    report("malformed protobuf", not wrong, f"{len(cases)} cases, not INVALID_ARGUMENT: {wrong or 'none'}")
+
+
+async def timed_checks(args, stop, samples):
+    """Times GET /health and an authenticated call every 250 ms until `stop`."""
+    loop = asyncio.get_running_loop()
+    while not stop.is_set():
+        for name, call in (
+            ("health", lambda: rest_call(args.rest, "GET", "/health", args.quiet, timeout=5)),
+            ("call", lambda: rest_call(args.rest, "POST", "/v3/workspaces/quiet/sessions/list", args.quiet, {}, 5)),
+        ):
+            started = time.monotonic()
+            status, _ = await loop.run_in_executor(None, call)
+            samples.append((name, status, time.monotonic() - started))
+        await asyncio.sleep(0.25)
+
+
+async def half_open(args):
+    host, grpc_port = args.grpc.rsplit(":", 1)
+    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
+    baseline = rss_mb(args.pid)
+    sources = [f"127.0.0.{n}" for n in range(2, 2 + args.sources)]
+    writers, failed = [], 0
+    stop, samples = asyncio.Event(), []
+    checks = asyncio.create_task(timed_checks(args, stop, samples))
+    started = time.monotonic()
+
+    async def open_one(index):
+        nonlocal failed
+        source = sources[index % len(sources)]
+        to_rest = index % 2 == 0
+        try:
+            reader, writer = await asyncio.open_connection(
+                rest_host if to_rest else host, int(rest_port if to_rest else grpc_port), local_addr=(source, 0))
+            if to_rest:
+                writer.write(b"POST /v3/workspaces HTTP/1.1\r\nHost: roncho\r\nContent-Ty")
+                await writer.drain()
+            writers.append((reader, writer))
+        except OSError:
+            failed += 1
+
+    for batch in range(0, args.connections, 500):
+        await asyncio.gather(*(open_one(i) for i in range(batch, min(batch + 500, args.connections))))
+    opened = time.monotonic() - started
+    peak = rss_mb(args.pid)
+
+    async def closed(reader):
+        try:
+            while await asyncio.wait_for(reader.read(4096), timeout=args.header_timeout + 5):
+                pass
+            return True
+        except (asyncio.TimeoutError, OSError):
+            return False
+
+    still_open = sum(1 for ok in await asyncio.gather(*(closed(r) for r, _ in writers)) if not ok)
+    closed_after = time.monotonic() - started
+    for _, writer in writers:
+        writer.close()
+    await asyncio.sleep(3)
+    stop.set()
+    await checks
+    after = rss_mb(args.pid)
+    bad = [s for s in samples if s[1] != 200]
+    slowest = max((s[2] for s in samples), default=0)
+    report("half-open connections", still_open == 0 and not bad and after <= baseline * 1.2 + 1,
+           f"{len(writers)} opened ({failed} refused) from {len(sources)} addresses in {opened:.1f} s, "
+           f"{still_open} left open {closed_after:.1f} s after the first; {len(samples)} checks during, "
+           f"{len(bad)} not 200, slowest {slowest * 1000:.0f} ms; RSS {baseline:.0f} MB before, {peak:.0f} MB "
+           f"with the flood, {after:.0f} MB after")
+
+
+async def slow_bodies(args):
+    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
+    head = (f"POST /v3/workspaces/loud/sessions/list HTTP/1.1\r\nHost: roncho\r\nAuthorization: Bearer {args.loud}\r\n"
+            "Content-Type: application/json\r\nContent-Length: 10000\r\n\r\n{").encode()
+    connections, statuses = [], {}
+
+    async def flood_one():
+        try:
+            reader, writer = await asyncio.open_connection(rest_host, int(rest_port), local_addr=("127.0.0.30", 0))
+            writer.write(head)
+            await writer.drain()
+            connections.append((reader, writer))
+        except OSError:
+            statuses["refused"] = statuses.get("refused", 0) + 1
+
+    await asyncio.gather(*(flood_one() for _ in range(600)))
+    started = time.monotonic()
+
+    async def trickle():
+        while time.monotonic() - started < args.body_timeout + 10:
+            for _, writer in connections:
+                if not writer.is_closing():
+                    writer.write(b" ")
+            await asyncio.sleep(2)
+
+    async def answer(reader):
+        try:
+            line = await asyncio.wait_for(reader.readline(), timeout=args.body_timeout + 15)
+            code = line.split()[1].decode() if len(line.split()) > 1 else "closed"
+        except (asyncio.TimeoutError, OSError, IndexError):
+            code = "none"
+        statuses[code] = statuses.get(code, 0) + 1
+
+    trickling = asyncio.create_task(trickle())
+    answers = asyncio.gather(*(answer(reader) for reader, _ in connections))
+    loop = asyncio.get_running_loop()
+    quiet_bad, loud_back, loud_first = 0, None, None
+    while time.monotonic() - started < args.body_timeout + 8:
+        status, _ = await loop.run_in_executor(
+            None, lambda: rest_call(args.rest, "POST", "/v3/workspaces/quiet/sessions/list", args.quiet, {}, 5))
+        quiet_bad += status != 200
+        status, _ = await loop.run_in_executor(
+            None, lambda: rest_call(args.rest, "POST", "/v3/workspaces/loud/sessions/list", args.loud, {}, 5))
+        if loud_first is None:
+            loud_first = status
+        if status == 200 and loud_back is None:
+            loud_back = time.monotonic() - started
+        await asyncio.sleep(0.25)
+    await answers
+    trickling.cancel()
+    for _, writer in connections:
+        writer.close()
+    held = quiet_bad == 0 and loud_back is not None and loud_back <= args.body_timeout + 2
+    report("slow bodies", held,
+           f"600 slow requests from one workspace's key: their answers {dict(sorted(statuses.items()))}; another "
+           f"workspace's calls not 200: {quiet_bad}; the flooding workspace's own call answered {loud_first} at first "
+           f"and 200 again after {loud_back if loud_back is None else round(loud_back, 1)} s (body timeout "
+           f"{args.body_timeout} s)")
+
+
+def replay_and_data_files(args):
+    admin, base = args.admin, args.rest
+    rest_call(base, "POST", "/v3/workspaces", admin, {"id": "replay"})
+    rest_call(base, "POST", "/v3/workspaces/replay/sessions", admin, {"id": "s"})
+    marker = "qzxwvkjplmbrtq"
+    batch = {"messages": [{"peer_id": "alice", "content": f"my passphrase is {marker} and nobody knows"},
+                          {"peer_id": "alice", "content": "see you at the gym"}]}
+
+    def post():
+        request = urllib.request.Request(f"{base}/v3/workspaces/replay/sessions/s/messages",
+                                         data=json.dumps(batch).encode(), method="POST")
+        request.add_header("authorization", f"Bearer {admin}")
+        request.add_header("content-type", "application/json")
+        request.add_header("idempotency-key", "batch-1")
+        with urllib.request.urlopen(request, timeout=10) as response:
+            return json.loads(response.read())
+
+    first = post()
+    secret = first[0]["id"]
+    request = urllib.request.Request(f"{base}/v3/workspaces/replay/sessions/s/messages/{secret}", method="DELETE")
+    request.add_header("authorization", f"Bearer {admin}")
+    with urllib.request.urlopen(request, timeout=10) as response:
+        receipt = json.loads(response.read())
+    again = post()
+    _, page = rest_call(base, "POST", "/v3/workspaces/replay/sessions/s/messages/list", admin, {})
+    left = [m["content"] for m in (page or {}).get("items", [])]
+    report("replay after erasure", [m["content"] for m in again] == ["see you at the gym"] and left == [
+        "see you at the gym"], f"the retry answered {len(again)} message(s); the session holds {left}")
+
+    started, overwritten = time.monotonic(), None
+    while time.monotonic() - started < 60 and not overwritten:
+        _, now = rest_call(base, "GET", f"/v3/workspaces/replay/erasures/{receipt['id']}", admin)
+        overwritten = (now or {}).get("bytes_overwritten_at")
+        time.sleep(0.5)
+    waited = time.monotonic() - started
+    found = []
+    windows = {marker[i:i + 6].encode() for i in range(len(marker) - 5)}
+    for name in os.listdir(args.data_dir):
+        path = os.path.join(args.data_dir, name)
+        if os.path.isfile(path):
+            with open(path, "rb") as file:
+                data = file.read()
+            found += [f"{w.decode()} in {name}" for w in windows if w in data]
+    report("erased text in the data files", overwritten is not None and not found,
+           f"receipt bytes_overwritten_at {overwritten} after {waited:.1f} s; traces of the erased text in "
+           f"{args.data_dir}: {found or 'none'}")
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    for name in ("grpc", "rest", "admin", "loud", "quiet", "data-dir"):
+        parser.add_argument(f"--{name}", required=True)
+    parser.add_argument("--pid", type=int, required=True)
+    parser.add_argument("--connections", type=int, default=20_000)
+    parser.add_argument("--sources", type=int, default=10)
+    parser.add_argument("--header-timeout", type=float, default=10)
+    parser.add_argument("--body-timeout", type=float, default=30)
+    args = parser.parse_args()
+    for workspace in ("loud", "quiet"):
+        rest_call(args.rest, "POST", "/v3/workspaces", args.admin, {"id": workspace})
+    webhooks(args)
+    protobuf(args)
+    asyncio.run(half_open(args))
+    asyncio.run(slow_bodies(args))
+    replay_and_data_files(args)
+    failed = [name for name, held, _ in results if not held]
+    print(f"attacks: {len(results) - len(failed)} held, {len(failed)} got through {failed or ''}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
