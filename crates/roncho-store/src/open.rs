@@ -29,6 +29,11 @@ pub struct StoreOptions {
     /// Postgres: longest a statement may run before the server cancels it
     /// (`statement_timeout`); `None`: no limit. SQLite ignores it.
     pub statement_timeout: Option<Duration>,
+    /// Postgres: vacuum the tables erasures touch once they complete, so
+    /// their dead rows' space is reclaimed for reuse now rather than when
+    /// autovacuum comes (docs/security.md, "What stays on disk"). SQLite
+    /// overwrites erased bytes in any case.
+    pub vacuum_after_erasure: bool,
 }
 
 impl StoreOptions {
@@ -45,6 +50,7 @@ impl StoreOptions {
             max_connections: 16,
             acquire_timeout: Duration::from_secs(5),
             statement_timeout: None,
+            vacuum_after_erasure: false,
         }
     }
 
@@ -179,10 +185,50 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .await
         .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
     let store = SqlStore::new(pool.clone(), dialect, location);
-    if dialect == Dialect::Sqlite {
-        spawn_checkpointer(pool, store.erased_bytes.clone());
+    match dialect {
+        Dialect::Sqlite => spawn_checkpointer(pool, store.erased_bytes.clone()),
+        Dialect::Postgres if options.vacuum_after_erasure => spawn_vacuumer(pool, store.erased_bytes.clone()),
+        Dialect::Postgres => {}
     }
     Ok(store)
+}
+
+/// Vacuums the tables an erasure deletes rows from (Postgres).
+const VACUUM_ERASED_TABLES: &str = "VACUUM messages, message_text, message_unindexed, message_sync, documents, \
+     conclusion_sources, session_summaries, work_tasks, peer_cards, sessions, peers, vectors, vector_tombstones";
+
+/// How often the vacuumer looks for completed erasures.
+const VACUUM_EVERY: Duration = Duration::from_secs(5);
+
+/// Vacuums the tables erasures touch, at most every [`VACUUM_EVERY`], after
+/// erasures committed since the last vacuum, until the pool closes: dead
+/// rows' space is reclaimed (and their index entries removed) for later
+/// writes to overwrite, instead of waiting for autovacuum's thresholds.
+fn spawn_vacuumer(pool: AnyPool, erased: Arc<ErasedBytes>) {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(VACUUM_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            if pool.is_closed() {
+                return;
+            }
+            let Some(committed) = erased.uncovered() else {
+                continue;
+            };
+            let started = std::time::Instant::now();
+            match pool.execute(VACUUM_ERASED_TABLES).await {
+                Ok(_) => {
+                    erased.covered(committed);
+                    tracing::info!(
+                        seconds = started.elapsed().as_secs_f64(),
+                        "vacuumed the tables erasures touched (erasure_vacuum)"
+                    );
+                }
+                Err(error) => tracing::warn!(%error, "vacuum after erasure failed; retried"),
+            }
+        }
+    });
 }
 
 /// How often the WAL is copied back into the database file.

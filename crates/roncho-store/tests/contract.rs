@@ -946,6 +946,42 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
 }
 
 #[tokio::test]
+async fn postgres_erasure_vacuum_reclaims_the_touched_tables() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    let mut options = StoreOptions::new(database.url.clone());
+    options.vacuum_after_erasure = true;
+    let store = roncho_store::connect(&options).await.unwrap();
+    roncho_store::migrate(&store).await.unwrap();
+    let vacuums = || async {
+        let row = sqlx::query("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'messages'")
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+        sqlx::Row::get::<i64, _>(&row, "n")
+    };
+    let written = store
+        .create_messages("w", "s", vec![new_message("alice", "erase me")])
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(vacuums().await, 0, "nothing erased, nothing vacuumed");
+    store.delete_message("w", "s", &written[0].id).await.unwrap();
+    let mut count = 0;
+    for _ in 0..150 {
+        count = vacuums().await;
+        if count > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(count, 1, "vacuumed once after the erasure");
+    store.close().await;
+    database.drop_database().await;
+}
+
+#[tokio::test]
 async fn postgres_cancels_statements_past_the_statement_timeout() {
     let Some(database) = FreshDatabase::create().await else {
         return;

@@ -110,6 +110,8 @@ pub struct ConfigLayer {
     pub log_format: Option<LogFormat>,
     pub shutdown_grace_secs: Option<u64>,
     pub max_connections: Option<u32>,
+    /// Postgres: vacuum the tables an erasure touched once it completes.
+    pub erasure_vacuum: Option<bool>,
     pub embedding_provider: Option<EmbeddingProvider>,
     pub embedding_model_dir: Option<PathBuf>,
     pub embedding_base_url: Option<String>,
@@ -481,6 +483,8 @@ pub struct Config {
     pub shutdown_grace: Duration,
     /// Database pool size.
     pub max_connections: u32,
+    /// Postgres: vacuum the tables an erasure touched once it completes.
+    pub erasure_vacuum: bool,
     pub embedding: EmbeddingConfig,
     /// Qdrant for vectors; `None` keeps them in the relational store (exact search).
     pub qdrant: Option<QdrantConfig>,
@@ -1235,6 +1239,7 @@ impl Config {
             log_format: merged.log_format.unwrap_or(LogFormat::Text),
             shutdown_grace: Duration::from_secs(merged.shutdown_grace_secs.unwrap_or(10)),
             max_connections: merged.max_connections.unwrap_or(16).max(1),
+            erasure_vacuum: merged.erasure_vacuum.unwrap_or(false),
         };
         if let Some(url) = &config.database_url
             && !(url.starts_with("postgres://") || url.starts_with("postgresql://"))
@@ -1292,6 +1297,7 @@ impl Config {
             None => roncho_store::StoreOptions::embedded(&self.data_dir),
         };
         options.max_connections = self.max_connections;
+        options.vacuum_after_erasure = self.erasure_vacuum;
         options.statement_timeout = Some(self.limits.database_statement_timeout).filter(|timeout| !timeout.is_zero());
         options
     }
