@@ -4,7 +4,8 @@
 # against the gRPC API's view of the same data:
 #   - over Streamable HTTP (`/mcp`, `/mcp/memory` on the REST edge) and over
 #     stdio (`roncho mcp --addr`), against `roncho serve` embedded, then on
-#     Postgres + NATS (+ Qdrant when RONCHO_TEST_QDRANT_URL is set);
+#     Postgres + NATS (+ Qdrant when RONCHO_TEST_QDRANT_URL is set); the
+#     conversation also embedded without an embedder;
 #   - `roncho mcp` with no flags (embedded in its process, on a fresh
 #     $XDG_DATA_HOME/roncho);
 #   - with API keys: a key of alice's, over HTTP and stdio, reads hers and is
@@ -60,6 +61,13 @@ served() {
 }
 
 served "embedded: HTTP and stdio" --data-dir "$work/data"
+
+echo "== embedded without an embedder: full text, chat reading FTS5 (HTTP)"
+RONCHO_EMBEDDING_PROVIDER=none start_server --data-dir "$work/data-words"
+scenario --url "$base_url/mcp" --grpc "$grpc" --part conversation --workspace words-conv --expect-degraded \
+  || { tail -30 "$work/server.log"; exit 1; }
+stop_server
+passed=$((passed + 1))
 
 database=roncho_mcp_$$_$RANDOM
 psql "$server_url" -qc "CREATE DATABASE $database" >/dev/null
