@@ -341,6 +341,10 @@ pub trait Store: Send + Sync + 'static {
     /// cannot match by their words because the text index has not reached
     /// them yet (0 where it indexes as it writes, or covers the scope).
     async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64>;
+    /// Counts messages of `search`'s scope that a vector store cannot
+    /// return because they are not synced to it yet, beyond the store's
+    /// `newest` rows (which [`Store::search_unsynced_messages`] reads).
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64>;
     /// Returns up to `limit` vectors to remove because their rows were deleted.
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>>;
     /// Forgets tombstones whose vectors are removed.

@@ -145,7 +145,7 @@ pub async fn search(
             vec![Ranking::unscored(full_text)],
             Fusion::Rank,
             SearchMode::FullText,
-            with_gap(NO_EMBEDDER.to_owned(), gap),
+            with_gap(NO_EMBEDDER.to_owned(), gap, TEXT_BEHIND),
         ));
     };
     let degraded = |lists, fusion, error: Error| {
@@ -163,34 +163,39 @@ pub async fn search(
         // lists, unless the store's full text sees every message already.
         let unsynced = async {
             if semantic.vectors.indexes_text_at_once() {
-                return Ok(Vec::new());
+                return Ok((Vec::new(), 0));
             }
-            store
-                .search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN)
-                .await
+            let (found, gap) = tokio::join!(
+                store.search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN),
+                store.vector_sync_gap(workspace_id, &candidates, UNSYNCED_SCAN),
+            );
+            Ok::<_, Error>((found?, gap?))
         };
         let (unsynced, hybrid) = tokio::join!(
             unsynced,
             hybrid_candidates(store, semantic, workspace_id, query, &named, &candidates, filter),
         );
-        let unsynced = unsynced?;
+        let (unsynced, sync_gap) = unsynced?;
+        let unsynced_gap = |reason: String| with_gap(reason, sync_gap, VECTORS_BEHIND);
         match hybrid {
             Ok(Some(Ranked { mut lists, embed_error })) => {
                 if !unsynced.is_empty() {
                     // Scored by its ranks: the database's full-text scores are not BM25's.
                     lists.push(Ranking::unscored(unsynced));
                 }
-                return Ok(match embed_error {
+                let mut found = match embed_error {
                     None => results(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
                     // Words alone, still ranked by the vector store at a bounded cost.
                     Some(error) => degraded(lists, Fusion::Score, error),
-                });
+                };
+                found.degraded_reason = unsynced_gap(found.degraded_reason);
+                return Ok(found);
             }
             Ok(None) => {}
             Err(error) => {
                 let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
                 let mut found = degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error);
-                found.degraded_reason = with_gap(found.degraded_reason, gap);
+                found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
                 return Ok(found);
             }
         }
@@ -206,7 +211,7 @@ pub async fn search(
         Ok(hits) => results(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
         Err(error) => degraded(vec![full_text], Fusion::Rank, error),
     };
-    found.degraded_reason = with_gap(found.degraded_reason, gap);
+    found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
     Ok(found)
 }
 
@@ -225,15 +230,21 @@ async fn database_full_text(
     Ok((found?, gap?))
 }
 
-/// `reason`, with what the text index's lag left out of the results.
-fn with_gap(reason: String, gap: i64) -> String {
+/// Why messages of a scope cannot match: the database's text index has not reached them.
+const TEXT_BEHIND: &str = "are not indexed by their words yet and cannot match (the reconciler role \
+     indexes them; `roncho status` shows the text index backlog)";
+
+/// Why messages of a scope cannot match: the vector store has not received them.
+const VECTORS_BEHIND: &str = "are not synced to the vector store yet and cannot match (the reconciler role \
+     syncs them; `roncho status` shows the pending vectors)";
+
+/// `reason`, with the `gap` messages of the scope that an index's lag
+/// (`why`) left out of the results.
+fn with_gap(reason: String, gap: i64, why: &str) -> String {
     if gap == 0 {
         return reason;
     }
-    let behind = format!(
-        "results are partial: {gap} messages of this scope are not indexed by their words yet and cannot match \
-         (the reconciler role indexes them; `roncho status` shows the text index backlog)"
-    );
+    let behind = format!("results are partial: {gap} messages of this scope {why}");
     if reason.is_empty() {
         behind
     } else {
@@ -523,6 +534,22 @@ mod tests {
 
     fn ids(messages: &[Message]) -> Vec<&str> {
         messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    #[test]
+    fn partial_results_say_how_many_messages_they_left_out_and_why() {
+        assert_eq!(with_gap(NO_EMBEDDER.to_owned(), 0, TEXT_BEHIND), NO_EMBEDDER);
+        let reason = with_gap(NO_EMBEDDER.to_owned(), 45_000, TEXT_BEHIND);
+        assert!(reason.starts_with(NO_EMBEDDER), "{reason}");
+        assert!(
+            reason.contains("results are partial: 45000 messages of this scope are not indexed"),
+            "{reason}"
+        );
+        let reason = with_gap(String::new(), 7, VECTORS_BEHIND);
+        assert!(
+            reason.starts_with("results are partial: 7 messages") && reason.contains("vector store"),
+            "{reason}"
+        );
     }
 
     #[test]

@@ -285,15 +285,48 @@ impl SqlStore {
     /// search, than its sessions' newest [`SESSION_TEXT_SCAN`]. 0 on SQLite,
     /// whose FTS5 indexes in the write's own transaction.
     pub(crate) async fn text_index_gap_impl(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64> {
-        if self.dialect() != Dialect::Postgres || search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+        if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
-        // The common case: nothing older than the tail waits (one probe).
-        let mut behind = Sql::new(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM message_unindexed \
-             WHERE message_id <= (SELECT MAX(id) FROM messages) - ",
-        );
-        behind.bind(crate::sync::TEXT_TAIL).push(" LIMIT 1) any_behind");
+        let unindexed = self
+            .waiting_in_scope(workspace_id, search, "message_unindexed", crate::sync::TEXT_TAIL)
+            .await?;
+        Ok(match search.session_ids {
+            Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
+            None => unindexed,
+        })
+    }
+
+    /// How many messages of `search`'s scope a vector store that has not
+    /// synced them cannot return: rows pending or failed in the sync queue,
+    /// older than the `newest` the search reads from the database instead.
+    pub(crate) async fn vector_sync_gap_impl(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        newest: i64,
+    ) -> Result<i64> {
+        self.waiting_in_scope(workspace_id, search, "message_sync", newest)
+            .await
+    }
+
+    /// Counts the messages of `search`'s scope listed in `queue` (a table
+    /// keyed by `message_id`) below the store's newest `tail`: one probe
+    /// when none is.
+    async fn waiting_in_scope(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        queue: &str,
+        tail: i64,
+    ) -> Result<i64> {
+        if search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(0);
+        }
+        let mut behind = Sql::new(&format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {queue} WHERE message_id <= (SELECT MAX(id) FROM messages) - "
+        ));
+        behind.bind(tail).push(" LIMIT 1) any_behind");
         if self
             .read_optional(&behind)
             .await?
@@ -302,13 +335,11 @@ impl SqlStore {
         {
             return Ok(0);
         }
-        let mut sql = Sql::new(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m JOIN message_unindexed u ON u.message_id = m.id \
-             WHERE m.id <= (SELECT MAX(id) FROM messages) - ",
-        );
-        sql.bind(crate::sync::TEXT_TAIL)
-            .push(" AND m.workspace_name = ")
-            .bind(workspace_id);
+        let mut sql = Sql::new(&format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m JOIN {queue} q ON q.message_id = m.id \
+             WHERE m.id <= (SELECT MAX(id) FROM messages) - "
+        ));
+        sql.bind(tail).push(" AND m.workspace_name = ").bind(workspace_id);
         if let Some(sessions) = &search.session_ids {
             sql.push(" AND m.session_name IN ").push_list(sessions);
         }
@@ -316,11 +347,7 @@ impl SqlStore {
             sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
         }
         sql.push(" LIMIT ").bind(GAP_COUNT_LIMIT).push(") behind");
-        let unindexed = self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))?;
-        Ok(match search.session_ids {
-            Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
-            None => unindexed,
-        })
+        self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))
     }
 
     pub(crate) async fn create_conclusions_impl(

@@ -2095,6 +2095,10 @@ impl Store for SqlStore {
         self.text_index_gap_impl(workspace_id, search).await
     }
 
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {
+        self.vector_sync_gap_impl(workspace_id, search, newest).await
+    }
+
     async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>> {
         self.tombstones_impl(limit).await
     }

@@ -100,6 +100,7 @@ macro_rules! store_contract_suite {
 }
 
 store_contract_suite!(
+    searches_count_what_an_unsynced_vector_store_cannot_return,
     workspaces_are_get_or_create_and_update_merges_configuration,
     peers_replace_metadata_and_configuration_only_when_given,
     sessions_merge_configuration_and_ensure_peers,
@@ -2459,6 +2460,36 @@ async fn dreams_are_counted_per_collection(store: &dyn Store) {
         store.record_dream("w", "bob", "nobody", 0).await,
         Err(Error::NotFound { .. })
     ));
+}
+
+async fn searches_count_what_an_unsynced_vector_store_cannot_return(store: &dyn Store) {
+    let batch = |session: &str| {
+        (0..20)
+            .map(|i| new_message("alice", &format!("{session} line {i}")))
+            .collect()
+    };
+    let first = store.create_messages("w", "s1", batch("s1")).await.unwrap();
+    store.create_messages("w", "s2", batch("s2")).await.unwrap();
+    let scoped = |sessions: Option<&[&str]>| MessageSearch {
+        session_ids: sessions.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect()),
+        ..search("line")
+    };
+    // The newest 10 are read from the database: the 30 below them are not.
+    assert_eq!(store.vector_sync_gap("w", &scoped(None), 10).await.unwrap(), 30);
+    assert_eq!(
+        store.vector_sync_gap("w", &scoped(Some(&["s1"])), 10).await.unwrap(),
+        20
+    );
+    assert_eq!(store.vector_sync_gap("w", &scoped(Some(&[])), 10).await.unwrap(), 0);
+    assert_eq!(
+        store.vector_sync_gap("w", &scoped(None), 100).await.unwrap(),
+        0,
+        "all within the tail"
+    );
+    let synced: Vec<(String, i64)> = first.iter().take(15).map(|m| (m.id.clone(), 0)).collect();
+    store.mark_synced(SyncKind::Message, &synced).await.unwrap();
+    assert_eq!(store.vector_sync_gap("w", &scoped(Some(&["s1"])), 10).await.unwrap(), 5);
+    assert_eq!(store.vector_sync_gap("other", &scoped(None), 10).await.unwrap(), 0);
 }
 
 fn once(key: &str, operation: &'static str, body: &str, window: std::time::Duration) -> roncho_core::idempotency::Once {
