@@ -25,6 +25,7 @@ import asyncio
 import http.server
 import json
 import os
+import sys
 import threading
 import time
 import urllib.error
@@ -179,57 +180,78 @@ async def timed_checks(args, stop, samples):
         await asyncio.sleep(0.25)
 
 
-async def half_open(args):
-    host, grpc_port = args.grpc.rsplit(":", 1)
-    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
-    baseline = rss_mb(args.pid)
-    sources = [f"127.0.0.{n}" for n in range(2, 2 + args.sources)]
-    writers, failed = [], 0
-    stop, samples = asyncio.Event(), []
-    checks = asyncio.create_task(timed_checks(args, stop, samples))
-    started = time.monotonic()
+async def flood(rest, grpc_target, sources, count, wait):
+    """One flooding process: opens `count` half-open connections from
+    `sources`, says how many on stdout, then waits for the server to close
+    them and says how many it did not close within `wait` seconds."""
+    host, grpc_port = grpc_target.rsplit(":", 1)
+    rest_host, rest_port = rest.removeprefix("http://").rsplit(":", 1)
+    readers, failed = [], 0
 
     async def open_one(index):
         nonlocal failed
-        source = sources[index % len(sources)]
         to_rest = index % 2 == 0
         try:
             reader, writer = await asyncio.open_connection(
-                rest_host if to_rest else host, int(rest_port if to_rest else grpc_port), local_addr=(source, 0))
+                rest_host if to_rest else host, int(rest_port if to_rest else grpc_port),
+                local_addr=(sources[index % len(sources)], 0))
             if to_rest:
                 writer.write(b"POST /v3/workspaces HTTP/1.1\r\nHost: roncho\r\nContent-Ty")
                 await writer.drain()
-            writers.append((reader, writer))
+            readers.append((reader, writer))
         except OSError:
             failed += 1
 
-    for batch in range(0, args.connections, 500):
-        await asyncio.gather(*(open_one(i) for i in range(batch, min(batch + 500, args.connections))))
-    opened = time.monotonic() - started
-    peak = rss_mb(args.pid)
+    started = time.monotonic()
+    for batch in range(0, count, 500):
+        await asyncio.gather(*(open_one(i) for i in range(batch, min(batch + 500, count))))
+    print(json.dumps({"opened": len(readers), "failed": failed, "seconds": time.monotonic() - started}), flush=True)
 
     async def closed(reader):
         try:
-            while await asyncio.wait_for(reader.read(4096), timeout=args.header_timeout + 5):
+            while await asyncio.wait_for(reader.read(4096), timeout=wait):
                 pass
             return True
         except (asyncio.TimeoutError, OSError):
             return False
 
-    still_open = sum(1 for ok in await asyncio.gather(*(closed(r) for r, _ in writers)) if not ok)
-    closed_after = time.monotonic() - started
-    for _, writer in writers:
+    still_open = sum(1 for ok in await asyncio.gather(*(closed(r) for r, _ in readers)) if not ok)
+    print(json.dumps({"still_open": still_open, "seconds": time.monotonic() - started}), flush=True)
+    for _, writer in readers:
         writer.close()
+
+
+async def half_open(args):
+    """N half-open connections from `--flood-processes` processes (a process
+    holds fewer descriptors than N), while the checks run from 127.0.0.1."""
+    baseline = rss_mb(args.pid)
+    stop, samples = asyncio.Event(), []
+    checks = asyncio.create_task(timed_checks(args, stop, samples))
+    processes = max(1, -(-args.connections // 9_000))
+    per_process = args.connections // processes
+    children = []
+    for n in range(processes):
+        sources = ",".join(f"127.0.0.{2 + n * args.sources + i}" for i in range(args.sources))
+        children.append(await asyncio.create_subprocess_exec(
+            sys.executable, __file__, "--flood", args.rest, args.grpc, sources, str(per_process),
+            str(args.header_timeout + 5), stdout=asyncio.subprocess.PIPE))
+    opened = [json.loads(await child.stdout.readline()) for child in children]
+    peak = rss_mb(args.pid)
+    closed = [json.loads(await child.stdout.readline()) for child in children]
+    for child in children:
+        await child.wait()
     await asyncio.sleep(3)
     stop.set()
     await checks
     after = rss_mb(args.pid)
     bad = [s for s in samples if s[1] != 200]
     slowest = max((s[2] for s in samples), default=0)
+    still_open = sum(c["still_open"] for c in closed)
     report("half-open connections", still_open == 0 and not bad and after <= baseline * 1.2 + 1,
-           f"{len(writers)} opened ({failed} refused) from {len(sources)} addresses in {opened:.1f} s, "
-           f"{still_open} left open {closed_after:.1f} s after the first; {len(samples)} checks during, "
-           f"{len(bad)} not 200, slowest {slowest * 1000:.0f} ms; RSS {baseline:.0f} MB before, {peak:.0f} MB "
+           f"{sum(o['opened'] for o in opened)} opened ({sum(o['failed'] for o in opened)} failed) by {processes} "
+           f"processes from {processes * args.sources} addresses in {max(o['seconds'] for o in opened):.1f} s, "
+           f"{still_open} left open {max(c['seconds'] for c in closed):.1f} s after the first; {len(samples)} checks "
+           f"during, {len(bad)} not 200, slowest {slowest * 1000:.0f} ms; RSS {baseline:.0f} MB before, {peak:.0f} MB "
            f"with the flood, {after:.0f} MB after")
 
 
@@ -241,7 +263,7 @@ async def slow_bodies(args):
 
     async def flood_one():
         try:
-            reader, writer = await asyncio.open_connection(rest_host, int(rest_port), local_addr=("127.0.0.30", 0))
+            reader, writer = await asyncio.open_connection(rest_host, int(rest_port), local_addr=("127.0.0.200", 0))
             writer.write(head)
             await writer.drain()
             connections.append((reader, writer))
@@ -342,12 +364,16 @@ def replay_and_data_files(args):
 
 
 def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "--flood":
+        rest, grpc_target, sources, count, wait = sys.argv[2:7]
+        asyncio.run(flood(rest, grpc_target, sources.split(","), int(count), float(wait)))
+        return 0
     parser = argparse.ArgumentParser()
     for name in ("grpc", "rest", "admin", "loud", "quiet", "data-dir"):
         parser.add_argument(f"--{name}", required=True)
     parser.add_argument("--pid", type=int, required=True)
     parser.add_argument("--connections", type=int, default=20_000)
-    parser.add_argument("--sources", type=int, default=10)
+    parser.add_argument("--sources", type=int, default=10, help="source addresses per flooding process")
     parser.add_argument("--header-timeout", type=float, default=10)
     parser.add_argument("--body-timeout", type=float, default=30)
     args = parser.parse_args()

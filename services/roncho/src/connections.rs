@@ -3,10 +3,14 @@
 //! request can hold.
 //!
 //! - A [`ConnectionGate`] counts the open connections of a process and of
-//!   each client address. Past either cap a new connection is closed as
-//!   soon as it is accepted, so its descriptor is back at once; the process
-//!   cap is kept below the descriptor limit with room for the store's pool,
-//!   the resolver and the workers.
+//!   each client address. At either cap a new connection takes the place of
+//!   the oldest one that has not yet sent a request (its preface on gRPC, a
+//!   whole request head on HTTP/1), from the same address at the address
+//!   cap, so a flood of half-open connections cannot lock out the next
+//!   client; with none to evict it is closed as soon as it is accepted, its
+//!   descriptor back at once. The process cap is kept below the descriptor
+//!   limit with room for the store's pool, the resolver and the workers.
+//!   When a flood has passed, freed memory is handed back to the system.
 //! - A [`Guarded`] connection must send its first bytes (HTTP/2's 24-byte
 //!   preface on gRPC) within the handshake timeout, or it is closed.
 //! - HTTP/1 listeners ([`serve_http`]) close a connection whose request
@@ -16,12 +20,13 @@
 //!
 //! docs/security.md, "Connections", lists each limit and its setting.
 
+use std::collections::VecDeque;
 use std::future::Future;
 use std::io;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -93,8 +98,11 @@ impl ConnectionLimits {
 #[derive(Debug, Default)]
 pub struct ConnectionStats {
     open: AtomicUsize,
+    /// The most open since memory was last handed back.
+    peak: AtomicUsize,
     refused_process: AtomicU64,
     refused_address: AtomicU64,
+    evicted: AtomicU64,
     timed_out: AtomicU64,
 }
 
@@ -118,7 +126,38 @@ impl ConnectionStats {
     pub fn timed_out(&self) -> u64 {
         self.timed_out.load(Ordering::Relaxed)
     }
+
+    /// Connections without a request yet, closed to make room for a new one.
+    pub fn evicted(&self) -> u64 {
+        self.evicted.load(Ordering::Relaxed)
+    }
 }
+
+/// Where a connection stands: whether it has sent a request yet, and
+/// whether the gate closed it to make room.
+#[derive(Debug, Default)]
+struct ConnectionState {
+    established: AtomicBool,
+    evicted: AtomicBool,
+    /// The task reading the connection, woken when it is evicted.
+    reader: futures::task::AtomicWaker,
+}
+
+/// Marks a connection as having sent a request: it is no longer evicted to
+/// make room for others.
+#[derive(Debug, Clone)]
+pub struct Established(Arc<ConnectionState>);
+
+impl Established {
+    /// Marks the connection established.
+    pub fn mark(&self) {
+        self.0.established.store(true, Ordering::Release);
+    }
+}
+
+/// Connections past this many open, once down to a quarter of it, hand
+/// freed memory back to the system.
+const TRIM_AFTER_PEAK: usize = 1_024;
 
 /// Counts open connections per process and per client address, shared by
 /// every listener of the process.
@@ -127,7 +166,13 @@ pub struct ConnectionGate {
     limits: ConnectionLimits,
     stats: Arc<ConnectionStats>,
     per_address: Arc<Tally<IpAddr>>,
+    /// Connections without a request yet, oldest first (some already gone
+    /// or established: dropped as they are met).
+    waiting: Arc<Mutex<Waiting>>,
 }
+
+/// Connections without a request yet, by address, oldest first.
+type Waiting = VecDeque<(IpAddr, Weak<ConnectionState>)>;
 
 impl ConnectionGate {
     /// Returns a gate enforcing `limits`.
@@ -136,6 +181,7 @@ impl ConnectionGate {
             limits,
             stats: Arc::default(),
             per_address: Arc::default(),
+            waiting: Arc::default(),
         }
     }
 
@@ -149,23 +195,66 @@ impl ConnectionGate {
         self.stats.clone()
     }
 
-    /// Takes a place for a connection from `peer`, or `None` past a cap.
+    /// Takes a place for a connection from `peer`: at a cap, the place of
+    /// the oldest connection without a request yet (from `peer` itself at
+    /// the address cap); `None` when there is none to take.
     pub fn admit(&self, peer: IpAddr) -> Option<ConnectionPermit> {
-        let open = self.stats.open.fetch_add(1, Ordering::AcqRel);
+        let open = self.stats.open.fetch_add(1, Ordering::AcqRel) + 1;
+        self.stats.peak.fetch_max(open, Ordering::Relaxed);
         let mut permit = ConnectionPermit {
             gate: self.clone(),
             address: None,
+            state: Arc::default(),
         };
-        if open >= self.limits.max_open {
+        if open > self.limits.max_open && !self.evict(None) {
             self.stats.refused_process.fetch_add(1, Ordering::Relaxed);
             return None;
         }
         if !self.per_address.take(&peer, self.limits.max_per_address) {
-            self.stats.refused_address.fetch_add(1, Ordering::Relaxed);
-            return None;
+            if !self.evict(Some(peer)) {
+                self.stats.refused_address.fetch_add(1, Ordering::Relaxed);
+                return None;
+            }
+            // The evicted connection gives its place back as it closes.
+            self.per_address.take(&peer, usize::MAX);
         }
         permit.address = Some(peer);
+        let mut waiting = self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if waiting.len() > 2 * open + 64 {
+            waiting.retain(|(_, state)| {
+                state
+                    .upgrade()
+                    .is_some_and(|state| !state.established.load(Ordering::Acquire))
+            });
+        }
+        waiting.push_back((peer, Arc::downgrade(&permit.state)));
         Some(permit)
+    }
+
+    /// Closes the oldest connection without a request yet (from `from`, if
+    /// given); returns whether there was one.
+    fn evict(&self, from: Option<IpAddr>) -> bool {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        let mut index = 0;
+        while let Some((address, state)) = waiting.get(index) {
+            let Some(state) = state
+                .upgrade()
+                .filter(|state| !state.established.load(Ordering::Acquire))
+            else {
+                waiting.remove(index);
+                continue;
+            };
+            if from.is_some_and(|from| from != *address) {
+                index += 1;
+                continue;
+            }
+            waiting.remove(index);
+            state.evicted.store(true, Ordering::Release);
+            state.reader.wake();
+            self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+            return true;
+        }
+        false
     }
 
     /// Accepts the next connection `listener` lets in: those past a cap are
@@ -191,12 +280,12 @@ impl ConnectionGate {
     }
 
     /// Yields the connections of `listener` that the gate lets in, each
-    /// [`Guarded`] to send `first_bytes` within the handshake timeout,
-    /// until `shutdown`.
+    /// [`Guarded`] to send `first` within the handshake timeout, until
+    /// `shutdown`.
     pub fn incoming(
         &self,
         listener: TcpListener,
-        first_bytes: usize,
+        first: FirstBytes,
         shutdown: CancellationToken,
     ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Guarded<TcpStream>>> {
         let (sender, receiver) = tokio::sync::mpsc::channel(64);
@@ -209,7 +298,7 @@ impl ConnectionGate {
                 };
                 // Small replies must not wait for delayed ACKs.
                 let _ = stream.set_nodelay(true);
-                let guarded = Guarded::new(stream, permit, first_bytes);
+                let guarded = Guarded::new(stream, permit, first);
                 if sender.send(Ok(guarded)).await.is_err() {
                     return;
                 }
@@ -224,35 +313,84 @@ impl ConnectionGate {
 pub struct ConnectionPermit {
     gate: ConnectionGate,
     address: Option<IpAddr>,
+    state: Arc<ConnectionState>,
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        self.gate.stats.open.fetch_sub(1, Ordering::AcqRel);
+        let stats = &self.gate.stats;
+        let open = stats.open.fetch_sub(1, Ordering::AcqRel) - 1;
         if let Some(address) = &self.address {
             self.gate.per_address.give_back(address);
+        }
+        // A flood has passed: the memory its connections held is free in
+        // the allocator, which keeps it unless told to give it back.
+        let peak = stats.peak.load(Ordering::Relaxed);
+        if peak >= TRIM_AFTER_PEAK
+            && open <= peak / 4
+            && stats
+                .peak
+                .compare_exchange(peak, open, Ordering::AcqRel, Ordering::Relaxed)
+                .is_ok()
+        {
+            hand_back_memory();
         }
     }
 }
 
-/// A connection that holds its place while open and fails its reads
-/// (`TimedOut`) when its first bytes do not arrive within the handshake
-/// timeout, which closes it.
+/// Returns the allocator's free memory to the system (glibc keeps freed
+/// pages in its arenas: after 20,000 connections came and went, RSS stayed
+/// at its peak), off the async threads.
+#[cfg_attr(
+    all(target_os = "linux", target_env = "gnu"),
+    expect(unsafe_code, reason = "glibc's malloc_trim has no safe binding")
+)]
+fn hand_back_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+        runtime.spawn_blocking(|| {
+            // SAFETY: malloc_trim only releases free memory; it takes the
+            // allocator's own locks and is safe to call from any thread.
+            unsafe { libc::malloc_trim(0) };
+        });
+    }
+}
+
+/// What a connection must send first, and what that makes it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FirstBytes {
+    /// HTTP/2's preface: once it came, the connection is established.
+    Http2Preface,
+    /// Any byte (the protocol is told from the first ones); the server
+    /// marks the connection established when a whole request arrived.
+    Any,
+}
+
+/// A connection that holds its place while open and fails its reads when
+/// its first bytes do not arrive within the handshake timeout (`TimedOut`)
+/// or the gate closed it to make room (`ConnectionAborted`), which closes it.
 pub struct Guarded<S> {
     inner: S,
     permit: ConnectionPermit,
     /// Bytes still awaited, and by when; `None` once they came.
     first: Option<(usize, Pin<Box<tokio::time::Sleep>>)>,
+    /// Whether the first bytes establish the connection.
+    establishes: bool,
 }
 
 impl<S> Guarded<S> {
-    /// Wraps `inner`, which must send `first_bytes` (0: no deadline) in time.
-    pub fn new(inner: S, permit: ConnectionPermit, first_bytes: usize) -> Self {
+    /// Wraps `inner`, which must send `first` within the handshake timeout.
+    pub fn new(inner: S, permit: ConnectionPermit, first: FirstBytes) -> Self {
         let timeout = permit.gate.limits.handshake_timeout;
+        let (bytes, establishes) = match first {
+            FirstBytes::Http2Preface => (HTTP2_PREFACE_BYTES, true),
+            FirstBytes::Any => (1, false),
+        };
         Self {
             inner,
             permit,
-            first: (first_bytes > 0).then(|| (first_bytes, Box::pin(tokio::time::sleep(timeout)))),
+            first: Some((bytes, Box::pin(tokio::time::sleep(timeout)))),
+            establishes,
         }
     }
 
@@ -260,11 +398,26 @@ impl<S> Guarded<S> {
     pub fn get_ref(&self) -> &S {
         &self.inner
     }
+
+    /// Returns what marks this connection established.
+    pub fn established(&self) -> Established {
+        Established(self.permit.state.clone())
+    }
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     fn poll_read(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
+        let state = &this.permit.state;
+        if !state.established.load(Ordering::Acquire) {
+            state.reader.register(context.waker());
+            if state.evicted.load(Ordering::Acquire) {
+                return Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::ConnectionAborted,
+                    "closed to make room: the connection had sent no request while the server was at its limit",
+                )));
+            }
+        }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(context, buf);
         let Some((awaited, deadline)) = &mut this.first else {
@@ -276,6 +429,9 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
                 *awaited = awaited.saturating_sub(read);
                 if *awaited == 0 || read == 0 {
                     this.first = None;
+                    if this.establishes && read > 0 {
+                        state.established.store(true, Ordering::Release);
+                    }
                 }
                 Poll::Ready(Ok(()))
             }
@@ -329,14 +485,14 @@ impl<S: tonic::transport::server::Connected> tonic::transport::server::Connected
     }
 }
 
-/// A listener of HTTP/1 connections for [`serve_http`]: plain TCP through
+/// A listener of HTTP connections for [`serve_http`]: plain TCP through
 /// the gate, or TLS after its handshake ([`crate::tls::TlsListener`]).
 pub trait HttpListener: Send + 'static {
-    /// A connection, with its peer address.
-    type Io: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// A connection's stream.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
 
     /// Returns the next connection, or `None` once the listener is closed.
-    fn accept(&mut self) -> impl Future<Output = Option<(Self::Io, SocketAddr)>> + Send;
+    fn accept(&mut self) -> impl Future<Output = Option<(Guarded<Self::Stream>, SocketAddr)>> + Send;
 }
 
 /// Plain TCP connections let in by a gate.
@@ -353,16 +509,16 @@ impl GatedListener {
 }
 
 impl HttpListener for GatedListener {
-    type Io = Guarded<TcpStream>;
+    type Stream = TcpStream;
 
-    async fn accept(&mut self) -> Option<(Self::Io, SocketAddr)> {
+    async fn accept(&mut self) -> Option<(Guarded<TcpStream>, SocketAddr)> {
         let (stream, peer, permit) = self.gate.accept(&self.listener).await;
         // Small replies must not wait for delayed ACKs.
         let _ = stream.set_nodelay(true);
         // Some byte within the handshake timeout (the protocol is told from
         // the first bytes); then HTTP/1's header timeout, or HTTP/2's
         // keep-alive, bounds the rest.
-        Some((Guarded::new(stream, permit, 1), peer))
+        Some((Guarded::new(stream, permit, FirstBytes::Any), peer))
     }
 }
 
@@ -405,7 +561,10 @@ pub async fn serve_http<L: HttpListener>(
             remote_addr: Some(peer),
         };
         let app = app.clone();
+        // A connection that sent a whole request head is not evicted for another.
+        let established = io.established();
         let service = hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
+            established.mark();
             request.extensions_mut().insert(info.clone());
             tower_service::Service::call(&mut app.clone(), request.map(axum::body::Body::new))
         });
@@ -437,15 +596,40 @@ mod tests {
     fn places_are_bounded_per_process_and_address_and_given_back() {
         let gate = gate(3, 2);
         let (a, b) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
-        let first = gate.admit(a).unwrap();
-        let _second = gate.admit(a).unwrap();
+        // Connections that sent a request are never closed for others.
+        let established = |permit: ConnectionPermit| {
+            Established(permit.state.clone()).mark();
+            permit
+        };
+        let first = established(gate.admit(a).unwrap());
+        let _second = established(gate.admit(a).unwrap());
         assert!(gate.admit(a).is_none(), "the address is at its cap");
-        let _third = gate.admit(b).unwrap();
+        let _third = established(gate.admit(b).unwrap());
         assert!(gate.admit(b).is_none(), "the process is at its cap");
         assert_eq!(gate.stats().open(), 3);
         drop(first);
         assert!(gate.admit(b).is_some(), "a closed connection's place is back");
         assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (1, 1));
+    }
+
+    #[test]
+    fn at_a_cap_the_oldest_connection_without_a_request_makes_room() {
+        let gate = gate(3, 2);
+        let (flood, client) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let oldest = gate.admit(flood).unwrap();
+        let newer = gate.admit(flood).unwrap();
+        // The address's cap: its own oldest silent connection goes.
+        let newest = gate.admit(flood).unwrap();
+        assert!(oldest.state.evicted.load(Ordering::Acquire));
+        assert!(!newer.state.evicted.load(Ordering::Acquire));
+        drop(oldest);
+        // The process's cap: another client takes a silent one's place.
+        let _client = gate.admit(client).unwrap();
+        let _another = gate.admit(client).unwrap();
+        assert!(newer.state.evicted.load(Ordering::Acquire));
+        assert!(!newest.state.evicted.load(Ordering::Acquire));
+        assert_eq!(gate.stats().evicted(), 2);
+        assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (0, 0));
     }
 
     #[test]
@@ -464,7 +648,11 @@ mod tests {
             ..ConnectionLimits::default()
         });
         let (client, server) = tokio::io::duplex(64);
-        let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), 4);
+        let mut guarded = Guarded::new(
+            server,
+            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            FirstBytes::Any,
+        );
         let mut buf = [0; 8];
         let read = tokio::time::timeout(Duration::from_secs(6), guarded.read(&mut buf))
             .await
@@ -476,11 +664,18 @@ mod tests {
 
         // One that sends its first bytes in time is not bound afterwards.
         let (mut client2, server) = tokio::io::duplex(64);
-        let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), 4);
-        client2.write_all(b"PRI * HTTP").await.unwrap();
-        assert_eq!(guarded.read(&mut buf).await.unwrap(), 8);
-        let idle = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
-        assert!(idle.is_ok(), "the rest was there to read");
+        let mut guarded = Guarded::new(
+            server,
+            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            FirstBytes::Http2Preface,
+        );
+        client2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n--").await.unwrap();
+        let mut preface = [0; 26];
+        guarded.read_exact(&mut preface).await.unwrap();
+        assert!(
+            guarded.permit.state.established.load(Ordering::Acquire),
+            "the preface establishes it"
+        );
         let quiet = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
         assert!(quiet.is_err(), "no deadline once the first bytes came");
         drop(client);

@@ -71,8 +71,8 @@ struct Admission {
 /// The connection gate's counters, read at each scrape.
 struct Connections {
     stats: Arc<crate::connections::ConnectionStats>,
-    /// What was already added: refused (process, address), timed out.
-    seen: std::sync::Mutex<(u64, u64, u64)>,
+    /// What was already added: refused (process, address), timed out, evicted.
+    seen: std::sync::Mutex<(u64, u64, u64, u64)>,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -112,6 +112,7 @@ pub struct Metrics {
     connections_open: Gauge,
     connections_refused: Family<Reason, Counter>,
     connections_timed_out: Counter,
+    connections_evicted: Counter,
     connections: OnceLock<Connections>,
     background_yielded: Family<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
     yielding: std::sync::Mutex<Vec<(&'static str, Arc<roncho_worker::yielding::YieldToWrites>)>>,
@@ -215,6 +216,12 @@ impl Metrics {
             "connections closed because their first bytes did not arrive within connection_handshake_timeout_secs",
             connections_timed_out.clone(),
         );
+        let connections_evicted = Counter::default();
+        registry.register(
+            "connections_evicted",
+            "connections that had sent no request, closed to make room for a new one at a connection limit",
+            connections_evicted.clone(),
+        );
         let background_yielded = Family::<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
         registry.register(
             "background_yielded_seconds",
@@ -256,6 +263,7 @@ impl Metrics {
             connections_open,
             connections_refused,
             connections_timed_out,
+            connections_evicted,
             connections: OnceLock::new(),
             background_yielded,
             yielding: std::sync::Mutex::new(Vec::new()),
@@ -288,7 +296,7 @@ impl Metrics {
     pub fn watch_connections(&self, stats: Arc<crate::connections::ConnectionStats>) {
         let _ = self.connections.set(Connections {
             stats,
-            seen: std::sync::Mutex::new((0, 0, 0)),
+            seen: std::sync::Mutex::new((0, 0, 0, 0)),
         });
     }
 
@@ -301,13 +309,19 @@ impl Metrics {
         self.connections_open
             .set(i64::try_from(stats.open()).unwrap_or(i64::MAX));
         let mut seen = connections.seen.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
-        let now = (stats.refused_process(), stats.refused_address(), stats.timed_out());
+        let now = (
+            stats.refused_process(),
+            stats.refused_address(),
+            stats.timed_out(),
+            stats.evicted(),
+        );
         for (reason, count, before) in [("process", now.0, seen.0), ("address", now.1, seen.1)] {
             self.connections_refused
                 .get_or_create(&Reason { reason: reason.into() })
                 .inc_by(count.saturating_sub(before));
         }
         self.connections_timed_out.inc_by(now.2.saturating_sub(seen.2));
+        self.connections_evicted.inc_by(now.3.saturating_sub(seen.3));
         *seen = now;
     }
 

@@ -20,7 +20,7 @@ use tonic::server::NamedService;
 use tonic_health::ServingStatus;
 
 use crate::config::Role;
-use crate::connections::{GatedListener, HTTP2_PREFACE_BYTES, serve_http};
+use crate::connections::{FirstBytes, GatedListener, serve_http};
 
 /// How often the TLS files are checked for changes.
 const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
@@ -299,7 +299,7 @@ pub async fn run(
         let stop = shutdown.clone();
         let incoming = services
             .connections
-            .incoming(health_listener, HTTP2_PREFACE_BYTES, shutdown.clone());
+            .incoming(health_listener, FirstBytes::Http2Preface, shutdown.clone());
         tokio::spawn(async move {
             if let Err(error) = health_only
                 .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
@@ -368,7 +368,7 @@ pub async fn run(
                 listener,
                 tls.clone(),
                 services.connections.clone(),
-                HTTP2_PREFACE_BYTES,
+                FirstBytes::Http2Preface,
                 shutdown.clone(),
             );
             router.serve_with_incoming_shutdown(incoming, stopping).await?;
@@ -376,7 +376,7 @@ pub async fn run(
         None => {
             let incoming = services
                 .connections
-                .incoming(listener, HTTP2_PREFACE_BYTES, shutdown.clone());
+                .incoming(listener, FirstBytes::Http2Preface, shutdown.clone());
             router.serve_with_incoming_shutdown(incoming, stopping).await?;
         }
     }

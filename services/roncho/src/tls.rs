@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use roncho_api::admission::Tally;
 
-use crate::connections::{ConnectionGate, Guarded, HttpListener};
+use crate::connections::{ConnectionGate, FirstBytes, Guarded, HttpListener};
 
 /// Longest a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -189,13 +189,13 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<Arc<ServerConfig>> {
 pub type GuardedTls = Guarded<TlsStream<TcpStream>>;
 
 /// Accepts connections on `listener` that `gate` lets in and yields those
-/// whose TLS handshake succeeded, each to send `first_bytes` within the
+/// whose TLS handshake succeeded, each to send `first` within the
 /// handshake timeout after it, until `shutdown`.
 pub fn incoming(
     listener: TcpListener,
     tls: Arc<ReloadingTls>,
     gate: ConnectionGate,
-    first_bytes: usize,
+    first: FirstBytes,
     shutdown: CancellationToken,
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<GuardedTls>> {
     let (sender, receiver) = tokio::sync::mpsc::channel(64);
@@ -224,7 +224,7 @@ pub fn incoming(
                 let _held = (permit, address_slot);
                 match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
                     Ok(Ok(stream)) => {
-                        let _ = sender.send(Ok(Guarded::new(stream, connection, first_bytes))).await;
+                        let _ = sender.send(Ok(Guarded::new(stream, connection, first))).await;
                     }
                     Ok(Err(error)) => tracing::debug!(%peer, %error, "TLS handshake failed"),
                     Err(_) => tracing::debug!(%peer, "TLS handshake timed out"),
@@ -251,15 +251,15 @@ impl TlsListener {
         // Some byte within the handshake timeout after the TLS handshake; then
         // HTTP/1's header timeout, or HTTP/2's keep-alive, bounds the rest.
         Ok(Self {
-            incoming: incoming(listener, tls, gate, 1, shutdown),
+            incoming: incoming(listener, tls, gate, FirstBytes::Any, shutdown),
         })
     }
 }
 
 impl HttpListener for TlsListener {
-    type Io = GuardedTls;
+    type Stream = TlsStream<TcpStream>;
 
-    async fn accept(&mut self) -> Option<(Self::Io, std::net::SocketAddr)> {
+    async fn accept(&mut self) -> Option<(GuardedTls, std::net::SocketAddr)> {
         use tokio_stream::StreamExt;
         while let Some(accepted) = self.incoming.next().await {
             if let Ok(stream) = accepted
