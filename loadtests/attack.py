@@ -47,13 +47,10 @@ LOOPBACK_SPELLINGS = [
     "http://[::127.0.0.1]:{port}/", "http://localhost:{port}/", "http://LOCALHOST.:{port}/",
     "http://%6c%6fcalhost:{port}/", "http://api.localhost:{port}/", "http://\uff4cocalhost:{port}/",
 ]
-# Inside other networks: registration alone is tried (nothing is ever sent there).
-ELSEWHERE_SPELLINGS = [
-    "http://[64:ff9b::a9fe:a9fe]/", "http://[2002:a9fe:a9fe::1]/", "http://[fe80::1]/", "http://[fc00::1]/",
-    "http://10.0.0.1/", "http://10.1/", "http://172.16.0.1/", "http://192.168.1.1/",
-    "http://169.254.169.254/latest/meta-data", "http://0xa9.0xfe.0xa9.0xfe/", "http://100.64.0.1/",
-    "http://198.18.0.1/",
-]
+# Spellings of other inside ranges (private, link-local, NAT64, 6to4, ...)
+# are checked by parsing alone in roncho-core's unit tests: registered here,
+# a vulnerable build would try to deliver to them, and this machine's traffic
+# must stay on loopback.
 
 results = []
 
@@ -104,7 +101,7 @@ def webhooks(args):
     threading.Thread(target=server.serve_forever, daemon=True).start()
     port = server.server_address[1]
     accepted = []
-    spellings = [s.replace("{port}", str(port)) for s in LOOPBACK_SPELLINGS] + ELSEWHERE_SPELLINGS
+    spellings = [s.replace("{port}", str(port)) for s in LOOPBACK_SPELLINGS]
     for url in spellings:
         status, _ = rest_call(args.rest, "POST", "/v3/workspaces/loud/webhooks", args.loud, {"url": url})
         if status not in (400, 422):
@@ -114,7 +111,7 @@ def webhooks(args):
     time.sleep(2)
     server.shutdown()
     report("webhook spellings", not accepted and not hits,
-           f"{len(spellings)} spellings ({len(LOOPBACK_SPELLINGS)} of loopback), {len(accepted)} accepted "
+           f"{len(spellings)} spellings of loopback, {len(accepted)} accepted "
            f"{accepted[:3]}, {len(hits)} deliveries reached the loopback listener")
 
 

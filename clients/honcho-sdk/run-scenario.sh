@@ -47,7 +47,9 @@ run_mode() {
   local name=$1; shift
   echo "== $name"
   start_server "$@"
-  "$venv/bin/python" "${client[@]}" --base-url "$base_url" || { tail -30 "$work/server.log"; exit 1; }
+  local semantic=()
+  [ "$embedder" = local ] && semantic=(--semantic)
+  "$venv/bin/python" "${client[@]}" "${semantic[@]}" --base-url "$base_url" || { tail -30 "$work/server.log"; exit 1; }
   stop_server
   passed=$((passed + 1))
 }

@@ -7,6 +7,7 @@ exits non-zero at the first that fails.
 """
 
 import argparse
+import time
 import uuid
 
 from honcho import Honcho
@@ -18,6 +19,7 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--api-key")
+    parser.add_argument("--semantic", action="store_true", help="the server embeds (conclusions are queried by meaning)")
     args = parser.parse_args()
     workspace = f"sdk-{uuid.uuid4().hex[:8]}"
     honcho = Honcho(base_url=args.base_url, api_key=args.api_key, workspace_id=workspace)
@@ -87,6 +89,21 @@ def main():
         assert made and made[0].content == "Alice has a cat named Mochi", made
         listed = list(scope.list())
         assert [c.content for c in listed] == ["Alice has a cat named Mochi"], listed
+        if args.semantic:
+            # Embedded by the reconciler within seconds, then found by meaning.
+            for _ in range(100):
+                near = scope.query("What pet does Alice have?", top_k=3)
+                if near:
+                    break
+                time.sleep(0.1)
+            assert near and near[0].content == "Alice has a cat named Mochi", near
+        else:
+            try:
+                scope.query("What pet does Alice have?")
+                refused = None
+            except Exception as error:  # the SDK's API error: a query by meaning needs an embedder
+                refused = str(error)
+            assert refused and "embedder" in refused, refused
         representation = bot.representation(target=alice)
         assert "Mochi" in representation, representation
         scope.delete(made[0].id)
