@@ -6,7 +6,7 @@ use std::sync::Arc;
 use roncho_agent::ToolContext;
 use roncho_core::embed::Embedder;
 use roncho_core::model::{JsonObject, NewConclusion, NewMessage};
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, Store};
 use roncho_core::vector::{VectorRecord, VectorStore, documents_namespace, messages_namespace};
 use roncho_search::Semantic;
 use serde_json::json;

@@ -2,41 +2,33 @@
 //! over sqlx, speaking two dialects — SQLite for the embedded mode and
 //! Postgres for the distributed mode (see docs/adr/0002).
 //!
-//! # Layout
-//! - [`open`]: connecting, pragmas, migrations.
-//! - [`sql`]: SQL building with numbered binds and filter rendering.
-//! - `queue`: the SQL work queue (the embedded mode's durable queue).
-//! - `recall`: context, search, conclusions and peer cards.
-//! - `rows`: decoding rows into domain types.
-//! - `store`: the `Store` implementation.
-//! - `sync`: vector sync state and tombstones.
-//! - `vectors`: the exact vector store over the same database.
-//! - `webhooks`: webhook events queued as work, `queue.empty` when a unit drains.
-//! - `erasure`: deletes that reach everything derived, with receipts.
-//! - `scopes`: scopes, their sessions and backfills.
-//! - `idempotency`: client idempotency keys claimed in the write's transaction.
+//! # Layout (each floor imports only the floors below it)
+//! - ground: [`sql`] (SQL building with numbered binds and filter rendering),
+//!   `rows` (decoding rows), `names`, and `db` (the pool, SQLite's writer,
+//!   write transactions, error mapping); [`open`] (connecting, migrations).
+//! - `tx`: transaction-level helpers several ports share (entities, message
+//!   writes, tasks, idempotency keys, conclusions, vector sync state).
+//! - `ports`: one file per port of `roncho_core::store`, each its own `impl`.
+//! - `queue`: the SQL work queue (the embedded mode's durable queue);
+//!   `vectors` and `text_index`: the exact vector store over the same database.
 //! - [`testing`]: fresh databases for integration tests.
 
-mod erasure;
-mod idempotency;
+mod db;
 mod names;
 mod open;
+mod ports;
 mod queue;
-mod recall;
 mod rows;
-mod scopes;
 pub mod sql;
-mod store;
-mod sync;
 pub mod testing;
 mod text_index;
+mod tx;
 mod vectors;
-mod webhooks;
 
+pub use db::SqlStore;
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
+pub use ports::SESSION_TEXT_SCAN;
 pub use queue::{SqlWorkQueue, Unpublished};
-pub use recall::SESSION_TEXT_SCAN;
 pub use sql::Dialect;
-pub use store::SqlStore;
-pub use sync::TEXT_TAIL;
+pub use tx::vectors::TEXT_TAIL;
 pub use vectors::SqlVectorStore;

@@ -11,8 +11,8 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 use std::sync::Arc;
 
+use crate::db::{ErasedBytes, SqlStore};
 use crate::sql::Dialect;
-use crate::store::{ErasedBytes, SqlStore};
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
 static SQLITE_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/sqlite");

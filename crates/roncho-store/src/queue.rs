@@ -13,7 +13,6 @@ use async_trait::async_trait;
 use roncho_core::model::{new_public_id, now_micros};
 use roncho_core::queue::{
     Claim, Counts, FailedTask, NewTask, PostponedTask, QueueStatus, RetryFilter, StatusFilter, Task, WorkQueue,
-    task_type,
 };
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
@@ -21,8 +20,9 @@ use sqlx::AnyConnection;
 use sqlx::Row;
 
 use crate::SqlStore;
-use crate::sql::{Bind, Dialect, Sql};
-use crate::store::{db_error, execute};
+use crate::db::{db_error, execute};
+use crate::sql::{Dialect, Sql};
+use crate::tx::tasks::{insert_tasks_ready_in, micros};
 
 /// Work units considered per claim, for when other workers win some.
 const CLAIM_CANDIDATES: i64 = 8;
@@ -306,10 +306,6 @@ fn add_counts(counts: &mut Counts, state: &str, held: i64, n: i64) {
     }
 }
 
-fn micros(duration: Duration) -> i64 {
-    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
-}
-
 /// Fails unless `claim` still holds its work unit.
 async fn check_lease(conn: &mut AnyConnection, claim: &Claim) -> Result<()> {
     let mut sql = Sql::new("SELECT 1 AS held FROM work_leases WHERE work_unit_key = ");
@@ -453,60 +449,6 @@ fn push_not_scheduled(sql: &mut Sql, now: i64) {
         .push(")");
 }
 
-/// Inserts tasks in the caller's transaction (so a message and its work
-/// commit together), skipping `dedup_id`s already queued; returns how many
-/// were new.
-pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) -> Result<u64> {
-    insert_tasks_ready_in(conn, tasks, Duration::ZERO).await
-}
-
-/// Like [`insert_tasks`]; the tasks are ready `delay` from now.
-async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], delay: Duration) -> Result<u64> {
-    let now = now_micros();
-    let ready_at = now + micros(delay);
-    let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
-    // The work joins the trace of whoever enqueues it (a CreateMessages call, a dream scheduler).
-    let trace_context = TraceContext::current().map(|context| context.encode());
-    let mut added = 0;
-    for chunk in tasks.chunks(50) {
-        let mut sql = Sql::new(
-            "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
-             sender, payload, available_at, created_at, trace_context, items) VALUES ",
-        );
-        for (index, task) in chunk.iter().enumerate() {
-            sql.push(if index == 0 { "(" } else { ", (" });
-            sql.bind(task.dedup_id.as_str())
-                .push(", ")
-                .bind(task.work_unit_key.as_str())
-                .push(", ")
-                .bind(task_type(&task.work_unit_key))
-                .push(", ");
-            sql.bind(task.workspace_id.as_str())
-                .push(", ")
-                .bind(optional(&task.session_id))
-                .push(", ")
-                .bind(optional(&task.observer_id))
-                .push(", ");
-            sql.bind(optional(&task.sender_id))
-                .push(", ")
-                .bind(task.payload.to_string())
-                .push(", ")
-                .bind(ready_at)
-                .push(", ")
-                .bind(now)
-                .push(", ")
-                .bind(optional(&trace_context))
-                .push(", ")
-                .bind(task.items)
-                .push(")");
-        }
-        // Any conflict: a dedup id seen before, or a second pending dream of a unit.
-        sql.push(" ON CONFLICT DO NOTHING");
-        added += execute(conn, &sql).await?;
-    }
-    Ok(added)
-}
-
 #[async_trait]
 impl WorkQueue for SqlWorkQueue {
     async fn enqueue(&self, tasks: Vec<NewTask>) -> Result<usize> {
@@ -598,7 +540,7 @@ impl WorkQueue for SqlWorkQueue {
             .push_list(task_ids);
         execute(tx.conn(), &sql).await?;
         let last = task_ids.iter().copied().max().unwrap_or_default();
-        crate::webhooks::queue_empty_if_drained(tx.conn(), &claim.work_unit_key, last).await?;
+        crate::tx::tasks::queue_empty_if_drained(tx.conn(), &claim.work_unit_key, last).await?;
         tx.commit().await
     }
 
@@ -670,7 +612,7 @@ impl WorkQueue for SqlWorkQueue {
         sql.push(" RETURNING items");
         let mut tx = self.store.begin_write().await?;
         let mut retried = 0;
-        for row in crate::store::fetch_all(tx.conn(), &sql).await? {
+        for row in crate::db::fetch_all(tx.conn(), &sql).await? {
             retried += u64::try_from(row.try_get::<i64, _>("items").map_err(db_error)?).unwrap_or(0);
         }
         tx.commit().await?;

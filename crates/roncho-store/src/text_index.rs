@@ -291,7 +291,7 @@ pub(crate) fn vectorize(messages: Vec<IndexedMessage>) -> Vec<(IndexedMessage, S
         messages
             .into_iter()
             .map(|message| {
-                let vector = lexical::document(&crate::sync::spoken(&message.peer_id, &message.content));
+                let vector = lexical::document(&crate::tx::vectors::spoken(&message.peer_id, &message.content));
                 (message, vector)
             })
             .collect()

@@ -17,9 +17,9 @@ use sqlx::any::AnyRow;
 use tokio::sync::Mutex;
 
 use crate::SqlStore;
+use crate::db::{db_error, execute};
 use crate::names::Names;
 use crate::sql::{Bind, Dialect, Sql};
-use crate::store::{db_error, execute};
 use crate::text_index::{self, IndexedMessage, TextIndex};
 
 /// One namespace's vectors, contiguous for scanning.
@@ -534,7 +534,7 @@ impl VectorStore for SqlVectorStore {
                     to = model_id,
                     "the embedding model changed: every message and conclusion is embedded again"
                 );
-                crate::sync::requeue_messages(tx.conn(), &|sql: &mut Sql| {
+                crate::tx::vectors::requeue_messages(tx.conn(), &|sql: &mut Sql| {
                     sql.push("1 = 1");
                 })
                 .await?;

@@ -9,7 +9,7 @@ use roncho_core::model::{
     CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
 };
 use roncho_core::model::{MessageScan, PeerKind, SummaryKind, SyncKind};
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Health, Memory, Messages, Store, SyncLedger, TextSearch};
 use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore};
 use roncho_store::testing::FreshDatabase;
 use roncho_store::{SqlStore, SqlVectorStore, StoreOptions};

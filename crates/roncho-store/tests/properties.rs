@@ -12,7 +12,7 @@ use proptest::test_runner::{Config, TestRunner};
 use roncho_core::arbitrary::{filter as grammar, object};
 use roncho_core::filter::{self, Filter};
 use roncho_core::model::{MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig};
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, TextSearch, Workspaces};
 use roncho_core::{Error, Result, search};
 use roncho_store::SqlStore;
 use serde_json::json;

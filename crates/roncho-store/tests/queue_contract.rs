@@ -1,6 +1,7 @@
 //! The `WorkQueue` contract suite against the SQL queue on SQLite (the
 //! embedded mode's queue) and on Postgres.
 
+use roncho_core::store::{Messages, Workspaces};
 use std::sync::Arc;
 
 use roncho_core::queue::contract::Check;
@@ -41,7 +42,6 @@ roncho_core::work_queue_contract!(postgres, super::on_postgres);
 async fn messages_enqueue_their_work(url: String) {
     use roncho_core::model::{JsonObject, NewMessage, SessionPeerConfig};
     use roncho_core::queue::{StatusFilter, WorkQueue};
-    use roncho_core::store::Store;
 
     let (store, queue) = open(url).await;
     let shy = serde_json::json!({"observe_me": false}).as_object().cloned();

@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use roncho_core::lexical;
 use roncho_core::model::{JsonObject, NewMessage};
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Messages};
 use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore, messages_namespace};
 use roncho_store::{SqlStore, SqlVectorStore, StoreOptions};
 

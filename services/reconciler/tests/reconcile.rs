@@ -9,7 +9,7 @@ use roncho_core::Error;
 use roncho_core::activity::WriteActivity;
 use roncho_core::embed::Embedder;
 use roncho_core::model::{JsonObject, NewMessage, SyncKind};
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Messages, SyncLedger};
 use roncho_core::vector::{VectorFilter, VectorStore, messages_namespace};
 use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};

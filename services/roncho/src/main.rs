@@ -279,7 +279,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let _logs = Telemetry::init(&config, false)?;
             let store = roncho_store::connect(&config.store_options()).await?;
             roncho_store::migrate(&store).await?;
-            let info = roncho_core::store::Store::info(&store).await?;
+            let info = roncho_core::store::Health::info(&store).await?;
             println!(
                 "migrated {} at {} to schema {}",
                 info.backend,

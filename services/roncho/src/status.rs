@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use roncho_core::store::Store;
+use roncho_core::store::{Health, SyncLedger};
 use roncho_core::vector::VectorStore;
 use serde_json::{Value, json};
 use tonic_health::pb::HealthCheckRequest;

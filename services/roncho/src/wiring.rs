@@ -7,7 +7,7 @@ use anyhow::Context;
 use roncho_core::activity::WriteActivity;
 use roncho_core::embed::Embedder;
 use roncho_core::queue::WorkQueue;
-use roncho_core::store::Store;
+use roncho_core::store::{Store, SyncLedger};
 use roncho_core::vector::VectorStore;
 use roncho_embed::cache::{CachedEmbedder, DEFAULT_CAPACITY};
 use roncho_llm::Llm;

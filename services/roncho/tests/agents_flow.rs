@@ -12,7 +12,7 @@ use axum::Json;
 use axum::extract::State;
 use roncho_core::model::{JsonObject, NewMessage};
 use roncho_core::queue::WorkQueue;
-use roncho_core::store::Store;
+use roncho_core::store::{DreamLedger, Memory, Messages, Store};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
 use roncho_proto::v1::dreamer_service_client::DreamerServiceClient;

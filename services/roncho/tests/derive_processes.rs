@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 use axum::Json;
 use axum::extract::State;
 use roncho_core::model::PageRequest;
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, Store};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;

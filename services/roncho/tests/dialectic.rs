@@ -10,7 +10,7 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use roncho_core::model::{JsonObject, NewConclusion, NewMessage};
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, Store};
 use roncho_dialectic::agent::Level;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;

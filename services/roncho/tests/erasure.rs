@@ -13,7 +13,7 @@ use roncho::config::Role;
 use roncho::server::Services;
 use roncho_core::embed::Embedder;
 use roncho_core::queue::WorkQueue;
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Memory, Messages, Store};
 use roncho_core::vector::{VectorFilter, VectorStore};
 use roncho_deriver::worker::{Worker, WorkerConfig};
 use roncho_embed::testing::SwitchableTestEmbedder;

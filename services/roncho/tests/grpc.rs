@@ -1,6 +1,7 @@
 //! The gRPC server end to end, in process: health, reflection-free calls
 //! through the generated Rust client, error details, and graceful shutdown.
 
+use roncho_core::store::{Memory, Messages};
 use std::sync::Arc;
 
 use roncho::config::Role;
@@ -330,7 +331,6 @@ async fn reflection_lists_every_role_service() {
 #[tokio::test]
 async fn summaries_are_served_and_bound_the_context() {
     use roncho_core::model::SummaryKind;
-    use roncho_core::store::Store;
 
     let server = start(&Role::ALL).await;
     let mut ingest = IngestServiceClient::new(server.channel.clone());

@@ -11,7 +11,7 @@ use roncho::config::Role;
 use roncho::server::Services;
 use roncho_core::embed::Embedder;
 use roncho_core::model::SyncKind;
-use roncho_core::store::Store;
+use roncho_core::store::{Store, SyncLedger};
 use roncho_core::vector::VectorStore;
 use roncho_embed::testing::SwitchableTestEmbedder;
 use roncho_proto::v1 as pb;

@@ -12,7 +12,7 @@ use roncho::import::{Counts, ImportOptions, Tally, import_honcho};
 use roncho_core::filter::Filter;
 use roncho_core::model::{PageRequest, SummaryKind};
 use roncho_core::queue::{StatusFilter, WorkQueue};
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, Scopes, Webhooks, Workspaces};
 use roncho_store::SqlStore;
 use roncho_store::testing::FreshDatabase;
 

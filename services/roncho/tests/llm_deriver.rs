@@ -10,7 +10,7 @@ use axum::Json;
 use axum::extract::State;
 use roncho_core::model::{JsonObject, NewMessage};
 use roncho_core::queue::{StatusFilter, WorkQueue};
-use roncho_core::store::Store;
+use roncho_core::store::{Memory, Messages, Store};
 use roncho_deriver::worker::{Worker, WorkerConfig};
 use roncho_llm::Llm;
 use roncho_llm::openai::{OpenAiChat, OpenAiChatConfig};

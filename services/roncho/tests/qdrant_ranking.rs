@@ -16,7 +16,7 @@ use std::sync::Arc;
 use roncho::config::Role;
 use roncho::server::Services;
 use roncho_core::model::SyncKind;
-use roncho_core::store::Store;
+use roncho_core::store::{Store, SyncLedger};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};

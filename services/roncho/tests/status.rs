@@ -2,7 +2,7 @@
 
 use roncho::config::{Config, ConfigLayer, EmbeddingProvider};
 use roncho_core::model::{JsonObject, NewMessage};
-use roncho_core::store::Store;
+use roncho_core::store::Messages;
 
 #[tokio::test]
 async fn status_counts_queued_work() {

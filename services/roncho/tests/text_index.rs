@@ -7,7 +7,7 @@ use std::time::Duration;
 use roncho::config::{Config, ConfigLayer, EmbeddingProvider};
 use roncho_core::filter::Filter;
 use roncho_core::model::{JsonObject, MessageSearch, NewMessage};
-use roncho_core::store::Store;
+use roncho_core::store::{Messages, Store, SyncLedger};
 
 fn message(content: String) -> NewMessage {
     NewMessage {

@@ -14,167 +14,25 @@
 //!
 //! [`ErasureScope::ScopeSession`]: roncho_core::model::ErasureScope::ScopeSession
 
-use roncho_core::model::{
-    BackfillState, JsonObject, NewConclusion, Page, PageRequest, Peer, SCOPE_PEER_PREFIX, Scope, ScopeBackfill,
-    Session, SessionPeerConfig, new_public_id, now_micros, scope_of_peer, scope_peer,
+use crate::db::fetch_all;
+use crate::db::{SqlStore, direction, execute, fetch_optional, to_json};
+use crate::rows;
+use crate::sql::{Dialect, Sql};
+use crate::tx::entities::{
+    SCOPE_MEMBER, ensure_peer, ensure_workspace, load_scope, load_session, scope_pattern, scope_row, upsert_member,
 };
-use roncho_core::queue::NewTask;
-use roncho_core::store::MAX_SESSIONS_PER_SCOPE;
+use crate::tx::tasks::backfill_task;
+use async_trait::async_trait;
+use roncho_core::model::{
+    BackfillState, JsonObject, NewConclusion, Page, PageRequest, Scope, ScopeBackfill, Session, new_public_id,
+    now_micros, scope_peer,
+};
+use roncho_core::store::{MAX_SESSIONS_PER_SCOPE, Scopes};
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
 use sqlx::any::AnyRow;
 
-use crate::rows;
-use crate::sql::{Dialect, Sql};
-use crate::store::{
-    SqlStore, direction, ensure_peer, ensure_workspace, execute, fetch_all, fetch_optional, load_peer, load_session,
-    to_json, upsert_member,
-};
-
-/// The membership of a scope's peer: it observes the others, never itself.
-const SCOPE_MEMBER: SessionPeerConfig = SessionPeerConfig {
-    observe_me: Some(false),
-    observe_others: Some(true),
-};
-
-/// The scope a peer row is.
-fn scope_from_peer(peer: Peer) -> Result<Scope> {
-    let id = scope_of_peer(&peer.id)
-        .ok_or_else(|| Error::Internal(format!("peer `{}` is not a scope", peer.id)))?
-        .to_owned();
-    Ok(Scope {
-        id,
-        workspace_id: peer.workspace_id,
-        metadata: peer.metadata,
-        created_at: peer.created_at,
-    })
-}
-
-fn scope_row(row: &AnyRow) -> Result<Scope> {
-    scope_from_peer(rows::peer(row)?)
-}
-
-/// `LIKE` pattern of every scope's peer name (`.` is not special in LIKE).
-pub(crate) fn scope_pattern() -> String {
-    format!("{SCOPE_PEER_PREFIX}%")
-}
-
-/// Loads scope `id`; `NOT_FOUND` names the scope.
-async fn load_scope(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Scope> {
-    match load_peer(conn, workspace_id, &scope_peer(id)).await {
-        Ok(peer) => scope_from_peer(peer),
-        Err(Error::NotFound { .. }) => Err(Error::not_found("scope", id)),
-        Err(error) => Err(error),
-    }
-}
-
-fn backfill_row(row: &AnyRow) -> Result<ScopeBackfill> {
-    Ok(ScopeBackfill {
-        session_id: rows::get(row, "session_name")?,
-        state: BackfillState::parse(&rows::get::<String>(row, "state")?)?,
-        docs_copied: rows::get(row, "docs_copied")?,
-        error: rows::get(row, "error")?,
-        updated_at: rows::get(row, "updated_at")?,
-    })
-}
-
 const BACKFILL_COLUMNS: &str = "session_name, state, docs_copied, error, updated_at";
-
-/// The `scope_backfill` task that copies a session's observations into a
-/// scope; a new one each time the session is added (catching up).
-fn backfill_task(workspace_id: &str, scope_peer: &str, session_id: &str) -> NewTask {
-    NewTask {
-        work_unit_key: format!("scope_backfill:{workspace_id}:{session_id}:{scope_peer}"),
-        dedup_id: format!("scope_backfill:{}", new_public_id()),
-        workspace_id: workspace_id.to_owned(),
-        session_id: Some(session_id.to_owned()),
-        observer_id: Some(scope_peer.to_owned()),
-        sender_id: None,
-        payload: serde_json::json!({"scope_peer": scope_peer, "session_name": session_id}),
-        items: 1,
-    }
-}
-
-/// Whether the session holds any message.
-async fn has_messages(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<bool> {
-    let mut sql = Sql::new("SELECT 1 AS found FROM messages WHERE workspace_name = ");
-    sql.bind(workspace_id)
-        .push(" AND session_name = ")
-        .bind(session_id)
-        .push(" LIMIT 1");
-    Ok(fetch_optional(conn, &sql).await?.is_some())
-}
-
-/// Starts (or restarts) a session's backfill into a scope, with its task;
-/// a session without messages has nothing to copy and is completed at once.
-async fn start_backfill(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    scope_peer: &str,
-    session_id: &str,
-) -> Result<()> {
-    let pending = has_messages(conn, workspace_id, session_id).await?;
-    let state = if pending {
-        BackfillState::Pending
-    } else {
-        BackfillState::Completed
-    };
-    let mut sql = Sql::new(
-        "INSERT INTO scope_backfills (workspace_name, scope_peer, session_name, state, docs_copied, last_document, \
-         error, updated_at) VALUES (",
-    );
-    sql.bind(workspace_id)
-        .push(", ")
-        .bind(scope_peer)
-        .push(", ")
-        .bind(session_id)
-        .push(", ")
-        .bind(state.name())
-        .push(", 0, 0, NULL, ")
-        .bind(now_micros())
-        .push(
-            ") ON CONFLICT (workspace_name, scope_peer, session_name) DO UPDATE SET state = excluded.state, \
-             last_document = 0, error = NULL, updated_at = excluded.updated_at",
-        );
-    execute(conn, &sql).await?;
-    if pending {
-        crate::queue::insert_tasks(conn, &[backfill_task(workspace_id, scope_peer, session_id)]).await?;
-    }
-    Ok(())
-}
-
-/// Takes a session out of a scope at once: the scope's peer is no longer a
-/// member (so it observes nothing more there) and the backfill goes; what
-/// it observed there is the erasure's to remove.
-pub(crate) async fn leave_scope(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    scope_id: &str,
-    session_id: &str,
-) -> Result<()> {
-    load_scope(conn, workspace_id, scope_id).await?;
-    load_session(conn, workspace_id, session_id).await?;
-    let peer_id = scope_peer(scope_id);
-    let mut membership = Sql::new("DELETE FROM session_peers WHERE workspace_name = ");
-    membership
-        .bind(workspace_id)
-        .push(" AND session_name = ")
-        .bind(session_id)
-        .push(" AND peer_name = ")
-        .bind(peer_id.as_str());
-    if execute(conn, &membership).await? == 0 {
-        return Err(Error::not_found("session in scope", format!("{scope_id}/{session_id}")));
-    }
-    let mut backfill = Sql::new("DELETE FROM scope_backfills WHERE workspace_name = ");
-    backfill
-        .bind(workspace_id)
-        .push(" AND scope_peer = ")
-        .bind(peer_id.as_str())
-        .push(" AND session_name = ")
-        .bind(session_id);
-    execute(conn, &backfill).await?;
-    Ok(())
-}
 
 /// A source observation of a backfill.
 struct Source {
@@ -184,30 +42,9 @@ struct Source {
     created_at: i64,
 }
 
-/// Whether the scope's collection about `observed` already holds `content`
-/// from `session_id`.
-async fn scope_holds(
-    conn: &mut AnyConnection,
-    workspace_id: &str,
-    scope_peer: &str,
-    source: &NewConclusion,
-) -> Result<bool> {
-    let mut sql = Sql::new("SELECT 1 AS found FROM documents WHERE workspace_name = ");
-    sql.bind(workspace_id)
-        .push(" AND observer = ")
-        .bind(scope_peer)
-        .push(" AND observed = ")
-        .bind(source.observed_id.as_str())
-        .push(" AND session_name = ")
-        .bind(source.session_id.as_deref().unwrap_or_default())
-        .push(" AND content = ")
-        .bind(source.content.as_str())
-        .push(" AND deleted_at IS NULL LIMIT 1");
-    Ok(fetch_optional(conn, &sql).await?.is_some())
-}
-
-impl SqlStore {
-    pub(crate) async fn get_or_create_scope_impl(
+#[async_trait]
+impl Scopes for SqlStore {
+    async fn get_or_create_scope(
         &self,
         workspace_id: &str,
         id: &str,
@@ -240,12 +77,12 @@ impl SqlStore {
         Ok((scope, created))
     }
 
-    pub(crate) async fn get_scope_impl(&self, workspace_id: &str, id: &str) -> Result<Scope> {
-        let mut conn = self.pool().acquire().await.map_err(crate::store::db_error)?;
+    async fn get_scope(&self, workspace_id: &str, id: &str) -> Result<Scope> {
+        let mut conn = self.pool().acquire().await.map_err(crate::db::db_error)?;
         load_scope(&mut conn, workspace_id, id).await
     }
 
-    pub(crate) async fn list_scopes_impl(&self, workspace_id: &str, page: PageRequest) -> Result<Page<Scope>> {
+    async fn list_scopes(&self, workspace_id: &str, page: PageRequest) -> Result<Page<Scope>> {
         let mut from_where = Sql::new("peers p WHERE p.workspace_name = ");
         from_where
             .bind(workspace_id)
@@ -262,12 +99,7 @@ impl SqlStore {
         .await
     }
 
-    pub(crate) async fn add_scope_sessions_impl(
-        &self,
-        workspace_id: &str,
-        id: &str,
-        session_ids: &[String],
-    ) -> Result<()> {
+    async fn add_scope_sessions(&self, workspace_id: &str, id: &str, session_ids: &[String]) -> Result<()> {
         let peer_id = scope_peer(id);
         let mut tx = self.begin_write().await?;
         load_scope(tx.conn(), workspace_id, id).await?;
@@ -295,26 +127,8 @@ impl SqlStore {
         tx.commit().await
     }
 
-    /// `FROM ... WHERE` of a scope's active sessions.
-    fn scope_sessions_from(workspace_id: &str, scope_peers: &[String]) -> Sql {
-        let mut from_where = Sql::new(
-            "sessions s JOIN session_peers sp ON sp.workspace_name = s.workspace_name AND sp.session_name = s.name \
-             WHERE s.is_active = 1 AND sp.left_at IS NULL AND s.workspace_name = ",
-        );
-        from_where
-            .bind(workspace_id)
-            .push(" AND sp.peer_name IN ")
-            .push_list(scope_peers);
-        from_where
-    }
-
-    pub(crate) async fn list_scope_sessions_impl(
-        &self,
-        workspace_id: &str,
-        id: &str,
-        page: PageRequest,
-    ) -> Result<Page<Session>> {
-        self.get_scope_impl(workspace_id, id).await?;
+    async fn list_scope_sessions(&self, workspace_id: &str, id: &str, page: PageRequest) -> Result<Page<Session>> {
+        self.get_scope(workspace_id, id).await?;
         let dir = direction(page);
         // Honcho's order: membership age, longest first.
         self.paged(
@@ -327,10 +141,10 @@ impl SqlStore {
         .await
     }
 
-    pub(crate) async fn scope_session_ids_impl(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<String>> {
+    async fn scope_session_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<String>> {
         let mut peers = Vec::with_capacity(ids.len());
         for id in ids {
-            self.get_scope_impl(workspace_id, id).await?;
+            self.get_scope(workspace_id, id).await?;
             peers.push(scope_peer(id));
         }
         if peers.is_empty() {
@@ -348,8 +162,8 @@ impl SqlStore {
             .collect()
     }
 
-    pub(crate) async fn scope_backfills_impl(&self, workspace_id: &str, id: &str) -> Result<Vec<ScopeBackfill>> {
-        self.get_scope_impl(workspace_id, id).await?;
+    async fn scope_backfills(&self, workspace_id: &str, id: &str) -> Result<Vec<ScopeBackfill>> {
+        self.get_scope(workspace_id, id).await?;
         let mut sql = Sql::new(&format!(
             "SELECT {BACKFILL_COLUMNS} FROM scope_backfills WHERE workspace_name = "
         ));
@@ -360,7 +174,8 @@ impl SqlStore {
         self.read(&sql).await?.iter().map(backfill_row).collect()
     }
 
-    pub(crate) async fn continue_scope_backfill_impl(
+    #[tracing::instrument(name = "store.continue_scope_backfill", skip(self))]
+    async fn continue_scope_backfill(
         &self,
         workspace_id: &str,
         id: &str,
@@ -388,10 +203,10 @@ impl SqlStore {
             return Ok(backfill);
         }
         let last_document: i64 = rows::get(&row, "last_document")?;
-        let max_rows = max_rows.clamp(1, crate::erasure::CHUNK);
+        let max_rows = max_rows.clamp(1, crate::tx::conclusions::CHUNK);
         let sources = next_sources(tx.conn(), workspace_id, session_id, &peer_id, last_document, max_rows).await?;
         let news: Vec<NewConclusion> = sources.iter().map(|source| source.conclusion.clone()).collect();
-        let live = crate::erasure::live_sources(tx.conn(), self.dialect(), workspace_id, &news).await?;
+        let live = crate::tx::conclusions::live_sources(tx.conn(), self.dialect(), workspace_id, &news).await?;
         let mut copied = 0;
         let mut last = last_document;
         for source in &sources {
@@ -402,7 +217,7 @@ impl SqlStore {
                 continue;
             }
             let id = new_public_id();
-            if crate::recall::insert_conclusion(
+            if crate::tx::conclusions::insert_conclusion(
                 tx.conn(),
                 workspace_id,
                 id,
@@ -450,13 +265,7 @@ impl SqlStore {
         })
     }
 
-    pub(crate) async fn fail_scope_backfill_impl(
-        &self,
-        workspace_id: &str,
-        id: &str,
-        session_id: &str,
-        error: &str,
-    ) -> Result<()> {
+    async fn fail_scope_backfill(&self, workspace_id: &str, id: &str, session_id: &str, error: &str) -> Result<()> {
         let mut tx = self.begin_write().await?;
         let mut sql = Sql::new("UPDATE scope_backfills SET state = 'failed', error = ");
         sql.bind(error)
@@ -472,6 +281,101 @@ impl SqlStore {
         execute(tx.conn(), &sql).await?;
         tx.commit().await
     }
+}
+
+impl SqlStore {
+    /// `FROM ... WHERE` of a scope's active sessions.
+    fn scope_sessions_from(workspace_id: &str, scope_peers: &[String]) -> Sql {
+        let mut from_where = Sql::new(
+            "sessions s JOIN session_peers sp ON sp.workspace_name = s.workspace_name AND sp.session_name = s.name \
+             WHERE s.is_active = 1 AND sp.left_at IS NULL AND s.workspace_name = ",
+        );
+        from_where
+            .bind(workspace_id)
+            .push(" AND sp.peer_name IN ")
+            .push_list(scope_peers);
+        from_where
+    }
+}
+
+fn backfill_row(row: &AnyRow) -> Result<ScopeBackfill> {
+    Ok(ScopeBackfill {
+        session_id: rows::get(row, "session_name")?,
+        state: BackfillState::parse(&rows::get::<String>(row, "state")?)?,
+        docs_copied: rows::get(row, "docs_copied")?,
+        error: rows::get(row, "error")?,
+        updated_at: rows::get(row, "updated_at")?,
+    })
+}
+
+/// Whether the session holds any message.
+async fn has_messages(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<bool> {
+    let mut sql = Sql::new("SELECT 1 AS found FROM messages WHERE workspace_name = ");
+    sql.bind(workspace_id)
+        .push(" AND session_name = ")
+        .bind(session_id)
+        .push(" LIMIT 1");
+    Ok(fetch_optional(conn, &sql).await?.is_some())
+}
+
+/// Starts (or restarts) a session's backfill into a scope, with its task;
+/// a session without messages has nothing to copy and is completed at once.
+async fn start_backfill(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    scope_peer: &str,
+    session_id: &str,
+) -> Result<()> {
+    let pending = has_messages(conn, workspace_id, session_id).await?;
+    let state = if pending {
+        BackfillState::Pending
+    } else {
+        BackfillState::Completed
+    };
+    let mut sql = Sql::new(
+        "INSERT INTO scope_backfills (workspace_name, scope_peer, session_name, state, docs_copied, last_document, \
+         error, updated_at) VALUES (",
+    );
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(scope_peer)
+        .push(", ")
+        .bind(session_id)
+        .push(", ")
+        .bind(state.name())
+        .push(", 0, 0, NULL, ")
+        .bind(now_micros())
+        .push(
+            ") ON CONFLICT (workspace_name, scope_peer, session_name) DO UPDATE SET state = excluded.state, \
+             last_document = 0, error = NULL, updated_at = excluded.updated_at",
+        );
+    execute(conn, &sql).await?;
+    if pending {
+        crate::tx::tasks::insert_tasks(conn, &[backfill_task(workspace_id, scope_peer, session_id)]).await?;
+    }
+    Ok(())
+}
+
+/// Whether the scope's collection about `observed` already holds `content`
+/// from `session_id`.
+async fn scope_holds(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    scope_peer: &str,
+    source: &NewConclusion,
+) -> Result<bool> {
+    let mut sql = Sql::new("SELECT 1 AS found FROM documents WHERE workspace_name = ");
+    sql.bind(workspace_id)
+        .push(" AND observer = ")
+        .bind(scope_peer)
+        .push(" AND observed = ")
+        .bind(source.observed_id.as_str())
+        .push(" AND session_name = ")
+        .bind(source.session_id.as_deref().unwrap_or_default())
+        .push(" AND content = ")
+        .bind(source.content.as_str())
+        .push(" AND deleted_at IS NULL LIMIT 1");
+    Ok(fetch_optional(conn, &sql).await?.is_some())
 }
 
 /// The next observations a backfill copies: explicit ones of the session,

@@ -1,19 +1,26 @@
-//! Sync state of vectors: which messages and conclusions still need one,
+//! [`SyncLedger`]: Sync state of vectors: which messages and conclusions still need one,
 //! marking them synced or failed, and tombstones of deleted rows whose
 //! vectors must be removed.
 
-use std::collections::BTreeMap;
-
-use roncho_core::Result;
-use roncho_core::filter::Filter;
-use roncho_core::model::{Message, SyncCounts, SyncItem, SyncKind, Tombstone, now_micros};
-use roncho_core::vector::{documents_namespace, messages_namespace};
-use sqlx::AnyConnection;
-use sqlx::Row;
-
+use crate::db::SqlStore;
+use crate::db::db_error;
+use crate::db::execute;
 use crate::rows;
-use crate::sql::{Dialect, Sql, render_filter};
-use crate::store::{SqlStore, db_error, execute, message_column};
+use crate::sql::Dialect;
+use crate::sql::Sql;
+use crate::tx::vectors::message_row_ids;
+use crate::tx::vectors::spoken;
+use async_trait::async_trait;
+use roncho_core::Result;
+use roncho_core::model::SyncCounts;
+use roncho_core::model::Tombstone;
+use roncho_core::model::now_micros;
+use roncho_core::model::{SyncItem, SyncKind};
+use roncho_core::store::SyncLedger;
+use roncho_core::vector::documents_namespace;
+use roncho_core::vector::messages_namespace;
+use sqlx::Row;
+use std::collections::BTreeMap;
 
 /// Where a kind's vector sync state lives: messages in their queue
 /// (`message_sync`, a row while not synced; migration 0019), conclusions
@@ -43,136 +50,9 @@ impl SyncColumns {
     };
 }
 
-/// The row ids (the queues' keys) of the messages with these public ids,
-/// looked up by their unique index.
-async fn message_row_ids<'a>(
-    conn: &mut AnyConnection,
-    public_ids: impl Iterator<Item = &'a str>,
-) -> Result<Vec<(String, i64)>> {
-    let public_ids: Vec<String> = public_ids.map(str::to_owned).collect();
-    if public_ids.is_empty() {
-        return Ok(Vec::new());
-    }
-    let mut sql = Sql::new("SELECT public_id, id FROM messages WHERE public_id IN ");
-    sql.push_list(&public_ids);
-    crate::store::fetch_all(conn, &sql)
-        .await?
-        .iter()
-        .map(|row| Ok((rows::get(row, "public_id")?, rows::get(row, "id")?)))
-        .collect()
-}
-
-/// Indexes the words of the messages in the CTE `taken` (Postgres).
-fn push_index_taken(sql: &mut Sql) {
-    sql.push(&format!(
-        "INSERT INTO message_text (message_id, search_vector) SELECT m.id, {} FROM messages m \
-         JOIN taken ON m.id = taken.message_id ON CONFLICT (message_id) DO NOTHING",
-        crate::recall::text_vector("m")
-    ));
-}
-
-/// Records tombstones for the conclusion vectors selected by `condition` (over `documents d`).
-pub(crate) async fn tombstone_documents(conn: &mut AnyConnection, condition: impl FnOnce(&mut Sql)) -> Result<()> {
-    let mut sql = Sql::new(
-        "INSERT INTO vector_tombstones (namespace, id, deleted_at) \
-         SELECT 'doc/' || d.workspace_name || '/' || d.observer || '/' || d.observed, d.public_id, ",
-    );
-    sql.bind(now_micros()).push(" FROM documents d WHERE ");
-    condition(&mut sql);
-    sql.push(" ON CONFLICT (namespace, id) DO NOTHING");
-    execute(conn, &sql).await?;
-    Ok(())
-}
-
-/// Queues the messages that `condition` selects (over `messages`, unaliased)
-/// to be embedded again, each with a new version so that a reconciler
-/// holding its old text does not mark it done. Returns how many were not
-/// queued already (synced, or failed).
-pub(crate) async fn requeue_messages(conn: &mut AnyConnection, condition: &(dyn Fn(&mut Sql) + Sync)) -> Result<u64> {
-    let version = now_micros();
-    let mut requeued = 0;
-    for (state, counted) in [("failed", true), ("pending", false)] {
-        let mut sql = Sql::new("UPDATE message_sync SET state = 'pending', attempts = 0, error = NULL, version = ");
-        sql.bind(version).push(" WHERE state = ").bind(state);
-        sql.push(" AND message_id IN (SELECT id FROM messages WHERE ");
-        condition(&mut sql);
-        sql.push(")");
-        let changed = execute(conn, &sql).await?;
-        if counted {
-            requeued += changed;
-        }
-    }
-    let mut sql = Sql::new("INSERT INTO message_sync (message_id, version) SELECT id, ");
-    sql.bind(version).push(" FROM messages WHERE ");
-    condition(&mut sql);
-    sql.push(" AND NOT EXISTS (SELECT 1 FROM message_sync q WHERE q.message_id = messages.id)");
-    Ok(requeued + execute(conn, &sql).await?)
-}
-
-/// Returns what a message says and the turn it answers, each as
-/// `speaker: text` (the speaker doubles vector recall: "who said it" is
-/// often the question). The reconciler mixes the context's meaning into the
-/// message's vector (see roncho-reconciler's `CONTEXT_WEIGHT`).
-fn message_texts(
-    previous_peer: Option<String>,
-    previous_content: Option<String>,
-    peer: Option<&str>,
-    content: &str,
-) -> (String, Option<String>) {
-    let speaker = peer.unwrap_or_default();
-    let context = match (previous_peer, previous_content) {
-        (Some(previous_peer), Some(previous_content)) => Some(format!("{previous_peer}: {previous_content}")),
-        _ => None,
-    };
-    (spoken(speaker, content), context)
-}
-
-/// A message as it is embedded and indexed by its words: `speaker: text`.
-pub(crate) fn spoken(speaker: &str, content: &str) -> String {
-    format!("{speaker}: {content}")
-}
-
-/// The newest messages (by row id) that Postgres full-text search matches
-/// on the fly while the text indexer has not reached them: 10–25 µs each
-/// (20–40 words), so at most a few milliseconds of a search while ingest
-/// outruns the indexer. At 1,000 a search at 100k messages right after a
-/// bulk write took p50 25 ms instead of 17 (docs/benchmarks.md). Older
-/// unindexed rows wait for the indexer (see `roncho status`).
-pub const TEXT_TAIL: i64 = 256;
-
-impl SqlStore {
-    pub(crate) async fn messages_by_ids_impl(
-        &self,
-        workspace_id: &str,
-        ids: &[String],
-        filter: &Filter,
-        peer_perspective: Option<&str>,
-    ) -> Result<Vec<Message>> {
-        if ids.is_empty() {
-            return Ok(Vec::new());
-        }
-        let mut sql = Sql::new(&format!(
-            "SELECT {} FROM messages m WHERE {} = ",
-            rows::MESSAGE_COLUMNS,
-            self.dialect().unindexed("m.workspace_name")
-        ));
-        sql.bind(workspace_id).push(" AND m.public_id IN ");
-        sql.push_list(ids);
-        if let Some(observer) = peer_perspective {
-            crate::recall::push_perspective(&mut sql, observer);
-        }
-        sql.push(" AND ");
-        render_filter(&mut sql, self.dialect(), filter, message_column)?;
-        self.read(&sql).await?.iter().map(rows::message).collect()
-    }
-
-    pub(crate) async fn unsynced_impl(
-        &self,
-        kind: SyncKind,
-        limit: i64,
-        now: i64,
-        backoff_micros: i64,
-    ) -> Result<Vec<SyncItem>> {
+#[async_trait]
+impl SyncLedger for SqlStore {
+    async fn unsynced(&self, kind: SyncKind, limit: i64, now: i64, backoff_micros: i64) -> Result<Vec<SyncItem>> {
         let (sql, queued) = match kind {
             SyncKind::Message => {
                 let due = self.due_messages(limit, now, backoff_micros).await?;
@@ -263,46 +143,7 @@ impl SqlStore {
         Ok(items)
     }
 
-    /// The oldest `limit` messages whose vectors are due: pending, and past
-    /// their backoff (attempt n waits `backoff × n²`), as `row id →
-    /// (attempts, version)`. The queue is read along its key in windows, an
-    /// ordered index range whatever the planner knows of the table (a
-    /// filtered `ORDER BY … LIMIT` without statistics became a scan and a
-    /// sort of the whole queue); failed rows and rows backing off are
-    /// stepped over here.
-    async fn due_messages(&self, limit: i64, now: i64, backoff_micros: i64) -> Result<BTreeMap<i64, (i64, i64)>> {
-        const WINDOW: i64 = 512;
-        let mut due = BTreeMap::new();
-        let mut after = 0_i64;
-        loop {
-            let mut sql = Sql::new(
-                "SELECT message_id, state, attempts, last_sync_at, version FROM message_sync WHERE message_id > ",
-            );
-            sql.bind(after).push(" ORDER BY message_id LIMIT ").bind(WINDOW);
-            let rows = self.read(&sql).await?;
-            for row in &rows {
-                let get = |column: &str| row.try_get::<i64, _>(column).map_err(db_error);
-                after = get("message_id")?;
-                let state: String = row.try_get("state").map_err(db_error)?;
-                let attempts = get("attempts")?;
-                let last: Option<i64> = row.try_get("last_sync_at").map_err(db_error)?;
-                let waited = last.is_none_or(|last| {
-                    last.saturating_add(backoff_micros.saturating_mul(attempts).saturating_mul(attempts)) <= now
-                });
-                if state == "pending" && waited {
-                    due.insert(after, (attempts, get("version")?));
-                    if i64::try_from(due.len()).unwrap_or(i64::MAX) >= limit {
-                        return Ok(due);
-                    }
-                }
-            }
-            if i64::try_from(rows.len()).unwrap_or(0) < WINDOW {
-                return Ok(due);
-            }
-        }
-    }
-
-    pub(crate) async fn mark_synced_impl(&self, kind: SyncKind, synced: &[(String, i64)]) -> Result<()> {
+    async fn mark_synced(&self, kind: SyncKind, synced: &[(String, i64)]) -> Result<()> {
         if synced.is_empty() {
             return Ok(());
         }
@@ -342,13 +183,7 @@ impl SqlStore {
         tx.commit().await
     }
 
-    pub(crate) async fn mark_sync_failed_impl(
-        &self,
-        kind: SyncKind,
-        ids: &[String],
-        error: &str,
-        max_attempts: i64,
-    ) -> Result<()> {
+    async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()> {
         if ids.is_empty() {
             return Ok(());
         }
@@ -393,7 +228,7 @@ impl SqlStore {
         tx.commit().await
     }
 
-    pub(crate) async fn sync_counts_impl(&self, kind: SyncKind) -> Result<SyncCounts> {
+    async fn sync_counts(&self, kind: SyncKind) -> Result<SyncCounts> {
         let sql = Sql::new(match kind {
             // A message is synced when it is not queued (one statement: one snapshot).
             SyncKind::Message => {
@@ -420,8 +255,7 @@ impl SqlStore {
         })
     }
 
-    /// See [`roncho_core::store::Store::text_index_mark`].
-    pub(crate) async fn text_index_mark_impl(&self) -> Result<Option<i64>> {
+    async fn text_index_mark(&self) -> Result<Option<i64>> {
         if self.dialect() != Dialect::Postgres {
             return Ok(None);
         }
@@ -434,8 +268,8 @@ impl SqlStore {
         })
     }
 
-    /// See [`roncho_core::store::Store::index_text`].
-    pub(crate) async fn index_text_impl(&self, up_to: i64, limit: i64) -> Result<u64> {
+    #[tracing::instrument(name = "store.index_text", skip_all, fields(up_to, limit))]
+    async fn index_text(&self, up_to: i64, limit: i64) -> Result<u64> {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
@@ -456,8 +290,7 @@ impl SqlStore {
         Ok(indexed)
     }
 
-    /// See [`roncho_core::store::Store::text_index_backlog`].
-    pub(crate) async fn text_index_backlog_impl(&self) -> Result<i64> {
+    async fn text_index_backlog(&self) -> Result<i64> {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
@@ -468,7 +301,7 @@ impl SqlStore {
         }
     }
 
-    pub(crate) async fn tombstones_impl(&self, limit: i64) -> Result<Vec<Tombstone>> {
+    async fn tombstones(&self, limit: i64) -> Result<Vec<Tombstone>> {
         let mut sql = Sql::new("SELECT namespace, id FROM vector_tombstones ORDER BY deleted_at LIMIT ");
         sql.bind(limit);
         self.read(&sql)
@@ -483,7 +316,7 @@ impl SqlStore {
             .collect()
     }
 
-    pub(crate) async fn clear_tombstones_impl(&self, tombstones: &[Tombstone]) -> Result<()> {
+    async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()> {
         let mut tx = self.begin_write().await?;
         for tombstone in tombstones {
             let mut sql = Sql::new("DELETE FROM vector_tombstones WHERE namespace = ");
@@ -497,4 +330,72 @@ impl SqlStore {
         self.erased_bytes.note();
         Ok(())
     }
+}
+
+impl SqlStore {
+    /// The oldest `limit` messages whose vectors are due: pending, and past
+    /// their backoff (attempt n waits `backoff × n²`), as `row id →
+    /// (attempts, version)`. The queue is read along its key in windows, an
+    /// ordered index range whatever the planner knows of the table (a
+    /// filtered `ORDER BY … LIMIT` without statistics became a scan and a
+    /// sort of the whole queue); failed rows and rows backing off are
+    /// stepped over here.
+    async fn due_messages(&self, limit: i64, now: i64, backoff_micros: i64) -> Result<BTreeMap<i64, (i64, i64)>> {
+        const WINDOW: i64 = 512;
+        let mut due = BTreeMap::new();
+        let mut after = 0_i64;
+        loop {
+            let mut sql = Sql::new(
+                "SELECT message_id, state, attempts, last_sync_at, version FROM message_sync WHERE message_id > ",
+            );
+            sql.bind(after).push(" ORDER BY message_id LIMIT ").bind(WINDOW);
+            let rows = self.read(&sql).await?;
+            for row in &rows {
+                let get = |column: &str| row.try_get::<i64, _>(column).map_err(db_error);
+                after = get("message_id")?;
+                let state: String = row.try_get("state").map_err(db_error)?;
+                let attempts = get("attempts")?;
+                let last: Option<i64> = row.try_get("last_sync_at").map_err(db_error)?;
+                let waited = last.is_none_or(|last| {
+                    last.saturating_add(backoff_micros.saturating_mul(attempts).saturating_mul(attempts)) <= now
+                });
+                if state == "pending" && waited {
+                    due.insert(after, (attempts, get("version")?));
+                    if i64::try_from(due.len()).unwrap_or(i64::MAX) >= limit {
+                        return Ok(due);
+                    }
+                }
+            }
+            if i64::try_from(rows.len()).unwrap_or(0) < WINDOW {
+                return Ok(due);
+            }
+        }
+    }
+}
+
+/// Indexes the words of the messages in the CTE `taken` (Postgres).
+fn push_index_taken(sql: &mut Sql) {
+    sql.push(&format!(
+        "INSERT INTO message_text (message_id, search_vector) SELECT m.id, {} FROM messages m \
+         JOIN taken ON m.id = taken.message_id ON CONFLICT (message_id) DO NOTHING",
+        crate::tx::vectors::text_vector("m")
+    ));
+}
+
+/// Returns what a message says and the turn it answers, each as
+/// `speaker: text` (the speaker doubles vector recall: "who said it" is
+/// often the question). The reconciler mixes the context's meaning into the
+/// message's vector (see roncho-reconciler's `CONTEXT_WEIGHT`).
+fn message_texts(
+    previous_peer: Option<String>,
+    previous_content: Option<String>,
+    peer: Option<&str>,
+    content: &str,
+) -> (String, Option<String>) {
+    let speaker = peer.unwrap_or_default();
+    let context = match (previous_peer, previous_content) {
+        (Some(previous_peer), Some(previous_content)) => Some(format!("{previous_peer}: {previous_content}")),
+        _ => None,
+    };
+    (spoken(speaker, content), context)
 }

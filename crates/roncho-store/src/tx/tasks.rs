@@ -1,18 +1,37 @@
+//! Background work queued in the transaction of the write that causes it,
+//! and webhook events (which are work too).
+//!
 //! Webhook events as queued work: one `webhook` task per endpoint of the
 //! workspace, in the unit `webhook:{workspace}:{endpoint}`, so each endpoint
 //! gets its events in order and one that is down holds back only its own.
 //! The task carries the event (type, data, timestamp), so every retry sends
 //! the same body; the deriver role delivers it (`roncho_http::webhook`).
 
+use crate::db::{execute, fetch_all, fetch_optional};
+use crate::rows;
+use crate::sql::{Bind, Sql};
 use roncho_core::Result;
-use roncho_core::model::now_micros;
+use roncho_core::model::{new_public_id, now_micros};
 use roncho_core::queue::{NewTask, task_type};
+use roncho_core::trace::TraceContext;
 use serde_json::{Value, json};
 use sqlx::AnyConnection;
+use std::time::Duration;
 
-use crate::rows;
-use crate::sql::Sql;
-use crate::store::{fetch_all, fetch_optional};
+/// The `scope_backfill` task that copies a session's observations into a
+/// scope; a new one each time the session is added (catching up).
+pub(crate) fn backfill_task(workspace_id: &str, scope_peer: &str, session_id: &str) -> NewTask {
+    NewTask {
+        work_unit_key: format!("scope_backfill:{workspace_id}:{session_id}:{scope_peer}"),
+        dedup_id: format!("scope_backfill:{}", new_public_id()),
+        workspace_id: workspace_id.to_owned(),
+        session_id: Some(session_id.to_owned()),
+        observer_id: Some(scope_peer.to_owned()),
+        sender_id: None,
+        payload: serde_json::json!({"scope_peer": scope_peer, "session_name": session_id}),
+        items: 1,
+    }
+}
 
 /// Queues `event_type` with `data` for every endpoint of the workspace, in
 /// the caller's transaction; `event_key` makes the event's tasks unique (a
@@ -53,7 +72,7 @@ pub(crate) async fn queue_event(
             items: 1,
         })
         .collect();
-    crate::queue::insert_tasks(conn, &tasks).await
+    crate::tx::tasks::insert_tasks(conn, &tasks).await
 }
 
 /// After tasks of `work_unit_key` completed (the last of them `last_task`):
@@ -102,4 +121,63 @@ pub(crate) async fn queue_test_event(conn: &mut AnyConnection, workspace_id: &st
     let data = json!({"workspace_id": workspace_id});
     let key = roncho_core::model::new_public_id();
     queue_event(conn, workspace_id, "test.event", data, &key).await
+}
+
+/// Inserts tasks in the caller's transaction (so a message and its work
+/// commit together), skipping `dedup_id`s already queued; returns how many
+/// were new.
+pub(crate) async fn insert_tasks(conn: &mut AnyConnection, tasks: &[NewTask]) -> Result<u64> {
+    insert_tasks_ready_in(conn, tasks, Duration::ZERO).await
+}
+
+/// Like [`insert_tasks`]; the tasks are ready `delay` from now.
+pub(crate) async fn insert_tasks_ready_in(conn: &mut AnyConnection, tasks: &[NewTask], delay: Duration) -> Result<u64> {
+    let now = now_micros();
+    let ready_at = now + micros(delay);
+    let optional = |value: &Option<String>| value.clone().map_or(Bind::NullText, Bind::Text);
+    // The work joins the trace of whoever enqueues it (a CreateMessages call, a dream scheduler).
+    let trace_context = TraceContext::current().map(|context| context.encode());
+    let mut added = 0;
+    for chunk in tasks.chunks(50) {
+        let mut sql = Sql::new(
+            "INSERT INTO work_tasks (dedup_id, work_unit_key, task_type, workspace_name, session_name, observer, \
+             sender, payload, available_at, created_at, trace_context, items) VALUES ",
+        );
+        for (index, task) in chunk.iter().enumerate() {
+            sql.push(if index == 0 { "(" } else { ", (" });
+            sql.bind(task.dedup_id.as_str())
+                .push(", ")
+                .bind(task.work_unit_key.as_str())
+                .push(", ")
+                .bind(task_type(&task.work_unit_key))
+                .push(", ");
+            sql.bind(task.workspace_id.as_str())
+                .push(", ")
+                .bind(optional(&task.session_id))
+                .push(", ")
+                .bind(optional(&task.observer_id))
+                .push(", ");
+            sql.bind(optional(&task.sender_id))
+                .push(", ")
+                .bind(task.payload.to_string())
+                .push(", ")
+                .bind(ready_at)
+                .push(", ")
+                .bind(now)
+                .push(", ")
+                .bind(optional(&trace_context))
+                .push(", ")
+                .bind(task.items)
+                .push(")");
+        }
+        // Any conflict: a dedup id seen before, or a second pending dream of a unit.
+        sql.push(" ON CONFLICT DO NOTHING");
+        added += execute(conn, &sql).await?;
+    }
+    Ok(added)
+}
+
+/// A duration in microseconds, saturating.
+pub(crate) fn micros(duration: Duration) -> i64 {
+    i64::try_from(duration.as_micros()).unwrap_or(i64::MAX)
 }

@@ -3,14 +3,15 @@
 //! not at all. A twin running at the same time waits on the key's row
 //! (Postgres) or the write gate (SQLite) and then replays.
 
-use roncho_core::idempotency::Once;
-use roncho_core::model::{Conclusion, Message, now_micros};
-use roncho_core::{Error, Result};
-use sqlx::AnyConnection;
-
+use crate::db::execute;
+use crate::db::fetch_optional;
 use crate::rows;
 use crate::sql::Sql;
-use crate::store::{SqlStore, execute, fetch_optional};
+use roncho_core::Error;
+use roncho_core::Result;
+use roncho_core::idempotency::Once;
+use roncho_core::model::now_micros;
+use sqlx::AnyConnection;
 
 /// What claiming a key found.
 pub(crate) enum Claim {
@@ -20,7 +21,7 @@ pub(crate) enum Claim {
     Done(Vec<String>),
 }
 
-fn key_filter(sql: &mut Sql, workspace_id: &str, once: &Once) {
+pub(crate) fn key_filter(sql: &mut Sql, workspace_id: &str, once: &Once) {
     sql.push(" WHERE workspace_name = ")
         .bind(workspace_id)
         .push(" AND operation = ")
@@ -107,28 +108,4 @@ pub(crate) async fn record(conn: &mut AnyConnection, workspace_id: &str, once: &
     key_filter(&mut sql, workspace_id, once);
     execute(conn, &sql).await?;
     Ok(())
-}
-
-impl SqlStore {
-    /// The messages of `ids` still stored in `session_id`, in session order.
-    pub(crate) async fn replay_messages(
-        &self,
-        workspace_id: &str,
-        session_id: &str,
-        ids: &[String],
-    ) -> Result<Vec<Message>> {
-        let mut found = self
-            .messages_by_ids_impl(workspace_id, ids, &roncho_core::filter::Filter::All, None)
-            .await?;
-        found.retain(|message| message.session_id == session_id);
-        found.sort_by_key(|message| message.seq_in_session);
-        Ok(found)
-    }
-
-    /// The live conclusions of `ids`, in the order of `ids`.
-    pub(crate) async fn replay_conclusions(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>> {
-        let mut found = self.conclusions_by_ids_impl(workspace_id, ids).await?;
-        found.sort_by_key(|conclusion| ids.iter().position(|id| *id == conclusion.id));
-        Ok(found)
-    }
 }

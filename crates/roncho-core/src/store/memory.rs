@@ -1,0 +1,68 @@
+//! Conclusions (observations, deductions, inductions) and peer cards: what the
+//! deriver and dreamer write and recall reads.
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::filter::Filter;
+use crate::idempotency::Once;
+use crate::model::{CollectionQuery, Conclusion, NewConclusion, Page, PageRequest};
+
+#[async_trait]
+pub trait Memory: Send + Sync + 'static {
+    /// Stores conclusions; observer, observed and session must exist.
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;
+    /// Like [`Memory::create_conclusions`], once per `once`'s key (see
+    /// [`Messages::create_messages_once`]).
+    async fn create_conclusions_once(
+        &self,
+        workspace_id: &str,
+        conclusions: Vec<NewConclusion>,
+        once: &Once,
+    ) -> Result<Vec<Conclusion>>;
+    /// Live conclusions, newest first (`reverse`: oldest first).
+    async fn list_conclusions(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Conclusion>>;
+    /// Counts one more derivation of live conclusions (a fact derived again).
+    async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()>;
+    /// Soft-deletes a conclusion: it disappears from every read but is kept.
+    async fn delete_conclusion(&self, workspace_id: &str, id: &str) -> Result<()>;
+    /// Replaces conclusion `old_id` with `new` in one transaction: the old one
+    /// is soft-deleted (its vector tombstoned) and the new one carries its
+    /// `times_derived` plus one. Honcho's semantic dedup keeps the better
+    /// worded of two near-identical facts this way.
+    async fn supersede_conclusion(&self, workspace_id: &str, old_id: &str, new: NewConclusion) -> Result<Conclusion>;
+    /// The newest and the most derived live conclusions of one collection.
+    async fn collection_conclusions(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        query: &CollectionQuery,
+    ) -> Result<Vec<Conclusion>>;
+    /// Returns live conclusions of a workspace by public id, in no particular order.
+    async fn conclusions_by_ids(&self, workspace_id: &str, ids: &[String]) -> Result<Vec<Conclusion>>;
+    /// Returns the live conclusions that list conclusion `id` among their
+    /// `source_ids` (what was derived from it), oldest first.
+    async fn conclusions_citing(&self, workspace_id: &str, id: &str) -> Result<Vec<Conclusion>>;
+    /// Returns the card `observer_id` holds about `observed_id`, `None` when
+    /// there is none; `NOT_FOUND` when the observer does not exist.
+    async fn get_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+    ) -> Result<Option<Vec<String>>>;
+    /// Sets a peer card, creating the peers when absent.
+    async fn set_peer_card(
+        &self,
+        workspace_id: &str,
+        observer_id: &str,
+        observed_id: &str,
+        card: Vec<String>,
+    ) -> Result<()>;
+}

@@ -1,0 +1,37 @@
+//! Full-text search over messages, and how much of a search's scope an index
+//! behind cannot match yet.
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::filter::Filter;
+use crate::model::{Message, MessageSearch};
+
+#[async_trait]
+pub trait TextSearch: Send + Sync + 'static {
+    /// Full-text search over a workspace's messages, best match first.
+    async fn search_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+    ) -> Result<Vec<Message>>;
+    /// Like [`TextSearch::search_messages`], over the messages whose vectors are
+    /// not synced yet among the store's `newest` messages (every workspace's):
+    /// what a vector store that ranks full text has not seen, at a bounded cost.
+    async fn search_unsynced_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+        newest: i64,
+    ) -> Result<Vec<Message>>;
+    /// Counts messages of `search`'s scope that [`TextSearch::search_messages`]
+    /// cannot match by their words because the text index has not reached
+    /// them yet (0 where it indexes as it writes, or covers the scope).
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64>;
+    /// Counts messages of `search`'s scope that a vector store cannot
+    /// return because they are not synced to it yet, beyond the store's
+    /// `newest` rows (which [`TextSearch::search_unsynced_messages`] reads).
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64>;
+}

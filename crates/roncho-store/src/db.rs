@@ -1,0 +1,378 @@
+//! The ground floor: the pool, SQLite's single writer, write transactions
+//! and the mapping of database errors; statements run through here.
+
+use crate::rows;
+use crate::sql::{Bind, ColumnOf, Dialect, Sql, render_filter};
+use roncho_core::filter::Filter;
+use roncho_core::model::{JsonObject, Message, NewMessage, Page, PageRequest};
+use roncho_core::{Error, Result};
+use sqlx::any::AnyRow;
+use sqlx::{Any, AnyConnection, AnyPool, Transaction};
+use std::sync::Arc;
+use tokio::sync::{Mutex, MutexGuard};
+
+/// The relational store of both modes.
+#[derive(Debug)]
+pub struct SqlStore {
+    pub(crate) pool: AnyPool,
+    pub(crate) dialect: Dialect,
+    pub(crate) location: String,
+    /// SQLite has one writer: a connection of its own (opened at the first
+    /// write), which writers take in turn. Its page cache stays warm from one
+    /// transaction to the next, where a pooled connection's is dropped
+    /// whenever another connection has committed; and queueing writers here
+    /// is cheaper and fairer than SQLite's sleeping busy handler. `None` on
+    /// Postgres, which locks rows.
+    pub(crate) writer: Option<Mutex<Option<AnyConnection>>>,
+    /// Client batches waiting for SQLite's writer, written as one group.
+    pub(crate) waiting: std::sync::Mutex<Vec<Waiting>>,
+    /// Group commits run, and the batches they wrote.
+    pub(crate) write_groups: std::sync::atomic::AtomicU64,
+    pub(crate) grouped_writes: std::sync::atomic::AtomicU64,
+    /// SQLite: whether FTS5 indexes messages (see [`SqlStore::maintain_full_text_index`]).
+    pub(crate) full_text_maintained: std::sync::atomic::AtomicBool,
+    /// Erasures committed, for the checkpointer that overwrites their bytes.
+    pub(crate) erased_bytes: Arc<ErasedBytes>,
+}
+
+/// Deletes of erased data committed, and how many of them a truncating
+/// checkpoint has since pushed out of SQLite's WAL (where the deleted
+/// text still stands in the frames written before the delete).
+#[derive(Debug, Default)]
+pub(crate) struct ErasedBytes {
+    committed: std::sync::atomic::AtomicU64,
+    overwritten: std::sync::atomic::AtomicU64,
+}
+
+impl ErasedBytes {
+    /// Records that a delete of erased data (rows, vectors, tombstones) committed.
+    pub(crate) fn note(&self) {
+        self.committed.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The deletes committed so far, if a checkpoint has not covered them yet.
+    pub(crate) fn uncovered(&self) -> Option<u64> {
+        let committed = self.committed.load(std::sync::atomic::Ordering::SeqCst);
+        (committed > self.overwritten.load(std::sync::atomic::Ordering::SeqCst)).then_some(committed)
+    }
+
+    /// Records that a checkpoint begun after `committed` deletes covered them.
+    pub(crate) fn covered(&self, committed: u64) {
+        self.overwritten
+            .fetch_max(committed, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+/// A write transaction: SQLite's writer connection, held while it lives, or
+/// a pooled Postgres connection. Dropped before its commit, it rolls back.
+pub(crate) struct WriteTx<'a> {
+    /// `None` once committed.
+    inner: Option<Writing<'a>>,
+}
+
+pub(crate) enum Writing<'a> {
+    Pooled(Transaction<'static, Any>),
+    /// SQLite's writer connection, in a transaction.
+    Writer(MutexGuard<'a, Option<AnyConnection>>),
+}
+
+pub(crate) type Transactions = <Any as sqlx::Database>::TransactionManager;
+
+impl WriteTx<'_> {
+    pub(crate) fn conn(&mut self) -> &mut AnyConnection {
+        match self.inner.as_mut().expect("a transaction is used until its commit") {
+            Writing::Pooled(tx) => tx,
+            Writing::Writer(connection) => connection.as_mut().expect("the writer connection is open"),
+        }
+    }
+
+    pub(crate) async fn commit(mut self) -> Result<()> {
+        match self.inner.take() {
+            Some(Writing::Pooled(tx)) => tx.commit().await.map_err(db_error),
+            Some(Writing::Writer(mut guard)) => {
+                let Some(connection) = guard.as_mut() else {
+                    return Err(Error::Internal("the writer connection is gone".into()));
+                };
+                let committed = <Transactions as sqlx_core::transaction::TransactionManager>::commit(connection).await;
+                if committed.is_err() {
+                    <Transactions as sqlx_core::transaction::TransactionManager>::start_rollback(connection);
+                }
+                committed.map_err(db_error)
+            }
+            None => Ok(()),
+        }
+    }
+}
+
+impl Drop for WriteTx<'_> {
+    /// The writer's transaction is rolled back: queued on the connection
+    /// now, run before its next statement (a pooled one rolls back itself).
+    fn drop(&mut self) {
+        if let Some(Writing::Writer(mut guard)) = self.inner.take()
+            && let Some(connection) = guard.as_mut()
+        {
+            <Transactions as sqlx_core::transaction::TransactionManager>::start_rollback(connection);
+        }
+    }
+}
+
+/// A client's batch waiting for SQLite's writer.
+#[derive(Debug)]
+pub(crate) struct Waiting {
+    pub(crate) workspace_id: String,
+    pub(crate) session_id: String,
+    pub(crate) messages: Vec<NewMessage>,
+    pub(crate) done: tokio::sync::oneshot::Sender<Result<Vec<Message>>>,
+}
+
+impl SqlStore {
+    pub(crate) fn new(pool: AnyPool, dialect: Dialect, location: String) -> Self {
+        let writer = (dialect == Dialect::Sqlite).then(|| Mutex::new(None));
+        Self {
+            pool,
+            dialect,
+            location,
+            writer,
+            waiting: std::sync::Mutex::default(),
+            write_groups: std::sync::atomic::AtomicU64::default(),
+            grouped_writes: std::sync::atomic::AtomicU64::default(),
+            full_text_maintained: std::sync::atomic::AtomicBool::new(true),
+            erased_bytes: Arc::default(),
+        }
+    }
+
+    /// SQLite: whether FTS5 indexes messages now.
+    pub(crate) fn full_text_maintained(&self) -> bool {
+        self.full_text_maintained.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Returns the dialect this store speaks.
+    pub fn dialect(&self) -> Dialect {
+        self.dialect
+    }
+
+    /// Returns the connection pool (migrations, tests).
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every pooled connection.
+    pub async fn close(&self) {
+        if let Some(writer) = &self.writer
+            && let Some(connection) = writer.lock().await.take()
+        {
+            use sqlx::Connection;
+            if let Err(error) = connection.close().await {
+                tracing::warn!(%error, "closing the SQLite writer connection");
+            }
+        }
+        self.pool.close().await;
+    }
+
+    pub(crate) async fn begin_write(&self) -> Result<WriteTx<'_>> {
+        let Some(writer) = &self.writer else {
+            let tx = self.pool.begin().await.map_err(db_error)?;
+            return Ok(WriteTx {
+                inner: Some(Writing::Pooled(tx)),
+            });
+        };
+        let mut guard = writer.lock().await;
+        self.begin_on_writer(&mut guard).await?;
+        Ok(WriteTx {
+            inner: Some(Writing::Writer(guard)),
+        })
+    }
+
+    /// Begins a write of what is derived from the rows and written again
+    /// when missing (vectors, the text index, sync marks): on Postgres its
+    /// commit does not wait for the WAL to reach disk. A crash may lose the
+    /// last such commits (the rows are then synced or indexed again), never
+    /// one a later durable commit saw: the WAL is flushed in order.
+    pub(crate) async fn begin_rebuildable(&self) -> Result<WriteTx<'_>> {
+        if self.writer.is_none() && self.dialect == Dialect::Postgres {
+            let tx = self
+                .pool
+                .begin_with("BEGIN; SET LOCAL synchronous_commit = off")
+                .await
+                .map_err(db_error)?;
+            return Ok(WriteTx {
+                inner: Some(Writing::Pooled(tx)),
+            });
+        }
+        self.begin_write().await
+    }
+
+    /// Begins a write transaction on SQLite's writer connection (opening it
+    /// at the first write), and returns the connection.
+    pub(crate) async fn begin_on_writer<'g>(
+        &self,
+        guard: &'g mut Option<AnyConnection>,
+    ) -> Result<&'g mut AnyConnection> {
+        if guard.is_none() {
+            // The pool's connection, with its pragmas, becomes the writer's own.
+            *guard = Some(self.pool.acquire().await.map_err(db_error)?.detach());
+        }
+        let connection = guard.as_mut().expect("the writer connection was just opened");
+        // A transaction left open (its writer's future was dropped midway) is rolled back first.
+        abandon(connection);
+        // IMMEDIATE takes the write lock up front instead of failing to upgrade later.
+        let begun = <Transactions as sqlx_core::transaction::TransactionManager>::begin(
+            connection,
+            Some(sqlx::SqlSafeStr::into_sql_str("BEGIN IMMEDIATE")),
+        )
+        .await;
+        if let Err(error) = begun {
+            // Whatever broke, the next write starts on a fresh connection.
+            guard.take();
+            return Err(db_error(error));
+        }
+        Ok(guard.as_mut().expect("the writer connection is open"))
+    }
+
+    pub(crate) async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
+        sql.query(self.dialect)?.fetch_all(&self.pool).await.map_err(db_error)
+    }
+
+    pub(crate) async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
+        sql.query(self.dialect)?
+            .fetch_optional(&self.pool)
+            .await
+            .map_err(db_error)
+    }
+
+    /// Runs the count and the page query of `FROM ... WHERE ...` in `from_where`.
+    pub(crate) async fn paged<T>(
+        &self,
+        columns: &str,
+        from_where: Sql,
+        order_by: &str,
+        page: PageRequest,
+        decode: fn(&AnyRow) -> Result<T>,
+    ) -> Result<Page<T>> {
+        let count = Sql {
+            text: format!("SELECT COUNT(*) AS n FROM {}", from_where.text),
+            binds: from_where.binds.clone(),
+        };
+        let total = match self.read_optional(&count).await? {
+            Some(row) => rows::count(&row)?,
+            None => 0,
+        };
+        let mut select = Sql {
+            text: format!("SELECT {columns} FROM {} ORDER BY {order_by} LIMIT ", from_where.text),
+            binds: from_where.binds,
+        };
+        select.bind(page.size).push(" OFFSET ").bind(page.offset());
+        let items = self
+            .read(&select)
+            .await?
+            .iter()
+            .map(decode)
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Page::new(items, total, page))
+    }
+
+    pub(crate) fn push_filter(&self, sql: &mut Sql, filter: &Filter, column_of: ColumnOf) -> Result<()> {
+        sql.push(" AND ");
+        render_filter(sql, self.dialect, filter, column_of)
+    }
+
+    /// How many group commits ran, and how many batches they wrote (SQLite).
+    pub fn write_groups(&self) -> (u64, u64) {
+        (
+            self.write_groups.load(std::sync::atomic::Ordering::Relaxed),
+            self.grouped_writes.load(std::sync::atomic::Ordering::Relaxed),
+        )
+    }
+}
+
+/// Maps a sqlx error to the domain: lost connections are `Unavailable`.
+pub(crate) fn db_error(error: sqlx::Error) -> Error {
+    match error {
+        sqlx::Error::PoolTimedOut | sqlx::Error::PoolClosed | sqlx::Error::Io(_) | sqlx::Error::Tls(_) => {
+            Error::Unavailable(format!("database: {error}"))
+        }
+        sqlx::Error::Database(ref database) if database.code().is_some_and(|code| is_transient(&code)) => {
+            Error::Unavailable(format!("database: {error}"))
+        }
+        // A write that refers to a row deleted meanwhile (a session or peer
+        // deleted while a batch joined it): the caller's state, not a fault.
+        sqlx::Error::Database(ref database)
+            if database
+                .code()
+                .is_some_and(|code| matches!(code.as_ref(), "23503" | "787")) =>
+        {
+            Error::FailedPrecondition(format!(
+                "something this write refers to was deleted meanwhile (database: {error})"
+            ))
+        }
+        other => Error::Internal(format!("database: {other}")),
+    }
+}
+
+/// Whether a database error code says "try again": the server is shutting
+/// down or starting (a restart, a failover), the connection broke, too
+/// many connections, a serialization failure or deadlock (Postgres
+/// SQLSTATE 08xxx, 57P01-57P03, 53300, 40001, 40P01), or SQLite is busy.
+/// Clients get UNAVAILABLE and workers postpone, rather than INTERNAL and a
+/// spent attempt (found by loadtests/run-chaos.sh restarting Postgres).
+pub(crate) fn is_transient(code: &str) -> bool {
+    code.starts_with("08")
+        || matches!(code, "57P01" | "57P02" | "57P03" | "53300" | "40001" | "40P01")
+        || matches!(code, "5" | "6" | "517" | "261")
+}
+
+pub(crate) fn to_json(object: &JsonObject) -> String {
+    serde_json::Value::Object(object.clone()).to_string()
+}
+
+pub(crate) fn flag(value: Option<bool>) -> Bind {
+    Bind::from(value.map(i64::from))
+}
+
+pub(crate) async fn fetch_all(conn: &mut AnyConnection, sql: &Sql) -> Result<Vec<AnyRow>> {
+    sql.query(Dialect::of(conn))?.fetch_all(conn).await.map_err(db_error)
+}
+
+pub(crate) async fn fetch_optional(conn: &mut AnyConnection, sql: &Sql) -> Result<Option<AnyRow>> {
+    sql.query(Dialect::of(conn))?
+        .fetch_optional(conn)
+        .await
+        .map_err(db_error)
+}
+
+pub(crate) async fn execute(conn: &mut AnyConnection, sql: &Sql) -> Result<u64> {
+    Ok(sql
+        .query(Dialect::of(conn))?
+        .execute(conn)
+        .await
+        .map_err(db_error)?
+        .rows_affected())
+}
+
+/// Returns "ASC" or "DESC" for a page's direction.
+pub(crate) fn direction(page: PageRequest) -> &'static str {
+    if page.reverse { "DESC" } else { "ASC" }
+}
+
+/// Rolls back whatever transaction (and savepoints) `connection` holds:
+/// queued now, run before its next statement.
+pub(crate) fn abandon(connection: &mut AnyConnection) {
+    use sqlx_core::transaction::TransactionManager;
+    // One rollback per level; each is queued, and the depth falls as they run.
+    for _ in 0..<Transactions as TransactionManager>::get_transaction_depth(connection) {
+        <Transactions as TransactionManager>::start_rollback(connection);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn restarts_and_broken_connections_are_transient_other_errors_are_not() {
+        for code in ["57P01", "57P03", "08006", "08001", "53300", "40001", "40P01", "5"] {
+            assert!(super::is_transient(code), "{code}");
+        }
+        for code in ["23505", "42601", "22021", "42P01", "55000"] {
+            assert!(!super::is_transient(code), "{code}");
+        }
+    }
+}

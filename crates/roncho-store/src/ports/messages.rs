@@ -1,0 +1,317 @@
+//! [`Messages`]: a session's messages and summaries.
+
+use crate::db::{SqlStore, db_error, direction, execute, to_json};
+use crate::rows;
+use crate::sql::{Sql, render_filter};
+use crate::tx::columns::message_column;
+use crate::tx::entities::{load_message, load_session};
+use crate::tx::vectors::push_perspective;
+use crate::tx::writes::Origin;
+use async_trait::async_trait;
+use roncho_core::filter::Filter;
+use roncho_core::idempotency::Once;
+use roncho_core::model::SummaryKind;
+use roncho_core::model::now_micros;
+use roncho_core::model::{JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary};
+use roncho_core::store::Messages;
+use roncho_core::{Error, Result};
+use sqlx::Row;
+
+/// Messages read in the first page of a context walk, and the most in one.
+const CONTEXT_FIRST_PAGE: i64 = 64;
+
+const CONTEXT_MAX_PAGE: i64 = 4096;
+
+#[async_trait]
+impl Messages for SqlStore {
+    #[tracing::instrument(name = "store.create_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id, messages = messages.len()))]
+    async fn create_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+    ) -> Result<Vec<Message>> {
+        self.append_messages(workspace_id, session_id, messages, Origin::Client(None))
+            .await
+    }
+
+    async fn create_messages_once(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: &Once,
+    ) -> Result<Vec<Message>> {
+        self.append_messages(workspace_id, session_id, messages, Origin::Client(Some(once)))
+            .await
+    }
+
+    async fn replayed_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        once: &Once,
+    ) -> Result<Option<Vec<Message>>> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let Some(ids) = crate::tx::idempotency::lookup(&mut conn, workspace_id, once).await? else {
+            return Ok(None);
+        };
+        drop(conn);
+        self.replay_messages(workspace_id, session_id, &ids).await.map(Some)
+    }
+
+    async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
+        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        load_message(&mut conn, workspace_id, session_id, id).await
+    }
+
+    async fn update_message(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        id: &str,
+        metadata: JsonObject,
+    ) -> Result<Message> {
+        let mut tx = self.begin_write().await?;
+        let mut sql = Sql::new("UPDATE messages SET metadata = ");
+        sql.bind(to_json(&metadata))
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id);
+        sql.push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND public_id = ")
+            .bind(id);
+        if execute(tx.conn(), &sql).await? == 0 {
+            return Err(Error::not_found("message", id));
+        }
+        let message = load_message(tx.conn(), workspace_id, session_id, id).await?;
+        tx.commit().await?;
+        Ok(message)
+    }
+
+    async fn list_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        filter: &Filter,
+        page: PageRequest,
+    ) -> Result<Page<Message>> {
+        {
+            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
+        from_where
+            .bind(workspace_id)
+            .push(" AND m.session_name = ")
+            .bind(session_id);
+        self.push_filter(&mut from_where, filter, message_column)?;
+        let order = format!("m.seq_in_session {}", direction(page));
+        self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message)
+            .await
+    }
+
+    async fn messages_by_ids(
+        &self,
+        workspace_id: &str,
+        ids: &[String],
+        filter: &Filter,
+        peer_perspective: Option<&str>,
+    ) -> Result<Vec<Message>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM messages m WHERE {} = ",
+            rows::MESSAGE_COLUMNS,
+            self.dialect().unindexed("m.workspace_name")
+        ));
+        sql.bind(workspace_id).push(" AND m.public_id IN ");
+        sql.push_list(ids);
+        if let Some(observer) = peer_perspective {
+            crate::tx::vectors::push_perspective(&mut sql, observer);
+        }
+        sql.push(" AND ");
+        render_filter(&mut sql, self.dialect(), filter, message_column)?;
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {} FROM messages m WHERE m.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id);
+        if let Some(sessions) = &scan.session_ids {
+            if sessions.is_empty() {
+                return Ok(Vec::new());
+            }
+            sql.push(" AND m.session_name IN ").push_list(sessions);
+        }
+        if let Some(observer) = &scan.peer_perspective {
+            push_perspective(&mut sql, observer);
+        }
+        if let Some(text) = scan.contains.as_deref().filter(|text| !text.is_empty()) {
+            sql.push(" AND LOWER(m.content) LIKE ")
+                .bind(format!("%{}%", escape_like(&text.to_lowercase())))
+                .push(" ESCAPE '\\'");
+        }
+        if let Some(after) = scan.after {
+            sql.push(" AND m.created_at > ").bind(after);
+        }
+        if let Some(before) = scan.before {
+            sql.push(" AND m.created_at < ").bind(before);
+        }
+        if let Some((from, to)) = scan.seq_range {
+            sql.push(" AND m.seq_in_session >= ")
+                .bind(from)
+                .push(" AND m.seq_in_session <= ")
+                .bind(to);
+        }
+        let dir = if scan.newest_first { "DESC" } else { "ASC" };
+        sql.push(&format!(" ORDER BY m.created_at {dir}, m.id {dir} LIMIT "))
+            .bind(scan.limit.max(0));
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    #[tracing::instrument(name = "store.context_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
+    async fn context_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+        from_seq: i64,
+    ) -> Result<Vec<Message>> {
+        {
+            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        if token_budget <= 0 {
+            return Ok(Vec::new());
+        }
+        // Walk back from the newest message in growing pages (the unique
+        // (workspace, session, seq) index serves each), stopping at the first
+        // message that no longer fits: cost follows the budget, not the session.
+        let mut newest_first: Vec<Message> = Vec::new();
+        let mut used = 0_i64;
+        let mut before: Option<i64> = None;
+        let mut page = CONTEXT_FIRST_PAGE;
+        loop {
+            let mut sql = Sql::new(&format!(
+                "SELECT {} FROM messages m WHERE m.workspace_name = ",
+                rows::MESSAGE_COLUMNS
+            ));
+            sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
+            sql.push(" AND m.seq_in_session >= ").bind(from_seq);
+            if let Some(before) = before {
+                sql.push(" AND m.seq_in_session < ").bind(before);
+            }
+            sql.push(" ORDER BY m.seq_in_session DESC LIMIT ").bind(page);
+            let rows = self.read(&sql).await?;
+            let fetched = rows.len() as i64;
+            for row in &rows {
+                let message = rows::message(row)?;
+                if used + message.token_count > token_budget {
+                    newest_first.reverse();
+                    return Ok(newest_first);
+                }
+                used += message.token_count;
+                newest_first.push(message);
+            }
+            if fetched < page {
+                newest_first.reverse();
+                return Ok(newest_first);
+            }
+            before = newest_first.last().map(|message| message.seq_in_session);
+            page = (page * 4).min(CONTEXT_MAX_PAGE);
+        }
+    }
+
+    async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>> {
+        {
+            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            load_session(&mut conn, workspace_id, session_id).await?;
+        }
+        let mut sql = Sql::new(
+            "SELECT summary_type, content, message_public_id, message_seq, token_count, created_at \
+             FROM session_summaries WHERE workspace_name = ",
+        );
+        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
+        let mut summaries = Vec::new();
+        for row in self.read(&sql).await? {
+            let kind: String = row.try_get("summary_type").map_err(db_error)?;
+            let Some(kind) = SummaryKind::from_name(&kind) else {
+                return Err(Error::Internal(format!("unknown summary type `{kind}` stored")));
+            };
+            summaries.push(SessionSummary {
+                kind,
+                content: row.try_get("content").map_err(db_error)?,
+                message_id: row.try_get("message_public_id").map_err(db_error)?,
+                message_seq: row.try_get("message_seq").map_err(db_error)?,
+                token_count: row.try_get("token_count").map_err(db_error)?,
+                created_at: row.try_get("created_at").map_err(db_error)?,
+            });
+        }
+        summaries.sort_by_key(|summary| summary.kind);
+        Ok(summaries)
+    }
+
+    #[tracing::instrument(name = "store.set_session_summary", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
+    async fn set_session_summary(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        kind: SummaryKind,
+        content: &str,
+        message_id: &str,
+        token_count: i64,
+    ) -> Result<SessionSummary> {
+        let mut tx = self.begin_write().await?;
+        load_session(tx.conn(), workspace_id, session_id).await?;
+        let message = load_message(tx.conn(), workspace_id, session_id, message_id).await?;
+        let summary = SessionSummary {
+            kind,
+            content: content.to_owned(),
+            message_id: message.id,
+            message_seq: message.seq_in_session,
+            token_count,
+            created_at: now_micros(),
+        };
+        let mut sql = Sql::new(
+            "INSERT INTO session_summaries (workspace_name, session_name, summary_type, content, message_public_id, \
+             message_seq, token_count, created_at) VALUES (",
+        );
+        sql.bind(workspace_id)
+            .push(", ")
+            .bind(session_id)
+            .push(", ")
+            .bind(kind.name())
+            .push(", ");
+        sql.bind(content)
+            .push(", ")
+            .bind(summary.message_id.as_str())
+            .push(", ")
+            .bind(summary.message_seq)
+            .push(", ");
+        sql.bind(token_count).push(", ").bind(summary.created_at).push(
+            ") ON CONFLICT (workspace_name, session_name, summary_type) DO UPDATE SET content = excluded.content, \
+             message_public_id = excluded.message_public_id, message_seq = excluded.message_seq, \
+             token_count = excluded.token_count, created_at = excluded.created_at",
+        );
+        execute(tx.conn(), &sql).await?;
+        tx.commit().await?;
+        Ok(summary)
+    }
+}
+
+/// Escapes `%`, `_` and `\` for a `LIKE ... ESCAPE '\'` pattern.
+fn escape_like(text: &str) -> String {
+    let mut escaped = String::with_capacity(text.len());
+    for c in text.chars() {
+        if matches!(c, '%' | '_' | '\\') {
+            escaped.push('\\');
+        }
+        escaped.push(c);
+    }
+    escaped
+}

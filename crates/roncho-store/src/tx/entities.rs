@@ -1,0 +1,267 @@
+//! Workspaces, peers, sessions, members and scopes read or created in a
+//! transaction.
+
+use crate::db::db_error;
+use crate::db::flag;
+use crate::db::{execute, fetch_optional, to_json};
+use crate::rows;
+use crate::sql::Dialect;
+use crate::sql::Sql;
+use roncho_core::derivation::Member;
+use roncho_core::model::Message;
+use roncho_core::model::Scope;
+use roncho_core::model::scope_of_peer;
+use roncho_core::model::scope_peer;
+use roncho_core::model::{JsonObject, Peer, SCOPE_PEER_PREFIX, Session, SessionPeerConfig, Workspace, now_micros};
+use roncho_core::validate::MAX_SESSION_OBSERVERS;
+use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
+
+/// The membership of a scope's peer: it observes the others, never itself.
+pub(crate) const SCOPE_MEMBER: SessionPeerConfig = SessionPeerConfig {
+    observe_me: Some(false),
+    observe_others: Some(true),
+};
+
+/// Creates the workspace when absent; returns whether it was created.
+pub(crate) async fn ensure_workspace(
+    conn: &mut AnyConnection,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    let mut sql = Sql::new("INSERT INTO workspaces (name, metadata, configuration, created_at) VALUES (");
+    sql.bind(id)
+        .push(", ")
+        .bind(to_json(metadata))
+        .push(", ")
+        .bind(to_json(configuration))
+        .push(", ")
+        .bind(now_micros());
+    sql.push(") ON CONFLICT (name) DO NOTHING");
+    Ok(execute(conn, &sql).await? == 1)
+}
+
+pub(crate) async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM workspaces WHERE name = ",
+        rows::WORKSPACE_COLUMNS
+    ));
+    sql.bind(id);
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("workspace", id))?;
+    rows::workspace(&row)
+}
+
+/// Creates a peer or session (`table`) when absent; returns whether it was created.
+pub(crate) async fn ensure_named(
+    conn: &mut AnyConnection,
+    table: &'static str,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    let mut sql = Sql::new(&format!(
+        "INSERT INTO {table} (workspace_name, name, metadata, configuration, created_at) VALUES ("
+    ));
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(id)
+        .push(", ")
+        .bind(to_json(metadata))
+        .push(", ")
+        .bind(to_json(configuration));
+    sql.push(", ")
+        .bind(now_micros())
+        .push(") ON CONFLICT (workspace_name, name) DO NOTHING");
+    Ok(execute(conn, &sql).await? == 1)
+}
+
+pub(crate) async fn ensure_peer(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
+}
+
+pub(crate) async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM peers p WHERE p.workspace_name = ",
+        rows::PEER_COLUMNS
+    ));
+    sql.bind(workspace_id).push(" AND p.name = ").bind(id);
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("peer", id))?;
+    rows::peer(&row)
+}
+
+pub(crate) async fn ensure_session(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    id: &str,
+    metadata: &JsonObject,
+    configuration: &JsonObject,
+) -> Result<bool> {
+    ensure_named(conn, "sessions", workspace_id, id, metadata, configuration).await
+}
+
+pub(crate) async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM sessions s WHERE s.workspace_name = ",
+        rows::SESSION_COLUMNS
+    ));
+    sql.bind(workspace_id).push(" AND s.name = ").bind(id);
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("session", id))?;
+    let session = rows::session(&row)?;
+    if !session.is_active {
+        return Err(Error::not_found("session", id));
+    }
+    Ok(session)
+}
+
+/// Every member of a session (active or not) with the settings derivation needs.
+pub(crate) async fn load_members(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+) -> Result<Vec<Member>> {
+    let mut sql = Sql::new(
+        "SELECT sp.peer_name, sp.observe_me, sp.observe_others, sp.left_at, p.configuration FROM session_peers sp \
+         JOIN peers p ON p.workspace_name = sp.workspace_name AND p.name = sp.peer_name WHERE sp.workspace_name = ",
+    );
+    sql.bind(workspace_id)
+        .push(" AND sp.session_name = ")
+        .bind(session_id)
+        .push(" ORDER BY sp.joined_at, sp.peer_name");
+    let rows = sql.query(Dialect::of(conn))?.fetch_all(conn).await.map_err(db_error)?;
+    rows.iter()
+        .map(|row| {
+            Ok(Member {
+                peer_id: sqlx::Row::try_get(row, "peer_name").map_err(db_error)?,
+                peer_configuration: rows::json(row, "configuration")?,
+                session_config: rows::session_peer_config(row)?,
+                active: sqlx::Row::try_get::<Option<i64>, _>(row, "left_at")
+                    .map_err(db_error)?
+                    .is_none(),
+            })
+        })
+        .collect()
+}
+
+/// Adds or re-activates a member; `config` `None` keeps an existing member's config.
+pub(crate) async fn upsert_member(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    peer_id: &str,
+    config: Option<SessionPeerConfig>,
+) -> Result<()> {
+    let config_given = config.is_some();
+    let config = config.unwrap_or_default();
+    let mut sql = Sql::new(
+        "INSERT INTO session_peers (workspace_name, session_name, peer_name, observe_me, observe_others, joined_at, left_at) VALUES (",
+    );
+    sql.bind(workspace_id)
+        .push(", ")
+        .bind(session_id)
+        .push(", ")
+        .bind(peer_id)
+        .push(", ");
+    sql.bind(flag(config.observe_me))
+        .push(", ")
+        .bind(flag(config.observe_others))
+        .push(", ")
+        .bind(now_micros());
+    sql.push(
+        ", NULL) ON CONFLICT (workspace_name, session_name, peer_name) DO UPDATE SET \
+         joined_at = CASE WHEN session_peers.left_at IS NULL THEN session_peers.joined_at ELSE excluded.joined_at END, \
+         left_at = NULL",
+    );
+    if config_given {
+        sql.push(", observe_me = excluded.observe_me, observe_others = excluded.observe_others");
+    }
+    execute(conn, &sql).await?;
+    Ok(())
+}
+
+/// Refuses more than ten active members that observe others.
+pub(crate) async fn check_observer_limit(conn: &mut AnyConnection, workspace_id: &str, session_id: &str) -> Result<()> {
+    let mut sql = Sql::new("SELECT COUNT(*) AS n FROM session_peers WHERE workspace_name = ");
+    sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
+    sql.push(" AND left_at IS NULL AND observe_others = 1 AND peer_name NOT LIKE ")
+        .bind(crate::tx::entities::scope_pattern());
+    let observers = match fetch_optional(conn, &sql).await? {
+        Some(row) => rows::count(&row)?,
+        None => 0,
+    };
+    if observers > i64::try_from(MAX_SESSION_OBSERVERS).unwrap_or(i64::MAX) {
+        return Err(Error::invalid(
+            "peers",
+            format!(
+                "session `{session_id}` would have {observers} peers with observe_others, at most {MAX_SESSION_OBSERVERS} are allowed"
+            ),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) async fn load_message(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    session_id: &str,
+    id: &str,
+) -> Result<Message> {
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM messages m WHERE m.workspace_name = ",
+        rows::MESSAGE_COLUMNS
+    ));
+    sql.bind(workspace_id)
+        .push(" AND m.session_name = ")
+        .bind(session_id)
+        .push(" AND m.public_id = ")
+        .bind(id);
+    let row = fetch_optional(conn, &sql)
+        .await?
+        .ok_or_else(|| Error::not_found("message", id))?;
+    rows::message(&row)
+}
+
+/// The scope a peer row is.
+pub(crate) fn scope_from_peer(peer: Peer) -> Result<Scope> {
+    let id = scope_of_peer(&peer.id)
+        .ok_or_else(|| Error::Internal(format!("peer `{}` is not a scope", peer.id)))?
+        .to_owned();
+    Ok(Scope {
+        id,
+        workspace_id: peer.workspace_id,
+        metadata: peer.metadata,
+        created_at: peer.created_at,
+    })
+}
+
+pub(crate) fn scope_row(row: &AnyRow) -> Result<Scope> {
+    scope_from_peer(rows::peer(row)?)
+}
+
+/// `LIKE` pattern of every scope's peer name (`.` is not special in LIKE).
+pub(crate) fn scope_pattern() -> String {
+    format!("{SCOPE_PEER_PREFIX}%")
+}
+
+/// Loads scope `id`; `NOT_FOUND` names the scope.
+pub(crate) async fn load_scope(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Scope> {
+    match load_peer(conn, workspace_id, &scope_peer(id)).await {
+        Ok(peer) => scope_from_peer(peer),
+        Err(Error::NotFound { .. }) => Err(Error::not_found("scope", id)),
+        Err(error) => Err(error),
+    }
+}
