@@ -1,6 +1,6 @@
 """Reads back, through Honcho's official Python SDK, what `roncho import
 --from-honcho` copied from the Honcho database of
-services/roncho/tests/honcho-v3-database.sql: a switched application finds
+bin/roncho/tests/honcho-v3-database.sql: a switched application finds
 its workspaces, peers, sessions, messages (with Honcho's ids and times),
 summary, peer cards, conclusions and webhooks. Prints one line per step and
 exits non-zero at the first that fails.

@@ -68,7 +68,7 @@ fi
 embedder=local RONCHO_NATS_PREFIX=honcho_sdk_$$_$RANDOM \
   run_mode "postgres + nats${RONCHO_TEST_QDRANT_URL:+ + qdrant} with the local model" "${distributed[@]}"
 
-# A Honcho database (services/roncho/tests/honcho-v3-database.sql) imported
+# A Honcho database (bin/roncho/tests/honcho-v3-database.sql) imported
 # twice with `roncho import --from-honcho` (the second adds nothing), then
 # read back through the SDK.
 honcho_database=roncho_honcho_import_$$_$RANDOM

@@ -6,14 +6,14 @@
 
 use roncho_core::model::PageRequest;
 use roncho_core::queue::Task;
-use roncho_core::store::Store;
+use roncho_core::store::Webhooks;
 use roncho_core::validate::MAX_WEBHOOKS_PER_WORKSPACE;
 use roncho_core::{Error, Result};
 use roncho_http::webhook::{WebhookSender, envelope, timestamp};
 
 /// Delivers one webhook task of `workspace`. An endpoint deleted since the
 /// event was queued is skipped.
-pub async fn deliver(store: &dyn Store, sender: &WebhookSender, workspace: &str, task: &Task) -> Result<()> {
+pub async fn deliver(store: &dyn Webhooks, sender: &WebhookSender, workspace: &str, task: &Task) -> Result<()> {
     let field = |key: &str| {
         task.payload[key]
             .as_str()

@@ -24,7 +24,7 @@ use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Memory, Messages, Scopes, Webhooks};
 use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
 use roncho_core::{Error, Result, representation, tokens};
 use roncho_http::webhook::WebhookSender;
@@ -33,6 +33,12 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+roncho_core::store_view! {
+    /// The store as the deriver's work uses it: messages and summaries,
+    /// memory, erasures and scope backfills carried on, webhook endpoints.
+    pub trait DeriverStore: Messages, Memory, Erasure, Scopes, Webhooks
+}
 
 /// The task types this worker handles: derivation, summaries, the
 /// erasures delete requests left to the background, and webhook events.
@@ -60,7 +66,7 @@ const LONG_TURNS: usize = 60;
 
 /// Claims and processes derivation work.
 pub struct Worker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DeriverStore>,
     queue: Arc<dyn WorkQueue>,
     config: WorkerConfig,
     /// Reply budgets: a derivation call, a long summary.
@@ -103,7 +109,7 @@ impl std::fmt::Debug for Worker {
 }
 
 impl Worker {
-    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn WorkQueue>, config: WorkerConfig) -> Self {
+    pub fn new(store: Arc<dyn DeriverStore>, queue: Arc<dyn WorkQueue>, config: WorkerConfig) -> Self {
         Self {
             store,
             queue,

@@ -10,9 +10,8 @@ pub mod schema;
 
 use agent::{Ask, Level, LevelModel};
 use futures::stream::BoxStream;
-use roncho_agent::ToolContext;
+use roncho_agent::{AgentStore, ToolContext};
 use roncho_core::model::JsonObject;
-use roncho_core::store::Store;
 use roncho_core::{Caller, Error, Result, validate};
 use roncho_search::{Semantic, context};
 use serde_json::Value;
@@ -59,7 +58,7 @@ pub trait DialecticApi: Send + Sync {
 /// The dialectic service.
 #[derive(Clone)]
 pub struct Dialectic {
-    store: Arc<dyn Store>,
+    store: Arc<dyn AgentStore>,
     semantic: Option<Semantic>,
     models: [Option<LevelModel>; 5],
     deadlines: [Duration; 5],
@@ -76,7 +75,7 @@ impl std::fmt::Debug for Dialectic {
 
 impl Dialectic {
     /// Returns the service with no models: every level answers extractively.
-    pub fn new(store: Arc<dyn Store>, semantic: Option<Semantic>) -> Self {
+    pub fn new(store: Arc<dyn AgentStore>, semantic: Option<Semantic>) -> Self {
         Self {
             store,
             semantic,

@@ -9,9 +9,14 @@ use std::time::Duration;
 pub mod worker;
 
 use roncho_core::queue::{NewTask, WorkQueue};
-use roncho_core::store::Store;
+use roncho_core::store::{DreamLedger, Memory};
 use roncho_core::{Caller, Error, Result, validate};
 use serde_json::json;
+
+roncho_core::store_view! {
+    /// The store as the dream service reads it.
+    pub trait DreamerStore: DreamLedger, Memory
+}
 
 /// Dream types.
 pub const DREAM_TYPES: [&str; 2] = ["omni", "card_refresh"];
@@ -94,7 +99,7 @@ impl Default for DreamPolicy {
 /// (the peer is active) and schedules one when the policy's thresholds are
 /// met, ready after the idle time.
 pub struct DreamScheduler {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DreamLedger>,
     queue: Arc<dyn WorkQueue>,
     policy: DreamPolicy,
 }
@@ -109,7 +114,7 @@ impl std::fmt::Debug for DreamScheduler {
 }
 
 impl DreamScheduler {
-    pub fn new(store: Arc<dyn Store>, queue: Arc<dyn WorkQueue>, policy: DreamPolicy) -> Self {
+    pub fn new(store: Arc<dyn DreamLedger>, queue: Arc<dyn WorkQueue>, policy: DreamPolicy) -> Self {
         Self { store, queue, policy }
     }
 
@@ -182,7 +187,7 @@ pub trait DreamerApi: Send + Sync {
 /// The dream scheduling service.
 #[derive(Clone)]
 pub struct Dreamer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DreamerStore>,
     queue: Option<Arc<dyn WorkQueue>>,
     /// The dream model's id; `None`: dreams cannot run.
     model: Option<String>,
@@ -198,7 +203,7 @@ impl std::fmt::Debug for Dreamer {
 }
 
 impl Dreamer {
-    pub fn new(store: Arc<dyn Store>, queue: Option<Arc<dyn WorkQueue>>, model: Option<String>) -> Self {
+    pub fn new(store: Arc<dyn DreamerStore>, queue: Option<Arc<dyn WorkQueue>>, model: Option<String>) -> Self {
         Self { store, queue, model }
     }
 }

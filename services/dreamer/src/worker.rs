@@ -11,10 +11,11 @@
 
 use std::sync::Arc;
 
+use roncho_agent::AgentStore;
 use roncho_agent::ToolContext;
 use roncho_agent::tools;
 use roncho_core::queue::{Claim, Task, WorkQueue};
-use roncho_core::store::Store;
+use roncho_core::store::DreamLedger;
 use roncho_core::{Error, Result};
 use roncho_llm::{ChatMessage, ChatRequest, Llm, Role};
 use roncho_search::Semantic;
@@ -22,6 +23,11 @@ use roncho_worker::{self as runner, Handler, WorkerConfig};
 use serde_json::json;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+roncho_core::store_view! {
+    /// The store as a dream uses it: the agents' tools and the dream ledger.
+    pub trait DreamWorkerStore: AgentStore, DreamLedger
+}
 
 /// The task type this worker handles.
 pub const TASK_TYPES: [&str; 1] = ["dream"];
@@ -70,7 +76,7 @@ const CARD_REFRESH: Specialist = Specialist {
 
 /// Claims and runs dreams.
 pub struct DreamWorker {
-    store: Arc<dyn Store>,
+    store: Arc<dyn DreamWorkerStore>,
     queue: Arc<dyn WorkQueue>,
     semantic: Option<Semantic>,
     llm: Arc<dyn Llm>,
@@ -91,7 +97,7 @@ impl std::fmt::Debug for DreamWorker {
 impl DreamWorker {
     /// `config.batch` is ignored: one dream per claim.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn DreamWorkerStore>,
         queue: Arc<dyn WorkQueue>,
         semantic: Option<Semantic>,
         llm: Arc<dyn Llm>,

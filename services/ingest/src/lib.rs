@@ -15,9 +15,14 @@ use roncho_core::model::{
     Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, NewConclusion, NewMessage, Peer,
     Scope, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
-use roncho_core::store::{SessionPeers, Store};
+use roncho_core::store::{Erasure, Memory, Messages, Scopes, SessionPeers, Webhooks, Workspaces};
 use roncho_core::{Caller, Error, Result, tokens, validate};
 use serde_json::json;
+
+roncho_core::store_view! {
+    /// The store as ingest writes it.
+    pub trait IngestStore: Workspaces, Messages, Erasure, Webhooks, Memory, Scopes
+}
 
 /// Called after a write that changes what needs vectors (the reconciler's nudge).
 pub type AfterWrite = Arc<dyn Fn() + Send + Sync>;
@@ -366,7 +371,7 @@ impl PdfReader for InProcessPdf {
 /// The ingest service over a store.
 #[derive(Clone)]
 pub struct Ingest {
-    store: Arc<dyn Store>,
+    store: Arc<dyn IngestStore>,
     after_write: Option<AfterWrite>,
     /// Marks client writes in flight for background work beside them.
     activity: Option<Arc<WriteActivity>>,
@@ -398,7 +403,7 @@ impl std::fmt::Debug for Ingest {
 
 impl Ingest {
     /// Returns the ingest service over `store`.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    pub fn new(store: Arc<dyn IngestStore>) -> Self {
         Self {
             store,
             after_write: None,

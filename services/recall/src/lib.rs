@@ -10,12 +10,19 @@ use roncho_core::model::{
     Conclusion, ErasureReceipt, JsonObject, Message, MessageSearch, Page, PageRequest, Peer, PeerKind, Scope,
     ScopeBackfill, Session, SessionPeerConfig, SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
 };
-use roncho_core::store::Store;
+use roncho_core::store::{Erasure, Webhooks};
 use roncho_core::{Caller, Error, Result, validate};
+use roncho_search::SearchStore;
 use roncho_search::Semantic;
 use roncho_search::context::{self, MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions, SessionContext};
 use roncho_search::messages::SearchResults;
 use serde_json::Value;
+
+roncho_core::store_view! {
+    /// The store as recall reads it: what search reads, erasure receipts
+    /// and webhook endpoints.
+    pub trait RecallStore: SearchStore, Erasure, Webhooks
+}
 
 /// Paging of a list: 1-based page, page size (0: the default), order.
 #[derive(Debug, Clone, Copy, Default)]
@@ -308,7 +315,7 @@ pub trait RecallApi: Send + Sync {
 /// The recall service over a store, with semantic search when configured.
 #[derive(Clone)]
 pub struct Recall {
-    store: Arc<dyn Store>,
+    store: Arc<dyn RecallStore>,
     semantic: Option<Semantic>,
 }
 
@@ -320,7 +327,7 @@ impl std::fmt::Debug for Recall {
 
 impl Recall {
     /// Returns the recall service over `store`; `semantic` adds vector candidates to search.
-    pub fn new(store: Arc<dyn Store>, semantic: Option<Semantic>) -> Self {
+    pub fn new(store: Arc<dyn RecallStore>, semantic: Option<Semantic>) -> Self {
         Self { store, semantic }
     }
 }

@@ -23,7 +23,7 @@ use roncho_core::Result;
 use roncho_core::embed::Embedder;
 use roncho_core::lexical;
 use roncho_core::model::{SyncItem, SyncKind, now_micros};
-use roncho_core::store::Store;
+use roncho_core::store::SyncLedger;
 use roncho_core::vector::{VectorRecord, VectorStore};
 use roncho_worker::yielding::YieldToWrites;
 use tokio::sync::Notify;
@@ -66,7 +66,7 @@ pub struct PassReport {
 
 /// Syncs vectors of pending rows and removes those of deleted rows.
 pub struct Reconciler {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SyncLedger>,
     embedder: Arc<dyn Embedder>,
     vectors: Arc<dyn VectorStore>,
     config: ReconcilerConfig,
@@ -87,7 +87,7 @@ impl std::fmt::Debug for Reconciler {
 impl Reconciler {
     /// Returns a reconciler over the given ports.
     pub fn new(
-        store: Arc<dyn Store>,
+        store: Arc<dyn SyncLedger>,
         embedder: Arc<dyn Embedder>,
         vectors: Arc<dyn VectorStore>,
         config: ReconcilerConfig,

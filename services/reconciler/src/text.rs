@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 
 use roncho_core::Result;
 use roncho_core::activity::WriteActivity;
-use roncho_core::store::Store;
+use roncho_core::store::SyncLedger;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
@@ -36,7 +36,7 @@ pub const LAG_UNDER_WRITES: Duration = Duration::from_millis(750);
 
 /// Indexes the words of messages written without them.
 pub struct TextIndexer {
-    store: Arc<dyn Store>,
+    store: Arc<dyn SyncLedger>,
     interval: Duration,
     wake: Notify,
     grace: Duration,
@@ -57,7 +57,7 @@ impl std::fmt::Debug for TextIndexer {
 impl TextIndexer {
     /// Returns an indexer that takes messages written at least `grace` ago
     /// and runs every `interval` (and on every nudge when `grace` is zero).
-    pub fn new(store: Arc<dyn Store>, grace: Duration, interval: Duration) -> Self {
+    pub fn new(store: Arc<dyn SyncLedger>, grace: Duration, interval: Duration) -> Self {
         Self {
             store,
             interval,

@@ -1,0 +1,354 @@
+//! [`TextSearch`]: full-text search over messages, and what an index behind
+//! cannot match yet.
+
+use crate::db::{SqlStore, execute, fetch_optional};
+use crate::rows;
+use crate::sql::{Dialect, Sql};
+use crate::tx::columns::message_column;
+use crate::tx::vectors::push_perspective;
+use crate::tx::vectors::text_vector;
+use async_trait::async_trait;
+use roncho_core::filter::Filter;
+use roncho_core::model::{Message, MessageSearch};
+use roncho_core::store::TextSearch;
+use roncho_core::{Error, Result};
+
+/// Postgres: unindexed messages of a session-scoped search's sessions
+/// matched on the fly beyond the store's newest (`TEXT_TAIL`), newest
+/// first. At 5,000 a session's whole backlog is read in one search
+/// (docs/benchmarks.md); past it the reply says how many were left out.
+pub const SESSION_TEXT_SCAN: i64 = 5_000;
+
+/// Most unindexed messages counted for a search's gap report.
+const GAP_COUNT_LIMIT: i64 = 1_000_000;
+
+#[async_trait]
+impl TextSearch for SqlStore {
+    #[tracing::instrument(name = "store.search_messages", skip_all, fields(workspace_id = %workspace_id))]
+    async fn search_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+    ) -> Result<Vec<Message>> {
+        self.search_text(workspace_id, search, filter, None).await
+    }
+
+    async fn search_unsynced_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+        newest: i64,
+    ) -> Result<Vec<Message>> {
+        self.search_text(workspace_id, search, filter, Some(newest)).await
+    }
+
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64> {
+        if self.dialect() != Dialect::Postgres {
+            return Ok(0);
+        }
+        let unindexed = self
+            .waiting_in_scope(workspace_id, search, "message_unindexed", crate::tx::vectors::TEXT_TAIL)
+            .await?;
+        Ok(match search.session_ids {
+            Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
+            None => unindexed,
+        })
+    }
+
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {
+        self.waiting_in_scope(workspace_id, search, "message_sync", newest)
+            .await
+    }
+}
+
+impl SqlStore {
+    /// SQLite: keeps FTS5's index of messages (`maintained`) or drops it.
+    /// FTS5 ranks messages by their words only without an embedder; with
+    /// one, the embedded vector store ranks them with an index of its own
+    /// (ADR 0008), and FTS5's triggers cost every write a fifth or more.
+    /// Turned off, the index is emptied (no word of an erased message
+    /// stays in it); turned on, it is rebuilt from the rows, in the same
+    /// transaction. Returns whether it changed. Postgres: nothing to do.
+    pub async fn maintain_full_text_index(&self, maintained: bool) -> Result<bool> {
+        if self.dialect != Dialect::Sqlite {
+            return Ok(false);
+        }
+        let mut tx = self.begin_write().await?;
+        let row = fetch_optional(tx.conn(), &Sql::new("SELECT maintained FROM full_text_state"))
+            .await?
+            .ok_or_else(|| Error::Internal("full_text_state has no row".into()))?;
+        let was = rows::get::<i64>(&row, "maintained")? == 1;
+        if was != maintained {
+            let command = if maintained { "rebuild" } else { "delete-all" };
+            let started = std::time::Instant::now();
+            let mut sql = Sql::new("UPDATE full_text_state SET maintained = ");
+            sql.bind(i64::from(maintained));
+            execute(tx.conn(), &sql).await?;
+            execute(
+                tx.conn(),
+                &Sql::new(&format!("INSERT INTO messages_fts (messages_fts) VALUES ('{command}')")),
+            )
+            .await?;
+            tx.commit().await?;
+            tracing::info!(
+                maintained,
+                seconds = started.elapsed().as_secs_f64(),
+                "SQLite full-text index (FTS5) {}",
+                if maintained {
+                    "rebuilt from the rows"
+                } else {
+                    "emptied: the vector store ranks words"
+                }
+            );
+        }
+        self.full_text_maintained
+            .store(maintained, std::sync::atomic::Ordering::Relaxed);
+        Ok(was != maintained)
+    }
+
+    pub(crate) async fn search_text(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        filter: &Filter,
+        unsynced_newest: Option<i64>,
+    ) -> Result<Vec<Message>> {
+        if search.terms.is_empty() || search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(Vec::new());
+        }
+        let conditions = |sql: &mut Sql| -> Result<()> {
+            sql.push(" AND m.workspace_name = ").bind(workspace_id);
+            if let Some(sessions) = &search.session_ids {
+                sql.push(" AND m.session_name IN ").push_list(sessions);
+            }
+            if let Some(peer_id) = &search.peer_id {
+                sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+            }
+            if let Some(observer) = &search.peer_perspective {
+                push_perspective(sql, observer);
+            }
+            sql.push(" AND ");
+            crate::sql::render_filter(sql, self.dialect(), filter, message_column)
+        };
+        let sql = match (self.dialect(), unsynced_newest) {
+            (Dialect::Sqlite, _) if !self.full_text_maintained() => {
+                return Err(Error::Unavailable(
+                    "the SQLite full-text index is off while the embedded vector store ranks words; \
+                     restart without an embedder to rebuild it"
+                        .into(),
+                ));
+            }
+            (Dialect::Sqlite, _) => sqlite_matches(search, unsynced_newest, &conditions)?,
+            (Dialect::Postgres, Some(newest)) => postgres_pending_matches(search, newest, &conditions)?,
+            (Dialect::Postgres, None) => postgres_matches(workspace_id, search, &conditions)?,
+        };
+        self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    /// Counts the messages of `search`'s scope listed in `queue` (a table
+    /// keyed by `message_id`) below the store's newest `tail`: one probe
+    /// when none is.
+    async fn waiting_in_scope(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        queue: &str,
+        tail: i64,
+    ) -> Result<i64> {
+        if search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+            return Ok(0);
+        }
+        let mut behind = Sql::new(&format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {queue} WHERE message_id <= (SELECT MAX(id) FROM messages) - "
+        ));
+        behind.bind(tail).push(" LIMIT 1) any_behind");
+        if self
+            .read_optional(&behind)
+            .await?
+            .map_or(Ok(0), |row| rows::count(&row))?
+            == 0
+        {
+            return Ok(0);
+        }
+        let mut sql = Sql::new(&format!(
+            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m JOIN {queue} q ON q.message_id = m.id \
+             WHERE m.id <= (SELECT MAX(id) FROM messages) - "
+        ));
+        sql.bind(tail).push(" AND m.workspace_name = ").bind(workspace_id);
+        if let Some(sessions) = &search.session_ids {
+            sql.push(" AND m.session_name IN ").push_list(sessions);
+        }
+        if let Some(peer_id) = &search.peer_id {
+            sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+        }
+        sql.push(" LIMIT ").bind(GAP_COUNT_LIMIT).push(") behind");
+        self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))
+    }
+}
+
+/// Restricts messages `m` to sessions `observer` is or was a member of, while it was.
+/// Restricts a search to the messages whose vectors are not synced yet
+/// among the store's `newest` row ids, read from the right edge of the sync
+/// queue's key (migration 0019).
+fn push_unsynced_among_newest(sql: &mut Sql, newest: i64) {
+    // The bound on `m.id` itself keeps any plan to the newest rows.
+    sql.push(" AND m.id > (SELECT MAX(id) FROM messages) - ")
+        .bind(newest)
+        .push(
+            " AND m.id IN (SELECT q.message_id FROM message_sync q WHERE q.state = 'pending' \
+             AND q.message_id > (SELECT MAX(id) FROM messages) - ",
+        )
+        .bind(newest)
+        .push(")");
+}
+
+/// What [`SqlStore::search_text`] adds to every branch: the search's scope and filter.
+type Conditions<'a> = dyn Fn(&mut Sql) -> Result<()> + 'a;
+
+/// SQLite: FTS5's matches, ranked by bm25 (among the unsynced newest rows
+/// when `unsynced_newest`).
+fn sqlite_matches(search: &MessageSearch, unsynced_newest: Option<i64>, conditions: &Conditions<'_>) -> Result<Sql> {
+    // Quoted terms are plain strings to FTS5: no operator can reach it.
+    let expression = search
+        .terms
+        .iter()
+        .map(|term| format!("\"{term}\""))
+        .collect::<Vec<_>>()
+        .join(" OR ");
+    // CROSS JOIN makes SQLite walk the full-text matches first and look rows
+    // up by id; a plain JOIN let it scan messages and test MATCH per row
+    // (6 s per query at 10k messages).
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM messages_fts CROSS JOIN messages m ON m.id = messages_fts.rowid WHERE messages_fts MATCH ",
+        rows::MESSAGE_COLUMNS
+    ));
+    sql.bind(expression);
+    if let Some(newest) = unsynced_newest {
+        push_unsynced_among_newest(&mut sql, newest);
+    }
+    conditions(&mut sql)?;
+    sql.push(" ORDER BY bm25(messages_fts), m.id DESC LIMIT ")
+        .bind(search.limit);
+    Ok(sql)
+}
+
+/// Postgres, among the `newest` rows whose vectors are not synced.
+fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Conditions<'_>) -> Result<Sql> {
+    // Pending rows, many not text-indexed yet: each is matched by
+    // its stored vector, or, among the TEXT_TAIL newest rows, by
+    // one computed now (as the full query below does); an older
+    // unindexed row waits for the text indexer.
+    let query = search.terms.join(" | ");
+    let mut sql = Sql::new(&format!(
+        "SELECT {} FROM messages m LEFT JOIN LATERAL \
+         (SELECT search_vector FROM message_text t WHERE t.message_id = m.id OFFSET 0) t ON true \
+         WHERE (t.search_vector @@ to_tsquery('english', ",
+        rows::MESSAGE_COLUMNS
+    ));
+    sql.bind(query.as_str())
+        .push(") OR (t.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
+        .bind(crate::tx::vectors::TEXT_TAIL)
+        .push(&format!(" AND {} @@ to_tsquery('english', ", text_vector("m")))
+        .bind(query.as_str())
+        .push(")))");
+    push_unsynced_among_newest(&mut sql, newest);
+    conditions(&mut sql)?;
+    sql.push(&format!(
+        " ORDER BY ts_rank_cd(COALESCE(t.search_vector, {}), to_tsquery('english', ",
+        text_vector("m")
+    ))
+    .bind(query)
+    .push(")) DESC, m.id DESC LIMIT ")
+    .bind(search.limit);
+    Ok(sql)
+}
+
+/// Postgres, the whole scope.
+fn postgres_matches(workspace_id: &str, search: &MessageSearch, conditions: &Conditions<'_>) -> Result<Sql> {
+    // The text-indexed rows through the GIN index, and the newest
+    // rows still waiting for the text indexer matched on the fly
+    // (see migration 0016): a message is searchable by its words as
+    // soon as it is written, at a cost bounded by TEXT_TAIL rows.
+    let query = search.terms.join(" | ");
+    // Each branch: the search's scope and filter, its best `limit`.
+    let close_branch = |sql: &mut Sql| -> Result<()> {
+        conditions(sql)?;
+        sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+            .bind(search.limit)
+            .push(")");
+        Ok(())
+    };
+    // The indexed rows: the GIN index's matches first, ranked,
+    // then each one's message by primary key. The `OFFSET 0`
+    // fences keep the plan so whatever the planner knows: without
+    // statistics it started from the workspace's messages (every
+    // row tested, or hashed: the whole workspace read per search).
+    let mut sql = Sql::new(&format!(
+        "SELECT * FROM ((SELECT {}, m.id AS row_id, hits.rank FROM \
+         (SELECT message_id, ts_rank_cd(search_vector, to_tsquery('english', ",
+        rows::MESSAGE_COLUMNS
+    ));
+    sql.bind(query.as_str())
+        .push(")) AS rank FROM message_text WHERE search_vector @@ to_tsquery('english', ")
+        .bind(query.as_str())
+        .push(
+            ") OFFSET 0) hits CROSS JOIN LATERAL \
+             (SELECT * FROM messages m WHERE m.id = hits.message_id OFFSET 0) m WHERE 1 = 1",
+        );
+    close_branch(&mut sql)?;
+    // The newest rows not indexed yet, matched on the fly; the
+    // bound on `m.id` itself is what keeps `to_tsvector` off
+    // older rows whichever way the planner goes.
+    sql.push(&format!(
+        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+        rows::MESSAGE_COLUMNS,
+        text_vector("m")
+    ));
+    sql.bind(query.as_str())
+        .push(")) AS rank FROM messages m WHERE m.id > (SELECT MAX(id) FROM messages) - ")
+        .bind(crate::tx::vectors::TEXT_TAIL)
+        .push(
+            " AND m.id IN (SELECT message_id FROM message_unindexed \
+             WHERE message_id > (SELECT MAX(id) FROM messages) - ",
+        )
+        .bind(crate::tx::vectors::TEXT_TAIL)
+        .push(&format!(") AND {} @@ to_tsquery('english', ", text_vector("m")))
+        .bind(query.as_str())
+        .push(")");
+    close_branch(&mut sql)?;
+    // A session-scoped search also matches its sessions' own
+    // older unindexed rows on the fly (the newest
+    // SESSION_TEXT_SCAN of them, read along the session's
+    // index), so a session's words are found while the indexer
+    // is behind or absent; what is left out is reported by
+    // `text_index_gap`.
+    if let Some(sessions) = &search.session_ids {
+        sql.push(&format!(
+            " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+            rows::MESSAGE_COLUMNS,
+            text_vector("m")
+        ));
+        sql.bind(query.as_str())
+            .push(")) AS rank FROM (SELECT s.id FROM messages s WHERE s.workspace_name = ");
+        sql.bind(workspace_id)
+            .push(" AND s.session_name IN ")
+            .push_list(sessions);
+        sql.push(" AND s.id <= (SELECT MAX(id) FROM messages) - ")
+            .bind(crate::tx::vectors::TEXT_TAIL)
+            .push(
+                " AND EXISTS (SELECT 1 FROM message_unindexed u WHERE u.message_id = s.id) \
+                 ORDER BY s.seq_in_session DESC LIMIT ",
+            )
+            .bind(SESSION_TEXT_SCAN)
+            .push(") scope CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = scope.id OFFSET 0) m WHERE ")
+            .push(&format!("{} @@ to_tsquery('english', ", text_vector("m")))
+            .bind(query.as_str())
+            .push(")");
+        close_branch(&mut sql)?;
+    }
+    sql.push(") found ORDER BY rank DESC, row_id DESC LIMIT ")
+        .bind(search.limit);
+    Ok(sql)
+}

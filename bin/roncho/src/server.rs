@@ -1,0 +1,460 @@
+//! The gRPC server: the chosen roles' services, health and reflection on one
+//! listener, stopped by a cancellation token.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use roncho_api::admission::{Admission, Limits, RateLimiter};
+use roncho_api::authz::Authorizer;
+use roncho_api::grpc::{
+    Authenticator, DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, Edge, EdgeLayer, GrpcDeriver,
+    GrpcDialectic, GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer,
+    RecallServiceServer,
+};
+use roncho_api::keys::{KeyIssuer, KeySet};
+use roncho_core::queue::WorkQueue;
+use roncho_core::store::Health;
+use roncho_store::SqlStore;
+use tokio::net::TcpListener;
+use tokio_util::sync::CancellationToken;
+use tonic::server::NamedService;
+use tonic_health::ServingStatus;
+
+use crate::config::Role;
+use crate::connections::{FirstBytes, GatedListener, serve_http};
+
+/// How often the TLS files are checked for changes.
+const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Largest request accepted: a 5 MiB upload plus its envelope.
+const MAX_REQUEST_BYTES: usize = 8 * 1024 * 1024;
+
+/// What the role services are built on.
+#[derive(Clone)]
+pub struct Services {
+    pub store: Arc<SqlStore>,
+    pub semantic: Option<roncho_search::Semantic>,
+    /// Nudges an in-process reconciler after writes.
+    pub after_write: Option<roncho_ingest::AfterWrite>,
+    /// Marks client writes in flight for the reconciler beside them.
+    pub write_activity: Option<Arc<roncho_core::activity::WriteActivity>>,
+    /// The background work queue (queue status; the workers' source).
+    pub queue: Option<Arc<dyn WorkQueue>>,
+    /// How the deriver works, reported by queue status.
+    pub derivation: roncho_deriver::Derivation,
+    /// The dialectic with its models; `None`: every level extractive.
+    pub dialectic: Option<roncho_dialectic::Dialectic>,
+    /// The dream model's id; `None`: ScheduleDream is FAILED_PRECONDITION.
+    pub dream_model: Option<String>,
+    /// How often readiness checks the store.
+    pub readiness_interval: std::time::Duration,
+    /// Where requests are counted and timed; `None`: nowhere.
+    pub metrics: Option<Arc<crate::metrics::Metrics>>,
+    /// What else the roles cannot work without (NATS for a consumer);
+    /// readiness follows them as it follows the store.
+    pub dependencies: Vec<Dependency>,
+    /// The secrets API keys are verified with; `None`: authentication is
+    /// off and every caller is admin.
+    pub keys: Option<Arc<KeySet>>,
+    /// TLS on the listener; `None`: plain text.
+    pub tls: Option<Arc<crate::tls::ReloadingTls>>,
+    /// A plain-text address that serves health checks alone.
+    pub health_listen: Option<std::net::SocketAddr>,
+    /// Where the Honcho v3 REST edge is served (bound already); `None`: nowhere.
+    pub rest_listener: Option<Arc<std::net::TcpListener>>,
+    /// Bounds on requests in flight and their duration.
+    pub admission: Admission,
+    /// Bounds on open connections and how long they may stay silent, on
+    /// every listener of the process.
+    pub connections: crate::connections::ConnectionGate,
+    /// Per-workspace rates of the metered calls.
+    pub rates: Arc<RateLimiter>,
+    /// Where uploaded PDFs are read; `None`: in this process.
+    pub pdf: Option<Arc<dyn roncho_core::files::PdfReader>>,
+    /// Webhook URLs may point at private addresses.
+    pub allow_private_webhooks: bool,
+    /// How long idempotency keys of writes are remembered.
+    pub idempotency_window: std::time::Duration,
+    /// Serve gRPC server reflection (the API's shape, to anyone).
+    pub reflection: bool,
+}
+
+/// A dependency readiness watches: its name and a check that says why it
+/// is down.
+#[derive(Clone)]
+pub struct Dependency {
+    pub name: &'static str,
+    pub check: Arc<dyn Fn() -> Result<(), String> + Send + Sync>,
+}
+
+impl Dependency {
+    /// The NATS connection of a process that consumes work from it.
+    pub fn nats(queue: roncho_nats::NatsWorkQueue) -> Self {
+        Self {
+            name: "NATS",
+            check: Arc::new(move || {
+                if queue.connected() {
+                    Ok(())
+                } else {
+                    Err("disconnected; reconnecting".to_owned())
+                }
+            }),
+        }
+    }
+}
+
+/// The health service name that only says the process is alive (liveness
+/// probes), whatever its dependencies do.
+pub const LIVENESS: &str = "liveness";
+/// The health service name that says the process can serve: its store
+/// answers and it is not draining (readiness probes; also `""`).
+pub const READINESS: &str = "readiness";
+
+impl Services {
+    /// Returns services over a store alone: full-text search, no reconciler.
+    pub fn store_only(store: Arc<SqlStore>) -> Self {
+        Self {
+            store,
+            semantic: None,
+            after_write: None,
+            write_activity: None,
+            queue: None,
+            derivation: roncho_deriver::Derivation {
+                observations: None,
+                summaries: None,
+            },
+            dialectic: None,
+            dream_model: None,
+            readiness_interval: std::time::Duration::from_secs(5),
+            metrics: None,
+            dependencies: Vec::new(),
+            keys: None,
+            tls: None,
+            health_listen: None,
+            rest_listener: None,
+            admission: Admission::new(Limits::default()),
+            connections: crate::connections::ConnectionGate::new(crate::connections::ConnectionLimits::default()),
+            rates: Arc::new(RateLimiter::default()),
+            pdf: None,
+            allow_private_webhooks: false,
+            idempotency_window: roncho_ingest::DEFAULT_IDEMPOTENCY_WINDOW,
+            reflection: true,
+        }
+    }
+}
+
+/// Serves the roles on `listener` until `shutdown` is cancelled, then lets
+/// in-flight requests finish.
+pub async fn run(
+    listener: TcpListener,
+    services: Services,
+    roles: &[Role],
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
+    let store = services.store.clone();
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    let reflection = || {
+        tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+    };
+    let (reflection_v1, reflection_v1alpha) = if services.reflection {
+        (Some(reflection().build_v1()?), Some(reflection().build_v1alpha()?))
+    } else {
+        (None, None)
+    };
+
+    let edge = Edge::new(Authorizer::new(store.clone()), services.rates.clone());
+    let mut served = Vec::new();
+    // Outermost first: every request is observed, then authenticated (a
+    // key's workspace has places of its own), then admitted.
+    let limits = services.admission.limits();
+    let mut router = tonic::transport::Server::builder()
+        // HTTP/2 bounds each connection's streams (twice what admission
+        // lets in: admission sheds the excess with a retry delay first, where
+        // HTTP/2 would make the client queue), drops peers that stopped
+        // answering, and makes clients reconnect now and then (renewed
+        // certificates and client CAs reach every connection).
+        .max_concurrent_streams(
+            u32::try_from(limits.max_in_flight_per_connection.saturating_mul(2)).unwrap_or(u32::MAX),
+        )
+        .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
+        .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
+        .max_connection_age(std::time::Duration::from_secs(3600))
+        .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
+        .layer(EdgeLayer::new(
+            services.admission.clone(),
+            Authenticator::new(services.keys.clone()),
+        ))
+        .add_service(health_service.clone())
+        .add_optional_service(reflection_v1)
+        .add_optional_service(reflection_v1alpha);
+    let mut rest = roncho_rest::Rest::new(edge.clone());
+    if roles.iter().any(|role| role.serves_api()) {
+        served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
+        let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
+        rest = rest.with_keys(issuer.clone());
+        router = router.add_service(KeyServiceServer::new(GrpcKeys::new(edge.clone(), issuer)));
+    }
+    for role in roles {
+        router = match role {
+            Role::Ingest => {
+                let mut ingest = roncho_ingest::Ingest::new(store.clone())
+                    .allowing_private_webhooks(services.allow_private_webhooks)
+                    .with_idempotency_window(services.idempotency_window);
+                if let Some(after_write) = &services.after_write {
+                    ingest = ingest.with_after_write(after_write.clone());
+                }
+                if let Some(activity) = &services.write_activity {
+                    ingest = ingest.with_activity(activity.clone());
+                }
+                if let Some(pdf) = &services.pdf {
+                    ingest = ingest.with_pdf_reader(pdf.clone());
+                }
+                served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
+                let ingest = Arc::new(ingest);
+                rest = rest.with_ingest(ingest.clone());
+                let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), ingest))
+                    .max_decoding_message_size(MAX_REQUEST_BYTES);
+                router.add_service(service)
+            }
+            Role::Recall => {
+                served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
+                let recall = Arc::new(roncho_recall::Recall::new(store.clone(), services.semantic.clone()));
+                rest = rest.with_recall(recall.clone());
+                router.add_service(RecallServiceServer::new(GrpcRecall::new(edge.clone(), recall)))
+            }
+            Role::Dialectic => {
+                served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
+                let dialectic = services.dialectic.clone().unwrap_or_else(|| {
+                    roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone())
+                });
+                let dialectic = Arc::new(dialectic);
+                rest = rest.with_dialectic(dialectic.clone());
+                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(edge.clone(), dialectic)))
+            }
+            Role::Deriver => {
+                served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
+                let deriver = Arc::new(roncho_deriver::Deriver::new(
+                    services.queue.clone(),
+                    services.derivation.clone(),
+                ));
+                rest = rest.with_deriver(deriver.clone());
+                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(edge.clone(), deriver)))
+            }
+            Role::Dreamer => {
+                served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
+                let dreamer = roncho_dreamer::Dreamer::new(
+                    services.store.clone(),
+                    services.queue.clone(),
+                    services.dream_model.clone(),
+                );
+                let dreamer = Arc::new(dreamer);
+                rest = rest.with_dreamer(dreamer.clone());
+                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(edge.clone(), dreamer)))
+            }
+            // The reconciler is a worker without a service of its own.
+            Role::Reconciler => router,
+        };
+    }
+    // Honcho serves every route at one address: where REST writes, it also
+    // answers queue status and schedules dreams itself (reading and writing
+    // the queue; the workers run in their own roles).
+    if roles.contains(&Role::Ingest) {
+        if !roles.contains(&Role::Deriver) {
+            rest = rest.with_deriver(Arc::new(roncho_deriver::Deriver::new(
+                services.queue.clone(),
+                services.derivation.clone(),
+            )));
+        }
+        if !roles.contains(&Role::Dreamer) {
+            rest = rest.with_dreamer(Arc::new(roncho_dreamer::Dreamer::new(
+                services.store.clone(),
+                services.queue.clone(),
+                services.dream_model.clone(),
+            )));
+        }
+    }
+    health_reporter
+        .set_service_status(LIVENESS, ServingStatus::Serving)
+        .await;
+    served.extend([READINESS, ""]);
+    for name in &served {
+        health_reporter.set_service_status(*name, ServingStatus::Serving).await;
+    }
+    tokio::spawn(watch_readiness(
+        store.clone(),
+        services.dependencies.clone(),
+        health_reporter.clone(),
+        served.clone(),
+        services.readiness_interval,
+        shutdown.clone(),
+    ));
+
+    if let Some(address) = services.health_listen {
+        let health_listener = TcpListener::bind(address)
+            .await
+            .with_context(|| format!("binding the health address {address}"))?;
+        tracing::info!(%address, "serving gRPC health checks in plain text");
+        let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
+        let stop = shutdown.clone();
+        let incoming = services
+            .connections
+            .incoming(health_listener, FirstBytes::Http2Preface, shutdown.clone());
+        tokio::spawn(async move {
+            if let Err(error) = health_only
+                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
+                .await
+            {
+                tracing::error!(%error, "the health server stopped");
+            }
+        });
+    }
+    if let Some(rest_listener) = &services.rest_listener {
+        let listener = rest_listener.try_clone().context("sharing the REST listener")?;
+        listener.set_nonblocking(true)?;
+        let listener = TcpListener::from_std(listener)?;
+        let address = listener.local_addr()?;
+        let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+        app = app
+            .clone()
+            .merge(mcp_routes(app, &services, !address.ip().is_loopback(), &shutdown));
+        if let Some(metrics) = &services.metrics {
+            app = app.merge(crate::metrics::router(metrics.clone()));
+        }
+        tracing::info!(
+            %address,
+            tls = services.tls.is_some(),
+            authentication = services.keys.is_some(),
+            "serving the Honcho v3 REST edge"
+        );
+        let stop = shutdown.clone();
+        let gate = services.connections.clone();
+        let header_timeout = gate.limits().header_timeout;
+        match &services.tls {
+            // The gRPC listener's certificate (and client CA), reloaded with it.
+            Some(tls) => {
+                let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
+                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
+            }
+            None => {
+                let listener = GatedListener::new(listener, gate);
+                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
+            }
+        }
+    }
+    let address = listener.local_addr()?;
+    tracing::info!(
+        %address,
+        roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
+        tls = services.tls.is_some(),
+        authentication = services.keys.is_some(),
+        "serving gRPC"
+    );
+    let drain = shutdown.clone();
+    let reporter = health_reporter.clone();
+    let stopping = async move {
+        drain.cancelled().await;
+        // Report NOT_SERVING first so load balancers stop sending new work.
+        for name in served {
+            reporter.set_service_status(name, ServingStatus::NotServing).await;
+        }
+        tracing::info!("shutting down: finishing in-flight requests");
+    };
+    // Every connection must send HTTP/2's preface within the handshake timeout.
+    match &services.tls {
+        Some(tls) => {
+            tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
+            let incoming = crate::tls::incoming(
+                listener,
+                tls.clone(),
+                services.connections.clone(),
+                FirstBytes::Http2Preface,
+                shutdown.clone(),
+            );
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+        None => {
+            let incoming = services
+                .connections
+                .incoming(listener, FirstBytes::Http2Preface, shutdown.clone());
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+    }
+    Ok(())
+}
+
+/// MCP over Streamable HTTP beside the REST edge, whose routes its tools
+/// call in process: `/mcp` (Honcho's tools) and `/mcp/memory` (the memory
+/// profile). With keys on, a request without a usable key is 401 before MCP.
+fn mcp_routes(rest: axum::Router, services: &Services, any_host: bool, stop: &CancellationToken) -> axum::Router {
+    use roncho_mcp::{Defaults, McpServer, Profile, Upstream};
+    let gate = services.keys.clone().map(|keys| {
+        let authenticator = Authenticator::new(Some(keys));
+        Arc::new(move |headers: &http::HeaderMap| {
+            authenticator
+                .authenticate(headers)
+                .map(drop)
+                .map_err(|error| format!("{error}; send `Authorization: Bearer <roncho key>`"))
+        }) as roncho_mcp::Gate
+    });
+    let upstream = Upstream::Local(rest);
+    [("/mcp", Profile::Honcho), ("/mcp/memory", Profile::Memory)]
+        .into_iter()
+        .fold(axum::Router::new(), |router, (path, profile)| {
+            let server = McpServer::new(upstream.clone(), profile, Defaults::default());
+            router.merge(roncho_mcp::http_router(
+                path,
+                server,
+                gate.clone(),
+                any_host,
+                stop.clone(),
+            ))
+        })
+}
+
+/// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING
+/// while the store does not answer within a few seconds or a dependency is
+/// down, and SERVING again when all are back; stops at shutdown (draining
+/// reports NOT_SERVING itself).
+async fn watch_readiness(
+    store: Arc<dyn Health>,
+    dependencies: Vec<Dependency>,
+    reporter: tonic_health::server::HealthReporter,
+    names: Vec<&'static str>,
+    interval: std::time::Duration,
+    shutdown: CancellationToken,
+) {
+    let mut ready = true;
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(interval) => {}
+        }
+        let check = tokio::time::timeout(std::time::Duration::from_secs(3), store.ping()).await;
+        let down = match check {
+            Ok(Ok(_)) => dependencies
+                .iter()
+                .find_map(|dependency| (dependency.check)().err().map(|error| (dependency.name, error))),
+            Ok(Err(error)) => Some(("the store", error.to_string())),
+            Err(_) => Some(("the store", "no answer within 3 s".to_owned())),
+        };
+        let now_ready = down.is_none();
+        if now_ready == ready || shutdown.is_cancelled() {
+            continue;
+        }
+        ready = now_ready;
+        match down {
+            None => tracing::info!("every dependency answers again: ready"),
+            Some((dependency, error)) => tracing::warn!(dependency, %error, "a dependency is down: not ready"),
+        }
+        let status = if ready {
+            ServingStatus::Serving
+        } else {
+            ServingStatus::NotServing
+        };
+        for name in &names {
+            reporter.set_service_status(*name, status).await;
+        }
+    }
+}

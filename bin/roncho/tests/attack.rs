@@ -1,0 +1,512 @@
+//! The fast parts of the attack suite (loadtests/run-attack.sh runs the
+//! rest against a release build): malformed protobuf on every RPC, webhook
+//! spellings of loopback, half-open connections on each listener, slow
+//! bodies from one workspace while another works, and a retry after an
+//! erasure.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use roncho::config::Role;
+use roncho::connections::{ConnectionGate, ConnectionLimits};
+use roncho_api::admission::{Admission, Limits};
+use roncho_api::keys::{Claims, KeySet};
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tonic::Code;
+use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
+
+mod support;
+
+const SECRET: &str = "attack-test-secret-of-at-least-thirty-two-bytes";
+
+/// A codec that sends and receives raw bytes: a client that sends what it likes.
+#[derive(Debug, Clone, Default)]
+struct Raw;
+
+impl Codec for Raw {
+    type Encode = Vec<u8>;
+    type Decode = Vec<u8>;
+    type Encoder = Raw;
+    type Decoder = Raw;
+
+    fn encoder(&mut self) -> Self::Encoder {
+        Raw
+    }
+
+    fn decoder(&mut self) -> Self::Decoder {
+        Raw
+    }
+}
+
+impl Encoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn encode(&mut self, item: Vec<u8>, buf: &mut EncodeBuf<'_>) -> Result<(), tonic::Status> {
+        use bytes::BufMut;
+        buf.put_slice(&item);
+        Ok(())
+    }
+}
+
+impl Decoder for Raw {
+    type Item = Vec<u8>;
+    type Error = tonic::Status;
+
+    fn decode(&mut self, buf: &mut DecodeBuf<'_>) -> Result<Option<Vec<u8>>, tonic::Status> {
+        use bytes::Buf;
+        Ok(Some(buf.copy_to_bytes(buf.remaining()).to_vec()))
+    }
+}
+
+/// Calls `path` with `body` as the request's bytes; returns the status code.
+async fn raw_call(channel: &tonic::transport::Channel, path: &str, body: Vec<u8>) -> Code {
+    let mut client = tonic::client::Grpc::new(channel.clone());
+    client.ready().await.unwrap();
+    let path = http::uri::PathAndQuery::try_from(path).unwrap();
+    match client.unary(tonic::Request::new(body), path, Raw).await {
+        Ok(_) => Code::Ok,
+        Err(status) => status.code(),
+    }
+}
+
+fn varint(mut value: usize, out: &mut Vec<u8>) {
+    loop {
+        let byte = (value & 0x7f) as u8;
+        value >>= 7;
+        if value == 0 {
+            out.push(byte);
+            return;
+        }
+        out.push(byte | 0x80);
+    }
+}
+
+fn varint_len(value: usize) -> usize {
+    let mut out = Vec::new();
+    varint(value, &mut out);
+    out.len()
+}
+
+/// GetOrCreateWorkspaceRequest { id: "w", metadata: a Struct nested `depth`
+/// levels deep ({"a": {"a": ...}}) }, written outside in from the lengths
+/// computed inside out (no recursion, no quadratic copying).
+fn nested_struct_request(depth: usize) -> Vec<u8> {
+    // Per level: Struct{fields: [Entry{key: "a", value: Value{struct_value: inner}}]}.
+    let mut structs = vec![0usize];
+    let mut headers = Vec::with_capacity(depth);
+    for level in 0..depth {
+        let inner = structs[level];
+        let value = 1 + varint_len(inner) + inner;
+        let entry = 3 + 1 + varint_len(value) + value;
+        structs.push(1 + varint_len(entry) + entry);
+        headers.push((entry, value, inner));
+    }
+    let mut out = vec![0x0a, 0x01, b'w', 0x12];
+    varint(structs[depth], &mut out);
+    for &(entry, value, inner) in headers.iter().rev() {
+        out.push(0x0a);
+        varint(entry, &mut out);
+        out.extend_from_slice(&[0x0a, 0x01, b'a', 0x12]);
+        varint(value, &mut out);
+        out.push(0x2a);
+        varint(inner, &mut out);
+    }
+    out
+}
+
+/// Every unary and server-streaming RPC of roncho.v1, as `/package.Service/Method`.
+fn every_rpc() -> Vec<String> {
+    use prost::Message;
+    let set = prost_types::FileDescriptorSet::decode(roncho_proto::FILE_DESCRIPTOR_SET).unwrap();
+    let mut paths = Vec::new();
+    for file in set.file {
+        for service in &file.service {
+            for method in &service.method {
+                if method.client_streaming() {
+                    continue;
+                }
+                paths.push(format!("/{}.{}/{}", file.package(), service.name(), method.name()));
+            }
+        }
+    }
+    paths
+}
+
+#[tokio::test]
+async fn malformed_protobuf_is_invalid_argument_on_every_rpc() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let served = support::serve(roncho::server::Services::store_only(store), &Role::ALL).await;
+
+    let deep = nested_struct_request(20_000);
+    assert_eq!(
+        raw_call(&served.channel, "/roncho.v1.IngestService/GetOrCreateWorkspace", deep).await,
+        Code::InvalidArgument,
+        "a Struct nested 20,000 levels"
+    );
+    let shallow = nested_struct_request(3);
+    assert_eq!(
+        raw_call(
+            &served.channel,
+            "/roncho.v1.IngestService/GetOrCreateWorkspace",
+            shallow
+        )
+        .await,
+        Code::Ok,
+        "the same encoding, three levels deep, is a valid request"
+    );
+    let rpcs = every_rpc();
+    assert!(rpcs.len() > 40, "{rpcs:?}");
+    let mut wrong = Vec::new();
+    for rpc in &rpcs {
+        // Field 1 said to be 5 bytes long, 1 sent; bytes that are not UTF-8
+        // in a string; a field number 0 (invalid).
+        for (what, body) in [
+            ("truncated", vec![0x0a, 0x05, b'a']),
+            ("bad UTF-8", vec![0x0a, 0x02, 0xff, 0xfe]),
+            ("field 0", vec![0x02, 0x00]),
+        ] {
+            let code = raw_call(&served.channel, rpc, body).await;
+            // Bad UTF-8 only fails where field 1 is a string.
+            if code != Code::InvalidArgument && !(what == "bad UTF-8" && code != Code::Internal) {
+                wrong.push(format!("{rpc} {what}: {code:?}"));
+            }
+        }
+    }
+    assert!(wrong.is_empty(), "not INVALID_ARGUMENT: {wrong:#?}");
+    served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn no_webhook_spelling_of_loopback_is_accepted() {
+    use roncho_proto::v1 as pb;
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let served = support::serve(roncho::server::Services::store_only(store), &Role::ALL).await;
+    let mut ingest = pb::ingest_service_client::IngestServiceClient::new(served.channel.clone());
+    let mut accepted = Vec::new();
+    for spelling in roncho_core::validate::LOOPBACK_WEBHOOK_SPELLINGS {
+        let url = spelling.replace("{port}", "9");
+        let created = ingest
+            .create_webhook(pb::CreateWebhookRequest {
+                workspace_id: "w".into(),
+                url: url.clone(),
+            })
+            .await;
+        match created {
+            Err(status) if status.code() == Code::InvalidArgument => {}
+            other => accepted.push(format!("{url:?}: {other:?}")),
+        }
+    }
+    assert!(accepted.is_empty(), "accepted: {accepted:#?}");
+    served.shutdown.cancel();
+}
+
+/// A server with keys, a REST listener and short limits.
+struct Guarded {
+    served: support::Served,
+    rest: std::net::SocketAddr,
+    gate: ConnectionGate,
+    keys: Arc<KeySet>,
+    _dir: tempfile::TempDir,
+}
+
+async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarded {
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let address = rest.local_addr().unwrap();
+    let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
+    let gate = ConnectionGate::new(connections);
+    let services = roncho::server::Services {
+        rest_listener: Some(Arc::new(rest)),
+        keys: Some(keys.clone()),
+        admission: Admission::new(limits),
+        connections: gate.clone(),
+        ..roncho::server::Services::store_only(store)
+    };
+    let served = support::serve(services, &Role::ALL).await;
+    Guarded {
+        served,
+        rest: address,
+        gate,
+        keys,
+        _dir: dir,
+    }
+}
+
+impl Guarded {
+    fn key(&self, workspace: Option<&str>) -> String {
+        self.keys.sign(&Claims {
+            ad: workspace.is_none().then_some(true),
+            w: workspace.map(str::to_owned),
+            ..Claims::default()
+        })
+    }
+
+    /// `method path` with a JSON body and a key; the status and reply.
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value, key: &str) -> (u16, Value) {
+        let response = reqwest::Client::new()
+            .request(method, format!("http://{}{path}", self.rest))
+            .bearer_auth(key)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn health(&self) -> u16 {
+        let client = reqwest::Client::builder()
+            .timeout(Duration::from_secs(2))
+            .build()
+            .unwrap();
+        match client.get(format!("http://{}/health", self.rest)).send().await {
+            Ok(response) => response.status().as_u16(),
+            Err(_) => 0,
+        }
+    }
+}
+
+/// Opens a connection from `source` (a loopback address of its own) to `to`.
+async fn connect_from(source: &str, to: std::net::SocketAddr) -> std::io::Result<TcpStream> {
+    let socket = tokio::net::TcpSocket::new_v4()?;
+    socket.bind(format!("{source}:0").parse().unwrap())?;
+    socket.connect(to).await
+}
+
+/// Whether the server closed `stream` within `wait` (EOF, a reset, or a reply then EOF).
+async fn closed_within(stream: &mut TcpStream, wait: Duration) -> bool {
+    let mut buf = [0u8; 1024];
+    let deadline = tokio::time::Instant::now() + wait;
+    loop {
+        match tokio::time::timeout_at(deadline, stream.read(&mut buf)).await {
+            Err(_) => return false,
+            Ok(Ok(0) | Err(_)) => return true,
+            Ok(Ok(_)) => {}
+        }
+    }
+}
+
+#[tokio::test]
+async fn half_open_connections_are_closed_and_leave_the_server_answering() {
+    // The flood fills the process's every place.
+    let server = guarded_server(
+        Limits::default(),
+        ConnectionLimits {
+            max_open: 300,
+            max_per_address: 300,
+            header_timeout: Duration::from_secs(3),
+            handshake_timeout: Duration::from_secs(3),
+        },
+    )
+    .await;
+    let admin = server.key(None);
+    let (status, _) = server
+        .send(reqwest::Method::POST, "/v3/workspaces", json!({"id": "w"}), &admin)
+        .await;
+    assert!(matches!(status, 200 | 201), "{status}");
+    // From another address than the checks': half a request head on REST,
+    // nothing and half a preface on gRPC.
+    let mut flood = Vec::new();
+    for index in 0..300 {
+        let (to, bytes): (_, &[u8]) = match index % 3 {
+            0 => (
+                server.rest,
+                b"POST /v3/workspaces HTTP/1.1\r\nHost: roncho\r\nContent-Ty",
+            ),
+            1 => (server.served.address, b""),
+            _ => (server.served.address, b"PRI * HTTP/2.0\r\n"),
+        };
+        let mut stream = connect_from("127.0.0.2", to).await.unwrap();
+        stream.write_all(bytes).await.unwrap();
+        flood.push(stream);
+    }
+    let stats = server.gate.stats();
+    for _ in 0..100 {
+        if stats.open() >= 300 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(stats.open(), 300, "the flood holds every place");
+    let evicted_before = stats.evicted();
+    // Everyone else is served meanwhile, on every listener: each new
+    // connection takes the place of a silent one.
+    assert_eq!(server.health().await, 200);
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/sessions/list",
+            json!({}),
+            &server.key(Some("w")),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let mut health = tonic_health::pb::health_client::HealthClient::new(server.served.channel.clone());
+    health
+        .check(tonic_health::pb::HealthCheckRequest::default())
+        .await
+        .unwrap();
+    // (A check that closed gives its place to the next: at least one took a silent one's.)
+    assert!(stats.evicted() > evicted_before, "{} evicted", stats.evicted());
+    assert_eq!((stats.refused_process(), stats.refused_address()), (0, 0));
+    // Every half-open connection is closed within the timeouts.
+    let mut open = 0;
+    for stream in &mut flood {
+        if !closed_within(stream, Duration::from_secs(5)).await {
+            open += 1;
+        }
+    }
+    assert_eq!(open, 0, "half-open connections still open");
+    drop(flood);
+    assert!(
+        stats.timed_out() + stats.evicted() >= 200,
+        "gRPC's silent connections: {} timed out, {} evicted",
+        stats.timed_out(),
+        stats.evicted()
+    );
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert!(stats.open() <= 2, "{} connections still counted", stats.open());
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn one_workspace_sending_slow_bodies_leaves_the_others_served() {
+    let server = guarded_server(
+        Limits {
+            max_in_flight_per_workspace: 8,
+            body_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+        ConnectionLimits::default(),
+    )
+    .await;
+    let admin = server.key(None);
+    for workspace in ["loud", "quiet"] {
+        let (status, _) = server
+            .send(
+                reqwest::Method::POST,
+                "/v3/workspaces",
+                json!({"id": workspace}),
+                &admin,
+            )
+            .await;
+        assert!(matches!(status, 200 | 201), "{status}");
+    }
+    let (loud, quiet) = (server.key(Some("loud")), server.key(Some("quiet")));
+    // 40 requests whose bodies never finish, with the loud workspace's key.
+    let mut slow = Vec::new();
+    for _ in 0..40 {
+        let mut stream = TcpStream::connect(server.rest).await.unwrap();
+        let head = format!(
+            "POST /v3/workspaces/loud/sessions/list HTTP/1.1\r\nHost: roncho\r\nAuthorization: Bearer {loud}\r\n\
+             Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{{"
+        );
+        stream.write_all(head.as_bytes()).await.unwrap();
+        slow.push(stream);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let list = |key: String, workspace: &'static str| {
+        let server = &server;
+        async move {
+            server
+                .send(
+                    reqwest::Method::POST,
+                    &format!("/v3/workspaces/{workspace}/sessions/list"),
+                    json!({}),
+                    &key,
+                )
+                .await
+                .0
+        }
+    };
+    assert_eq!(list(quiet.clone(), "quiet").await, 200, "another workspace is served");
+    assert_eq!(
+        list(loud.clone(), "loud").await,
+        429,
+        "the flooding workspace is at its limit"
+    );
+    // Its bodies time out after 2 s: 408, and its places come back.
+    let mut timed_out = 0;
+    for stream in &mut slow {
+        let mut reply = vec![0u8; 512];
+        let read = tokio::time::timeout(Duration::from_secs(5), stream.read(&mut reply)).await;
+        if let Ok(Ok(n)) = read
+            && String::from_utf8_lossy(&reply[..n]).starts_with("HTTP/1.1 408")
+        {
+            timed_out += 1;
+        }
+    }
+    assert_eq!(timed_out, 8, "the admitted slow bodies end 408 at the body timeout");
+    assert_eq!(list(loud, "loud").await, 200, "served again once its bodies timed out");
+    assert_eq!(list(quiet, "quiet").await, 200);
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_retry_after_an_erasure_writes_nothing() {
+    let server = guarded_server(Limits::default(), ConnectionLimits::default()).await;
+    let admin = server.key(None);
+    for (path, body) in [
+        ("/v3/workspaces", json!({"id": "w"})),
+        ("/v3/workspaces/w/sessions", json!({"id": "s"})),
+    ] {
+        let (status, _) = server.send(reqwest::Method::POST, path, body, &admin).await;
+        assert!(matches!(status, 200 | 201), "{path}: {status}");
+    }
+    let batch = json!({"messages": [
+        {"peer_id": "alice", "content": "my locker code is 4417"},
+        {"peer_id": "alice", "content": "see you at the gym"},
+    ]});
+    let post = || {
+        reqwest::Client::new()
+            .post(format!("http://{}/v3/workspaces/w/sessions/s/messages", server.rest))
+            .bearer_auth(&admin)
+            .header("Idempotency-Key", "batch-1")
+            .json(&batch)
+            .send()
+    };
+    let first: Vec<Value> = post().await.unwrap().json().await.unwrap();
+    assert_eq!(first.len(), 2);
+    let secret = first[0]["id"].as_str().unwrap();
+    let erased = reqwest::Client::new()
+        .delete(format!(
+            "http://{}/v3/workspaces/w/sessions/s/messages/{secret}",
+            server.rest
+        ))
+        .bearer_auth(&admin)
+        .send()
+        .await
+        .unwrap();
+    assert!(erased.status().is_success(), "{}", erased.status());
+    let again = post().await.unwrap();
+    assert!(again.status().is_success(), "{}", again.status());
+    let again: Vec<Value> = again.json().await.unwrap();
+    assert_eq!(again.len(), 1, "what is left: {again:?}");
+    assert_eq!(again[0]["content"], "see you at the gym");
+    let (_, page) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/sessions/s/messages/list",
+            json!({}),
+            &admin,
+        )
+        .await;
+    let contents: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        contents,
+        ["see you at the gym"],
+        "the session is as the erasure left it"
+    );
+    server.served.shutdown.cancel();
+}

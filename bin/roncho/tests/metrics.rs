@@ -1,0 +1,213 @@
+//! Prometheus metrics: RPCs by method and code with latency, queue depth by
+//! task type and state, vector sync state, LLM calls and tokens by model;
+//! served over HTTP at /metrics.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Json;
+use roncho::metrics::Metrics;
+use roncho::observe::ObservedLlm;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
+use serde_json::{Value, json};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// The value of the sample whose line starts with `series`.
+fn sample(text: &str, series: &str) -> Option<f64> {
+    text.lines()
+        .find(|line| line.starts_with(series))
+        .and_then(|line| line.rsplit(' ').next())
+        .and_then(|value| value.parse().ok())
+}
+
+#[tokio::test]
+async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let metrics = Arc::new(Metrics::new());
+    let dyn_store = store.clone();
+    let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let rest_address = rest.local_addr().unwrap();
+    let services = roncho::server::Services {
+        metrics: Some(metrics.clone()),
+        rest_listener: Some(Arc::new(rest)),
+        ..roncho::server::Services::store_only(dyn_store.clone())
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let address = listener.local_addr().unwrap();
+    let shutdown = CancellationToken::new();
+    let token = shutdown.clone();
+    tokio::spawn(async move { roncho::server::run(listener, services, &[roncho::config::Role::Ingest], token).await });
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    // A made-up method: answered UNIMPLEMENTED, counted as `unknown`, its
+    // name kept out of the labels.
+    let mut raw = tonic::client::Grpc::new(channel.clone());
+    raw.ready().await.unwrap();
+    let made_up = raw
+        .unary(
+            tonic::Request::new(pb::ListPeersRequest::default()),
+            http::uri::PathAndQuery::from_static("/roncho.v1.IngestService/MadeUpMethodName"),
+            tonic_prost::ProstCodec::<pb::ListPeersRequest, pb::ListPeersResponse>::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(made_up.code(), tonic::Code::Unimplemented);
+    let mut ingest = IngestServiceClient::new(channel);
+    for _ in 0..2 {
+        ingest
+            .get_or_create_workspace(pb::GetOrCreateWorkspaceRequest {
+                id: "w".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap();
+    }
+    ingest
+        .get_or_create_workspace(pb::GetOrCreateWorkspaceRequest {
+            id: "no spaces allowed".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    ingest
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            messages: vec![pb::MessageCreate {
+                peer_id: "alice".into(),
+                content: "I keep bees on my roof.".into(),
+                ..Default::default()
+            }],
+            idempotency_key: None,
+        })
+        .await
+        .unwrap();
+
+    // An LLM call through the metered wrapper.
+    let app = axum::Router::new().route(
+        "/v1/chat/completions",
+        axum::routing::post(|Json(_): Json<Value>| async {
+            Json(
+                json!({"choices": [{"index": 0, "message": {"role": "assistant", "content": "hi"}}],
+                        "usage": {"prompt_tokens": 12, "completion_tokens": 3}}),
+            )
+        }),
+    );
+    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let llm = ObservedLlm::wrap(
+        Arc::new(
+            roncho_llm::openai::OpenAiChat::new(roncho_llm::openai::OpenAiChatConfig::new(&base, "scripted")).unwrap(),
+        ),
+        Some(metrics.clone()),
+    );
+    llm.chat(&roncho_llm::ChatRequest {
+        messages: vec![roncho_llm::ChatMessage::new(roncho_llm::Role::User, "hello")],
+        max_tokens: 10,
+        ..Default::default()
+    })
+    .await
+    .unwrap();
+
+    // Served over HTTP, with the database gauges refreshed.
+    let metrics_listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let metrics_address = metrics_listener.local_addr().unwrap();
+    tokio::spawn(roncho::metrics::serve(
+        metrics_listener,
+        roncho::connections::ConnectionGate::new(roncho::connections::ConnectionLimits::default()),
+        metrics.clone(),
+        dyn_store,
+        Some(roncho_store::SqlWorkQueue::new(store.clone())),
+        Duration::from_secs(60),
+        shutdown.clone(),
+    ));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let response = get_metrics(metrics_address).await;
+    let text = response.split("\r\n\r\n").nth(1).unwrap_or_default();
+
+    let ok = sample(
+        text,
+        "roncho_rpc_requests_total{rpc=\"roncho.v1.IngestService/GetOrCreateWorkspace\",code=\"Ok\"}",
+    );
+    assert_eq!(ok, Some(2.0), "{text}");
+    assert!(!text.contains("MadeUpMethodName"), "{text}");
+    assert_eq!(
+        sample(
+            text,
+            "roncho_rpc_requests_total{rpc=\"unknown\",code=\"Unimplemented\"}"
+        ),
+        Some(1.0),
+        "{text}"
+    );
+    let invalid = sample(
+        text,
+        "roncho_rpc_requests_total{rpc=\"roncho.v1.IngestService/GetOrCreateWorkspace\",code=\"InvalidArgument\"}",
+    );
+    assert_eq!(invalid, Some(1.0), "{text}");
+    assert_eq!(
+        sample(
+            text,
+            "roncho_rpc_duration_seconds_count{rpc=\"roncho.v1.IngestService/GetOrCreateWorkspace\"}"
+        ),
+        Some(3.0)
+    );
+    assert_eq!(
+        sample(
+            text,
+            "roncho_queue_tasks{task_type=\"representation\",state=\"pending\"}"
+        ),
+        Some(1.0),
+        "alice's message waits for a deriver: {text}"
+    );
+    assert!(
+        sample(
+            text,
+            "roncho_queue_oldest_pending_age_seconds{task_type=\"representation\"}"
+        )
+        .is_some()
+    );
+    assert_eq!(
+        sample(text, "roncho_vector_sync_rows{kind=\"message\",state=\"pending\"}"),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            text,
+            "roncho_llm_calls_total{model=\"openai-compatible/scripted\",outcome=\"ok\"}"
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        sample(
+            text,
+            "roncho_llm_tokens_total{model=\"openai-compatible/scripted\",kind=\"input\"}"
+        ),
+        Some(12.0)
+    );
+
+    // And on the REST edge's port, as Honcho serves them on its API port.
+    let over_rest = get_metrics(rest_address).await;
+    assert!(
+        over_rest.contains("roncho_llm_calls_total{model=\"openai-compatible/scripted\",outcome=\"ok\"} 1"),
+        "{over_rest}"
+    );
+    shutdown.cancel();
+}
+
+/// `GET /metrics` at `address`; asserts a 200 and returns the whole response.
+async fn get_metrics(address: std::net::SocketAddr) -> String {
+    let mut connection = tokio::net::TcpStream::connect(address).await.unwrap();
+    connection
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: roncho\r\nConnection: close\r\n\r\n")
+        .await
+        .unwrap();
+    let mut response = String::new();
+    connection.read_to_string(&mut response).await.unwrap();
+    assert!(response.starts_with("HTTP/1.1 200"), "{response}");
+    response
+}

@@ -1,0 +1,225 @@
+//! In the distributed mode Qdrant ranks full text: once a message's vectors
+//! are synced, SearchMessages takes both candidate lists (BM25 over the
+//! sparse `text` vectors, and the nearest dense vectors) from one Qdrant
+//! request, and Postgres only looks up their rows and searches the newest
+//! messages Qdrant has not seen. On the real Postgres and the real Qdrant.
+//!
+//! What tells the rankers apart: after the sync, the test rewrites two rows
+//! behind roncho's back. A row whose words are gone from Postgres is still
+//! found by them (Qdrant indexed them); a row that gained words only in
+//! Postgres is not (Postgres did not rank the workspace). The same holds
+//! with the embedder down: Qdrant still ranks the query's words. A message
+//! written after the sync is found at once (the unsynced tail).
+
+use std::sync::Arc;
+
+use roncho::config::Role;
+use roncho::server::Services;
+use roncho_core::model::SyncKind;
+use roncho_core::store::SyncLedger;
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use tonic::transport::Channel;
+
+mod support;
+
+/// Postgres, a fresh Qdrant collection, a switchable test embedder (up), a
+/// reconciler and every role served over them.
+struct Setup {
+    database: roncho_store::testing::FreshDatabase,
+    store: Arc<roncho_store::SqlStore>,
+    qdrant: Arc<roncho_qdrant::QdrantVectorStore>,
+    embedder: Arc<roncho_embed::testing::SwitchableTestEmbedder>,
+    reconciler: Reconciler,
+    served: support::Served,
+}
+
+impl Setup {
+    async fn start(collection: &str) -> Option<Self> {
+        let (database, qdrant_url) = support::postgres_and_qdrant().await?;
+        let store = roncho_store::testing::open_migrated(&database.url).await;
+        let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
+        options.collection = format!("{collection}_{}", roncho_store::testing::unique_name());
+        let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+        let embedder = Arc::new(roncho_embed::testing::SwitchableTestEmbedder::down(64));
+        embedder.set_up(true);
+        let reconciler = Reconciler::new(
+            store.clone(),
+            embedder.clone(),
+            qdrant.clone(),
+            ReconcilerConfig::default(),
+        );
+        let dyn_store = store.clone();
+        let services = Services {
+            semantic: Some(roncho_search::Semantic {
+                embedder: embedder.clone(),
+                vectors: qdrant.clone(),
+            }),
+            ..Services::store_only(dyn_store)
+        };
+        let served = support::serve(services, &Role::ALL).await;
+        Some(Self {
+            database,
+            store,
+            qdrant,
+            embedder,
+            reconciler,
+            served,
+        })
+    }
+
+    async fn finish(self) {
+        self.served.shutdown.cancel();
+        self.qdrant.drop_collection().await.unwrap();
+        self.store.close().await;
+        self.database.drop_database().await;
+    }
+}
+
+async fn search(channel: &Channel, query: &str, limit: i32) -> pb::SearchMessagesResponse {
+    RecallServiceClient::new(channel.clone())
+        .search_messages(pb::SearchMessagesRequest {
+            workspace_id: "w".into(),
+            query: query.into(),
+            limit,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+}
+
+fn ids(found: &pb::SearchMessagesResponse) -> Vec<&str> {
+    found.messages.iter().map(|message| message.id.as_str()).collect()
+}
+
+#[tokio::test]
+async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail() {
+    let Some(setup) = Setup::start("ranking").await else {
+        return;
+    };
+
+    let kittens: Vec<String> = (0..20)
+        .map(|i| format!("The kitten number {i} sleeps on the sofa"))
+        .collect();
+    let fillers: Vec<String> = (0..30)
+        .map(|i| format!("Filler line {i} about weather and trains"))
+        .collect();
+    let mut texts: Vec<&str> = vec!["I still have to fill in my tax forms before the deadline."];
+    texts.extend(kittens.iter().map(String::as_str));
+    texts.extend(fillers.iter().map(String::as_str));
+    let created = support::write_as(&setup.served.channel, "alice", &texts).await;
+    let (taxes, first_kitten) = (&created[0], &created[1]);
+    setup.reconciler.pass().await.unwrap();
+
+    // Behind roncho's back: the tax line says "kitten" in Postgres only, and
+    // the first kitten line no longer says it there.
+    for (id, content) in [
+        (&taxes.id, "kitten kitten kitten kitten"),
+        (&first_kitten.id, "nothing to see"),
+    ] {
+        sqlx::query("UPDATE messages SET content = $1 WHERE public_id = $2")
+            .bind(content)
+            .bind(id.clone())
+            .execute(setup.store.pool())
+            .await
+            .unwrap();
+    }
+    let found = search(&setup.served.channel, "kitten", 20).await;
+    assert_eq!(found.mode, "hybrid", "{found:?}");
+    assert!(
+        ids(&found).contains(&first_kitten.id.as_str()),
+        "found by the words Qdrant indexed: {:?}",
+        ids(&found)
+    );
+    assert!(
+        !ids(&found).contains(&taxes.id.as_str()),
+        "words only Postgres has do not rank: {:?}",
+        ids(&found)
+    );
+    assert_eq!(found.messages.len(), 20);
+
+    // The embedder down: no query vector, and still Qdrant ranks the words.
+    setup.embedder.set_up(false);
+    let found = search(&setup.served.channel, "kitten", 20).await;
+    assert_eq!(found.mode, "full_text", "{found:?}");
+    assert!(
+        found.degraded_reason.contains("semantic search unavailable"),
+        "{found:?}"
+    );
+    assert!(ids(&found).contains(&first_kitten.id.as_str()), "{:?}", ids(&found));
+    assert!(!ids(&found).contains(&taxes.id.as_str()), "{:?}", ids(&found));
+    assert_eq!(found.messages.len(), 20);
+    setup.embedder.set_up(true);
+
+    // Written after the sync: not in Qdrant, found through the database's tail.
+    let fresh = support::write_as(&setup.served.channel, "alice", &["A zebra crossed the road"]).await;
+    assert_eq!(
+        setup.store.sync_counts(SyncKind::Message).await.unwrap().pending,
+        1,
+        "the new message is not synced yet"
+    );
+    let found = search(&setup.served.channel, "zebra", 5).await;
+    assert_eq!(ids(&found)[0], fresh[0].id, "{:?}", ids(&found));
+    setup.reconciler.pass().await.unwrap();
+    let found = search(&setup.served.channel, "zebra", 5).await;
+    assert_eq!(ids(&found)[0], fresh[0].id, "still first once Qdrant has it");
+
+    setup.finish().await;
+}
+
+/// Qdrant counts a word's IDF over the whole collection, every workspace of
+/// the deployment: a speaker's name, in each of their lexical texts
+/// (`speaker: text`) but rare elsewhere, would outrank the question's own
+/// words. The words of the peers a query names stay out of its lexical
+/// query; the named-peer list carries them.
+#[tokio::test]
+async fn a_named_peer_does_not_outweigh_the_question_in_a_shared_collection() {
+    let Some(setup) = Setup::start("names").await else {
+        return;
+    };
+
+    // Another workspace of the collection talks of trains all the time.
+    let trains: Vec<pb::MessageCreate> = (0..200)
+        .map(|i| pb::MessageCreate {
+            peer_id: "carol".into(),
+            content: format!("Train {i} left the station on time"),
+            ..Default::default()
+        })
+        .collect();
+    let mut ingest = roncho_proto::v1::ingest_service_client::IngestServiceClient::new(setup.served.channel.clone());
+    for batch in trains.chunks(100) {
+        ingest
+            .create_messages(pb::CreateMessagesRequest {
+                workspace_id: "x".into(),
+                session_id: "s".into(),
+                messages: batch.to_vec(),
+                idempotency_key: None,
+            })
+            .await
+            .unwrap();
+    }
+    support::write_as(
+        &setup.served.channel,
+        "bob",
+        &["Good morning", "I had pancakes", "The weather is nice", "See you later"],
+    )
+    .await;
+    let late = support::write_as(&setup.served.channel, "alice", &["The trains were late again today"]).await;
+    while setup.store.sync_counts(SyncKind::Message).await.unwrap().pending > 0 {
+        setup.reconciler.pass().await.unwrap();
+    }
+
+    // Words alone (no query vector), so the lexical list decides.
+    setup.embedder.set_up(false);
+    let found = search(&setup.served.channel, "What did Bob hear about trains?", 5).await;
+    assert_eq!(found.mode, "full_text", "{found:?}");
+    assert_eq!(
+        ids(&found),
+        [late[0].id.as_str()],
+        "the question's words rank, not the rare name: {found:?}"
+    );
+
+    setup.finish().await;
+}

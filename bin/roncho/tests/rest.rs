@@ -1,0 +1,1225 @@
+//! The Honcho v3 REST edge end to end, in process, over a real HTTP client:
+//! Honcho's statuses and shapes (201 on create and 200 on get, pages,
+//! `{"detail": ...}` errors, FastAPI's 422), its keys and their narrowest
+//! claim, and that REST and gRPC are one implementation: what one writes,
+//! the other reads the same.
+
+use std::sync::Arc;
+
+use roncho::config::Role;
+use roncho_api::keys::{Claims, KeySet};
+use roncho_proto::v1 as pb;
+use roncho_proto::v1::recall_service_client::RecallServiceClient;
+use serde_json::{Value, json};
+
+mod support;
+
+const SECRET: &str = "the-rest-edge-test-secret-of-32-bytes";
+
+struct Server {
+    base: String,
+    http: reqwest::Client,
+    served: support::Served,
+    keys: Option<Arc<KeySet>>,
+    store: Arc<roncho_store::SqlStore>,
+    _dir: tempfile::TempDir,
+}
+
+impl Server {
+    async fn start(authenticated: bool) -> Self {
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
+            .await
+            .unwrap();
+        roncho_store::migrate(&store).await.unwrap();
+        let store = Arc::new(store);
+        let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let base = format!("http://{}", rest.local_addr().unwrap());
+        let keys = authenticated.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
+        let services = roncho::server::Services {
+            rest_listener: Some(Arc::new(rest)),
+            keys: keys.clone(),
+            queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone()))),
+            ..roncho::server::Services::store_only(store.clone())
+        };
+        let served = support::serve(services, &Role::ALL).await;
+        Self {
+            base,
+            http: reqwest::Client::new(),
+            served,
+            keys,
+            store,
+            _dir: dir,
+        }
+    }
+
+    fn key(&self, claims: Claims) -> String {
+        self.keys.as_ref().expect("an authenticated server").sign(&claims)
+    }
+
+    /// Sends `method path` with `body` (none when `Value::Null`) and `key`;
+    /// returns the status and the JSON reply (`Null` when empty).
+    async fn send(&self, method: reqwest::Method, path: &str, body: Value, key: Option<&str>) -> (u16, Value) {
+        let mut request = self.http.request(method, format!("{}{path}", self.base));
+        if !body.is_null() {
+            request = request.json(&body);
+        }
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        let response = request.send().await.unwrap();
+        let status = response.status().as_u16();
+        let text = response.text().await.unwrap();
+        let value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or_else(|_| panic!("{path}: not JSON: {text}"))
+        };
+        (status, value)
+    }
+
+    async fn post(&self, path: &str, body: Value) -> (u16, Value) {
+        self.send(reqwest::Method::POST, path, body, None).await
+    }
+}
+
+fn ids(items: &Value) -> Vec<&str> {
+    items
+        .as_array()
+        .expect("a list")
+        .iter()
+        .map(|item| item["id"].as_str().unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn honchos_statuses_shapes_and_pages() {
+    let server = Server::start(false).await;
+    let (status, body) = server.send(reqwest::Method::GET, "/health", Value::Null, None).await;
+    assert_eq!((status, body), (200, json!({"status": "ok"})));
+
+    // Get-or-create: 201 when created, 200 when it existed, unchanged.
+    let (status, workspace) = server
+        .post("/v3/workspaces", json!({"id": "acme", "metadata": {"tier": "gold"}}))
+        .await;
+    assert_eq!(status, 201, "{workspace}");
+    assert_eq!(workspace["id"], "acme");
+    assert_eq!(workspace["metadata"], json!({"tier": "gold"}));
+    assert!(workspace["created_at"].as_str().unwrap().ends_with('Z'), "{workspace}");
+    let (status, again) = server.post("/v3/workspaces", json!({"id": "acme"})).await;
+    assert_eq!((status, &again["metadata"]), (200, &json!({"tier": "gold"})));
+
+    let (status, peer) = server.post("/v3/workspaces/acme/peers", json!({"id": "alice"})).await;
+    assert_eq!((status, peer["workspace_id"].as_str()), (201, Some("acme")));
+    assert_eq!(
+        server.post("/v3/workspaces/acme/peers", json!({"id": "alice"})).await.0,
+        200
+    );
+
+    let (status, session) = server
+        .post(
+            "/v3/workspaces/acme/sessions",
+            json!({"id": "chat-1", "peers": {"alice": {"observe_others": true}, "bob": {}}}),
+        )
+        .await;
+    assert_eq!((status, session["is_active"].as_bool()), (201, Some(true)), "{session}");
+
+    // Messages: 201 with the list; pages of Honcho's shape.
+    let batch: Vec<Value> = (0..5)
+        .map(|i| json!({"peer_id": if i % 2 == 0 { "alice" } else { "bob" }, "content": format!("message number {i} about sourdough")}))
+        .collect();
+    let (status, created) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages",
+            json!({"messages": batch}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created.as_array().unwrap().len(), 5);
+    assert!(created[0]["token_count"].as_i64().unwrap() > 0);
+    let (status, page) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages/list?page=2&size=2",
+            Value::Null,
+        )
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(
+        (&page["total"], &page["page"], &page["size"], &page["pages"]),
+        (&json!(5), &json!(2), &json!(2), &json!(3))
+    );
+    assert_eq!(
+        ids(&page["items"]),
+        [created[2]["id"].as_str().unwrap(), created[3]["id"].as_str().unwrap()]
+    );
+    let (status, reversed) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages/list?reverse=true&size=1",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, ids(&reversed["items"])),
+        (200, vec![created[4]["id"].as_str().unwrap()])
+    );
+    let one = created[1]["id"].as_str().unwrap();
+    let (status, message) = server
+        .send(
+            reqwest::Method::GET,
+            &format!("/v3/workspaces/acme/sessions/chat-1/messages/{one}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!((status, &message["content"]), (200, &created[1]["content"]));
+    let (status, updated) = server
+        .send(
+            reqwest::Method::PUT,
+            &format!("/v3/workspaces/acme/sessions/chat-1/messages/{one}"),
+            json!({"metadata": {"pinned": true}}),
+            None,
+        )
+        .await;
+    assert_eq!((status, &updated["metadata"]), (200, &json!({"pinned": true})));
+
+    // Session peers and their configuration.
+    let (status, members) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/acme/sessions/chat-1/peers",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!((status, ids(&members["items"])), (200, vec!["alice", "bob"]));
+    let config_path = "/v3/workspaces/acme/sessions/chat-1/peers/bob/config";
+    let (status, _) = server
+        .send(reqwest::Method::PUT, config_path, json!({"observe_me": false}), None)
+        .await;
+    assert_eq!(status, 204);
+    let (status, config) = server.send(reqwest::Method::GET, config_path, Value::Null, None).await;
+    assert_eq!((status, &config["observe_me"]), (200, &json!(false)));
+
+    // Search answers a bare list and says how it ran.
+    let response = server
+        .http
+        .post(format!("{}/v3/workspaces/acme/sessions/chat-1/search", server.base))
+        .json(&json!({"query": "sourdough", "limit": 3}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["x-roncho-search-mode"], "full_text");
+    assert!(response.headers().contains_key("x-roncho-degraded-reason"));
+    let found: Value = response.json().await.unwrap();
+    assert_eq!(found.as_array().unwrap().len(), 3);
+
+    // Errors: Honcho's statuses with `detail`; schema misfits in FastAPI's 422 shape.
+    let (status, missing) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/acme/sessions/chat-1/messages/no-such-message",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 404);
+    assert!(
+        missing["detail"].as_str().unwrap().contains("no-such-message"),
+        "{missing}"
+    );
+    let (status, invalid) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages",
+            json!({"messages": [{"content": "no author"}]}),
+        )
+        .await;
+    assert_eq!(status, 422);
+    assert_eq!(invalid["detail"][0]["type"], "missing");
+    assert_eq!(invalid["detail"][0]["loc"], json!(["body", "messages", 0, "peer_id"]));
+    let (status, bad_id) = server.post("/v3/workspaces", json!({"id": "no spaces allowed"})).await;
+    assert_eq!(status, 422);
+    assert!(bad_id["detail"].as_str().is_some(), "{bad_id}");
+    let (status, _) = server
+        .post("/v3/workspaces/acme/sessions/list?size=0", Value::Null)
+        .await;
+    assert_eq!(status, 422);
+
+    // Delete answers 202 and the session is gone from reads at once.
+    let (status, deleted) = server
+        .send(
+            reqwest::Method::DELETE,
+            "/v3/workspaces/acme/sessions/chat-1",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(
+        (status, deleted),
+        (202, json!({"message": "Session deleted successfully"}))
+    );
+    let (status, sessions) = server.post("/v3/workspaces/acme/sessions/list", Value::Null).await;
+    assert_eq!((status, &sessions["total"]), (200, &json!(0)), "{sessions}");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn rest_and_grpc_are_one_implementation() {
+    let server = Server::start(false).await;
+    let batch = json!({"messages": [
+        {"peer_id": "alice", "content": "I adopted a kitten from the shelter", "metadata": {"mood": "happy"}},
+        {"peer_id": "bob", "content": "What is its name?", "created_at": "2026-01-02T03:04:05.000006Z"},
+    ]});
+    let (status, created) = server.post("/v3/workspaces/w/sessions/s/messages", batch).await;
+    assert_eq!(status, 201, "{created}");
+    let listed = RecallServiceClient::new(server.served.channel.clone())
+        .list_messages(pb::ListMessagesRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let grpc_ids: Vec<&str> = listed.items.iter().map(|message| message.id.as_str()).collect();
+    assert_eq!(grpc_ids, ids(&created));
+    assert_eq!(created[1]["created_at"], "2026-01-02T03:04:05.000006Z");
+    assert_eq!(listed.items[0].content, "I adopted a kitten from the shelter");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn keys_reach_what_their_narrowest_claim_allows() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let (status, body) = server.post("/v3/workspaces", json!({"id": "w"})).await;
+    assert_eq!(status, 401, "no key");
+    assert!(body["detail"].as_str().unwrap().contains("no access token"), "{body}");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces",
+            json!({"id": "w"}),
+            Some("not-a-jwt"),
+        )
+        .await;
+    assert_eq!(status, 401, "a bad key");
+    assert_eq!(
+        server
+            .send(
+                reqwest::Method::POST,
+                "/v3/workspaces",
+                json!({"id": "w"}),
+                Some(&admin)
+            )
+            .await
+            .0,
+        201
+    );
+    let peer_key = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    // A peer key names its own peer when the body names none; another peer is out of reach.
+    let (status, own) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/peers",
+            json!({}),
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!((status, own["id"].as_str()), (201, Some("alice")), "{own}");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/peers",
+            json!({"id": "bob"}),
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "a peer key does not reach another peer");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/list",
+            Value::Null,
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "listing workspaces is for admin keys");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/other/peers/list",
+            Value::Null,
+            Some(&peer_key),
+        )
+        .await;
+    assert_eq!(status, 401, "another workspace");
+    let (status, page) = server
+        .send(reqwest::Method::POST, "/v3/workspaces/list", Value::Null, Some(&admin))
+        .await;
+    assert_eq!((status, ids(&page["items"])), (200, vec!["w"]));
+    // Keys minted over REST work over REST, by their narrowest claim.
+    let (status, minted) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=w&peer_id=carol&expires_at=2099-01-01T00:00:00",
+            Value::Null,
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 200, "{minted}");
+    let carol = minted["key"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/carol",
+            json!({}),
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 200, "a minted peer key reaches its peer");
+    let (status, _) = server
+        .send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/alice",
+            json!({}),
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 401, "and no other");
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=w",
+            Value::Null,
+            Some(carol),
+        )
+        .await;
+    assert_eq!(status, 401, "minting is for admin keys");
+    // Probes need no key.
+    assert_eq!(
+        server.send(reqwest::Method::GET, "/health", Value::Null, None).await.0,
+        200
+    );
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
+    let server = Server::start(false).await;
+    let put = |path: &'static str, body: Value| server.send(reqwest::Method::PUT, path, body, None);
+    let get = |path: &'static str| server.send(reqwest::Method::GET, path, Value::Null, None);
+    server
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}, "bob": {"observe_others": true}}}),
+        )
+        .await;
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": [{"peer_id": "alice", "content": "I keep bees on my roof"}]}),
+        )
+        .await;
+    assert_eq!(status, 201);
+
+    // Peer cards.
+    let (status, card) = put(
+        "/v3/workspaces/w/peers/bob/card?target=alice",
+        json!({"peer_card": ["Keeps bees"]}),
+    )
+    .await;
+    assert_eq!((status, card), (200, json!({"peer_card": ["Keeps bees"]})));
+    let (status, card) = get("/v3/workspaces/w/peers/bob/card?target=alice").await;
+    assert_eq!((status, card), (200, json!({"peer_card": ["Keeps bees"]})));
+
+    // Conclusions: 201, pages, representation, 204 on delete.
+    let (status, made) = server
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "Alice keeps bees", "observer_id": "bob", "observed_id": "alice", "session_id": "s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made[0]["level"], "explicit");
+    let (status, page) = server
+        .post(
+            "/v3/workspaces/w/conclusions/list",
+            json!({"filters": {"observer_id": "bob"}}),
+        )
+        .await;
+    assert_eq!((status, &page["total"]), (200, &json!(1)), "{page}");
+    let (status, representation) = server
+        .post("/v3/workspaces/w/peers/bob/representation", json!({"target": "alice"}))
+        .await;
+    assert_eq!(status, 200, "{representation}");
+    assert!(
+        representation["representation"]
+            .as_str()
+            .unwrap()
+            .contains("Alice keeps bees"),
+        "{representation}"
+    );
+    let (status, context) = get("/v3/workspaces/w/peers/bob/context?target=alice").await;
+    assert_eq!((status, &context["target_id"]), (200, &json!("alice")), "{context}");
+    assert_eq!(context["peer_card"], json!(["Keeps bees"]));
+    let (status, context) =
+        get("/v3/workspaces/w/sessions/s/context?tokens=2000&peer_target=alice&peer_perspective=bob").await;
+    assert_eq!(status, 200, "{context}");
+    assert_eq!(context["messages"][0]["content"], "I keep bees on my roof");
+    assert!(
+        context["peer_representation"].as_str().unwrap().contains("bees"),
+        "{context}"
+    );
+    let (status, summaries) = get("/v3/workspaces/w/sessions/s/summaries").await;
+    assert_eq!(
+        (status, summaries),
+        (200, json!({"id": "s", "short_summary": null, "long_summary": null}))
+    );
+    let conclusion = made[0]["id"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v3/workspaces/w/conclusions/{conclusion}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // Queue status: per-session counts, none when filtered by session.
+    let (status, queue) = get("/v3/workspaces/w/queue/status").await;
+    assert_eq!(status, 200, "{queue}");
+    assert!(queue["total_work_units"].as_i64().unwrap() >= 1, "{queue}");
+    assert!(queue["sessions"]["s"]["pending_work_units"].is_i64(), "{queue}");
+    let (status, queue) = get("/v3/workspaces/w/queue/status?session_id=s").await;
+    assert_eq!((status, &queue["sessions"]), (200, &Value::Null), "{queue}");
+
+    // Webhooks: 201 then 200, a page, a test event, 204 on delete.
+    let (status, endpoint) = server
+        .post(
+            "/v3/workspaces/w/webhooks",
+            json!({"url": "https://hooks.example.com/roncho"}),
+        )
+        .await;
+    assert_eq!(status, 201, "{endpoint}");
+    assert_eq!(
+        server
+            .post(
+                "/v3/workspaces/w/webhooks",
+                json!({"url": "https://hooks.example.com/roncho"})
+            )
+            .await
+            .0,
+        200
+    );
+    let (status, hooks) = get("/v3/workspaces/w/webhooks").await;
+    assert_eq!((status, &hooks["total"]), (200, &json!(1)));
+    let (status, tested) = get("/v3/workspaces/w/webhooks/test").await;
+    assert_eq!((status, tested), (200, Value::Null));
+    let (status, refused) = server
+        .post("/v3/workspaces/w/webhooks", json!({"url": "http://127.0.0.1:9/hook"}))
+        .await;
+    assert_eq!(status, 422, "a loopback webhook: {refused}");
+    let endpoint = endpoint["id"].as_str().unwrap();
+    let (status, _) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v3/workspaces/w/webhooks/{endpoint}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 204);
+
+    // Chat: JSON, and Honcho's server-sent events ending with done.
+    let (status, answer) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "What does alice keep?", "target": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(answer.get("content").is_some(), "{answer}");
+    let response = server
+        .http
+        .post(format!("{}/v3/workspaces/w/peers/bob/chat", server.base))
+        .json(&json!({"query": "What does alice keep?", "target": "alice", "stream": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    assert_eq!(response.headers()["content-type"], "text/event-stream");
+    let events = response.text().await.unwrap();
+    let last = events.trim_end().lines().last().unwrap();
+    assert_eq!(last, r#"data: {"done":true}"#, "{events}");
+    assert!(events.starts_with("data: {"), "{events}");
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "q", "response_format": {"type": "array"}}),
+        )
+        .await;
+    assert_eq!(status, 422, "a schema whose root is not an object");
+    let (status, _) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "q", "response_format": ["not", "an", "object"]}),
+        )
+        .await;
+    assert_eq!(status, 422);
+
+    // Dreams need a dream model (400 without, as Honcho's disabled dreams);
+    // keys need a server with a secret; a workspace with sessions is not deleted.
+    let (status, no_dreams) = server
+        .post(
+            "/v3/workspaces/w/schedule_dream",
+            json!({"observer": "bob", "observed": "alice"}),
+        )
+        .await;
+    assert_eq!(status, 400, "{no_dreams}");
+    assert!(no_dreams["detail"].is_string());
+    assert_eq!(server.post("/v3/keys?workspace_id=w", Value::Null).await.0, 405);
+    let (status, conflict) = server
+        .send(reqwest::Method::DELETE, "/v3/workspaces/w", Value::Null, None)
+        .await;
+    assert_eq!(status, 409, "{conflict}");
+    assert!(
+        conflict["detail"].as_str().unwrap().contains("active session"),
+        "{conflict}"
+    );
+    server
+        .send(
+            reqwest::Method::DELETE,
+            "/v3/workspaces/w/sessions/s",
+            Value::Null,
+            None,
+        )
+        .await;
+    let (status, deleted) = server
+        .send(reqwest::Method::DELETE, "/v3/workspaces/w", Value::Null, None)
+        .await;
+    assert_eq!(
+        (status, deleted),
+        (202, json!({"message": "Workspace deletion accepted"}))
+    );
+    server.served.shutdown.cancel();
+}
+
+/// A multipart form of `fields` and a `file` part, as the SDKs send uploads.
+fn multipart(fields: &[(&str, &str)], file: (&str, &str, &[u8])) -> (String, Vec<u8>) {
+    let boundary = "roncho-test-boundary-7d1f";
+    let mut body = Vec::new();
+    for (name, value) in fields {
+        body.extend_from_slice(
+            format!("--{boundary}\r\ncontent-disposition: form-data; name=\"{name}\"\r\n\r\n{value}\r\n").as_bytes(),
+        );
+    }
+    let (filename, content_type, bytes) = file;
+    body.extend_from_slice(
+        format!(
+            "--{boundary}\r\ncontent-disposition: form-data; name=\"file\"; filename=\"{filename}\"\r\ncontent-type: {content_type}\r\n\r\n"
+        )
+        .as_bytes(),
+    );
+    body.extend_from_slice(bytes);
+    body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), body)
+}
+
+#[tokio::test]
+async fn uploads_become_messages_with_honchos_refusals() {
+    let server = Server::start(false).await;
+    let upload = |fields: &[(&str, &str)], file: (&str, &str, &[u8])| {
+        let (content_type, body) = multipart(fields, file);
+        let request = server
+            .http
+            .post(format!("{}/v3/workspaces/w/sessions/s/messages/upload", server.base))
+            .header("content-type", content_type)
+            .body(body);
+        async move {
+            let response = request.send().await.unwrap();
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, messages) = upload(
+        &[("peer_id", "alice"), ("metadata", r#"{"source": "notes"}"#)],
+        ("notes.txt", "text/plain", b"Mochi the cat eats salmon."),
+    )
+    .await;
+    assert_eq!(status, 201, "{messages}");
+    assert_eq!(messages[0]["content"], "Mochi the cat eats salmon.");
+    assert_eq!(messages[0]["peer_id"], "alice");
+    assert_eq!(messages[0]["metadata"]["source"], "notes");
+    // JSON is re-serialised as Python's json.dumps writes it.
+    let (status, messages) = upload(
+        &[("peer_id", "alice")],
+        ("a.json", "application/json", br#"{"a":1,"b":[true,null]}"#),
+    )
+    .await;
+    assert_eq!(
+        (status, &messages[0]["content"]),
+        (201, &json!(r#"{"a": 1, "b": [true, null]}"#))
+    );
+    let (status, refused) = upload(&[("peer_id", "alice")], ("cat.png", "image/png", b"\x89PNG")).await;
+    assert_eq!(status, 415, "{refused}");
+    let big = vec![b'a'; 5 * 1024 * 1024 + 1];
+    let (status, refused) = upload(&[("peer_id", "alice")], ("big.txt", "text/plain", &big)).await;
+    assert_eq!(status, 413, "{refused}");
+    let (status, refused) = upload(
+        &[("peer_id", "alice"), ("metadata", "[1]")],
+        ("a.txt", "text/plain", b"x"),
+    )
+    .await;
+    assert_eq!(status, 422, "{refused}");
+    let (status, refused) = upload(&[], ("a.txt", "text/plain", b"x")).await;
+    assert_eq!(
+        (status, &refused["detail"][0]["loc"]),
+        (422, &json!(["body", "peer_id"]))
+    );
+    server.served.shutdown.cancel();
+}
+
+/// Where Honcho's OpenAPI document is on this machine, if anywhere.
+fn honcho_spec() -> Option<Value> {
+    let manifest = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    [
+        manifest.join("../../../shared/reference/honcho-v3-openapi.json"),
+        std::path::PathBuf::from("/work/shared/reference/honcho-v3-openapi.json"),
+    ]
+    .iter()
+    .find_map(|path| std::fs::read_to_string(path).ok())
+    .map(|text| serde_json::from_str(&text).unwrap())
+}
+
+#[tokio::test]
+async fn every_honcho_operation_is_routed_and_described() {
+    let fixture = include_str!("honcho-v3-operations.txt");
+    let operations: Vec<(String, String, String)> = fixture
+        .lines()
+        .filter(|line| !line.starts_with('#') && !line.trim().is_empty())
+        .map(|line| {
+            let parts: Vec<&str> = line.split_whitespace().collect();
+            (parts[0].to_owned(), parts[1].to_owned(), parts[2].to_owned())
+        })
+        .collect();
+    assert_eq!(operations.len(), 46);
+    if let Some(spec) = honcho_spec() {
+        let mut published: Vec<(String, String, String)> = Vec::new();
+        for (path, methods) in spec["paths"].as_object().unwrap() {
+            for (method, operation) in methods.as_object().unwrap() {
+                let id = operation["operationId"].as_str().unwrap().to_owned();
+                published.push((method.to_uppercase(), path.clone(), id));
+            }
+        }
+        let mut fixture_sorted = operations.clone();
+        published.sort();
+        fixture_sorted.sort();
+        assert_eq!(published, fixture_sorted, "the fixture is Honcho's published document");
+    }
+    // Honcho's scope routes (honcho-v3.md §2.2, routes 32–38) are not in its
+    // published document yet; they are served and described all the same.
+    let scope_routes = [
+        ("POST", "/v3/workspaces/{workspace_id}/scopes"),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/list"),
+        ("GET", "/v3/workspaces/{workspace_id}/scopes/{scope_id}"),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions"),
+        (
+            "DELETE",
+            "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/{session_id}",
+        ),
+        ("POST", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/list"),
+        ("GET", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status"),
+    ];
+    let server = Server::start(false).await;
+    let (status, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;
+    assert_eq!(status, 200);
+    let mut routes: Vec<(String, String, Option<String>)> = operations
+        .iter()
+        .map(|(method, path, id)| (method.clone(), path.clone(), Some(id.clone())))
+        .collect();
+    routes.extend(
+        scope_routes
+            .iter()
+            .map(|(method, path)| ((*method).to_owned(), (*path).to_owned(), None)),
+    );
+    for (method, path, operation_id) in &routes {
+        let described = &document["paths"][path][method.to_lowercase()]["operationId"];
+        match operation_id {
+            Some(id) => assert_eq!(described, id, "{method} {path} is not described by GET /docs"),
+            None => assert!(described.is_string(), "{method} {path} is not described by GET /docs"),
+        }
+        let concrete = path
+            .replace("{scope_id}", "team")
+            .replace("{workspace_id}", "w")
+            .replace("{peer_id}", "p")
+            .replace("{session_id}", "s")
+            .replace("{message_id}", "m")
+            .replace("{conclusion_id}", "c")
+            .replace("{endpoint_id}", "e");
+        assert!(
+            !concrete.contains('{'),
+            "{path} has a parameter this test does not fill"
+        );
+        let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let response = server
+            .http
+            .request(method.clone(), format!("{}{concrete}", server.base))
+            .send()
+            .await
+            .unwrap();
+        let status = response.status().as_u16();
+        let body = response.text().await.unwrap();
+        assert_ne!(status, 405, "{method} {path}: no handler for the method");
+        assert_ne!(
+            (status, body.as_str()),
+            (404, r#"{"detail":"Not Found"}"#),
+            "{method} {path}: no route"
+        );
+    }
+    let (status, body) = server
+        .send(reqwest::Method::GET, "/v3/no/such/route", Value::Null, None)
+        .await;
+    assert_eq!(
+        (status, body),
+        (404, json!({"detail": "Not Found"})),
+        "the fallback this test tells apart"
+    );
+    server.served.shutdown.cancel();
+}
+
+/// Scopes over REST (honcho-v3 §2.2, routes 32–38, and the `scope`
+/// options), with the deriver's worker draining the queue: a scope gathers
+/// what is said in its sessions, before (backfill) and after it joined,
+/// reads of it see only its sessions, it cannot be used as a peer, only a
+/// workspace key reaches it, and a session leaving takes its memory along.
+#[tokio::test]
+async fn scopes_gather_their_sessions_memory() {
+    use reqwest::Method;
+    use roncho_deriver::worker::{Worker, WorkerConfig};
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let send = |method: Method, path: &'static str, body: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move { server.send(method, path, body, Some(&admin)).await }
+    };
+    let store = server.store.clone();
+    let queue: Arc<dyn roncho_core::queue::WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(server.store.clone()));
+    let worker = Worker::new(store, queue, WorkerConfig::default());
+    let drain = || async { while worker.run_once().await.unwrap() {} };
+
+    // Two sessions with things said before any scope exists.
+    send(Method::POST, "/v3/workspaces", json!({"id": "w"})).await;
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "kitchen", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "garage", "peers": {"alice": {}, "bob": {}}}),
+    )
+    .await;
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/kitchen/messages",
+        json!({"messages": [
+            {"peer_id": "alice", "content": "I bake sourdough bread every Sunday."},
+            {"peer_id": "bob", "content": "I adopted a grey kitten named Mochi."}
+        ]}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/garage/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "My motorbike carburetor needs cleaning."}]}),
+    )
+    .await;
+    drain().await;
+
+    // Routes 32–34: get-or-create, list, get.
+    let (status, scope) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes",
+        json!({"id": "home", "metadata": {"room": "kitchen"}}),
+    )
+    .await;
+    assert_eq!(status, 201, "{scope}");
+    assert_eq!(
+        (scope["id"].as_str(), &scope["metadata"]),
+        (Some("home"), &json!({"room": "kitchen"}))
+    );
+    assert_eq!(
+        send(Method::POST, "/v3/workspaces/w/scopes", json!({"id": "home"}))
+            .await
+            .0,
+        200
+    );
+    send(Method::POST, "/v3/workspaces/w/scopes", json!({"id": "empty"})).await;
+    let (status, page) = send(Method::POST, "/v3/workspaces/w/scopes/list", Value::Null).await;
+    assert_eq!((status, ids(&page["items"])), (200, vec!["home", "empty"]));
+    let (status, got) = send(Method::GET, "/v3/workspaces/w/scopes/home", Value::Null).await;
+    assert_eq!((status, got["id"].as_str()), (200, Some("home")));
+    assert_eq!(
+        send(Method::GET, "/v3/workspaces/w/scopes/nope", Value::Null).await.0,
+        404
+    );
+    // A scope is not a participant: peer lists leave it out unless asked.
+    let (_, peers) = send(Method::POST, "/v3/workspaces/w/peers/list", Value::Null).await;
+    assert_eq!(ids(&peers["items"]), ["alice", "bob"]);
+    let (_, scopes) = send(Method::POST, "/v3/workspaces/w/peers/list", json!({"kind": "scope"})).await;
+    assert_eq!(ids(&scopes["items"]), ["scope.home", "scope.empty"]);
+    let (_, all) = send(Method::POST, "/v3/workspaces/w/peers/list", json!({"kind": "all"})).await;
+    assert_eq!(all["total"], 4);
+
+    // Route 35: a session joins; its backfill copies what was said there.
+    let (status, body) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/home/sessions",
+        json!({"session_ids": ["kitchen", "missing"]}),
+    )
+    .await;
+    assert_eq!(status, 404, "{body}");
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/home/sessions",
+        json!({"session_ids": ["kitchen"]}),
+    )
+    .await;
+    assert_eq!(status, 204);
+    let (_, pending) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    assert_eq!(pending["backfill_status"]["kitchen"]["state"], "pending", "{pending}");
+    drain().await;
+    let (status, done) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    let kitchen = &done["backfill_status"]["kitchen"];
+    assert_eq!((status, kitchen["state"].as_str()), (200, Some("completed")), "{done}");
+    assert!(kitchen["docs_copied"].as_i64().unwrap() >= 2, "{done}");
+    assert!(kitchen["updated_at"].as_str().unwrap().ends_with('Z'));
+    let (_, sessions) = send(Method::POST, "/v3/workspaces/w/scopes/home/sessions/list", Value::Null).await;
+    assert_eq!(ids(&sessions["items"]), ["kitchen"]);
+
+    // What is said after the scope joined reaches it through derivation.
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/kitchen/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "I keep my starter in the fridge."}]}),
+    )
+    .await;
+    send(
+        Method::POST,
+        "/v3/workspaces/w/sessions/garage/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "I ride the motorbike to work."}]}),
+    )
+    .await;
+    drain().await;
+    let representation = |scope: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move {
+            let (status, body) = server
+                .send(
+                    Method::POST,
+                    "/v3/workspaces/w/peers/alice/representation",
+                    json!({"scope": scope}),
+                    Some(&admin),
+                )
+                .await;
+            assert_eq!(status, 200, "{body}");
+            body["representation"].as_str().unwrap().to_owned()
+        }
+    };
+    let home = representation(json!("home")).await;
+    assert!(home.contains("sourdough") && home.contains("starter"), "{home}");
+    assert!(!home.contains("motorbike"), "the garage is not in the scope: {home}");
+    // A list of scopes reads alice's own memory, limited to their sessions.
+    let union = representation(json!(["home", "empty"])).await;
+    assert!(union.contains("sourdough") && !union.contains("motorbike"), "{union}");
+    assert_eq!(representation(json!(["empty", "empty"])).await, "");
+
+    // Search within a scope's sessions; a scope without sessions finds nothing.
+    let search = |body: Value| {
+        let server = &server;
+        let admin = admin.clone();
+        async move {
+            server
+                .send(Method::POST, "/v3/workspaces/w/search", body, Some(&admin))
+                .await
+        }
+    };
+    let (status, found) = search(json!({"query": "motorbike sourdough", "scope": "home"})).await;
+    assert_eq!(status, 200, "{found}");
+    let sessions: Vec<&str> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["session_id"].as_str().unwrap())
+        .collect();
+    assert!(
+        !sessions.is_empty() && sessions.iter().all(|s| *s == "kitchen"),
+        "{found}"
+    );
+    let (_, nothing) = search(json!({"query": "motorbike", "scope": ["empty"]})).await;
+    assert_eq!(nothing, json!([]));
+    let (status, body) = search(json!({"query": "x", "scope": "home", "filters": {"session_id": "garage"}})).await;
+    assert_eq!(status, 422, "scope and a session filter: {body}");
+
+    // Context and chat read the scope's memory.
+    let (status, context) = send(
+        Method::GET,
+        "/v3/workspaces/w/sessions/kitchen/context?peer_target=alice&scope=home",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 200, "{context}");
+    assert!(
+        context["peer_representation"].as_str().unwrap().contains("sourdough"),
+        "{context}"
+    );
+    let (status, _) = send(
+        Method::GET,
+        "/v3/workspaces/w/sessions/kitchen/context?scope=home",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 422, "a scope needs peer_target");
+    let (status, answer) = send(
+        Method::POST,
+        "/v3/workspaces/w/peers/alice/chat",
+        json!({"query": "What does alice bake?", "scope": "home"}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["content"].as_str().unwrap_or_default().contains("sourdough"),
+        "{answer}"
+    );
+
+    // A scope is never a participant.
+    for (method, path, body) in [
+        (Method::POST, "/v3/workspaces/w/peers", json!({"id": "scope.home"})),
+        (
+            Method::POST,
+            "/v3/workspaces/w/sessions/kitchen/messages",
+            json!({"messages": [{"peer_id": "scope.home", "content": "hi"}]}),
+        ),
+        (
+            Method::DELETE,
+            "/v3/workspaces/w/sessions/kitchen/peers",
+            json!(["scope.home"]),
+        ),
+        (
+            Method::POST,
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "x", "observer_id": "alice", "observed_id": "scope.home"}]}),
+        ),
+        (
+            Method::POST,
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "who?", "target": "scope.home"}),
+        ),
+    ] {
+        let (status, body) = server.send(method, path, body, Some(&admin)).await;
+        assert_eq!(status, 422, "{path}: {body}");
+    }
+
+    // Scopes are the workspace's: a peer key reaches neither the routes nor the option.
+    let alice = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let workspace = server.key(Claims {
+        w: Some("w".into()),
+        ..Claims::default()
+    });
+    assert_eq!(
+        server
+            .send(Method::POST, "/v3/workspaces/w/scopes/list", Value::Null, Some(&alice))
+            .await
+            .0,
+        401
+    );
+    let scoped = json!({"scope": "home"});
+    let path = "/v3/workspaces/w/peers/alice/representation";
+    assert_eq!(
+        server.send(Method::POST, path, scoped.clone(), Some(&alice)).await.0,
+        401
+    );
+    assert_eq!(server.send(Method::POST, path, json!({}), Some(&alice)).await.0, 200);
+    assert_eq!(server.send(Method::POST, path, scoped, Some(&workspace)).await.0, 200);
+
+    // gRPC sees the same scopes.
+    let mut request = tonic::Request::new(pb::ListScopesRequest {
+        workspace_id: "w".into(),
+        ..Default::default()
+    });
+    request
+        .metadata_mut()
+        .insert("authorization", format!("Bearer {admin}").parse().unwrap());
+    let listed = RecallServiceClient::new(server.served.channel.clone())
+        .list_scopes(request)
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        listed.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["home", "empty"]
+    );
+
+    // A session created into a scope (got or created) joins it.
+    let (status, _) = send(
+        Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "porch", "scopes": ["home", "outdoors"]}),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (_, outdoors) = send(
+        Method::POST,
+        "/v3/workspaces/w/scopes/outdoors/sessions/list",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(ids(&outdoors["items"]), ["porch"]);
+
+    // Route 36: the kitchen leaves the scope, and what the scope learned there goes.
+    let (status, _) = send(
+        Method::DELETE,
+        "/v3/workspaces/w/scopes/home/sessions/kitchen",
+        Value::Null,
+    )
+    .await;
+    assert_eq!(status, 204);
+    assert_eq!(representation(json!("home")).await, "");
+    let (_, status_after) = send(Method::GET, "/v3/workspaces/w/scopes/home/status", Value::Null).await;
+    assert!(
+        status_after["backfill_status"].get("kitchen").is_none(),
+        "{status_after}"
+    );
+    assert_eq!(
+        send(
+            Method::DELETE,
+            "/v3/workspaces/w/scopes/home/sessions/kitchen",
+            Value::Null
+        )
+        .await
+        .0,
+        404
+    );
+    // What alice said is hers still.
+    assert!(
+        server
+            .send(
+                Method::POST,
+                "/v3/workspaces/w/peers/alice/representation",
+                json!({}),
+                Some(&admin)
+            )
+            .await
+            .1["representation"]
+            .as_str()
+            .unwrap()
+            .contains("sourdough")
+    );
+}
+
+/// roncho's own routes beside Honcho's: a message deleted with its receipt,
+/// the receipt read back, and both refused to a key that may not.
+#[tokio::test]
+async fn messages_are_erased_with_a_receipt() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let batch = json!({"messages": [
+        {"peer_id": "alice", "content": "my old address is 12 Elm Street"},
+        {"peer_id": "alice", "content": "I moved last year"},
+    ]});
+    let (status, created) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/sessions/s/messages",
+            batch,
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let id = created[0]["id"].as_str().unwrap();
+    let path = format!("/v3/workspaces/w/sessions/s/messages/{id}");
+
+    let peer = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let (status, refused) = server
+        .send(reqwest::Method::DELETE, &path, Value::Null, Some(&peer))
+        .await;
+    // Honcho answers a key that does not reach a resource 401, with the reason.
+    assert_eq!(status, 401, "a peer key may not delete messages: {refused}");
+    assert!(
+        refused["detail"].as_str().unwrap().contains("permission denied"),
+        "{refused}"
+    );
+
+    let (status, receipt) = server
+        .send(reqwest::Method::DELETE, &path, Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 202, "{receipt}");
+    assert_eq!(
+        receipt["scope"],
+        json!({"kind": "message", "session_id": "s", "message_id": id})
+    );
+    assert_eq!(receipt["counts"]["messages"], 1, "{receipt}");
+    let (status, gone) = server
+        .send(reqwest::Method::GET, &path, Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 404, "{gone}");
+
+    let (_, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;
+    for (method, path, operation) in roncho_rest::routes::EXTENSIONS {
+        assert_eq!(
+            document["paths"][path][method]["operationId"], *operation,
+            "GET /docs describes {path}"
+        );
+    }
+
+    let receipt_path = format!("/v3/workspaces/w/erasures/{}", receipt["id"].as_str().unwrap());
+    let (status, read) = server
+        .send(reqwest::Method::GET, &receipt_path, Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 200, "{read}");
+    assert_eq!(read["id"], receipt["id"]);
+    assert!(matches!(read["state"].as_str(), Some("running" | "complete")), "{read}");
+    let (status, _) = server
+        .send(reqwest::Method::GET, &receipt_path, Value::Null, Some(&peer))
+        .await;
+    assert_eq!(status, 401, "a peer key may not read receipts");
+    let (status, missing) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/erasures/nope",
+            Value::Null,
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 404, "{missing}");
+    server.served.shutdown.cancel();
+}

@@ -1,0 +1,342 @@
+//! The authorization table: what each call needs of the caller's key,
+//! decided here once for every edge (gRPC today; REST and MCP reuse it).
+//!
+//! Every request names its target in [`Need`]s; a key passes when it meets
+//! all of them. Admin keys meet every need. A scoped key never leaves its
+//! workspace, and then by its narrowest claim (honcho-v3 §2.0):
+//!
+//! | need | workspace key | peer key `p` | session key `s` |
+//! |---|---|---|---|
+//! | `Admin` | no | no | no |
+//! | `Workspace` | yes | no | no |
+//! | `Peer(x)` | yes | x = p | no |
+//! | `Session(x)` | yes | no | x = s |
+//! | `SessionRead(x)` | yes | p an active member of x | x = s |
+//! | `ActsAs(x)` | yes | x = p | yes |
+//!
+//! A denial names the key and what it lacks, never whether the target
+//! exists: membership is looked up only for peer keys, and a missing
+//! session reads as "not a member".
+
+use std::sync::Arc;
+
+use roncho_core::store::Workspaces;
+use roncho_core::{Caller, Error, Result};
+
+use crate::admission::{Rate, RateClass};
+
+/// What a call needs of the caller's key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Need<'a> {
+    /// An admin key.
+    Admin,
+    /// The whole workspace.
+    Workspace(&'a str),
+    /// A peer's own memory and settings: `(workspace, peer)`.
+    Peer(&'a str, &'a str),
+    /// A session's writes: `(workspace, session)`.
+    Session(&'a str, &'a str),
+    /// A session's reads, open to its members' peer keys: `(workspace, session)`.
+    SessionRead(&'a str, &'a str),
+    /// Acting as (observing from) a peer: `(workspace, peer)`; only peer keys are held to it.
+    ActsAs(&'a str, &'a str),
+}
+
+impl<'a> Need<'a> {
+    fn workspace(self) -> Option<&'a str> {
+        match self {
+            Need::Admin => None,
+            Need::Workspace(workspace)
+            | Need::Peer(workspace, _)
+            | Need::Session(workspace, _)
+            | Need::SessionRead(workspace, _)
+            | Need::ActsAs(workspace, _) => Some(workspace),
+        }
+    }
+}
+
+/// A request that says what it needs of the caller's key, and what it costs.
+pub trait Authorize {
+    /// Returns the needs; a malformed request may fail here (`INVALID_ARGUMENT`).
+    fn needs(&self) -> Result<Vec<Need<'_>>>;
+
+    /// Returns the workspace buckets the call draws on, when it is metered.
+    fn rates(&self) -> Vec<Rate<'_>> {
+        Vec::new()
+    }
+}
+
+/// Decides whether a caller may make a request.
+#[derive(Clone)]
+pub struct Authorizer {
+    store: Arc<dyn Workspaces>,
+}
+
+impl std::fmt::Debug for Authorizer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.debug_struct("Authorizer").finish_non_exhaustive()
+    }
+}
+
+impl Authorizer {
+    /// Returns the authorizer; `store` answers which sessions a peer belongs to.
+    pub fn new(store: Arc<dyn Workspaces>) -> Self {
+        Self { store }
+    }
+
+    /// Returns `PERMISSION_DENIED` unless `caller` meets every need of `request`.
+    pub async fn check(&self, caller: &Caller, request: &(dyn Authorize + Sync)) -> Result<()> {
+        let needs = request.needs()?;
+        if caller.is_admin() {
+            return Ok(());
+        }
+        if needs.is_empty() {
+            return Err(Error::Internal("a request without authorization needs".into()));
+        }
+        for need in needs {
+            self.check_need(caller, need).await?;
+        }
+        Ok(())
+    }
+
+    async fn check_need(&self, caller: &Caller, need: Need<'_>) -> Result<()> {
+        let denied = |what: String| Err(Error::PermissionDenied(format!("a {caller} does not reach {what}")));
+        let Some(workspace) = need.workspace() else {
+            return denied("admin operations".into());
+        };
+        if caller.workspace() != Some(workspace) {
+            return denied(format!("workspace `{workspace}`"));
+        }
+        match (caller, need) {
+            (Caller::Workspace { .. }, _) => Ok(()),
+            (Caller::Peer { peer, .. }, Need::Peer(_, target) | Need::ActsAs(_, target)) => {
+                if peer == target {
+                    Ok(())
+                } else {
+                    denied(format!("peer `{target}`"))
+                }
+            }
+            (Caller::Peer { peer, .. }, Need::SessionRead(_, session)) => {
+                match self.store.get_session_peer_config(workspace, session, peer).await {
+                    Ok(_) => Ok(()),
+                    Err(Error::NotFound { .. }) => denied(format!("session `{session}` (not a member)")),
+                    Err(error) => Err(error),
+                }
+            }
+            (Caller::Session { session, .. }, Need::Session(_, target) | Need::SessionRead(_, target)) => {
+                if session == target {
+                    Ok(())
+                } else {
+                    denied(format!("session `{target}`"))
+                }
+            }
+            (Caller::Session { .. }, Need::ActsAs(..)) => Ok(()),
+            (_, Need::Workspace(_)) => denied(format!("the whole of workspace `{workspace}`")),
+            (_, Need::Peer(_, target)) => denied(format!("peer `{target}`")),
+            (_, Need::Session(_, target)) => denied(format!("writes to session `{target}`")),
+            (_, Need::Admin | Need::SessionRead(..) | Need::ActsAs(..)) => denied("this operation".into()),
+        }
+    }
+}
+
+/// `need`, and the whole workspace when the call reads scopes (Honcho's
+/// `scope` options take a workspace key).
+fn scoped<'a>(workspace: &'a str, scopes: &[String], need: Need<'a>) -> Vec<Need<'a>> {
+    if scopes.is_empty() {
+        vec![need]
+    } else {
+        vec![need, Need::Workspace(workspace)]
+    }
+}
+
+/// Requests that need one thing named by their fields.
+macro_rules! needs {
+    ($($request:path => |$r:ident| $needs:expr;)*) => {$(
+        impl Authorize for $request {
+            fn needs(&self) -> Result<Vec<Need<'_>>> {
+                let $r = self;
+                Ok($needs)
+            }
+        }
+    )*};
+}
+
+use roncho_dialectic::Chat;
+use roncho_ingest as ingest;
+use roncho_recall as recall;
+use serde_json::Value;
+
+needs! {
+    ingest::GetOrCreateWorkspace => |r| vec![Need::Workspace(&r.id)];
+    ingest::UpdateWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::DeleteWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::GetOrCreatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.id)];
+    ingest::UpdatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    ingest::DeletePeer => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::GetOrCreateSession => |r| vec![Need::Session(&r.workspace_id, &r.id)];
+    ingest::UpdateSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::DeleteSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::RemoveSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::SetSessionPeerConfig => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::UpdateMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::DeleteMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::CreateConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::DeleteConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::DeleteWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::TestWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListWorkspaces => |_r| vec![Need::Admin];
+    recall::GetErasureReceipt => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListPeers => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListSessions => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListPeerSessions => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    recall::ListSessionPeers => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
+    recall::GetSessionPeerConfig => |r| vec![
+        Need::SessionRead(&r.workspace_id, &r.session_id),
+        Need::ActsAs(&r.workspace_id, &r.peer_id),
+    ];
+    recall::ListMessages => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
+    recall::GetMessage => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
+    recall::GetSessionSummaries => |r| vec![Need::SessionRead(&r.workspace_id, &r.session_id)];
+    recall::GetPeerContext => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    // A scope's memory is the workspace's to read.
+    recall::GetRepresentation => |r| scoped(&r.workspace_id, &r.scopes, Need::Peer(&r.workspace_id, &r.peer_id));
+    recall::GetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    recall::ListConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::AddScopeSessions => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::ListScopes => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::GetScope => |r| vec![Need::Workspace(&r.workspace_id)];
+    roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
+    roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
+    crate::keys::CreateKey => |_r| vec![Need::Admin];
+}
+
+/// Requests that draw on their workspace's buckets: their needs and their
+/// costs, by class.
+macro_rules! metered {
+    ($($request:path => |$r:ident| $needs:expr, [$($class:ident: $cost:expr),+];)*) => {$(
+        impl Authorize for $request {
+            fn needs(&self) -> Result<Vec<Need<'_>>> {
+                let $r = self;
+                Ok($needs)
+            }
+
+            fn rates(&self) -> Vec<Rate<'_>> {
+                let $r = self;
+                vec![$(Rate {
+                    class: RateClass::$class,
+                    workspace: &$r.workspace_id,
+                    cost: $cost,
+                }),+]
+            }
+        }
+    )*};
+}
+
+/// The messages an upload may become, charged before it is read: its size
+/// in message-sized chunks, or for a PDF (whose text can be far larger than
+/// the file) as many as any upload may become.
+fn upload_messages(upload: &ingest::UploadFile) -> u32 {
+    use roncho_core::files::MAX_FILE_TEXT_CHARS;
+    use roncho_core::validate::MAX_MESSAGE_CHARS;
+    let chars = if roncho_core::files::is_pdf(&upload.content_type) {
+        MAX_FILE_TEXT_CHARS
+    } else {
+        upload.file.len().min(MAX_FILE_TEXT_CHARS)
+    };
+    u32::try_from(chars.div_ceil(MAX_MESSAGE_CHARS).max(1)).unwrap_or(u32::MAX)
+}
+
+metered! {
+    ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+        [Messages: u32::try_from(r.messages.len()).unwrap_or(u32::MAX)];
+    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+        [Uploads: 1, Messages: upload_messages(r)];
+    ingest::CloneSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Clones: 1];
+    roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], [Dreams: 1];
+}
+
+impl Authorize for recall::SearchMessages {
+    /// A session's search is a session read; a peer's, that peer's; else the workspace's.
+    fn needs(&self) -> Result<Vec<Need<'_>>> {
+        let workspace = self.workspace_id.as_str();
+        let mut needs = vec![match (&self.session_id, &self.peer_id) {
+            (Some(session), _) => Need::SessionRead(workspace, session),
+            (None, Some(peer)) => Need::Peer(workspace, peer),
+            (None, None) => Need::Workspace(workspace),
+        }];
+        if let Some(perspective) = self.peer_perspective() {
+            needs.push(Need::ActsAs(workspace, perspective));
+        }
+        if !self.scopes.is_empty() {
+            needs.push(Need::Workspace(workspace));
+        }
+        Ok(needs)
+    }
+}
+
+impl Authorize for recall::GetSessionContext {
+    /// A session read; with a target, the observer's memory too: only the
+    /// listed sessions' part of it (each a session read), or, unlimited, the
+    /// observer's whole memory (a peer need).
+    fn needs(&self) -> Result<Vec<Need<'_>>> {
+        let workspace = self.workspace_id.as_str();
+        let mut needs = vec![Need::SessionRead(workspace, &self.session_id)];
+        if self.scope.is_some() {
+            // A scope's memory is the workspace's to read.
+            needs.push(Need::Workspace(workspace));
+        } else if let Some(observer) = self.observer() {
+            match self.memory_sessions() {
+                Some(sessions) => {
+                    needs.push(Need::ActsAs(workspace, observer));
+                    needs.extend(
+                        sessions
+                            .into_iter()
+                            .map(|session| Need::SessionRead(workspace, session)),
+                    );
+                }
+                None => needs.push(Need::Peer(workspace, observer)),
+            }
+        }
+        Ok(needs)
+    }
+}
+
+impl Authorize for Chat {
+    fn rates(&self) -> Vec<Rate<'_>> {
+        vec![Rate {
+            class: RateClass::Chat,
+            workspace: &self.workspace_id,
+            cost: 1,
+        }]
+    }
+
+    /// The observer's own memory, and every session it names (as a member, for peer keys).
+    fn needs(&self) -> Result<Vec<Need<'_>>> {
+        let workspace = self.workspace_id.as_str();
+        let mut needs = scoped(workspace, &self.scopes, Need::Peer(workspace, &self.peer_id));
+        if let Some(session) = self.session_id.as_deref().filter(|session| !session.is_empty()) {
+            needs.push(Need::SessionRead(workspace, session));
+        }
+        // The allowlist's shape is checked first (INVALID_ARGUMENT); then each session is a need.
+        roncho_search::context::session_allowlist(self.filters.as_ref())?;
+        let listed = match self.filters.as_ref().and_then(|filters| filters.get("session_id")) {
+            Some(Value::String(session)) => vec![session.as_str()],
+            Some(Value::Array(sessions)) => sessions.iter().filter_map(Value::as_str).collect(),
+            Some(Value::Object(operators)) => operators
+                .get("in")
+                .and_then(Value::as_array)
+                .map(|sessions| sessions.iter().filter_map(Value::as_str).collect())
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        };
+        needs.extend(listed.into_iter().map(|session| Need::SessionRead(workspace, session)));
+        Ok(needs)
+    }
+}

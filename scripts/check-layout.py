@@ -1,0 +1,224 @@
+#!/usr/bin/env python3
+"""The house rules of the source tree (docs/adr/0015), checked in CI.
+
+- Floors: core < adapters < services < edges < bin. A crate depends only on
+  crates of its own floor or below (loadtests may use anything).
+- Within a crate, no circle of files: `crate::`, `super::` and `self::`
+  paths between a crate's modules form a graph without cycles.
+- The largest trait in roncho-core has at most 30 methods.
+- No source file outside tests is over 1,200 lines (a trailing test module
+  does not count), and no function outside tests is over 150 lines.
+
+Exits non-zero with every breach listed. `KNOWN` names the breaches that
+later steps of issue 34 remove; a breach listed there that is gone fails
+too, so the list only shrinks.
+"""
+
+import pathlib
+import re
+import sys
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+FLOORS = ["core", "adapters", "services", "edges", "bin"]
+MAX_TRAIT_METHODS = 30
+MAX_FILE_LINES = 1200
+MAX_FN_LINES = 150
+
+# Breaches still to be removed, each by a named later step of issue 34.
+KNOWN = {
+    # The entrance in named steps: configuration in sections, a node builder.
+    "file bin/roncho/src/config.rs",
+    "fn bin/roncho/src/main.rs::serve",
+    "fn bin/roncho/src/server.rs::run",
+    "fn bin/roncho/src/config.rs::resolve_with_home",
+    # One gate for every wire: MCP tools declared once, REST routes over the gate.
+    "file edges/roncho-mcp/src/tools.rs",
+    "fn edges/roncho-mcp/src/schema.rs::input_schema",
+    "file edges/roncho-rest/src/routes.rs",
+}
+
+
+def crates():
+    """Every workspace crate: (floor, directory, package name)."""
+    for floor in FLOORS:
+        base = ROOT / floor
+        if not base.is_dir():
+            continue
+        for manifest in sorted(base.glob("*/Cargo.toml")):
+            name = re.search(r'(?m)^name\s*=\s*"([^"]+)"', manifest.read_text()).group(1)
+            yield floor, manifest.parent, name
+
+
+def dependencies(manifest_text):
+    """Workspace crates a manifest depends on (normal, dev and build)."""
+    names = set()
+    for section in re.finditer(r"(?ms)^\[(?:dev-|build-)?dependencies\]\n(.*?)(?=^\[|\Z)", manifest_text):
+        names.update(re.findall(r"(?m)^(roncho[\w-]*)\s*[.=]", section.group(1)))
+    return names
+
+
+def code_lines(text):
+    """The lines of a file before its trailing `#[cfg(test)]` module."""
+    cut = re.search(r"(?m)^#\[cfg\(test\)\]\s*\n(?:#\[[^\n]*\]\s*\n)*mod \w+", text)
+    return text[: cut.start()] if cut else text
+
+
+def strip_literals(text):
+    """Blanks comments, strings and chars (keeping line breaks), so braces count."""
+    out = []
+    i, n = 0, len(text)
+    while i < n:
+        if text.startswith("//", i):
+            j = text.find("\n", i)
+            i = n if j < 0 else j
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i) + 2
+            out.append("\n" * text.count("\n", i, j))
+            i = j
+            continue
+        raw = re.match(r'b?r(#*)"', text[i : i + 12])
+        if raw and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            close = '"' + raw.group(1)
+            j = text.find(close, i + len(raw.group(0))) + len(close)
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j
+            continue
+        if text[i] == '"':
+            j = i + 1
+            while text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""' + "\n" * text.count("\n", i, j))
+            i = j + 1
+            continue
+        char = re.match(r"'(\\u\{[0-9a-fA-F]+\}|\\x[0-9a-fA-F]{2}|\\.|[^\\'])'", text[i : i + 12])
+        if char:
+            out.append("' '")
+            i += len(char.group(0))
+            continue
+        out.append(text[i])
+        i += 1
+    return "".join(out)
+
+
+def long_functions(text):
+    """(name, lines) of every fn body longer than MAX_FN_LINES, outside test modules."""
+    code = strip_literals(code_lines(text))
+    found = []
+    for m in re.finditer(r"\bfn\s+(\w+)[^;{]*\{", code):
+        depth, i = 0, m.end() - 1
+        while True:
+            if code[i] == "{":
+                depth += 1
+            elif code[i] == "}":
+                depth -= 1
+                if depth == 0:
+                    break
+            i += 1
+        lines = code.count("\n", m.start(), i) + 1
+        if lines > MAX_FN_LINES:
+            found.append((m.group(1), lines))
+    return found
+
+
+def module_of(src, path):
+    rel = path.relative_to(src).with_suffix("")
+    parts = list(rel.parts)
+    if parts[-1] in ("lib", "main", "mod"):
+        parts = parts[:-1]
+    return "::".join(parts)
+
+
+def file_cycles(src):
+    """Circles of files in one crate's `src`."""
+    files = {module_of(src, p): p for p in src.rglob("*.rs")}
+    edges = {m: set() for m in files}
+    for me, path in files.items():
+        code = strip_literals(code_lines(path.read_text()))
+        for m in re.finditer(r"\b(crate|super|self)((?:::\w+)+)", code):
+            head = m.group(1)
+            base = [] if head == "crate" else me.split("::") if me else []
+            if head == "super":
+                base = base[:-1]
+            parts = base + m.group(2).strip(":").split("::")
+            for k in range(len(parts), 0, -1):
+                target = "::".join(parts[:k])
+                if target in files:
+                    if target != me and not me.startswith(target + "::"):
+                        edges[me].add(target)
+                    break
+    cycles, state, stack = [], {}, []
+
+    def visit(u):
+        state[u] = 1
+        stack.append(u)
+        for v in sorted(edges[u]):
+            if state.get(v) == 1:
+                cycles.append(stack[stack.index(v) :] + [v])
+            elif v not in state:
+                visit(v)
+        stack.pop()
+        state[u] = 2
+
+    for u in sorted(files):
+        if u not in state:
+            visit(u)
+    return cycles
+
+
+def largest_trait(core_src):
+    best = ("", 0)
+    for path in core_src.rglob("*.rs"):
+        code = strip_literals(code_lines(path.read_text()))
+        for m in re.finditer(r"\btrait\s+(\w+)[^{;]*\{", code):
+            depth, i, methods = 0, m.end() - 1, 0
+            while True:
+                if code[i] == "{":
+                    depth += 1
+                elif code[i] == "}":
+                    depth -= 1
+                    if depth == 0:
+                        break
+                elif depth == 1 and code.startswith("fn ", i) and not code[i - 1].isalnum():
+                    methods += 1
+                i += 1
+            if methods > best[1]:
+                best = (m.group(1), methods)
+    return best
+
+
+def main():
+    breaches = []
+    all_crates = list(crates())
+    floor_of = {name: floor for floor, _, name in all_crates}
+    for floor, directory, name in all_crates:
+        for dep in dependencies((directory / "Cargo.toml").read_text()):
+            if dep != name and dep in floor_of and FLOORS.index(floor_of[dep]) > FLOORS.index(floor):
+                breaches.append(f"floor {name} ({floor}) depends on {dep} ({floor_of[dep]})")
+        src = directory / "src"
+        for cycle in file_cycles(src):
+            breaches.append(f"circle in {name}: {' -> '.join(cycle)}")
+        for path in sorted(src.rglob("*.rs")):
+            rel = path.relative_to(ROOT)
+            text = path.read_text()
+            if code_lines(text).count("\n") > MAX_FILE_LINES:
+                breaches.append(f"file {rel}")
+            for fn, _ in long_functions(text):
+                breaches.append(f"fn {rel}::{fn}")
+    trait, methods = largest_trait(ROOT / "core/roncho-core/src")
+    if methods > MAX_TRAIT_METHODS:
+        breaches.append(f"trait roncho-core::{trait} has {methods} methods")
+    new = sorted(set(breaches) - KNOWN)
+    gone = sorted(KNOWN - set(breaches))
+    for breach in new:
+        print(f"layout: {breach}")
+    for breach in gone:
+        print(f"layout: {breach} is fixed: take it out of KNOWN in scripts/check-layout.py")
+    for breach in sorted(KNOWN & set(breaches)):
+        print(f"layout (known, issue 34): {breach}")
+    print(f"layout: {len(all_crates)} crates, largest core trait {trait} ({methods} methods)")
+    return 1 if new or gone else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,341 @@
+//! Session context, peer context and representations (honcho-v3 §3.1–§3.3),
+//! built from the store's conclusions, peer cards and messages.
+
+use roncho_core::model::{CollectionQuery, Conclusion, Message, SessionSummary, SummaryKind};
+use roncho_core::vector::{VectorFilter, documents_namespace};
+
+use crate::SearchStore;
+use crate::Semantic;
+use roncho_core::representation;
+use roncho_core::{Error, Result, tokens};
+use serde_json::Value;
+
+/// Default and largest token budget of a session context.
+pub const MAX_CONTEXT_TOKENS: i64 = 100_000;
+/// Longest session allowlist.
+pub const MAX_ALLOWLIST: usize = 1_000;
+
+/// Parses the session allowlist of recall and dialectic filters: only
+/// `session_id`, as an id, a list of ids or `{"in": [...]}`.
+pub fn session_allowlist(filters: Option<&serde_json::Map<String, Value>>) -> Result<Option<Vec<String>>> {
+    let Some(filters) = filters else { return Ok(None) };
+    let mut allowlist = None;
+    for (key, value) in filters {
+        if key != "session_id" {
+            return Err(Error::invalid(
+                format!("filters.{key}"),
+                "only session_id is allowed here",
+            ));
+        }
+        let ids = match value {
+            Value::String(_) => std::slice::from_ref(value),
+            Value::Array(ids) => ids.as_slice(),
+            Value::Object(operators) if operators.len() == 1 && operators.contains_key("in") => {
+                match operators.get("in") {
+                    Some(Value::Array(ids)) => ids.as_slice(),
+                    _ => return Err(Error::invalid("filters.session_id.in", "must be a list of session ids")),
+                }
+            }
+            _ => {
+                return Err(Error::invalid(
+                    "filters.session_id",
+                    "must be an id, a list of ids or {\"in\": [...]}",
+                ));
+            }
+        };
+        if ids.len() > MAX_ALLOWLIST {
+            return Err(Error::invalid(
+                "filters.session_id",
+                format!("holds more than {MAX_ALLOWLIST} ids"),
+            ));
+        }
+        let ids = ids
+            .iter()
+            .map(|id| match id {
+                Value::String(id) if id != "*" => Ok(id.clone()),
+                _ => Err(Error::invalid(
+                    "filters.session_id",
+                    "must hold session ids (no wildcards)",
+                )),
+            })
+            .collect::<Result<Vec<_>>>()?;
+        allowlist = Some(ids);
+    }
+    Ok(allowlist)
+}
+
+/// Refuses a scope's peer where a participant is meant (an observed peer,
+/// a chat's observer): scopes are read through the `scope` options.
+pub fn refuse_scope_peer(field: &str, peer_id: &str) -> Result<()> {
+    match roncho_core::model::scope_of_peer(peer_id) {
+        Some(scope) => Err(Error::invalid(
+            field,
+            format!("`{peer_id}` is scope `{scope}`, not a peer; read a scope with the scope option"),
+        )),
+        None => Ok(()),
+    }
+}
+
+/// Checks a list of scope ids (1..=100 of them, as Honcho's `scope`).
+pub fn scope_ids(field: &str, scopes: &[String]) -> Result<Vec<String>> {
+    roncho_core::validate::list_len(field, scopes.len(), roncho_core::validate::MAX_ID_LIST)?;
+    scopes
+        .iter()
+        .map(|id| roncho_core::validate::reference_id(field, id))
+        .collect()
+}
+
+/// Whom a read of `peer_id`'s memory observes from, and which sessions it
+/// may draw on, given `scopes` (honcho-v3 §3.3): one scope reads as the
+/// scope itself (its memory is its sessions'); several, as the peer limited
+/// to the union of their sessions; none, as the peer, unlimited.
+pub async fn scoped_observer(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    peer_id: &str,
+    scopes: &[String],
+) -> Result<(String, Option<Vec<String>>)> {
+    match scopes {
+        [] => Ok((peer_id.to_owned(), None)),
+        [scope] => {
+            store.get_scope(workspace_id, scope).await?;
+            Ok((roncho_core::model::scope_peer(scope), None))
+        }
+        scopes => Ok((
+            peer_id.to_owned(),
+            Some(store.scope_session_ids(workspace_id, scopes).await?),
+        )),
+    }
+}
+
+/// What a representation is built from.
+#[derive(Debug, Clone, Default)]
+pub struct RepresentationOptions {
+    pub observer: String,
+    pub observed: String,
+    /// Only explicit conclusions of these sessions; `Some(vec![])` selects nothing.
+    pub allowed_sessions: Option<Vec<String>>,
+    pub search_query: Option<String>,
+    pub search_top_k: Option<i64>,
+    pub search_max_distance: Option<f64>,
+    pub include_most_frequent: bool,
+    pub max_conclusions: i64,
+}
+
+/// Returns the working representation as markdown (`""` when empty).
+///
+/// With a `search_query` and an embedder, Honcho's semantic share holds the
+/// conclusions nearest the query; without an embedder that share goes to the
+/// newest conclusions. A failing embedder is logged and skipped, as in Honcho.
+pub async fn representation(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+) -> Result<String> {
+    let semantic_query = semantic.zip(options.search_query.as_deref());
+    let budget = representation::budget(
+        options.max_conclusions,
+        options.search_query.is_some(),
+        options.search_top_k,
+        options.include_most_frequent,
+        semantic_query.is_some(),
+    );
+    let query = CollectionQuery {
+        allowed_sessions: options.allowed_sessions.clone(),
+        recent: budget.recent,
+        most_derived: budget.most_derived,
+    };
+    let mut conclusions = store
+        .collection_conclusions(workspace_id, &options.observer, &options.observed, &query)
+        .await?;
+    if let Some((semantic, search_query)) = semantic_query.filter(|_| budget.semantic > 0) {
+        match nearest_conclusions(store, semantic, workspace_id, options, search_query, budget.semantic).await {
+            Ok(nearest) => {
+                for conclusion in nearest {
+                    if conclusions.iter().all(|existing| existing.id != conclusion.id) {
+                        conclusions.push(conclusion);
+                    }
+                }
+            }
+            Err(error) => tracing::warn!(%error, "semantic part of the representation skipped"),
+        }
+    }
+    Ok(representation::to_markdown(&conclusions))
+}
+
+/// Returns the live conclusions of one collection nearest `query`, nearest first.
+pub async fn nearest_conclusions(
+    store: &dyn SearchStore,
+    semantic: &Semantic,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+    query: &str,
+    top_k: i64,
+) -> Result<Vec<Conclusion>> {
+    let vector = semantic.embed_query(query).await?;
+    let filter = VectorFilter {
+        session_ids: options.allowed_sessions.clone(),
+        peer_id: None,
+        // Under an allowlist only explicit conclusions are safe.
+        levels: options.allowed_sessions.as_ref().map(|_| vec!["explicit".to_owned()]),
+    };
+    let namespace = documents_namespace(workspace_id, &options.observer, &options.observed);
+    let max_distance = options.search_max_distance.map(|distance| distance as f32);
+    let hits = semantic
+        .vectors
+        .query(
+            &namespace,
+            &vector,
+            usize::try_from(top_k).unwrap_or(0),
+            &filter,
+            max_distance,
+        )
+        .await?;
+    let ids: Vec<String> = hits.iter().map(|hit| hit.id.clone()).collect();
+    let rows = store.conclusions_by_ids(workspace_id, &ids).await?;
+    Ok(ids
+        .iter()
+        .filter_map(|id| rows.iter().find(|row| &row.id == id).cloned())
+        .collect())
+}
+
+/// Returns the peer card, `None` when there is none or the observer is unknown.
+pub async fn peer_card(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    observer: &str,
+    observed: &str,
+) -> Result<Option<Vec<String>>> {
+    match store.get_peer_card(workspace_id, observer, observed).await {
+        Ok(card) => Ok(card),
+        Err(Error::NotFound { .. }) => Ok(None),
+        Err(error) => Err(error),
+    }
+}
+
+/// Counts tokens off the async runtime.
+pub async fn count_tokens(text: String) -> Result<i64> {
+    tokio::task::spawn_blocking(move || tokens::count(&text))
+        .await
+        .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
+}
+
+/// A session context.
+#[derive(Debug, Default)]
+pub struct SessionContext {
+    /// The session's id.
+    pub id: String,
+    pub messages: Vec<Message>,
+    pub summary: Option<SessionSummary>,
+    pub representation: Option<String>,
+    pub peer_card: Option<Vec<String>>,
+}
+
+/// Share of the budget a summary may take (Honcho: 40 %).
+const SUMMARY_SHARE: f64 = 0.4;
+
+/// Picks the summary for a budget as Honcho does: the long one when it fits
+/// in 40 % and is longer than the short one, else the short one when it fits.
+/// Returns it, the position messages start from (the summary's last message,
+/// repeated) and what is left of the budget for messages.
+pub fn select_summary(summaries: &[SessionSummary], budget: i64) -> (Option<SessionSummary>, i64, i64) {
+    if budget <= 0 {
+        return (None, 0, budget.max(0));
+    }
+    let share = (budget as f64 * SUMMARY_SHARE) as i64;
+    let find = |kind| summaries.iter().find(|summary| summary.kind == kind);
+    let short = find(SummaryKind::Short);
+    let long = find(SummaryKind::Long);
+    let short_tokens = short.map_or(0, |summary| summary.token_count);
+    let chosen = match (long, short) {
+        (Some(long), _) if long.token_count <= share && long.token_count > short_tokens => Some(long),
+        (_, Some(short)) if short.token_count > 0 && short.token_count <= share => Some(short),
+        _ => None,
+    };
+    match chosen {
+        Some(summary) => (Some(summary.clone()), summary.message_seq, budget - summary.token_count),
+        None => (None, 0, budget),
+    }
+}
+
+/// Builds a session context: representation and card first (when a target is
+/// given), then a summary of at most 40 % of what is left (when asked for),
+/// then the newest messages that fit, from the summary's last message on.
+pub async fn session_context(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    session_id: &str,
+    token_limit: i64,
+    include_summary: bool,
+    target: Option<RepresentationOptions>,
+) -> Result<SessionContext> {
+    let (representation, peer_card, budget) = match target {
+        None => (None, None, token_limit),
+        Some(options) => {
+            let markdown = representation(store, semantic, workspace_id, &options).await?;
+            // Under an allowlist the card is dropped: it may rest on other sessions.
+            let card = if options.allowed_sessions.is_some() {
+                None
+            } else {
+                peer_card(store, workspace_id, &options.observer, &options.observed).await?
+            };
+            let card_text = card.as_ref().map(|entries| entries.join("\n")).unwrap_or_default();
+            let used = count_tokens(markdown.clone()).await? + count_tokens(card_text).await?;
+            (Some(markdown), card, token_limit - used)
+        }
+    };
+    let (summary, from_seq, message_budget) = if include_summary {
+        select_summary(&store.session_summaries(workspace_id, session_id).await?, budget)
+    } else {
+        (None, 0, budget)
+    };
+    let messages = store
+        .context_messages(workspace_id, session_id, message_budget, from_seq)
+        .await?;
+    Ok(SessionContext {
+        id: session_id.to_owned(),
+        messages,
+        summary,
+        representation,
+        peer_card,
+    })
+}
+
+#[cfg(test)]
+mod summary_tests {
+    use super::*;
+
+    fn summary(kind: SummaryKind, tokens: i64, seq: i64) -> SessionSummary {
+        SessionSummary {
+            kind,
+            content: format!("{kind:?}"),
+            message_id: format!("m{seq}"),
+            message_seq: seq,
+            token_count: tokens,
+            created_at: 0,
+        }
+    }
+
+    #[test]
+    fn summaries_are_chosen_as_honcho_does() {
+        let short = summary(SummaryKind::Short, 30, 8);
+        let long = summary(SummaryKind::Long, 300, 5);
+        let both = [short.clone(), long.clone()];
+        // 40 % of 1000 = 400: the long one fits and is longer.
+        assert_eq!(select_summary(&both, 1000), (Some(long), 5, 700));
+        // 40 % of 100 = 40: only the short one fits.
+        assert_eq!(select_summary(&both, 100), (Some(short.clone()), 8, 70));
+        // 40 % of 50 = 20: neither fits.
+        assert_eq!(select_summary(&both, 50), (None, 0, 50));
+        assert_eq!(select_summary(&[], 1000), (None, 0, 1000));
+        assert_eq!(select_summary(&both, -5), (None, 0, 0));
+        // A long summary no longer than the short one is not preferred.
+        let stale_long = summary(SummaryKind::Long, 20, 2);
+        assert_eq!(
+            select_summary(&[short.clone(), stale_long], 1000),
+            (Some(short), 8, 970)
+        );
+    }
+}

@@ -1,0 +1,654 @@
+//! Hybrid message search: full-text candidates and, with an embedder, the
+//! nearest vectors, fused by their scores (or by rank where the full-text
+//! list has none); degraded to full text alone (and saying why) when there
+//! is no embedder or it fails.
+//!
+//! Where the vector store ranks full text too (Qdrant, ADR 0007; the embedded
+//! store's in-memory index, ADR 0008), both lists come from it in one
+//! request, and the database only looks up their rows (and, for Qdrant,
+//! searches the newest messages it has not seen yet): no query ranks every
+//! full-text match of a large workspace.
+
+use std::collections::HashMap;
+
+use roncho_core::filter::Filter;
+use roncho_core::lexical::{self, SparseVector};
+use roncho_core::model::{Message, MessageSearch, PageRequest, PeerKind};
+use roncho_core::vector::{VectorFilter, VectorHit, messages_namespace};
+use roncho_core::{Error, Result};
+
+use crate::SearchStore;
+use crate::Semantic;
+
+/// The `k` of reciprocal-rank fusion (of the database's full-text list,
+/// and of the named-peer list with the fused one). Honcho uses 60; on the LoCoMo
+/// development set k = 60 fused MiniLM below full text alone (recall@10 0.609
+/// vs 0.620) while k in 2..=10 reached 0.681–0.683: the top of each list
+/// carries the signal, so it must weigh more. 10 is the middle of that plateau
+/// (docs/benchmarks.md).
+const RRF_K: f64 = 10.0;
+
+/// How a list of candidates is fused with the others.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Fusion {
+    /// Each list's scores scaled to 0..=1 (min–max) and summed: a
+    /// convex combination with equal weights. Where both lists carry
+    /// comparable scores (BM25 and cosine from one store) this beat
+    /// reciprocal rank on the development set and on the synthetic set
+    /// built against word overlap (docs/benchmarks.md, "Fusing by score"):
+    /// how far ahead a candidate is counts, not only its place.
+    Score,
+    /// Reciprocal rank: where the full-text list comes without scores (the
+    /// database's own full-text search).
+    Rank,
+}
+
+/// One source's candidates, best first.
+struct Ranking {
+    messages: Vec<Message>,
+    /// The source's score of each message (higher is better), if it gives them.
+    scores: Option<Vec<f32>>,
+}
+
+impl Ranking {
+    fn unscored(messages: Vec<Message>) -> Self {
+        Self { messages, scores: None }
+    }
+}
+
+/// Candidates each source brings, per result asked for; fusion keeps the
+/// best. On the LoCoMo development set (embedded, MiniLM, rank fusion)
+/// recall@10 / any@10 were 0.716 / 0.766 at 2, 0.726 / 0.779 at 5 and
+/// 0.720 / 0.775 at 10 (score fusion: 0.738 / 0.797 at 5): an
+/// answer ranked 11th–50th by both lists is still worth fusing in, with no
+/// change to search latency at 100k messages (docs/benchmarks.md).
+const CANDIDATE_DEPTH: i64 = 5;
+
+/// Peers a workspace may have for [`named_peers`] to look for them in queries.
+const NAMED_PEER_SCAN: i64 = 100;
+
+/// The store's newest messages, of which those not synced yet are searched
+/// in the database when the vector store ranks full text: a message is
+/// searchable by its words as soon as it is written, at a cost bounded by
+/// this many rows.
+const UNSYNCED_SCAN: i64 = 2_000;
+
+/// Why search runs on full text alone.
+const NO_EMBEDDER: &str = "no embedder is configured: results come from full-text search alone";
+
+/// Which sources found the results.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SearchMode {
+    /// Full-text search alone.
+    FullText,
+    /// Full-text and vector candidates fused.
+    Hybrid,
+}
+
+impl SearchMode {
+    /// Returns the mode's wire name.
+    pub fn name(self) -> &'static str {
+        match self {
+            SearchMode::FullText => "full_text",
+            SearchMode::Hybrid => "hybrid",
+        }
+    }
+}
+
+/// Search results and how they were found.
+#[derive(Debug, Clone)]
+pub struct SearchResults {
+    pub messages: Vec<Message>,
+    pub mode: SearchMode,
+    /// Why the search ran degraded; empty when it did not.
+    pub degraded_reason: String,
+}
+
+/// Searches messages: `search.limit` results at most, best first.
+pub async fn search(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    query: &str,
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<SearchResults> {
+    let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
+    if search.session_ids.as_ref().is_some_and(Vec::is_empty) {
+        // An allowlist of no session (a scope without sessions) finds nothing.
+        return Ok(SearchResults {
+            messages: Vec::new(),
+            mode: if semantic.is_some() {
+                SearchMode::Hybrid
+            } else {
+                SearchMode::FullText
+            },
+            degraded_reason: String::new(),
+        });
+    }
+    let candidates = MessageSearch {
+        limit: search.limit * CANDIDATE_DEPTH,
+        ..search.clone()
+    };
+    let named = match &search.peer_id {
+        Some(_) => Vec::new(),
+        None => named_peers(store, workspace_id, query).await?,
+    };
+    let results = |lists, fusion, mode, degraded_reason| SearchResults {
+        messages: fuse(lists, fusion, &named).into_iter().take(limit).collect(),
+        mode,
+        degraded_reason,
+    };
+    let Some(semantic) = semantic else {
+        let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
+        return Ok(results(
+            vec![Ranking::unscored(full_text)],
+            Fusion::Rank,
+            SearchMode::FullText,
+            with_gap(NO_EMBEDDER.to_owned(), gap, TEXT_BEHIND),
+        ));
+    };
+    let degraded = |lists, fusion, error: Error| {
+        tracing::warn!(%error, "semantic search unavailable; answering from full text");
+        results(
+            lists,
+            fusion,
+            SearchMode::FullText,
+            format!("semantic search unavailable: {error}"),
+        )
+    };
+    // An unreachable vector store answers `false`: the database path below then degrades.
+    if semantic.vectors.ranks_full_text().await.unwrap_or(false) {
+        // The unseen tail in the database while the vector store ranks both
+        // lists, unless the store's full text sees every message already.
+        let unsynced = async {
+            if semantic.vectors.indexes_text_at_once() {
+                return Ok((Vec::new(), 0));
+            }
+            let (found, gap) = tokio::join!(
+                store.search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN),
+                store.vector_sync_gap(workspace_id, &candidates, UNSYNCED_SCAN),
+            );
+            Ok::<_, Error>((found?, gap?))
+        };
+        let (unsynced, hybrid) = tokio::join!(
+            unsynced,
+            hybrid_candidates(store, semantic, workspace_id, query, &named, &candidates, filter),
+        );
+        let (unsynced, sync_gap) = unsynced?;
+        let unsynced_gap = |reason: String| with_gap(reason, sync_gap, VECTORS_BEHIND);
+        match hybrid {
+            Ok(Some(Ranked { mut lists, embed_error })) => {
+                if !unsynced.is_empty() {
+                    // Scored by its ranks: the database's full-text scores are not BM25's.
+                    lists.push(Ranking::unscored(unsynced));
+                }
+                let mut found = match embed_error {
+                    None => results(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
+                    // Words alone, still ranked by the vector store at a bounded cost.
+                    Some(error) => degraded(lists, Fusion::Score, error),
+                };
+                found.degraded_reason = unsynced_gap(found.degraded_reason);
+                return Ok(found);
+            }
+            Ok(None) => {}
+            Err(error) => {
+                let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
+                let mut found = degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error);
+                found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
+                return Ok(found);
+            }
+        }
+    }
+    // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
+    let (full_text, semantic_hits) = tokio::join!(
+        database_full_text(store, workspace_id, &candidates, filter),
+        semantic_candidates(store, semantic, workspace_id, query, &candidates, filter),
+    );
+    let (full_text, gap) = full_text?;
+    let full_text = Ranking::unscored(full_text);
+    let mut found = match semantic_hits {
+        Ok(hits) => results(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
+        Err(error) => degraded(vec![full_text], Fusion::Rank, error),
+    };
+    found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
+    Ok(found)
+}
+
+/// The database's full-text matches, and how many messages of the scope
+/// it could not match because its text index has not reached them.
+async fn database_full_text(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<(Vec<Message>, i64)> {
+    let (found, gap) = tokio::join!(
+        store.search_messages(workspace_id, search, filter),
+        store.text_index_gap(workspace_id, search),
+    );
+    Ok((found?, gap?))
+}
+
+/// Why messages of a scope cannot match: the database's text index has not reached them.
+const TEXT_BEHIND: &str = "are not indexed by their words yet and cannot match (the reconciler role \
+     indexes them; `roncho status` shows the text index backlog)";
+
+/// Why messages of a scope cannot match: the vector store has not received them.
+const VECTORS_BEHIND: &str = "are not synced to the vector store yet and cannot match (the reconciler role \
+     syncs them; `roncho status` shows the pending vectors)";
+
+/// `reason`, with the `gap` messages of the scope that an index's lag
+/// (`why`) left out of the results.
+fn with_gap(reason: String, gap: i64, why: &str) -> String {
+    if gap == 0 {
+        return reason;
+    }
+    let behind = format!("results are partial: {gap} messages of this scope {why}");
+    if reason.is_empty() {
+        behind
+    } else {
+        format!("{reason}; {behind}")
+    }
+}
+
+/// Lowercase alphanumeric words of `text`.
+fn lower_words(text: &str) -> Vec<String> {
+    text.split(|c: char| !c.is_alphanumeric())
+        .filter(|word| !word.is_empty())
+        .map(str::to_lowercase)
+        .collect()
+}
+
+/// Fuses candidate lists. When the query names peers, their messages in the
+/// fused order form one more list: in conversations, what a question asks
+/// about a person is nearly always in what that person said (on the LoCoMo
+/// development set, 92–100 % of evidence turns per question category), yet
+/// a name is a weak term for BM25 and a weak signal in an embedding. The
+/// extra list reorders candidates; it adds none and removes none.
+fn fuse(lists: Vec<Ranking>, fusion: Fusion, named: &[String]) -> Vec<Message> {
+    let fused = match (lists.len(), fusion) {
+        (1, _) => lists.into_iter().next().map(|list| list.messages).unwrap_or_default(),
+        (_, Fusion::Score) => score_fusion(&lists),
+        (_, Fusion::Rank) => {
+            let lists: Vec<Vec<Message>> = lists.into_iter().map(|list| list.messages).collect();
+            reciprocal_rank_fusion(&lists)
+        }
+    };
+    if named.is_empty() {
+        return fused;
+    }
+    let by_named: Vec<_> = fused
+        .iter()
+        .filter(|message| named.contains(&message.peer_id))
+        .cloned()
+        .collect();
+    reciprocal_rank_fusion(&[fused, by_named])
+}
+
+/// The share of reciprocal-rank fusion a message at `rank` (from 0) gets.
+fn rank_score(rank: usize) -> f64 {
+    1.0 / (RRF_K + rank as f64 + 1.0)
+}
+
+/// Fuses ranked lists: each item scores Σ 1 / (k + rank) over the lists it is in.
+fn reciprocal_rank_fusion(lists: &[Vec<Message>]) -> Vec<Message> {
+    sum_scores(lists.iter().map(|list| {
+        list.iter()
+            .enumerate()
+            .map(|(rank, message)| (message, rank_score(rank)))
+            .collect()
+    }))
+}
+
+/// Fuses lists by their scores, each scaled to 0..=1 over the list (its
+/// best 1, its worst 0; all 1 when they are equal) and summed. A list
+/// without scores is scored by its ranks.
+fn score_fusion(lists: &[Ranking]) -> Vec<Message> {
+    sum_scores(lists.iter().map(|list| {
+        let scores: Vec<f64> = match &list.scores {
+            Some(scores) => scores.iter().map(|&score| f64::from(score)).collect(),
+            None => (0..list.messages.len()).map(rank_score).collect(),
+        };
+        let low = scores.iter().copied().fold(f64::INFINITY, f64::min);
+        let high = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        list.messages
+            .iter()
+            .zip(scores)
+            .map(|(message, score)| {
+                let scaled = if high > low { (score - low) / (high - low) } else { 1.0 };
+                (message, scaled)
+            })
+            .collect()
+    }))
+}
+
+/// Orders the messages of scored lists by their summed scores, best first
+/// (the newer first on a tie).
+fn sum_scores<'a>(lists: impl Iterator<Item = Vec<(&'a Message, f64)>>) -> Vec<Message> {
+    let mut scored: Vec<(f64, &Message)> = Vec::new();
+    let mut index: HashMap<&str, usize> = HashMap::new();
+    for (message, score) in lists.flatten() {
+        match index.get(message.id.as_str()) {
+            Some(&at) => scored[at].0 += score,
+            None => {
+                index.insert(&message.id, scored.len());
+                scored.push((score, message));
+            }
+        }
+    }
+    scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.created_at.cmp(&a.1.created_at)));
+    scored.into_iter().map(|(_, message)| message.clone()).collect()
+}
+
+/// Returns the peers of the workspace that `query` names (their id's
+/// words, split at `-` and `_`, appear in it in order, ignoring case).
+/// Workspaces of more than [`NAMED_PEER_SCAN`] peers are not scanned.
+async fn named_peers(store: &dyn SearchStore, workspace_id: &str, query: &str) -> Result<Vec<String>> {
+    let page = PageRequest::from_wire(1, NAMED_PEER_SCAN as i32, false)?;
+    let peers = match store.list_peers(workspace_id, PeerKind::Peer, &Filter::All, page).await {
+        Ok(peers) => peers,
+        // Searching a workspace that does not exist finds nothing; not an error here.
+        Err(Error::NotFound { .. }) => return Ok(Vec::new()),
+        Err(error) => return Err(error),
+    };
+    if peers.total > NAMED_PEER_SCAN {
+        return Ok(Vec::new());
+    }
+    let words = lower_words(query);
+    Ok(peers
+        .items
+        .into_iter()
+        .map(|peer| peer.id)
+        .filter(|id| {
+            let id_words = lower_words(id);
+            !id_words.is_empty()
+                && words
+                    .windows(id_words.len())
+                    .any(|window| window == id_words.as_slice())
+        })
+        .collect())
+}
+
+/// Returns the messages nearest the query's embedding that pass the search's scope and filter.
+async fn semantic_candidates(
+    store: &dyn SearchStore,
+    semantic: &Semantic,
+    workspace_id: &str,
+    query: &str,
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<Ranking> {
+    let vector = semantic.embed_query(query).await?;
+    let hits = semantic
+        .vectors
+        .query(
+            &messages_namespace(workspace_id),
+            &vector,
+            candidate_count(search),
+            &vector_filter(search),
+            None,
+        )
+        .await?;
+    Ok(rows_in_order(store, workspace_id, &[hits], search, filter)
+        .await?
+        .remove(0))
+}
+
+/// Candidate lists ranked by a vector store that ranks full text.
+struct Ranked {
+    lists: Vec<Ranking>,
+    /// Why the query has no vector: the lists are then its words' alone.
+    embed_error: Option<Error>,
+}
+
+/// Returns the best full-text matches and the nearest messages, ranked by a
+/// vector store that ranks full text in one request (the matches alone when
+/// the query cannot be embedded); `None` if it does not rank full text.
+async fn hybrid_candidates(
+    store: &dyn SearchStore,
+    semantic: &Semantic,
+    workspace_id: &str,
+    query: &str,
+    named: &[String],
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<Option<Ranked>> {
+    let (vector, embed_error) = match semantic.embed_query(query).await {
+        Ok(vector) => (Some(vector), None),
+        Err(error) => (None, Some(error)),
+    };
+    let Some(hits) = semantic
+        .vectors
+        .hybrid_query(
+            &messages_namespace(workspace_id),
+            vector.as_deref(),
+            &lexical_query(query, named, semantic.vectors.shares_term_statistics()),
+            candidate_count(search),
+            &vector_filter(search),
+        )
+        .await?
+    else {
+        return Ok(None);
+    };
+    let lists = [hits.lexical, hits.dense];
+    Ok(Some(Ranked {
+        lists: rows_in_order(store, workspace_id, &lists, search, filter).await?,
+        embed_error,
+    }))
+}
+
+/// The query's lexical vector; without the words of the peers it names
+/// where the store counts term statistics over every workspace (Qdrant). A
+/// speaker's name is in each of their lexical texts (`speaker: text`), so
+/// in half of a two-person workspace's messages, yet rare across a
+/// collection of many workspaces: its IDF there outweighs the question's
+/// own words (docs/benchmarks.md, "Fusing by score"). The named-peer list
+/// carries the names instead.
+fn lexical_query(query: &str, named: &[String], shared_statistics: bool) -> SparseVector {
+    let words = lexical::query(query);
+    if !shared_statistics || named.is_empty() {
+        return words;
+    }
+    let names: Vec<u32> = named.iter().flat_map(|peer| lexical::query(peer).indices).collect();
+    let (indices, values): (Vec<u32>, Vec<f32>) = words
+        .indices
+        .iter()
+        .zip(&words.values)
+        .filter(|(index, _)| !names.contains(index))
+        .unzip();
+    // A query of names alone keeps them: its words are all it has.
+    if indices.is_empty() {
+        return words;
+    }
+    SparseVector { indices, values }
+}
+
+/// Vector hits to ask for: filters and perspective are applied to the rows,
+/// so more than needed.
+fn candidate_count(search: &MessageSearch) -> usize {
+    usize::try_from(search.limit * 2).unwrap_or(200)
+}
+
+fn vector_filter(search: &MessageSearch) -> VectorFilter {
+    VectorFilter {
+        session_ids: search.session_ids.clone(),
+        peer_id: search.peer_id.clone(),
+        levels: None,
+    }
+}
+
+/// Looks the rows of hit lists up in one query and returns, per list, the
+/// messages that pass the search's filter and perspective, in the hits'
+/// order, `search.limit` at most, scored by their negated distances.
+async fn rows_in_order(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    lists: &[Vec<VectorHit>],
+    search: &MessageSearch,
+    filter: &Filter,
+) -> Result<Vec<Ranking>> {
+    let mut ids: Vec<String> = lists.iter().flatten().map(|hit| hit.id.clone()).collect();
+    ids.sort_unstable();
+    ids.dedup();
+    let rows = store
+        .messages_by_ids(workspace_id, &ids, filter, search.peer_perspective.as_deref())
+        .await?;
+    let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
+    Ok(lists
+        .iter()
+        .map(|hits| {
+            let (messages, scores) = hits
+                .iter()
+                .filter_map(|hit| {
+                    let row = rows.iter().find(|row| row.id == hit.id)?;
+                    Some((row.clone(), -hit.distance))
+                })
+                .take(limit)
+                .unzip();
+            Ranking {
+                messages,
+                scores: Some(scores),
+            }
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(id: &str, peer: &str) -> Message {
+        Message {
+            id: id.into(),
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            peer_id: peer.into(),
+            content: String::new(),
+            metadata: Default::default(),
+            created_at: 0,
+            token_count: 1,
+            seq_in_session: 0,
+        }
+    }
+
+    fn ids(messages: &[Message]) -> Vec<&str> {
+        messages.iter().map(|m| m.id.as_str()).collect()
+    }
+
+    #[test]
+    fn partial_results_say_how_many_messages_they_left_out_and_why() {
+        assert_eq!(with_gap(NO_EMBEDDER.to_owned(), 0, TEXT_BEHIND), NO_EMBEDDER);
+        let reason = with_gap(NO_EMBEDDER.to_owned(), 45_000, TEXT_BEHIND);
+        assert!(reason.starts_with(NO_EMBEDDER), "{reason}");
+        assert!(
+            reason.contains("results are partial: 45000 messages of this scope are not indexed"),
+            "{reason}"
+        );
+        let reason = with_gap(String::new(), 7, VECTORS_BEHIND);
+        assert!(
+            reason.starts_with("results are partial: 7 messages") && reason.contains("vector store"),
+            "{reason}"
+        );
+    }
+
+    #[test]
+    fn named_peers_reorder_candidates_without_adding_or_dropping() {
+        let full_text = vec![message("a", "bob"), message("b", "alice"), message("c", "bob")];
+        let semantic = vec![message("d", "bob"), message("b", "alice"), message("e", "alice")];
+        let lists = || {
+            vec![
+                Ranking::unscored(full_text.clone()),
+                Ranking::unscored(semantic.clone()),
+            ]
+        };
+        let plain = fuse(lists(), Fusion::Rank, &[]);
+        assert_eq!(ids(&plain)[0], "b", "in both lists");
+        let named = fuse(lists(), Fusion::Rank, &["alice".to_owned()]);
+        assert_eq!(ids(&named)[..2], ["b", "e"], "alice's messages first");
+        let mut before = ids(&plain);
+        let mut after = ids(&named);
+        before.sort_unstable();
+        after.sort_unstable();
+        assert_eq!(before, after);
+    }
+
+    fn scored(messages: &[(&str, f32)]) -> Ranking {
+        Ranking {
+            messages: messages.iter().map(|(id, _)| message(id, "bob")).collect(),
+            scores: Some(messages.iter().map(|&(_, score)| score).collect()),
+        }
+    }
+
+    #[test]
+    fn score_fusion_counts_how_far_ahead_a_candidate_is() {
+        // "c" leads the words' list and "a" the meaning's, each far ahead;
+        // "b" is second in both, far behind.
+        let words = scored(&[("c", 9.0), ("b", 4.0), ("d", 1.0)]);
+        let meaning = scored(&[("a", 0.9), ("b", 0.4), ("e", 0.1)]);
+        let by_rank = fuse(
+            vec![
+                Ranking::unscored(words.messages.clone()),
+                Ranking::unscored(meaning.messages.clone()),
+            ],
+            Fusion::Rank,
+            &[],
+        );
+        assert_eq!(ids(&by_rank)[0], "b", "reciprocal rank favours being in both lists");
+        let by_score = fuse(vec![words, meaning], Fusion::Score, &[]);
+        let mut leaders = ids(&by_score)[..2].to_vec();
+        leaders.sort_unstable();
+        assert_eq!(leaders, ["a", "c"]);
+        assert_eq!(ids(&by_score)[2..], ["b", "d", "e"]);
+    }
+
+    #[test]
+    fn score_fusion_scales_each_list_and_ranks_an_unscored_one() {
+        // BM25 scores in the tens and cosines below one weigh the same once
+        // scaled; the unscored list (the database's newest messages) counts
+        // by its ranks, its first scoring as a list's best.
+        let words = scored(&[("a", 40.0), ("b", 10.0)]);
+        let meaning = scored(&[("c", 0.9), ("a", 0.1)]);
+        let newest = Ranking::unscored(vec![message("n", "bob"), message("m", "bob")]);
+        let fused = fuse(vec![words, meaning, newest], Fusion::Score, &[]);
+        assert_eq!(ids(&fused)[..3], ["a", "c", "n"]);
+        assert_eq!(fused.len(), 5);
+        // A list whose scores are all equal scores each of its messages 1.
+        let flat = fuse(
+            vec![scored(&[("x", 3.0), ("y", 3.0)]), scored(&[("y", 0.5)])],
+            Fusion::Score,
+            &[],
+        );
+        assert_eq!(ids(&flat), ["y", "x"]);
+    }
+
+    #[test]
+    fn named_peers_leave_the_lexical_query_only_where_statistics_span_workspaces() {
+        let query = "What did Caroline-Smith paint at the lake?";
+        let named = ["Caroline-Smith".to_owned()];
+        assert_eq!(lexical_query(query, &named, false), lexical::query(query));
+        assert_eq!(lexical_query(query, &[], true), lexical::query(query));
+        assert_eq!(
+            lexical_query(query, &named, true),
+            lexical::query("What did paint at the lake?")
+        );
+        assert_eq!(
+            lexical_query("Caroline Smith?", &named, true),
+            lexical::query("Caroline Smith?"),
+            "a query of names alone keeps them"
+        );
+    }
+
+    #[test]
+    fn peer_names_are_matched_as_whole_words() {
+        assert_eq!(
+            lower_words("What did Caroline-Smith say?"),
+            ["what", "did", "caroline", "smith", "say"]
+        );
+        let words = lower_words("When did caroline smith paint?");
+        let id = lower_words("Caroline_Smith");
+        assert!(words.windows(id.len()).any(|w| w == id.as_slice()));
+        let carol = lower_words("Carol");
+        assert!(!words.windows(carol.len()).any(|w| w == carol.as_slice()));
+    }
+}
