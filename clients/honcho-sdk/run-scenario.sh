@@ -75,7 +75,7 @@ honcho_database=roncho_honcho_import_$$_$RANDOM
 databases+=("$honcho_database")
 psql "$server_url" -qc "CREATE DATABASE $honcho_database" >/dev/null
 psql "${server_url%/*}/$honcho_database" -q -v ON_ERROR_STOP=1 \
-  -f "$repo/services/roncho/tests/honcho-v3-database.sql" >/dev/null
+  -f "$repo/bin/roncho/tests/honcho-v3-database.sql" >/dev/null
 for run in first again; do
   "$roncho_bin" import --from-honcho "${server_url%/*}/$honcho_database" --data-dir "$work/data-import" \
     --log warn >"$work/import-$run.txt"

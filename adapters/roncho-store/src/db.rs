@@ -2,7 +2,7 @@
 //! and the mapping of database errors; statements run through here.
 
 use crate::rows;
-use crate::sql::{Bind, ColumnOf, Dialect, Sql, render_filter};
+use crate::sql::{Alias, Bind, Dialect, Sql, render_filter};
 use roncho_core::filter::Filter;
 use roncho_core::model::{JsonObject, Message, NewMessage, Page, PageRequest};
 use roncho_core::{Error, Result};
@@ -271,9 +271,9 @@ impl SqlStore {
         Ok(Page::new(items, total, page))
     }
 
-    pub(crate) fn push_filter(&self, sql: &mut Sql, filter: &Filter, column_of: ColumnOf) -> Result<()> {
+    pub(crate) fn push_filter(&self, sql: &mut Sql, filter: &Filter, alias: Alias) -> Result<()> {
         sql.push(" AND ");
-        render_filter(sql, self.dialect, filter, column_of)
+        render_filter(sql, self.dialect, filter, alias)
     }
 
     /// How many group commits ran, and how many batches they wrote (SQLite).

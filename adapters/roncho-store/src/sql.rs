@@ -186,11 +186,22 @@ fn positional(text: &str, binds: usize) -> Option<String> {
     (next == binds + 1).then_some(out)
 }
 
-/// Maps a filter key of a resource to its SQL column.
-pub type ColumnOf = fn(&str) -> &'static str;
+/// The alias of the table a filter's columns belong to in a statement
+/// (`m` for `messages m`); `""` when the statement names no alias.
+pub type Alias = &'static str;
 
-/// Appends the SQL condition of `filter` to `sql`.
-pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of: ColumnOf) -> Result<()> {
+/// `column` of the table `alias`: the SQL a filter condition reads.
+fn qualified(alias: Alias, column: &str) -> String {
+    if alias.is_empty() {
+        column.to_owned()
+    } else {
+        format!("{alias}.{column}")
+    }
+}
+
+/// Appends the SQL condition of `filter` to `sql`: each key reads the
+/// column its schema field names (see [`roncho_core::filter::Field`]).
+pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, alias: Alias) -> Result<()> {
     match filter {
         Filter::All => {
             sql.push("1=1");
@@ -209,7 +220,7 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of
                 if index > 0 {
                     sql.push(joiner);
                 }
-                render_filter(sql, dialect, item, column_of)?;
+                render_filter(sql, dialect, item, alias)?;
             }
             sql.push(")");
         }
@@ -220,7 +231,7 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of
                     sql.push(" AND ");
                 }
                 sql.push("(");
-                render_filter(sql, dialect, item, column_of)?;
+                render_filter(sql, dialect, item, alias)?;
                 sql.push(") IS NOT TRUE");
             }
             sql.push(")");
@@ -229,15 +240,16 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, column_of
             target: Target::Column(field),
             comparison,
         } => {
-            render_column(sql, dialect, column_of(field.key), *field, comparison)?;
+            render_column(sql, dialect, &qualified(alias, field.column), *field, comparison)?;
         }
         Filter::Condition {
             target: Target::Metadata(path),
             comparison,
         } => {
+            let column = qualified(alias, roncho_core::filter::METADATA_COLUMN);
             let json = JsonPath {
                 dialect,
-                column: column_of("metadata"),
+                column: &column,
                 path,
             };
             render_json(sql, &json, comparison)?;
@@ -328,7 +340,7 @@ fn substring_function(dialect: Dialect) -> &'static str {
 /// A JSON value at a path inside a text column holding a JSON object.
 struct JsonPath<'a> {
     dialect: Dialect,
-    column: &'static str,
+    column: &'a str,
     path: &'a [String],
 }
 

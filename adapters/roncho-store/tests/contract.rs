@@ -100,6 +100,7 @@ macro_rules! store_contract_suite {
 }
 
 store_contract_suite!(
+    every_filter_key_reads_its_column,
     searches_count_what_an_unsynced_vector_store_cannot_return,
     workspaces_are_get_or_create_and_update_merges_configuration,
     peers_replace_metadata_and_configuration_only_when_given,
@@ -3195,5 +3196,120 @@ async fn concurrent_batches_are_written_whole_and_in_order_on_sqlite() {
 async fn concurrent_batches_are_written_whole_and_in_order_on_postgres() {
     if let Some(fixture) = postgres_fixture().await {
         concurrent_batches_are_written_whole_and_in_order(fixture).await;
+    }
+}
+
+/// The ids of a page of resources.
+macro_rules! ids {
+    ($page:expr) => {
+        $page
+            .expect("list")
+            .items
+            .into_iter()
+            .map(|item| item.id)
+            .collect::<Vec<String>>()
+    };
+}
+
+/// A filter on `key` that the row created by `every_filter_key_reads_its_column`
+/// matches; panics for a key it does not know, so a new schema field needs a
+/// value here before the suite passes.
+fn matching_filter(key: &str, id: &str) -> Value {
+    let value = match key {
+        "id" => json!(id),
+        "workspace_id" => json!("w"),
+        "session_id" | "session_name" => json!("s"),
+        "peer_id" | "observer_id" | "observed_id" | "observer" | "observed" => json!("alice"),
+        "is_active" => json!(true),
+        "token_count" => json!({"gte": 1}),
+        "times_derived" => json!({"gte": 1}),
+        "level" => json!("explicit"),
+        "created_at" => json!({"gte": "2000-01-01T00:00:00Z"}),
+        other => panic!("no matching value for filter key `{other}`: add one"),
+    };
+    json!({ key: value })
+}
+
+fn parsed(schema: &filter::Schema, filters: Value) -> Filter {
+    filter::parse(schema, Some(&object(filters))).expect("a valid filter")
+}
+
+/// Every key of every schema reads its own column in each list and search
+/// that takes it (the row is found by its own values, metadata included);
+/// a key no schema knows is refused before any store sees it.
+async fn every_filter_key_reads_its_column(store: &dyn Store) {
+    store
+        .get_or_create_workspace("w", object(json!({"tag": "x"})), JsonObject::new())
+        .await
+        .unwrap();
+    store
+        .get_or_create_peer("w", "alice", Some(object(json!({"tag": "x"}))), None)
+        .await
+        .unwrap();
+    store
+        .get_or_create_session("w", "s", Some(object(json!({"tag": "x"}))), None, vec![])
+        .await
+        .unwrap();
+    let mut message = new_message("alice", "the kitten from the shelter");
+    message.metadata = object(json!({"tag": "x"}));
+    let message = store.create_messages("w", "s", vec![message]).await.unwrap().remove(0);
+    let mut conclusion = new_conclusion("alice", "alice", "adopted a kitten");
+    conclusion.session_id = Some("s".into());
+    conclusion.metadata = object(json!({"tag": "x"}));
+    let conclusion = store.create_conclusions("w", vec![conclusion]).await.unwrap().remove(0);
+    let search = MessageSearch {
+        terms: vec!["kitten".into()],
+        session_ids: None,
+        peer_id: None,
+        peer_perspective: None,
+        limit: 10,
+    };
+    let schemas: [(&filter::Schema, &str); 5] = [
+        (&filter::WORKSPACE, "w"),
+        (&filter::PEER, "alice"),
+        (&filter::SESSION, "s"),
+        (&filter::MESSAGE, &message.id),
+        (&filter::CONCLUSION, &conclusion.id),
+    ];
+    for (schema, id) in schemas {
+        let keys = schema.fields.iter().map(|field| field.key).chain(["metadata"]);
+        for key in keys {
+            let filters = if key == "metadata" {
+                json!({"metadata": {"tag": "x"}})
+            } else {
+                matching_filter(key, id)
+            };
+            let filter = parsed(schema, filters.clone());
+            let found: Vec<String> = match schema.resource {
+                "workspace" => ids!(store.list_workspaces(&filter, page(1, 100)).await),
+                "peer" => ids!(store.list_peers("w", PeerKind::Peer, &filter, page(1, 100)).await),
+                "session" => {
+                    let by_peer = ids!(store.list_peer_sessions("w", "alice", &filter, page(1, 100)).await);
+                    assert_eq!(by_peer, ["s"], "{filters}: the peer's sessions");
+                    ids!(store.list_sessions("w", &filter, page(1, 100)).await)
+                }
+                "message" => {
+                    let searched = store.search_messages("w", &search, &filter).await;
+                    let searched: Vec<String> = searched.expect("search").into_iter().map(|m| m.id).collect();
+                    assert_eq!(searched, [id], "{filters}: search");
+                    let by_id = store.messages_by_ids("w", &[id.to_owned()], &filter, None).await;
+                    assert_eq!(by_id.expect("by ids").len(), 1, "{filters}: by ids");
+                    ids!(store.list_messages("w", "s", &filter, page(1, 100)).await)
+                }
+                "conclusion" => ids!(store.list_conclusions("w", &filter, page(1, 100)).await),
+                other => panic!("no list for {other}"),
+            };
+            assert!(
+                found.iter().any(|found| found == id),
+                "{filters} on {}: {found:?}",
+                schema.resource
+            );
+        }
+        let unknown = filter::parse(schema, Some(&object(json!({"no_such_key": "x"}))));
+        assert!(
+            matches!(unknown, Err(Error::InvalidArgument { .. })),
+            "{}: {unknown:?}",
+            schema.resource
+        );
     }
 }

@@ -35,6 +35,9 @@ pub enum FieldType {
 pub struct Field {
     /// The key as clients write it (`peer_id`).
     pub key: &'static str,
+    /// The stored column it reads (`peer_name`): a store renders filters
+    /// from this, so a key and its column are declared in one place.
+    pub column: &'static str,
     pub field_type: FieldType,
 }
 
@@ -47,14 +50,24 @@ pub struct Schema {
     pub metadata: bool,
 }
 
-const fn field(key: &'static str, field_type: FieldType) -> Field {
-    Field { key, field_type }
+const fn field(key: &'static str, column: &'static str, field_type: FieldType) -> Field {
+    Field {
+        key,
+        column,
+        field_type,
+    }
 }
+
+/// The stored column of `metadata`, in every resource that has it.
+pub const METADATA_COLUMN: &str = "metadata";
 
 /// Keys of workspaces.
 pub const WORKSPACE: Schema = Schema {
     resource: "workspace",
-    fields: &[field("id", FieldType::Text), field("created_at", FieldType::Timestamp)],
+    fields: &[
+        field("id", "name", FieldType::Text),
+        field("created_at", "created_at", FieldType::Timestamp),
+    ],
     metadata: true,
 };
 
@@ -62,9 +75,9 @@ pub const WORKSPACE: Schema = Schema {
 pub const PEER: Schema = Schema {
     resource: "peer",
     fields: &[
-        field("id", FieldType::Text),
-        field("workspace_id", FieldType::Text),
-        field("created_at", FieldType::Timestamp),
+        field("id", "name", FieldType::Text),
+        field("workspace_id", "workspace_name", FieldType::Text),
+        field("created_at", "created_at", FieldType::Timestamp),
     ],
     metadata: true,
 };
@@ -73,10 +86,10 @@ pub const PEER: Schema = Schema {
 pub const SESSION: Schema = Schema {
     resource: "session",
     fields: &[
-        field("id", FieldType::Text),
-        field("workspace_id", FieldType::Text),
-        field("is_active", FieldType::Boolean),
-        field("created_at", FieldType::Timestamp),
+        field("id", "name", FieldType::Text),
+        field("workspace_id", "workspace_name", FieldType::Text),
+        field("is_active", "is_active", FieldType::Boolean),
+        field("created_at", "created_at", FieldType::Timestamp),
     ],
     metadata: true,
 };
@@ -85,12 +98,12 @@ pub const SESSION: Schema = Schema {
 pub const MESSAGE: Schema = Schema {
     resource: "message",
     fields: &[
-        field("id", FieldType::Text),
-        field("workspace_id", FieldType::Text),
-        field("session_id", FieldType::Text),
-        field("peer_id", FieldType::Text),
-        field("token_count", FieldType::Integer),
-        field("created_at", FieldType::Timestamp),
+        field("id", "public_id", FieldType::Text),
+        field("workspace_id", "workspace_name", FieldType::Text),
+        field("session_id", "session_name", FieldType::Text),
+        field("peer_id", "peer_name", FieldType::Text),
+        field("token_count", "token_count", FieldType::Integer),
+        field("created_at", "created_at", FieldType::Timestamp),
     ],
     metadata: true,
 };
@@ -99,17 +112,17 @@ pub const MESSAGE: Schema = Schema {
 pub const CONCLUSION: Schema = Schema {
     resource: "conclusion",
     fields: &[
-        field("id", FieldType::Text),
-        field("workspace_id", FieldType::Text),
-        field("observer_id", FieldType::Text),
-        field("observed_id", FieldType::Text),
-        field("observer", FieldType::Text),
-        field("observed", FieldType::Text),
-        field("session_id", FieldType::Text),
-        field("session_name", FieldType::Text),
-        field("level", FieldType::Text),
-        field("times_derived", FieldType::Integer),
-        field("created_at", FieldType::Timestamp),
+        field("id", "public_id", FieldType::Text),
+        field("workspace_id", "workspace_name", FieldType::Text),
+        field("observer_id", "observer", FieldType::Text),
+        field("observed_id", "observed", FieldType::Text),
+        field("observer", "observer", FieldType::Text),
+        field("observed", "observed", FieldType::Text),
+        field("session_id", "session_name", FieldType::Text),
+        field("session_name", "session_name", FieldType::Text),
+        field("level", "level", FieldType::Text),
+        field("times_derived", "times_derived", FieldType::Integer),
+        field("created_at", "created_at", FieldType::Timestamp),
     ],
     metadata: true,
 };

@@ -4,7 +4,6 @@ use crate::db::db_error;
 use crate::db::{SqlStore, execute};
 use crate::rows;
 use crate::sql::Sql;
-use crate::tx::columns::conclusion_column;
 use crate::tx::conclusions::to_json_list;
 use crate::tx::conclusions::{insert_conclusion, soft_delete_conclusion};
 use crate::tx::entities::ensure_peer;
@@ -42,7 +41,7 @@ impl Memory for SqlStore {
     ) -> Result<Page<Conclusion>> {
         let mut from_where = Sql::new("documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ");
         from_where.bind(workspace_id).push(" AND ");
-        crate::sql::render_filter(&mut from_where, self.dialect(), filter, conclusion_column)?;
+        crate::sql::render_filter(&mut from_where, self.dialect(), filter, "d")?;
         // Newest first by default, as in Honcho.
         let dir = if page.reverse { "ASC" } else { "DESC" };
         self.paged(

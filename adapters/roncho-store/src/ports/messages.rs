@@ -3,7 +3,6 @@
 use crate::db::{SqlStore, db_error, direction, execute, to_json};
 use crate::rows;
 use crate::sql::{Sql, render_filter};
-use crate::tx::columns::message_column;
 use crate::tx::entities::{load_message, load_session};
 use crate::tx::vectors::push_perspective;
 use crate::tx::writes::Origin;
@@ -105,7 +104,7 @@ impl Messages for SqlStore {
             .bind(workspace_id)
             .push(" AND m.session_name = ")
             .bind(session_id);
-        self.push_filter(&mut from_where, filter, message_column)?;
+        self.push_filter(&mut from_where, filter, "m")?;
         let order = format!("m.seq_in_session {}", direction(page));
         self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message)
             .await
@@ -132,7 +131,7 @@ impl Messages for SqlStore {
             crate::tx::vectors::push_perspective(&mut sql, observer);
         }
         sql.push(" AND ");
-        render_filter(&mut sql, self.dialect(), filter, message_column)?;
+        render_filter(&mut sql, self.dialect(), filter, "m")?;
         self.read(&sql).await?.iter().map(rows::message).collect()
     }
 

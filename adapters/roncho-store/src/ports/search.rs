@@ -4,7 +4,6 @@
 use crate::db::{SqlStore, execute, fetch_optional};
 use crate::rows;
 use crate::sql::{Dialect, Sql};
-use crate::tx::columns::message_column;
 use crate::tx::vectors::push_perspective;
 use crate::tx::vectors::text_vector;
 use async_trait::async_trait;
@@ -130,7 +129,7 @@ impl SqlStore {
                 push_perspective(sql, observer);
             }
             sql.push(" AND ");
-            crate::sql::render_filter(sql, self.dialect(), filter, message_column)
+            crate::sql::render_filter(sql, self.dialect(), filter, "m")
         };
         let sql = match (self.dialect(), unsynced_newest) {
             (Dialect::Sqlite, _) if !self.full_text_maintained() => {

@@ -6,8 +6,6 @@ use crate::db::flag;
 use crate::db::{SqlStore, direction, execute, to_json};
 use crate::rows;
 use crate::sql::Sql;
-use crate::tx::columns::session_column;
-use crate::tx::columns::{peer_column, workspace_column};
 use crate::tx::entities::{
     check_observer_limit, ensure_peer, ensure_session, ensure_workspace, load_message, load_peer, load_session,
     load_workspace, upsert_member,
@@ -71,7 +69,7 @@ impl Workspaces for SqlStore {
 
     async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>> {
         let mut from_where = Sql::new("workspaces WHERE 1=1");
-        self.push_filter(&mut from_where, filter, workspace_column)?;
+        self.push_filter(&mut from_where, filter, "")?;
         let dir = direction(page);
         self.paged(
             rows::WORKSPACE_COLUMNS,
@@ -141,7 +139,7 @@ impl Workspaces for SqlStore {
             }
             PeerKind::All => {}
         }
-        self.push_filter(&mut from_where, filter, peer_column)?;
+        self.push_filter(&mut from_where, filter, "p")?;
         let dir = direction(page);
         self.paged(
             rows::PEER_COLUMNS,
@@ -409,7 +407,7 @@ impl Workspaces for SqlStore {
     async fn list_sessions(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>> {
         let mut from_where = Sql::new("sessions s WHERE s.is_active = 1 AND s.workspace_name = ");
         from_where.bind(workspace_id);
-        self.push_filter(&mut from_where, filter, session_column)?;
+        self.push_filter(&mut from_where, filter, "s")?;
         let dir = direction(page);
         self.paged(
             rows::SESSION_COLUMNS,
@@ -436,7 +434,7 @@ impl Workspaces for SqlStore {
         from_where.bind(workspace_id);
         from_where.push(" AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = s.workspace_name AND sp.session_name = s.name AND sp.peer_name = ");
         from_where.bind(peer_id).push(")");
-        self.push_filter(&mut from_where, filter, session_column)?;
+        self.push_filter(&mut from_where, filter, "s")?;
         let dir = direction(page);
         self.paged(
             rows::SESSION_COLUMNS,

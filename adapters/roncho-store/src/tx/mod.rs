@@ -2,7 +2,6 @@
 //! connection, so what it writes commits with the caller's transaction.
 //! Nothing here implements a port, and nothing here imports a port.
 //!
-//! - [`columns`]: filter keys to SQL columns.
 //! - [`entities`]: workspaces, peers, sessions, members and scopes read or created in a transaction.
 //! - [`writes`]: appending messages, with SQLite's group commit.
 //! - [`tasks`]: background work and webhook events queued with the write that causes them.
@@ -11,7 +10,6 @@
 //! - [`vectors`]: sync state and tombstones of vectors, and the words indexed.
 //! - [`scopes`]: a session leaving a scope.
 
-pub(crate) mod columns;
 pub(crate) mod conclusions;
 pub(crate) mod entities;
 pub(crate) mod idempotency;
