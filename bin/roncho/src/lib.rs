@@ -5,6 +5,7 @@
 //! - [`connections`]: connection-level limits of every listener.
 //! - [`import`]: `roncho import --from-honcho`, a Honcho v3 database into the store.
 //! - [`metrics`]: Prometheus metrics at `/metrics`.
+//! - [`node`]: a process started in named steps (`roncho serve`).
 //! - [`pdf`]: PDF text in a memory- and time-limited child process.
 //! - [`observe`]: spans and metrics of every gRPC request and LLM call.
 //! - [`telemetry`]: logs and OpenTelemetry trace export (OTLP).
@@ -17,6 +18,7 @@ pub mod config;
 pub mod connections;
 pub mod import;
 pub mod metrics;
+pub mod node;
 pub mod observe;
 pub mod pdf;
 pub mod server;

@@ -151,7 +151,6 @@ pub async fn run(
     roles: &[Role],
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let store = services.store.clone();
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     let reflection = || {
         tonic_reflection::server::Builder::configure()
@@ -164,12 +163,11 @@ pub async fn run(
         (None, None)
     };
 
-    let edge = Edge::new(Authorizer::new(store.clone()), services.rates.clone());
-    let mut served = Vec::new();
+    let edge = Edge::new(Authorizer::new(services.store.clone()), services.rates.clone());
     // Outermost first: every request is observed, then authenticated (a
     // key's workspace has places of its own), then admitted.
     let limits = services.admission.limits();
-    let mut router = tonic::transport::Server::builder()
+    let router = tonic::transport::Server::builder()
         // HTTP/2 bounds each connection's streams (twice what admission
         // lets in: admission sheds the excess with a retry delay first, where
         // HTTP/2 would make the client queue), drops peers that stopped
@@ -189,6 +187,68 @@ pub async fn run(
         .add_service(health_service.clone())
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
+    let (router, rest, served) = mount_roles(router, &edge, &services, roles);
+    let served = report_serving(&health_reporter, &served, &services, &shutdown).await;
+    if let Some(address) = services.health_listen {
+        serve_health_only(address, health_service, &services, &shutdown).await?;
+    }
+    if let Some(rest_listener) = &services.rest_listener {
+        serve_rest(rest_listener, rest, &services, &shutdown)?;
+    }
+    let address = listener.local_addr()?;
+    tracing::info!(
+        %address,
+        roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
+        tls = services.tls.is_some(),
+        authentication = services.keys.is_some(),
+        "serving gRPC"
+    );
+    let drain = shutdown.clone();
+    let reporter = health_reporter.clone();
+    let stopping = async move {
+        drain.cancelled().await;
+        // Report NOT_SERVING first so load balancers stop sending new work.
+        for name in served {
+            reporter.set_service_status(name, ServingStatus::NotServing).await;
+        }
+        tracing::info!("shutting down: finishing in-flight requests");
+    };
+    // Every connection must send HTTP/2's preface within the handshake timeout.
+    match &services.tls {
+        Some(tls) => {
+            tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
+            let incoming = crate::tls::incoming(
+                listener,
+                tls.clone(),
+                services.connections.clone(),
+                FirstBytes::Http2Preface,
+                shutdown.clone(),
+            );
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+        None => {
+            let incoming = services
+                .connections
+                .incoming(listener, FirstBytes::Http2Preface, shutdown.clone());
+            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+        }
+    }
+    Ok(())
+}
+
+/// Mounts the roles' gRPC services on `router` and gives the REST edge the
+/// same services; returns the names served (for health).
+fn mount_roles<L>(
+    mut router: tonic::transport::server::Router<L>,
+    edge: &Edge,
+    services: &Services,
+    roles: &[Role],
+) -> (
+    tonic::transport::server::Router<L>,
+    roncho_rest::Rest,
+    Vec<&'static str>,
+) {
+    let mut served = Vec::new();
     let mut rest = roncho_rest::Rest::new(edge.clone());
     if roles.iter().any(|role| role.serves_api()) {
         served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
@@ -199,7 +259,7 @@ pub async fn run(
     for role in roles {
         router = match role {
             Role::Ingest => {
-                let mut ingest = roncho_ingest::Ingest::new(store.clone())
+                let mut ingest = roncho_ingest::Ingest::new(services.store.clone())
                     .allowing_private_webhooks(services.allow_private_webhooks)
                     .with_idempotency_window(services.idempotency_window);
                 if let Some(after_write) = &services.after_write {
@@ -220,7 +280,10 @@ pub async fn run(
             }
             Role::Recall => {
                 served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
-                let recall = Arc::new(roncho_recall::Recall::new(store.clone(), services.semantic.clone()));
+                let recall = Arc::new(roncho_recall::Recall::new(
+                    services.store.clone(),
+                    services.semantic.clone(),
+                ));
                 rest = rest.with_recall(recall.clone());
                 router.add_service(RecallServiceServer::new(GrpcRecall::new(edge.clone(), recall)))
             }
@@ -275,110 +338,100 @@ pub async fn run(
             )));
         }
     }
+    (router, rest, served)
+}
+
+/// Reports every served name (and liveness and readiness) as serving, and
+/// watches readiness from then on; returns the names reported.
+async fn report_serving(
+    health_reporter: &tonic_health::server::HealthReporter,
+    served: &[&'static str],
+    services: &Services,
+    shutdown: &CancellationToken,
+) -> Vec<&'static str> {
     health_reporter
         .set_service_status(LIVENESS, ServingStatus::Serving)
         .await;
+    let mut served = served.to_vec();
     served.extend([READINESS, ""]);
     for name in &served {
         health_reporter.set_service_status(*name, ServingStatus::Serving).await;
     }
     tokio::spawn(watch_readiness(
-        store.clone(),
+        services.store.clone(),
         services.dependencies.clone(),
         health_reporter.clone(),
         served.clone(),
         services.readiness_interval,
         shutdown.clone(),
     ));
+    served
+}
 
-    if let Some(address) = services.health_listen {
-        let health_listener = TcpListener::bind(address)
+/// Serves gRPC health checks alone, in plain text, at `address`.
+async fn serve_health_only(
+    address: std::net::SocketAddr,
+    health_service: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
+    services: &Services,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let health_listener = TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the health address {address}"))?;
+    tracing::info!(%address, "serving gRPC health checks in plain text");
+    let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
+    let stop = shutdown.clone();
+    let incoming = services
+        .connections
+        .incoming(health_listener, FirstBytes::Http2Preface, shutdown.clone());
+    tokio::spawn(async move {
+        if let Err(error) = health_only
+            .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
             .await
-            .with_context(|| format!("binding the health address {address}"))?;
-        tracing::info!(%address, "serving gRPC health checks in plain text");
-        let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
-        let stop = shutdown.clone();
-        let incoming = services
-            .connections
-            .incoming(health_listener, FirstBytes::Http2Preface, shutdown.clone());
-        tokio::spawn(async move {
-            if let Err(error) = health_only
-                .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
-                .await
-            {
-                tracing::error!(%error, "the health server stopped");
-            }
-        });
-    }
-    if let Some(rest_listener) = &services.rest_listener {
-        let listener = rest_listener.try_clone().context("sharing the REST listener")?;
-        listener.set_nonblocking(true)?;
-        let listener = TcpListener::from_std(listener)?;
-        let address = listener.local_addr()?;
-        let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
-        app = app
-            .clone()
-            .merge(mcp_routes(app, &services, !address.ip().is_loopback(), &shutdown));
-        if let Some(metrics) = &services.metrics {
-            app = app.merge(crate::metrics::router(metrics.clone()));
+        {
+            tracing::error!(%error, "the health server stopped");
         }
-        tracing::info!(
-            %address,
-            tls = services.tls.is_some(),
-            authentication = services.keys.is_some(),
-            "serving the Honcho v3 REST edge"
-        );
-        let stop = shutdown.clone();
-        let gate = services.connections.clone();
-        let header_timeout = gate.limits().header_timeout;
-        match &services.tls {
-            // The gRPC listener's certificate (and client CA), reloaded with it.
-            Some(tls) => {
-                let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
-                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
-            }
-            None => {
-                let listener = GatedListener::new(listener, gate);
-                tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
-            }
-        }
-    }
+    });
+    Ok(())
+}
+
+/// Serves the Honcho v3 REST edge (and MCP, and metrics when on) on its
+/// listener, with the gRPC listener's TLS.
+fn serve_rest(
+    rest_listener: &Arc<std::net::TcpListener>,
+    rest: roncho_rest::Rest,
+    services: &Services,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let listener = rest_listener.try_clone().context("sharing the REST listener")?;
+    listener.set_nonblocking(true)?;
+    let listener = TcpListener::from_std(listener)?;
     let address = listener.local_addr()?;
+    let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+    app = app
+        .clone()
+        .merge(mcp_routes(app, services, !address.ip().is_loopback(), shutdown));
+    if let Some(metrics) = &services.metrics {
+        app = app.merge(crate::metrics::router(metrics.clone()));
+    }
     tracing::info!(
         %address,
-        roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
         tls = services.tls.is_some(),
         authentication = services.keys.is_some(),
-        "serving gRPC"
+        "serving the Honcho v3 REST edge"
     );
-    let drain = shutdown.clone();
-    let reporter = health_reporter.clone();
-    let stopping = async move {
-        drain.cancelled().await;
-        // Report NOT_SERVING first so load balancers stop sending new work.
-        for name in served {
-            reporter.set_service_status(name, ServingStatus::NotServing).await;
-        }
-        tracing::info!("shutting down: finishing in-flight requests");
-    };
-    // Every connection must send HTTP/2's preface within the handshake timeout.
+    let stop = shutdown.clone();
+    let gate = services.connections.clone();
+    let header_timeout = gate.limits().header_timeout;
     match &services.tls {
+        // The gRPC listener's certificate (and client CA), reloaded with it.
         Some(tls) => {
-            tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
-            let incoming = crate::tls::incoming(
-                listener,
-                tls.clone(),
-                services.connections.clone(),
-                FirstBytes::Http2Preface,
-                shutdown.clone(),
-            );
-            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+            let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
+            tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
         }
         None => {
-            let incoming = services
-                .connections
-                .incoming(listener, FirstBytes::Http2Preface, shutdown.clone());
-            router.serve_with_incoming_shutdown(incoming, stopping).await?;
+            let listener = GatedListener::new(listener, gate);
+            tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
         }
     }
     Ok(())

@@ -1,0 +1,504 @@
+//! A roncho process, started in named steps: [`serve`] reads as the list
+//! of them (open the store and search, bind, build the services, serve
+//! metrics, connect the queue, start the workers, serve the listeners,
+//! stop), each step one function below.
+
+use std::sync::Arc;
+
+use anyhow::Context;
+use roncho_core::queue::WorkQueue;
+use roncho_store::SqlStore;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{Config, LlmConfig, LlmRole, RestListen, Role};
+use crate::server::Services;
+use crate::telemetry::Telemetry;
+use crate::wiring::Runtime;
+
+/// How long giving work back and closing the queue and the store may take
+/// once the workers have stopped.
+const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
+/// How a server is started beyond its configuration: by `roncho serve`
+/// (the defaults), or inside `roncho mcp`.
+#[derive(Default)]
+pub struct Launch {
+    /// The REST edge's listener, bound already (instead of `rest_listen`).
+    pub rest: Option<Arc<std::net::TcpListener>>,
+    /// Stops the server as a signal would.
+    pub stop: CancellationToken,
+}
+
+/// Runs the configured roles until a signal (or `launch.stop`), then stops
+/// within the grace period.
+pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
+    config.check_exposure()?;
+    let telemetry = Telemetry::init(&config, true)?;
+    tracing::info!(config = %config.redacted(), "starting roncho");
+    let access = Access::load(&config)?;
+    let runtime = open_store_and_search(&config).await?;
+    let listener = tokio::net::TcpListener::bind(config.listen)
+        .await
+        .with_context(|| format!("binding {}", config.listen))?;
+    let shutdown = Shutdown::on_signal(launch.stop.clone());
+    let mut services = build_services(&config, access, &runtime, launch.rest)?;
+    serve_metrics(&config, &runtime, &mut services, &shutdown.token).await?;
+    let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
+    let queue = connect_queue(&config, &runtime.store, &mut services, &mut nudges).await?;
+    let workers = start_workers(&config, &runtime, &mut services, &queue, &shutdown.token, &mut nudges)?;
+    if !nudges.is_empty() {
+        services.after_write = Some(Arc::new(move || nudges.iter().for_each(|nudge| nudge())));
+    }
+    serve_listeners(listener, services, &config, &shutdown.token).await?;
+    stop(workers, &queue, &runtime.store, &config, &shutdown).await;
+    tracing::info!("stopped");
+    telemetry.shutdown().await;
+    Ok(())
+}
+
+/// Opens the store (migrated) with the embedder, vector store and
+/// reconciler the configuration asks for, and warms up token counting.
+async fn open_store_and_search(config: &Config) -> anyhow::Result<Runtime> {
+    let runtime = crate::wiring::build(config).await?;
+    tracing::info!(semantic_search = %runtime.embedder_description, "search");
+    tokio::task::spawn_blocking(roncho_core::tokens::warm_up).await?;
+    Ok(runtime)
+}
+
+/// The process's shutdown: cancelled by a signal or by the launcher, with
+/// the time it was, from which the grace period counts.
+struct Shutdown {
+    token: CancellationToken,
+    signalled_at: Arc<std::sync::OnceLock<tokio::time::Instant>>,
+}
+
+impl Shutdown {
+    fn on_signal(stop: CancellationToken) -> Self {
+        let shutdown = Shutdown {
+            token: CancellationToken::new(),
+            signalled_at: Arc::new(std::sync::OnceLock::new()),
+        };
+        // The grace period counts from the signal: draining requests and
+        // finishing work share it.
+        let (token, signalled_at) = (shutdown.token.clone(), shutdown.signalled_at.clone());
+        tokio::spawn(async move {
+            tokio::select! {
+                () = wait_for_signal() => {}
+                () = stop.cancelled() => {}
+            }
+            let _ = signalled_at.set(tokio::time::Instant::now());
+            token.cancel();
+        });
+        shutdown
+    }
+
+    /// When the grace period ends.
+    fn deadline(&self, grace: std::time::Duration) -> tokio::time::Instant {
+        self.signalled_at
+            .get()
+            .copied()
+            .unwrap_or_else(tokio::time::Instant::now)
+            + grace
+    }
+}
+
+/// Who may call, and over what: the API keys and the listeners' TLS,
+/// loaded before anything is opened so a bad secret or certificate stops
+/// start-up first.
+struct Access {
+    keys: Option<Arc<roncho_api::keys::KeySet>>,
+    tls: Option<Arc<crate::tls::ReloadingTls>>,
+}
+
+impl Access {
+    fn load(config: &Config) -> anyhow::Result<Self> {
+        let keys = crate::wiring::key_set(config)?;
+        let tls = config
+            .tls
+            .clone()
+            .map(crate::tls::ReloadingTls::load)
+            .transpose()?
+            .map(Arc::new);
+        if keys.is_none() && !config.listen.ip().is_loopback() {
+            tracing::error!(
+                listen = %config.listen,
+                "AUTHENTICATION IS OFF on a non-loopback address (--insecure-no-auth): anyone who reaches this port can read, write and delete every workspace"
+            );
+        }
+        Ok(Access { keys, tls })
+    }
+}
+
+/// The services of the listeners: keys, TLS, limits, the PDF reader and
+/// the dialectic, from the configuration.
+fn build_services(
+    config: &Config,
+    access: Access,
+    runtime: &Runtime,
+    rest: Option<Arc<std::net::TcpListener>>,
+) -> anyhow::Result<Services> {
+    let mut services = Services::store_only(runtime.store.clone());
+    services.keys = access.keys;
+    services.tls = access.tls;
+    services.health_listen = config.health_listen;
+    services.rest_listener = match rest {
+        Some(listener) => Some(listener),
+        None => rest_listener(config.rest_listen)?,
+    };
+    services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
+    services.idempotency_window = config.idempotency_window;
+    services.reflection = config.grpc_reflection;
+    services.pdf = Some(Arc::new(crate::pdf::SandboxedPdf::new(
+        std::env::current_exe().context("finding this binary for the PDF reader")?,
+        config.limits.pdf_memory_mb,
+        config.limits.pdf_timeout,
+        config.limits.pdf_concurrency,
+    )));
+    services.admission = roncho_api::admission::Admission::new(config.limits.admission());
+    services.connections = crate::connections::ConnectionGate::new(config.limits.connections.within_descriptors());
+    let derives_with_model = config
+        .llm
+        .as_ref()
+        .is_some_and(|llm| llm.roles.contains_key(&LlmRole::Deriver));
+    services.rates = Arc::new(config.limits.rates(derives_with_model));
+    services.semantic = runtime.semantic.clone();
+    services.write_activity = runtime.write_activity.clone();
+    services.dialectic = Some(crate::wiring::dialectic(config, &services)?);
+    // Which models derive and dream, wherever queue status and
+    // ScheduleDream are answered (the REST edge answers them beside ingest).
+    let model = |role| anyhow::Ok(crate::wiring::llm(config.llm.as_ref(), role)?.map(|llm| llm.model_id()));
+    services.dream_model = model(LlmRole::Dream)?;
+    services.derivation = roncho_deriver::Derivation {
+        observations: model(LlmRole::Deriver)?,
+        summaries: model(LlmRole::Summary)?,
+    };
+    Ok(services)
+}
+
+/// Binds the REST edge's address. The default address gives way, with a
+/// warning, to whatever holds it (another roncho, or Honcho itself).
+fn rest_listener(rest: Option<RestListen>) -> anyhow::Result<Option<Arc<std::net::TcpListener>>> {
+    let Some(rest) = rest else { return Ok(None) };
+    match std::net::TcpListener::bind(rest.address) {
+        Ok(listener) => Ok(Some(Arc::new(listener))),
+        Err(error) if !rest.explicit => {
+            tracing::warn!(
+                address = %rest.address,
+                %error,
+                "not serving the Honcho REST edge: its default address is taken; set rest_listen (--rest-listen) \
+                 to another address, or to `off`"
+            );
+            Ok(None)
+        }
+        Err(error) => Err(error).with_context(|| format!("binding the REST address {}", rest.address)),
+    }
+}
+
+/// Serves Prometheus metrics at `metrics_listen`, when set.
+async fn serve_metrics(
+    config: &Config,
+    runtime: &Runtime,
+    services: &mut Services,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let Some(address) = config.metrics_listen else {
+        return Ok(());
+    };
+    let metrics = Arc::new(crate::metrics::Metrics::new());
+    crate::metrics::install(metrics.clone());
+    services.metrics = Some(metrics.clone());
+    metrics.watch_admission(services.admission.stats(), services.rates.clone());
+    metrics.watch_connections(services.connections.stats());
+    if let Some(yielding) = runtime.reconciler.as_ref().and_then(|reconciler| reconciler.yielding()) {
+        metrics.watch_yielding("reconciler", yielding);
+    }
+    let listener = tokio::net::TcpListener::bind(address)
+        .await
+        .with_context(|| format!("binding the metrics address {address}"))?;
+    let ledger = roncho_store::SqlWorkQueue::new(runtime.store.clone());
+    let (store, stop, gate) = (runtime.store.clone(), shutdown.clone(), services.connections.clone());
+    tokio::spawn(async move {
+        let refresh = std::time::Duration::from_secs(15);
+        let served = crate::metrics::serve(listener, gate, metrics, store, Some(ledger), refresh, stop);
+        if let Err(error) = served.await {
+            tracing::error!(%error, "the metrics server stopped");
+        }
+    });
+    Ok(())
+}
+
+/// Connects the configured work queue; over NATS, new tasks are published
+/// right after their write, and a worker-only process is ready while NATS is.
+async fn connect_queue(
+    config: &Config,
+    store: &Arc<SqlStore>,
+    services: &mut Services,
+    nudges: &mut Vec<roncho_ingest::AfterWrite>,
+) -> anyhow::Result<Arc<dyn WorkQueue>> {
+    let queue = crate::wiring::work_queue(config, store).await?;
+    if let Some(nats) = queue.nats.clone() {
+        // Tasks written with messages are published right after the write.
+        let kicked = nats.clone();
+        nudges.push(Arc::new(move || kicked.kick()));
+        // A worker without NATS has nothing to do; a process that also serves
+        // requests keeps serving them (writes wait in the outbox), so it stays ready.
+        let consumes = config
+            .roles
+            .iter()
+            .any(|role| matches!(role, Role::Deriver | Role::Dreamer));
+        let serves = config
+            .roles
+            .iter()
+            .any(|role| matches!(role, Role::Ingest | Role::Recall | Role::Dialectic));
+        if consumes && !serves {
+            services.dependencies.push(crate::server::Dependency::nats(nats));
+        }
+    }
+    services.queue = Some(queue.queue.clone());
+    Ok(queue.queue)
+}
+
+/// The background workers of a process; each finishes the unit or batch
+/// in hand after shutdown.
+struct Workers {
+    running: JoinSet<()>,
+    /// The ids under which the queue workers claim units.
+    ids: Vec<String>,
+}
+
+/// Starts the reconciler and text indexer, the dreamer and the deriver, as
+/// the roles ask; each is nudged after a write.
+fn start_workers(
+    config: &Config,
+    runtime: &Runtime,
+    services: &mut Services,
+    queue: &Arc<dyn WorkQueue>,
+    shutdown: &CancellationToken,
+    nudges: &mut Vec<roncho_ingest::AfterWrite>,
+) -> anyhow::Result<Workers> {
+    let mut workers = Workers {
+        running: JoinSet::new(),
+        ids: Vec::new(),
+    };
+    if let Some(reconciler) = &runtime.reconciler {
+        workers.running.spawn(reconciler.clone().run(shutdown.clone()));
+        let nudged = reconciler.clone();
+        nudges.push(Arc::new(move || nudged.nudge()));
+    }
+    if let Some(indexer) = &runtime.text_indexer {
+        workers.running.spawn(indexer.clone().run(shutdown.clone()));
+        let nudged = indexer.clone();
+        nudges.push(Arc::new(move || nudged.nudge()));
+    }
+    if config.roles.contains(&Role::Dreamer) {
+        start_dreamer(config, runtime, queue, shutdown, &mut workers, nudges)?;
+    }
+    if config.roles.contains(&Role::Deriver) {
+        start_deriver(config, runtime, services, queue, shutdown, &mut workers, nudges)?;
+    }
+    Ok(workers)
+}
+
+/// The settings every queue worker shares.
+fn worker_config(config: &Config) -> roncho_deriver::worker::WorkerConfig {
+    roncho_deriver::worker::WorkerConfig {
+        lease: config.deriver_lease,
+        outage_backoff: config.worker_outage_backoff,
+        outage_backoff_max: config.worker_outage_backoff_max,
+        ..roncho_deriver::worker::WorkerConfig::default()
+    }
+}
+
+/// The dream worker, when a dream model is configured.
+fn start_dreamer(
+    config: &Config,
+    runtime: &Runtime,
+    queue: &Arc<dyn WorkQueue>,
+    shutdown: &CancellationToken,
+    workers: &mut Workers,
+    nudges: &mut Vec<roncho_ingest::AfterWrite>,
+) -> anyhow::Result<()> {
+    let Some(llm) = crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? else {
+        tracing::info!(
+            "dreamer: no dream model configured (dream_model or llm_model); ScheduleDream answers FAILED_PRECONDITION"
+        );
+        return Ok(());
+    };
+    tracing::info!(model = %llm.model_id(), "dreamer worker");
+    let worker_config = roncho_deriver::worker::WorkerConfig {
+        worker_id: roncho_deriver::worker::unique_worker_id("dreamer"),
+        ..worker_config(config)
+    };
+    workers.ids.push(worker_config.worker_id.clone());
+    let worker = Arc::new(roncho_dreamer::worker::DreamWorker::new(
+        runtime.store.clone(),
+        queue.clone(),
+        runtime.semantic.clone(),
+        llm,
+        LlmConfig::max_tokens(config.llm.as_ref(), LlmRole::Dream),
+        worker_config,
+    ));
+    workers.running.spawn(worker.clone().run(shutdown.clone()));
+    nudges.push(Arc::new(move || worker.nudge()));
+    Ok(())
+}
+
+/// The derivation worker: observations and summaries (by model or
+/// extractive), webhook delivery, and dream scheduling when dreams can run.
+fn start_deriver(
+    config: &Config,
+    runtime: &Runtime,
+    services: &Services,
+    queue: &Arc<dyn WorkQueue>,
+    shutdown: &CancellationToken,
+    workers: &mut Workers,
+    nudges: &mut Vec<roncho_ingest::AfterWrite>,
+) -> anyhow::Result<()> {
+    let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
+    // Beside the writes of this process, the deriver lets bursts pass first.
+    let yielding = runtime
+        .write_activity
+        .as_ref()
+        .map(|activity| crate::wiring::yielding_to(activity, config));
+    if let (Some(metrics), Some(yielding)) = (&services.metrics, &yielding) {
+        metrics.watch_yielding("deriver", yielding.clone());
+    }
+    let worker_config = roncho_deriver::worker::WorkerConfig {
+        yielding,
+        ..worker_config(config)
+    };
+    workers.ids.push(worker_config.worker_id.clone());
+    let webhooks = roncho_http::webhook::WebhookSender::new(
+        config.webhooks.secret.as_ref().map(|secret| secret.expose()),
+        config.webhooks.timeout,
+        config.limits.webhook_allow_private_addresses,
+    )
+    .map_err(|error| anyhow::anyhow!("webhook delivery: {error}"))?;
+    let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
+        .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary))
+        .with_webhooks(webhooks);
+    let deriver = crate::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
+    let summarizer = crate::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
+    let model_or_extractive = |llm: &Option<Arc<dyn roncho_llm::Llm>>| {
+        llm.as_ref()
+            .map_or_else(|| "extractive".to_owned(), |llm| llm.model_id())
+    };
+    tracing::info!(
+        deriver = model_or_extractive(&deriver),
+        summary = model_or_extractive(&summarizer),
+        "deriver worker"
+    );
+    if let Some(deriver) = deriver {
+        worker = worker.with_deriver_llm(deriver);
+    }
+    if let Some(summarizer) = summarizer {
+        worker = worker.with_summary_llm(summarizer);
+    }
+    if let Some(semantic) = &runtime.semantic {
+        worker = worker.with_semantic_dedup(semantic.embedder.clone(), semantic.vectors.clone());
+    }
+    if let Some(reconciler) = runtime.reconciler.clone() {
+        // New conclusions are embedded right away, not at the next poll.
+        worker = worker.with_saved_hook(Arc::new(move || reconciler.nudge()));
+    }
+    if crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+        // Dreams run wherever a dreamer role is; the deriver schedules them.
+        let policy = roncho_dreamer::DreamPolicy {
+            document_threshold: i64::try_from(config.dreams.document_threshold).unwrap_or(i64::MAX),
+            min_between: config.dreams.min_between,
+            idle: config.dreams.idle,
+        };
+        let scheduler = roncho_dreamer::DreamScheduler::new(runtime.store.clone(), queue.clone(), policy);
+        worker = worker.with_listener(Arc::new(scheduler));
+    }
+    let worker = Arc::new(worker);
+    workers.running.spawn(worker.clone().run(shutdown.clone()));
+    nudges.push(Arc::new(move || worker.nudge()));
+    Ok(())
+}
+
+/// Serves the listeners until shutdown, then lets requests in flight
+/// finish within the grace period.
+async fn serve_listeners(
+    listener: tokio::net::TcpListener,
+    services: Services,
+    config: &Config,
+    shutdown: &CancellationToken,
+) -> anyhow::Result<()> {
+    let server = crate::server::run(listener, services, &config.roles, shutdown.clone());
+    tokio::pin!(server);
+    tokio::select! {
+        result = &mut server => result?,
+        () = async {
+            shutdown.cancelled().await;
+            tokio::time::sleep(config.shutdown_grace).await;
+        } => tracing::warn!(grace = ?config.shutdown_grace, "grace period over; exiting with requests in flight"),
+    }
+    Ok(())
+}
+
+/// Drains the workers within what is left of the grace period (giving
+/// back the units of those cut short), then closes the queue and the store.
+async fn stop(
+    mut workers: Workers,
+    queue: &Arc<dyn WorkQueue>,
+    store: &Arc<SqlStore>,
+    config: &Config,
+    shutdown: &Shutdown,
+) {
+    shutdown.token.cancel();
+    let deadline = shutdown.deadline(config.shutdown_grace);
+    let finished = tokio::time::timeout_at(deadline, async { while workers.running.join_next().await.is_some() {} })
+        .await
+        .is_ok();
+    if !finished {
+        tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task and giving their units back");
+        workers.running.shutdown().await;
+    }
+    // What is left is bounded too: the pod's grace period is not much longer
+    // than ours, and the last spans must still go out after this.
+    let closing = async {
+        if !finished {
+            for worker_id in &workers.ids {
+                match queue.release_worker(worker_id).await {
+                    Ok(released) => tracing::info!(worker_id, released, "work units given back for other workers"),
+                    Err(error) => tracing::warn!(
+                        worker_id,
+                        %error,
+                        "could not give work units back; they move on when their lease runs out"
+                    ),
+                }
+            }
+        }
+        // Hands this process's partitions and undelivered work to the others.
+        queue.close().await;
+        store.close().await;
+    };
+    if tokio::time::timeout(CLOSE_TIMEOUT, closing).await.is_err() {
+        tracing::warn!(limit = ?CLOSE_TIMEOUT, "closing the queue and the store took too long; exiting without");
+    }
+}
+
+async fn wait_for_signal() {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM");
+                let _ = ctrl_c.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = ctrl_c => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = ctrl_c.await;
+    }
+}
