@@ -4,7 +4,7 @@
 -- written from its schema description, with rows as Honcho writes them.
 -- pgvector is not installed on the test machines, so vectors are real[]
 -- here; the importer does not read them (roncho embeds with its own model).
--- Used by bin/roncho/tests/import.rs and clients/honcho-sdk/run-scenario.sh.
+-- Used by bin/roncho/tests/e2e/import.rs and clients/honcho-sdk/run-scenario.sh.
 
 CREATE TABLE workspaces (
     id                TEXT PRIMARY KEY,

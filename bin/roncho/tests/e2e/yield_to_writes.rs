@@ -12,7 +12,7 @@ use roncho_core::model::SyncKind;
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::SyncLedger;
 
-mod support;
+use crate::support;
 
 fn config(data_dir: &std::path::Path, roles: &str, yield_ms: Option<u64>) -> Config {
     let flags = ConfigLayer {

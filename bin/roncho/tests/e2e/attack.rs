@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tonic::Code;
 use tonic::codec::{Codec, DecodeBuf, Decoder, EncodeBuf, Encoder};
 
-mod support;
+use crate::support;
 
 const SECRET: &str = "attack-test-secret-of-at-least-thirty-two-bytes";
 

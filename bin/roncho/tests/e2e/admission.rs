@@ -20,7 +20,7 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 
-mod support;
+use crate::support;
 
 /// A model speaking the OpenAI chat format that takes `delay` to answer.
 async fn slow_model(delay: Duration) -> Arc<dyn roncho_llm::Llm> {

@@ -13,7 +13,7 @@ use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use tonic_types::StatusExt;
 
-mod support;
+use crate::support;
 
 /// A one-page PDF whose content stream is `stream`, encoded by `filters`.
 fn pdf(stream: &[u8], filters: &str) -> Vec<u8> {

@@ -16,7 +16,7 @@ use roncho_core::store::{Memory, Messages, Scopes, Webhooks, Workspaces};
 use roncho_store::SqlStore;
 use roncho_store::testing::FreshDatabase;
 
-const HONCHO_DATABASE: &str = include_str!("honcho-v3-database.sql");
+const HONCHO_DATABASE: &str = include_str!("../honcho-v3-database.sql");
 
 /// A fresh database on the test server holding the Honcho fixture.
 async fn honcho_database() -> Option<(FreshDatabase, sqlx::PgPool)> {

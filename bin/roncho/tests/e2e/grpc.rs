@@ -13,7 +13,7 @@ use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 use tonic_types::StatusExt;
 
-mod support;
+use crate::support;
 
 struct Server {
     channel: tonic::transport::Channel,

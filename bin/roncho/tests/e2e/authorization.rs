@@ -22,7 +22,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::Channel;
 
-mod support;
+use crate::support;
 use tonic::{Code, Status};
 
 const SECRET: &str = "the-authorization-matrix-test-secret-32b";

@@ -14,7 +14,7 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 
-mod support;
+use crate::support;
 
 const SECRET: &str = "the-webhook-signing-secret";
 

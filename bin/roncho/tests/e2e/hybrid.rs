@@ -21,7 +21,7 @@ use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tokio_util::sync::CancellationToken;
 
-mod support;
+use crate::support;
 
 async fn search(
     recall: &mut RecallServiceClient<tonic::transport::Channel>,

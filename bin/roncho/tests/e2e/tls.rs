@@ -15,7 +15,7 @@ use rustls_pki_types::pem::PemObject;
 use tokio_util::sync::CancellationToken;
 use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity};
 
-mod support;
+use crate::support;
 
 /// A certificate authority for the test.
 struct Authority {

@@ -22,7 +22,7 @@ use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tonic::transport::Channel;
 
-mod support;
+use crate::support;
 
 /// Postgres, a fresh Qdrant collection, a switchable test embedder (up), a
 /// reconciler and every role served over them.

@@ -6,7 +6,6 @@
 //! message inherited its meaning, and the message itself was diluted. With
 //! the real default model, bge-small-en-v1.5 (`RONCHO_TEST_EMBED_MODEL_DIR`), on SQLite
 //! with the embedded vector store and on Postgres with the real Qdrant.
-#![cfg(feature = "candle")]
 
 use std::sync::Arc;
 
@@ -18,7 +17,7 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 
-mod support;
+use crate::support;
 
 const LINES: [&str; 4] = [
     "I baked a loaf of sourdough bread this weekend.",

@@ -16,7 +16,7 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 
-mod processes;
+use crate::processes;
 use processes::{connect, free_address};
 
 const WRITERS: usize = 8;

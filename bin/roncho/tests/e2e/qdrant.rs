@@ -6,8 +6,8 @@
 
 use roncho::config::{Config, ConfigLayer, EmbeddingProvider};
 
-mod processes;
-mod support;
+use crate::processes;
+use crate::support;
 
 fn config(data_dir: &std::path::Path, qdrant_url: String, collection: &str, dimensions: usize) -> Config {
     let flags = ConfigLayer {

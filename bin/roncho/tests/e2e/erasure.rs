@@ -23,7 +23,7 @@ use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
 
-mod support;
+use crate::support;
 
 const SECRET: &str = "My locker code is zebra-4417, keep it between us.";
 const REPLY: &str = "Got it, I will keep it safe.";

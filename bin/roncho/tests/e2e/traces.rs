@@ -23,7 +23,7 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use serde_json::Value;
 
-mod processes;
+use crate::processes;
 use processes::{connect, free_address};
 
 /// A span as the collector received it, with its process's service name.

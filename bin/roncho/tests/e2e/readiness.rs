@@ -11,7 +11,7 @@ use tonic_health::ServingStatus;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
-mod support;
+use crate::support;
 
 async fn status(client: &mut HealthClient<tonic::transport::Channel>, service: &str) -> i32 {
     client

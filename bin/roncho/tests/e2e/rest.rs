@@ -12,7 +12,7 @@ use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::{Value, json};
 
-mod support;
+use crate::support;
 
 const SECRET: &str = "the-rest-edge-test-secret-of-32-bytes";
 
@@ -702,7 +702,7 @@ fn honcho_spec() -> Option<Value> {
 
 #[tokio::test]
 async fn every_honcho_operation_is_routed_and_described() {
-    let fixture = include_str!("honcho-v3-operations.txt");
+    let fixture = include_str!("../honcho-v3-operations.txt");
     let operations: Vec<(String, String, String)> = fixture
         .lines()
         .filter(|line| !line.starts_with('#') && !line.trim().is_empty())

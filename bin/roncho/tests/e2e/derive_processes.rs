@@ -17,7 +17,7 @@ use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use serde_json::{Value, json};
 
-mod processes;
+use crate::processes;
 use processes::{connect, free_address};
 
 type Script = roncho_http::Script<()>;

@@ -1,0 +1,34 @@
+//! The end-to-end tests of the `roncho` binary, one module per area, in one
+//! test binary: the whole stack is linked once, not once per area.
+//! `support` starts in-process servers; `processes` runs `roncho` binaries.
+
+mod processes;
+mod support;
+
+mod acknowledged;
+mod admission;
+mod agents_flow;
+mod attack;
+mod authorization;
+mod derive_processes;
+mod dialectic;
+mod erasure;
+mod exposure;
+mod grpc;
+mod hybrid;
+mod import;
+mod llm_deriver;
+#[cfg(feature = "candle")]
+mod meaning;
+mod metrics;
+mod qdrant;
+mod qdrant_ranking;
+mod readiness;
+mod rest;
+mod status;
+mod text_index;
+mod tls;
+mod traces;
+mod uploads;
+mod webhooks;
+mod yield_to_writes;
