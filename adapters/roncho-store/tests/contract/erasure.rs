@@ -1,0 +1,465 @@
+//! [`Erasure`]: deletes that reach everything derived.
+
+use super::*;
+
+store_contract_suite!(
+    session_delete_removes_it_and_its_messages_at_once,
+    workspace_delete_is_refused_while_a_session_is_active,
+    peer_delete_removes_its_messages_and_memberships,
+    erasing_a_message_reaches_everything_derived_from_it,
+    erasing_a_session_or_peer_runs_in_chunks_with_a_receipt,
+;
+    deleted_messages_leave_nothing_in_the_side_tables,
+);
+
+async fn session_delete_removes_it_and_its_messages_at_once(store: &dyn Store) {
+    let created = store
+        .create_messages("w", "s", vec![new_message("a", "secret")])
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "other", vec![new_message("a", "kept")])
+        .await
+        .unwrap();
+    store.delete_session("w", "s").await.unwrap();
+    let sessions = store.list_sessions("w", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(
+        sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["other"]
+    );
+    assert!(matches!(
+        store.get_message("w", "s", &created[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_session("w", "s").await,
+        Err(Error::NotFound { .. })
+    ));
+    let again = store
+        .create_messages("w", "s", vec![new_message("a", "new")])
+        .await
+        .unwrap();
+    assert_eq!(again[0].seq_in_session, 1, "a re-created session starts afresh");
+    assert_eq!(
+        store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap().total,
+        1
+    );
+}
+
+async fn workspace_delete_is_refused_while_a_session_is_active(store: &dyn Store) {
+    store
+        .create_messages("w", "s", vec![new_message("a", "hello")])
+        .await
+        .unwrap();
+    store.create_webhook("w", "https://example.com/hook").await.unwrap();
+    let error = store.delete_workspace("w").await.unwrap_err();
+    assert!(matches!(error, Error::FailedPrecondition(_)), "{error}");
+    store.delete_session("w", "s").await.unwrap();
+    store.delete_workspace("w").await.unwrap();
+    assert_eq!(store.list_workspaces(&all(), page(1, 10)).await.unwrap().total, 0);
+    assert_eq!(
+        store
+            .list_peers("w", PeerKind::Peer, &all(), page(1, 10))
+            .await
+            .unwrap()
+            .total,
+        0,
+        "peers go with the workspace"
+    );
+    assert_eq!(store.list_webhooks("w", page(1, 10)).await.unwrap().total, 0);
+    assert!(matches!(store.delete_workspace("w").await, Err(Error::NotFound { .. })));
+}
+
+async fn peer_delete_removes_its_messages_and_memberships(store: &dyn Store) {
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                new_message("alice", "a1"),
+                new_message("bob", "b1"),
+                new_message("alice", "a2"),
+            ],
+        )
+        .await
+        .unwrap();
+    store.delete_peer("w", "alice").await.unwrap();
+    let left = store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(
+        left.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["b1"]
+    );
+    let members = store.list_session_peers("w", "s", page(1, 10)).await.unwrap();
+    assert_eq!(members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["bob"]);
+    assert!(matches!(
+        store.delete_peer("w", "alice").await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store) {
+    use roncho_core::model::{ErasureState, SummaryKind};
+    let hour = std::time::Duration::from_secs(3600);
+    let three = || {
+        vec![
+            new_message("alice", "my password is hunter2"),
+            new_message("bob", "noted, I will remember"),
+            new_message("alice", "thanks for the help"),
+        ]
+    };
+    let messages = store
+        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
+        .await
+        .unwrap();
+    let ids: Vec<&str> = messages.iter().map(|message| message.id.as_str()).collect();
+    let (secret, reply, thanks) = (ids[0], ids[1], ids[2]);
+    // Derived: a fact from the secret alone, one from two messages, a
+    // deduction from the first fact, and one from both facts.
+    let facts = store
+        .create_conclusions(
+            "w",
+            vec![
+                derived("alice", "alice", "alice's password is hunter2", &[secret]),
+                derived(
+                    "bob",
+                    "alice",
+                    "alice shares hunter2 and says thanks",
+                    &[secret, thanks],
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    let mut deduction = derived("alice", "alice", "alice reuses hunter2", &[&facts[0].id]);
+    deduction.level = "deductive".into();
+    deduction.premises = vec![facts[0].content.clone()];
+    let mut joint = derived("bob", "alice", "alice trusts bob", &[&facts[0].id, &facts[1].id]);
+    joint.level = "deductive".into();
+    joint.premises = vec![facts[0].content.clone(), facts[1].content.clone()];
+    let deductions = store.create_conclusions("w", vec![deduction, joint]).await.unwrap();
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "alice said hunter2", thanks, 5)
+        .await
+        .unwrap();
+    let synced: Vec<(String, i64)> = ids.iter().map(|id| ((*id).to_owned(), 0)).collect();
+    store.mark_synced(SyncKind::Message, &synced).await.unwrap();
+    store
+        .mark_synced(SyncKind::Conclusion, &[(facts[0].id.clone(), 0)])
+        .await
+        .unwrap();
+    assert_eq!(found(store, "w", &search("hunter2"), &all()).await.len(), 1);
+
+    let receipt = store.delete_message("w", "s", secret).await.unwrap();
+    assert_eq!(receipt.state, ErasureState::Complete);
+    let counts = receipt.counts;
+    assert_eq!(
+        (
+            counts.messages,
+            counts.message_vectors,
+            counts.conclusions,
+            counts.conclusion_vectors
+        ),
+        (1, 1, 2, 1),
+        "the message, its vector, the fact from it and the deduction from that fact, the fact's vector: {counts:?}"
+    );
+    assert_eq!(
+        counts.conclusions_trimmed, 2,
+        "the two-source fact and the joint deduction: {counts:?}"
+    );
+    assert_eq!(
+        (
+            counts.summaries_rebuilt,
+            counts.messages_reembedded,
+            counts.idempotency_keys
+        ),
+        (1, 1, 1),
+        "{counts:?}"
+    );
+    // One removal per erased row that has or may get a vector: the
+    // deduction had none yet, but an embedding in flight could add it.
+    assert_eq!(receipt.vectors_pending, 3);
+    assert_eq!(store.erasure_receipt("w", &receipt.id).await.unwrap(), receipt);
+
+    // Nothing readable holds the text.
+    assert_eq!(found(store, "w", &search("hunter2"), &all()).await.len(), 0);
+    assert!(matches!(
+        store.get_message("w", "s", secret).await,
+        Err(Error::NotFound { .. })
+    ));
+    let left = store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().items;
+    let mut contents: Vec<&str> = left.iter().map(|c| c.content.as_str()).collect();
+    contents.sort_unstable();
+    assert_eq!(contents, ["alice shares hunter2 and says thanks", "alice trusts bob"]);
+    let kept = left.iter().find(|c| c.id == facts[1].id).unwrap();
+    assert_eq!(kept.source_ids, [thanks]);
+    let joint = left.iter().find(|c| c.id == deductions[1].id).unwrap();
+    assert_eq!(joint.source_ids, [facts[1].id.clone()]);
+    assert_eq!(
+        joint.premises,
+        [facts[1].content.clone()],
+        "the erased premise's text is gone"
+    );
+    assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
+    // The key that wrote it is disarmed, not forgotten: a retry returns
+    // what is left and writes nothing (it no longer expires).
+    let survivors = |replayed: Vec<roncho_core::model::Message>| replayed.into_iter().map(|m| m.id).collect::<Vec<_>>();
+    assert_eq!(
+        store
+            .replayed_messages("w", "s", &once("k", "CreateMessages", "three", hour))
+            .await
+            .unwrap()
+            .map(survivors),
+        Some(vec![reply.to_owned(), thanks.to_owned()]),
+    );
+    let retried = store
+        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
+        .await
+        .unwrap();
+    assert_eq!(survivors(retried), [reply, thanks], "a retry writes nothing");
+    assert_eq!(found(store, "w", &search("hunter2"), &all()).await.len(), 0);
+    assert_eq!(
+        store
+            .replayed_messages("w", "s", &once("k", "CreateMessages", "another body", hour))
+            .await
+            .unwrap()
+            .map(survivors),
+        Some(vec![reply.to_owned(), thanks.to_owned()]),
+        "no digest of the erased text is left to compare another request with"
+    );
+    // The reply is embedded again, without the erased turn.
+    let pending = store.unsynced(SyncKind::Message, 10, i64::MAX, 0).await.unwrap();
+    assert_eq!(pending.len(), 1);
+    assert_eq!(pending[0].id, reply);
+    assert!(!pending[0].text.contains("hunter2"), "{}", pending[0].text);
+    // An embedding computed from the old text is not taken for the new one.
+    store
+        .mark_synced(SyncKind::Message, &[(reply.to_owned(), 0)])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.unsynced(SyncKind::Message, 10, i64::MAX, 0).await.unwrap().len(),
+        1
+    );
+    store
+        .mark_synced(SyncKind::Message, &[(reply.to_owned(), pending[0].version)])
+        .await
+        .unwrap();
+    assert!(
+        store
+            .unsynced(SyncKind::Message, 10, i64::MAX, 0)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    // The reconciler removes the vectors; the receipt says when.
+    let tombstones = store.tombstones(10).await.unwrap();
+    let ours: Vec<&str> = tombstones.iter().map(|t| t.id.as_str()).collect();
+    assert!(
+        ours.contains(&secret) && ours.contains(&facts[0].id.as_str()),
+        "{ours:?}"
+    );
+    store.clear_tombstones(&tombstones).await.unwrap();
+    assert_eq!(
+        store.erasure_receipt("w", &receipt.id).await.unwrap().vectors_pending,
+        0
+    );
+
+    // A derivation that read the message before it was erased stores nothing from it.
+    let late = store
+        .create_conclusions(
+            "w",
+            vec![
+                derived("alice", "alice", "late: hunter2 again", &[secret]),
+                derived("alice", "alice", "late: thanks", &[secret, thanks]),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(late.len(), 1);
+    assert_eq!(late[0].source_ids, [thanks]);
+    assert!(matches!(
+        store.erasure_receipt("w", "no-such-receipt").await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn erasing_a_session_or_peer_runs_in_chunks_with_a_receipt(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, ErasureState};
+    for batch in 0..12 {
+        let messages = (0..100)
+            .map(|i| new_message(["alice", "bob"][i % 2], &format!("batch {batch} line {i}")))
+            .collect();
+        store.create_messages("w", "big", messages).await.unwrap();
+    }
+    let first = store.list_messages("w", "big", &all(), page(1, 1)).await.unwrap().items;
+    let mut fact = new_conclusion("alice", "bob", "bob counts lines");
+    fact.session_id = Some("big".into());
+    fact.source_ids = vec![first[0].id.clone()];
+    store.create_conclusions("w", vec![fact]).await.unwrap();
+
+    let scope = ErasureScope::Session {
+        session_id: "big".into(),
+    };
+    let receipt = store.begin_erasure("w", &scope).await.unwrap();
+    assert_eq!(receipt.state, ErasureState::Running);
+    assert_eq!(
+        store.begin_erasure("w", &scope).await.unwrap().id,
+        receipt.id,
+        "one erasure per target"
+    );
+    let step = store.continue_erasure("w", &receipt.id, 500).await.unwrap();
+    assert_eq!((step.state, step.counts.messages), (ErasureState::Running, 500));
+    assert_eq!(
+        store.list_messages("w", "big", &all(), page(1, 1)).await.unwrap().total,
+        700
+    );
+    let mut done = step;
+    while done.state == ErasureState::Running {
+        done = store.continue_erasure("w", &receipt.id, 500).await.unwrap();
+    }
+    assert_eq!(
+        (done.counts.messages, done.counts.conclusions, done.counts.sessions),
+        (1200, 1, 1),
+        "{:?}",
+        done.counts
+    );
+    assert!(done.finished_at.is_some());
+    assert!(matches!(
+        store.list_messages("w", "big", &all(), page(1, 1)).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total, 0);
+    assert_eq!(
+        store.continue_erasure("w", &receipt.id, 500).await.unwrap(),
+        done,
+        "done stays done"
+    );
+
+    // A peer: its messages everywhere, the turns after them embedded again,
+    // conclusions by and about it, its cards.
+    store
+        .create_messages(
+            "w",
+            "s1",
+            vec![
+                new_message("carol", "carol's secret"),
+                new_message("dave", "dave replies"),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "s2", vec![new_message("carol", "carol again")])
+        .await
+        .unwrap();
+    let mut about = new_conclusion("dave", "carol", "carol has a secret");
+    about.source_ids = vec![];
+    store
+        .create_conclusions("w", vec![about, new_conclusion("dave", "dave", "dave replies a lot")])
+        .await
+        .unwrap();
+    store
+        .set_peer_card("w", "dave", "carol", vec!["SECRET: yes".into()])
+        .await
+        .unwrap();
+    let dave_reply = store.list_messages("w", "s1", &all(), page(1, 10)).await.unwrap().items[1].clone();
+    store
+        .mark_synced(SyncKind::Message, &[(dave_reply.id.clone(), 0)])
+        .await
+        .unwrap();
+    let receipt = store.delete_peer("w", "carol").await.unwrap();
+    let counts = receipt.counts;
+    assert_eq!(
+        (
+            counts.messages,
+            counts.conclusions,
+            counts.peer_cards,
+            counts.peers,
+            counts.messages_reembedded
+        ),
+        (2, 1, 1, 1, 1),
+        "{counts:?}"
+    );
+    assert_eq!(
+        store.list_messages("w", "s1", &all(), page(1, 10)).await.unwrap().total,
+        1
+    );
+    assert_eq!(store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total, 1);
+    assert_eq!(store.get_peer_card("w", "dave", "carol").await.unwrap(), None);
+}
+
+/// A message row is written once (ADR 0012): what is left to do for it is
+/// in side tables, and a deleted message leaves nothing there (its words in
+/// `message_text` least of all), whether erased alone or with its session.
+async fn deleted_messages_leave_nothing_in_the_side_tables(store: Arc<SqlStore>) {
+    let postgres = store.dialect() == roncho_store::Dialect::Postgres;
+    let tables: &[&str] = if postgres {
+        &["message_sync", "message_unindexed", "message_text"]
+    } else {
+        &["message_sync"]
+    };
+    let rows = |table: &'static str| {
+        let store = store.clone();
+        async move {
+            // `table` is one of the names above.
+            let counted = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "SELECT (SELECT COUNT(*) FROM {table}) AS total, (SELECT COUNT(*) FROM {table} t \
+                 WHERE NOT EXISTS (SELECT 1 FROM messages m WHERE m.id = t.message_id)) AS orphans"
+            )))
+            .fetch_one(store.pool())
+            .await
+            .unwrap();
+            (
+                sqlx::Row::get::<i64, _>(&counted, "total"),
+                sqlx::Row::get::<i64, _>(&counted, "orphans"),
+            )
+        }
+    };
+    let kept = store
+        .create_messages(
+            "w",
+            "s",
+            vec![new_message("alice", "my secret is hunter2"), new_message("bob", "kept")],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "t", vec![new_message("alice", "hunter2 again")])
+        .await
+        .unwrap();
+    // Each queued for its vector (and on Postgres its words); one synced,
+    // which indexes its words and takes it off both queues.
+    for table in tables {
+        let expected = if *table == "message_text" { 0 } else { 3 };
+        assert_eq!(rows(table).await, (expected, 0), "{table} after the writes");
+    }
+    store
+        .mark_synced(SyncKind::Message, &[(kept[0].id.clone(), 0)])
+        .await
+        .unwrap();
+    if postgres {
+        assert_eq!(
+            rows("message_text").await,
+            (1, 0),
+            "the synced message's words are indexed"
+        );
+        assert_eq!(rows("message_unindexed").await, (2, 0));
+    }
+    assert_eq!(rows("message_sync").await, (2, 0), "a synced message leaves the queue");
+    store.delete_message("w", "s", &kept[0].id).await.unwrap();
+    store.delete_session("w", "t").await.unwrap();
+    for table in tables {
+        let (total, orphans) = rows(table).await;
+        assert_eq!(orphans, 0, "{table} keeps nothing of a deleted message");
+        assert_eq!(
+            total,
+            i64::from(*table != "message_text"),
+            "{table} holds only the message kept"
+        );
+    }
+    assert_eq!(
+        found(&*store, "w", &search("hunter2"), &all()).await,
+        Vec::<String>::new(),
+        "the deleted messages' words are gone"
+    );
+}

@@ -1,0 +1,317 @@
+//! [`Memory`]: conclusions and peer cards.
+
+use super::*;
+
+store_contract_suite!(
+    conclusions_are_created_listed_and_soft_deleted,
+    rederived_conclusions_count_up,
+    a_superseded_conclusion_hands_on_its_count,
+    conclusions_citing_walks_source_ids,
+    collection_conclusions_take_recent_and_most_derived,
+    peer_cards_are_set_and_read,
+;
+);
+
+async fn conclusions_are_created_listed_and_soft_deleted(store: &dyn Store) {
+    store
+        .create_messages("w", "s", vec![new_message("alice", "hi"), new_message("bob", "hello")])
+        .await
+        .unwrap();
+    let mut in_session = new_conclusion("alice", "bob", "Bob greets people");
+    in_session.session_id = Some("s".into());
+    let mut deduction = new_conclusion("alice", "bob", "Bob is polite");
+    deduction.level = "deductive".into();
+    deduction.premises = vec!["Bob greets people".into()];
+    let created = store
+        .create_conclusions(
+            "w",
+            vec![in_session, deduction, new_conclusion("bob", "bob", "I said hello")],
+        )
+        .await
+        .unwrap();
+    assert_eq!(created.len(), 3);
+    assert_eq!(created[1].premises, ["Bob greets people"]);
+    let listed = store.list_conclusions("w", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(listed.total, 3);
+    let by_observer = filter::parse(
+        &filter::CONCLUSION,
+        json!({"observer_id": "alice", "level": "deductive"}).as_object(),
+    )
+    .unwrap();
+    let deductions = store.list_conclusions("w", &by_observer, page(1, 10)).await.unwrap();
+    assert_eq!(
+        deductions.items.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+        ["Bob is polite"]
+    );
+    let by_session = filter::parse(&filter::CONCLUSION, json!({"session_id": "s"}).as_object()).unwrap();
+    assert_eq!(
+        store
+            .list_conclusions("w", &by_session, page(1, 10))
+            .await
+            .unwrap()
+            .items[0]
+            .session_id
+            .as_deref(),
+        Some("s")
+    );
+
+    store.delete_conclusion("w", &created[0].id).await.unwrap();
+    assert_eq!(
+        store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total,
+        2,
+        "soft-deleted rows are hidden"
+    );
+    assert!(matches!(
+        store.delete_conclusion("w", &created[0].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_conclusion("other", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .create_conclusions("w", vec![new_conclusion("alice", "zed", "x")])
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+    let mut bad_session = new_conclusion("alice", "bob", "x");
+    bad_session.session_id = Some("nope".into());
+    assert!(matches!(
+        store.create_conclusions("w", vec![bad_session]).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn rederived_conclusions_count_up(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let made = store
+        .create_conclusions(
+            "w",
+            vec![roncho_core::model::NewConclusion {
+                observer_id: "alice".into(),
+                observed_id: "alice".into(),
+                session_id: None,
+                level: "explicit".into(),
+                content: "Alice likes tea".into(),
+                premises: Vec::new(),
+                source_ids: Vec::new(),
+                metadata: JsonObject::new(),
+            }],
+        )
+        .await
+        .unwrap();
+    let ids = vec![made[0].id.clone(), "missing".to_owned()];
+    store.increment_times_derived("w", &ids).await.unwrap();
+    store.increment_times_derived("w", &ids[..1]).await.unwrap();
+    let again = store.conclusions_by_ids("w", &ids[..1]).await.unwrap();
+    assert_eq!(again[0].times_derived, 3);
+    store.increment_times_derived("other", &ids[..1]).await.unwrap();
+    assert_eq!(
+        store.conclusions_by_ids("w", &ids[..1]).await.unwrap()[0].times_derived,
+        3,
+        "scoped to the workspace"
+    );
+}
+
+async fn a_superseded_conclusion_hands_on_its_count(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let old = store
+        .create_conclusions("w", vec![new_conclusion("alice", "alice", "Alice likes tea")])
+        .await
+        .unwrap()
+        .remove(0);
+    store
+        .increment_times_derived("w", std::slice::from_ref(&old.id))
+        .await
+        .unwrap();
+    let before = store.tombstones(100).await.unwrap().len();
+    let better = store
+        .supersede_conclusion("w", &old.id, new_conclusion("alice", "alice", "Alice likes green tea"))
+        .await
+        .unwrap();
+    assert_eq!(better.times_derived, 3, "the old count (2) plus this derivation");
+    let stored = store
+        .conclusions_by_ids("w", &[old.id.clone(), better.id.clone()])
+        .await
+        .unwrap();
+    assert_eq!(
+        stored
+            .iter()
+            .map(|c| (c.content.as_str(), c.times_derived))
+            .collect::<Vec<_>>(),
+        [("Alice likes green tea", 3)],
+        "the old one is soft-deleted"
+    );
+    let tombstones = store.tombstones(100).await.unwrap();
+    assert_eq!(tombstones.len(), before + 1, "its vector goes too");
+    assert!(tombstones.iter().any(|t| t.id == old.id));
+    assert!(matches!(
+        store
+            .supersede_conclusion("w", &old.id, new_conclusion("alice", "alice", "again"))
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn conclusions_citing_walks_source_ids(store: &dyn Store) {
+    store.get_or_create_peer("w", "alice", None, None).await.unwrap();
+    let facts = store
+        .create_conclusions(
+            "w",
+            vec![
+                new_conclusion("alice", "alice", "Alice has a cat"),
+                new_conclusion("alice", "alice", "Alice has a dog"),
+            ],
+        )
+        .await
+        .unwrap();
+    let derived = |content: &str, sources: Vec<String>| NewConclusion {
+        level: "deductive".into(),
+        premises: vec!["premise".into()],
+        source_ids: sources,
+        ..new_conclusion("alice", "alice", content)
+    };
+    let made = store
+        .create_conclusions(
+            "w",
+            vec![
+                derived("Alice has pets", vec![facts[0].id.clone(), facts[1].id.clone()]),
+                derived("Alice buys cat food", vec![facts[0].id.clone()]),
+            ],
+        )
+        .await
+        .unwrap();
+    let citing = |id: String| async move {
+        store
+            .conclusions_citing("w", &id)
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|c| c.content)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        citing(facts[0].id.clone()).await,
+        ["Alice has pets", "Alice buys cat food"]
+    );
+    assert_eq!(citing(facts[1].id.clone()).await, ["Alice has pets"]);
+    store.delete_conclusion("w", &made[0].id).await.unwrap();
+    assert_eq!(
+        citing(facts[1].id.clone()).await,
+        Vec::<String>::new(),
+        "deleted ones are gone"
+    );
+    assert!(citing("_".into()).await.is_empty(), "a wildcard matches nothing");
+}
+
+async fn collection_conclusions_take_recent_and_most_derived(store: &dyn Store) {
+    store
+        .create_messages("w", "s", vec![new_message("alice", "hi"), new_message("bob", "hello")])
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "t", vec![new_message("bob", "elsewhere")])
+        .await
+        .unwrap();
+    for i in 0..5 {
+        let mut conclusion = new_conclusion("alice", "bob", &format!("fact {i}"));
+        conclusion.session_id = Some(if i % 2 == 0 { "s" } else { "t" }.into());
+        store.create_conclusions("w", vec![conclusion]).await.unwrap();
+    }
+    let mut derived = new_conclusion("alice", "bob", "derived");
+    derived.level = "inductive".into();
+    derived.session_id = Some("s".into());
+    store.create_conclusions("w", vec![derived]).await.unwrap();
+    store
+        .create_conclusions("w", vec![new_conclusion("bob", "alice", "other direction")])
+        .await
+        .unwrap();
+
+    let recent = CollectionQuery {
+        recent: 3,
+        ..CollectionQuery::default()
+    };
+    let newest = store
+        .collection_conclusions("w", "alice", "bob", &recent)
+        .await
+        .unwrap();
+    assert_eq!(newest.len(), 3);
+    assert!(
+        newest
+            .iter()
+            .all(|c| c.observer_id == "alice" && c.observed_id == "bob")
+    );
+    let everything = CollectionQuery {
+        recent: 50,
+        most_derived: 50,
+        ..CollectionQuery::default()
+    };
+    assert_eq!(
+        store
+            .collection_conclusions("w", "alice", "bob", &everything)
+            .await
+            .unwrap()
+            .len(),
+        6,
+        "no duplicates"
+    );
+    let allow = CollectionQuery {
+        allowed_sessions: Some(vec!["s".into()]),
+        recent: 50,
+        most_derived: 0,
+    };
+    let mut allowed: Vec<_> = store
+        .collection_conclusions("w", "alice", "bob", &allow)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|c| c.content)
+        .collect();
+    allowed.sort();
+    assert_eq!(
+        allowed,
+        ["fact 0", "fact 2", "fact 4"],
+        "explicit conclusions of allowed sessions only"
+    );
+    let none = CollectionQuery {
+        allowed_sessions: Some(vec![]),
+        recent: 50,
+        most_derived: 50,
+    };
+    assert!(
+        store
+            .collection_conclusions("w", "alice", "bob", &none)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+}
+
+async fn peer_cards_are_set_and_read(store: &dyn Store) {
+    store
+        .set_peer_card("w", "alice", "bob", vec!["ATTRIBUTE: likes espresso".into()])
+        .await
+        .unwrap();
+    assert_eq!(
+        store.get_peer_card("w", "alice", "bob").await.unwrap(),
+        Some(vec!["ATTRIBUTE: likes espresso".to_owned()])
+    );
+    assert_eq!(store.get_peer_card("w", "alice", "alice").await.unwrap(), None);
+    store.set_peer_card("w", "alice", "bob", vec![]).await.unwrap();
+    assert_eq!(store.get_peer_card("w", "alice", "bob").await.unwrap(), Some(vec![]));
+    assert!(matches!(
+        store.get_peer_card("w", "nobody", "bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.get_peer_card("other", "alice", "bob").await,
+        Err(Error::NotFound { .. })
+    ));
+    store.delete_peer("w", "bob").await.unwrap();
+    assert_eq!(
+        store.get_peer_card("w", "alice", "bob").await.unwrap(),
+        None,
+        "cards go with their peers"
+    );
+}

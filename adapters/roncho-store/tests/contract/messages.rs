@@ -1,0 +1,411 @@
+//! [`Messages`]: a session's messages, context and summaries, written once.
+
+use super::*;
+
+store_contract_suite!(
+    messages_are_ordered_counted_and_paged,
+    message_update_and_delete,
+    a_batch_past_the_bind_limit_is_written_whole,
+    context_messages_fit_the_token_budget,
+    context_messages_walk_back_across_pages,
+    session_summaries_are_set_replaced_and_bound_context,
+    message_scans_grep_date_and_window,
+    idempotent_writes_happen_once_and_twins_wait_for_the_first,
+;
+);
+
+async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {
+    let batch: Vec<_> = (1..=25)
+        .map(|i| new_message(if i % 2 == 0 { "bob" } else { "alice" }, &format!("message number {i}")))
+        .collect();
+    let created = store.create_messages("w", "s", batch).await.unwrap();
+    assert_eq!(created.len(), 25);
+    assert_eq!(
+        created.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
+        (1..=25).collect::<Vec<_>>()
+    );
+    assert!(created.iter().all(|m| m.id.len() == 21));
+    let mut with_time = new_message("carol", "dated");
+    with_time.created_at = Some(1_600_000_000_000_000);
+    let dated = store.create_messages("w", "s", vec![with_time]).await.unwrap();
+    assert_eq!(dated[0].seq_in_session, 26);
+    assert_eq!(dated[0].created_at, 1_600_000_000_000_000);
+    let members = store.list_session_peers("w", "s", page(1, 10)).await.unwrap();
+    assert_eq!(members.total, 3, "authors join the session");
+
+    let first = store.list_messages("w", "s", &all(), page(1, 10)).await.unwrap();
+    assert_eq!((first.total, first.pages, first.items.len()), (26, 3, 10));
+    assert_eq!(first.items[0].content, "message number 1");
+    assert_eq!(first.items[0].token_count, 3);
+    let last = store.list_messages("w", "s", &all(), page(3, 10)).await.unwrap();
+    assert_eq!(last.items.len(), 6);
+    assert_eq!(last.items[5].content, "dated");
+    let newest = store
+        .list_messages(
+            "w",
+            "s",
+            &all(),
+            PageRequest {
+                reverse: true,
+                ..page(1, 2)
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        newest.items.iter().map(|m| m.seq_in_session).collect::<Vec<_>>(),
+        [26, 25]
+    );
+    let beyond = store.list_messages("w", "s", &all(), page(9, 10)).await.unwrap();
+    assert!(beyond.items.is_empty());
+    assert_eq!(beyond.total, 26);
+
+    let fetched = store.get_message("w", "s", &created[3].id).await.unwrap();
+    assert_eq!(fetched, created[3]);
+    assert!(matches!(
+        store.list_messages("w", "missing", &all(), page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn message_update_and_delete(store: &dyn Store) {
+    let created = store
+        .create_messages("w", "s", vec![new_message("a", "one"), new_message("a", "two")])
+        .await
+        .unwrap();
+    let updated = store
+        .update_message("w", "s", &created[0].id, object(json!({"k": "v"})))
+        .await
+        .unwrap();
+    assert_eq!(updated.metadata, object(json!({"k": "v"})));
+    assert_eq!(updated.content, "one");
+    store.delete_message("w", "s", &created[1].id).await.unwrap();
+    assert!(matches!(
+        store.get_message("w", "s", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.delete_message("w", "s", &created[1].id).await,
+        Err(Error::NotFound { .. })
+    ));
+    let next = store
+        .create_messages("w", "s", vec![new_message("a", "three")])
+        .await
+        .unwrap();
+    assert_eq!(next[0].seq_in_session, 3, "sequence numbers are never reused");
+    assert!(matches!(
+        store.update_message("w", "s", "nope", JsonObject::new()).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+/// 7,000 messages carry 70,000 bound values: more than SQLite (32,766) or
+/// Postgres (65,535) take in one statement. Written in chunks, in one
+/// transaction, they all land, in order.
+async fn a_batch_past_the_bind_limit_is_written_whole(store: &dyn Store) {
+    let messages: Vec<NewMessage> = (0..7_000)
+        .map(|index| new_message("alice", &format!("line {index}")))
+        .collect();
+    let created = store.create_messages("w", "s", messages).await.unwrap();
+    assert_eq!(created.len(), 7_000);
+    assert_eq!(created.last().unwrap().seq_in_session, 7_000);
+    let listed = store.list_messages("w", "s", &all(), page(70, 100)).await.unwrap();
+    assert_eq!(listed.total, 7_000);
+    assert_eq!(listed.items.last().unwrap().content, "line 6999");
+    // Cloned a page at a time, every message in its place.
+    let clone = store.clone_session("w", "s", None).await.unwrap();
+    let copied = store
+        .list_messages("w", &clone.id, &all(), page(70, 100))
+        .await
+        .unwrap();
+    assert_eq!(copied.total, 7_000);
+    let last = copied.items.last().unwrap();
+    assert_eq!((last.content.as_str(), last.seq_in_session), ("line 6999", 7_000));
+}
+
+async fn context_messages_fit_the_token_budget(store: &dyn Store) {
+    let batch: Vec<_> = ["one two three", "four five", "six", "seven eight nine ten"]
+        .iter()
+        .map(|c| new_message("a", c))
+        .collect();
+    store.create_messages("w", "s", batch).await.unwrap();
+    let contents =
+        |messages: Vec<roncho_core::model::Message>| messages.into_iter().map(|m| m.content).collect::<Vec<_>>();
+    assert_eq!(
+        contents(store.context_messages("w", "s", 4, 0).await.unwrap()),
+        ["seven eight nine ten"]
+    );
+    assert_eq!(
+        contents(store.context_messages("w", "s", 5, 0).await.unwrap()),
+        ["six", "seven eight nine ten"]
+    );
+    assert_eq!(
+        contents(store.context_messages("w", "s", 7, 0).await.unwrap()),
+        ["four five", "six", "seven eight nine ten"]
+    );
+    assert_eq!(
+        contents(store.context_messages("w", "s", 100, 0).await.unwrap()).len(),
+        4
+    );
+    assert!(
+        store.context_messages("w", "s", 3, 0).await.unwrap().is_empty(),
+        "the newest message does not fit"
+    );
+    assert!(store.context_messages("w", "s", 0, 0).await.unwrap().is_empty());
+    assert!(matches!(
+        store.context_messages("w", "missing", 10, 0).await,
+        Err(Error::NotFound { .. })
+    ));
+}
+
+async fn context_messages_walk_back_across_pages(store: &dyn Store) {
+    // Single-token messages, more than several pages of the walk.
+    for chunk in (0..700).collect::<Vec<_>>().chunks(100) {
+        let batch = chunk.iter().map(|i| new_message("a", &format!("m{i}"))).collect();
+        store.create_messages("w", "s", batch).await.unwrap();
+    }
+    let tokens = store.context_messages("w", "s", 1, 0).await.unwrap()[0].token_count;
+    let budget = 500 * tokens;
+    let messages = store.context_messages("w", "s", budget, 0).await.unwrap();
+    assert_eq!(messages.len(), 500);
+    assert_eq!(messages.first().unwrap().content, "m200");
+    assert_eq!(messages.last().unwrap().content, "m699");
+    assert!(messages.windows(2).all(|w| w[0].seq_in_session < w[1].seq_in_session));
+    let from = messages[450].seq_in_session;
+    let tail = store.context_messages("w", "s", budget, from).await.unwrap();
+    assert_eq!(tail.len(), 50, "nothing before from_seq");
+    assert_eq!(tail[0].content, "m650");
+}
+
+async fn session_summaries_are_set_replaced_and_bound_context(store: &dyn Store) {
+    let batch = (0..4).map(|i| new_message("a", &format!("message {i}"))).collect();
+    let created = store.create_messages("w", "s", batch).await.unwrap();
+    assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
+    let long = store
+        .set_session_summary("w", "s", SummaryKind::Long, "long so far", &created[1].id, 40)
+        .await
+        .unwrap();
+    assert_eq!(long.message_seq, created[1].seq_in_session);
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "first", &created[0].id, 5)
+        .await
+        .unwrap();
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "short so far", &created[2].id, 7)
+        .await
+        .unwrap();
+    let summaries = store.session_summaries("w", "s").await.unwrap();
+    assert_eq!(
+        summaries
+            .iter()
+            .map(|s| (s.kind, s.content.as_str(), s.message_id.as_str(), s.token_count))
+            .collect::<Vec<_>>(),
+        [
+            (SummaryKind::Short, "short so far", created[2].id.as_str(), 7),
+            (SummaryKind::Long, "long so far", created[1].id.as_str(), 40),
+        ],
+        "one per kind, replaced, short first"
+    );
+    let foreign = store
+        .create_messages("w", "other", vec![new_message("a", "elsewhere")])
+        .await
+        .unwrap();
+    assert!(
+        matches!(
+            store
+                .set_session_summary("w", "s", SummaryKind::Short, "x", &foreign[0].id, 1)
+                .await,
+            Err(Error::NotFound { .. })
+        ),
+        "the covered message must belong to the session"
+    );
+    assert!(matches!(
+        store.session_summaries("w", "missing").await,
+        Err(Error::NotFound { .. })
+    ));
+    store.delete_session("w", "s").await.unwrap();
+    assert!(
+        store.session_summaries("w", "s").await.is_err(),
+        "summaries go with the session"
+    );
+}
+
+async fn message_scans_grep_date_and_window(store: &dyn Store) {
+    let dated = |peer: &str, content: &str, day: i64| NewMessage {
+        created_at: Some(1_700_000_000_000_000 + day * 86_400_000_000),
+        ..new_message(peer, content)
+    };
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                dated("alice", "I adopted a cat named 100%_Mochi", 0),
+                dated("bob", "What colour is MOCHI?", 1),
+                dated("alice", "Mochi is grey.", 2),
+                dated("alice", "I also like dogs.", 3),
+            ],
+        )
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "other", vec![dated("carol", "mochi ice cream", 4)])
+        .await
+        .unwrap();
+    let scan = |scan: MessageScan| async move {
+        store
+            .scan_messages("w", &MessageScan { limit: 10, ..scan })
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|m| m.content)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("mochi".into()),
+            ..MessageScan::default()
+        })
+        .await,
+        [
+            "I adopted a cat named 100%_Mochi",
+            "What colour is MOCHI?",
+            "Mochi is grey.",
+            "mochi ice cream"
+        ],
+        "case-insensitive, oldest first"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("0%_m".into()),
+            ..MessageScan::default()
+        })
+        .await,
+        ["I adopted a cat named 100%_Mochi"],
+        "% and _ are literal"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            contains: Some("mochi".into()),
+            peer_perspective: Some("bob".into()),
+            newest_first: true,
+            ..MessageScan::default()
+        })
+        .await,
+        [
+            "Mochi is grey.",
+            "What colour is MOCHI?",
+            "I adopted a cat named 100%_Mochi"
+        ],
+        "only sessions bob is in"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            after: Some(1_700_000_000_000_000 + 86_400_000_000),
+            before: Some(1_700_000_000_000_000 + 4 * 86_400_000_000),
+            session_ids: Some(vec!["s".into(), "other".into()]),
+            ..MessageScan::default()
+        })
+        .await,
+        ["Mochi is grey.", "I also like dogs."],
+        "both bounds exclusive"
+    );
+    assert_eq!(
+        scan(MessageScan {
+            session_ids: Some(vec!["s".into()]),
+            seq_range: Some((2, 3)),
+            ..MessageScan::default()
+        })
+        .await,
+        ["What colour is MOCHI?", "Mochi is grey."]
+    );
+    assert!(
+        scan(MessageScan {
+            session_ids: Some(Vec::new()),
+            ..MessageScan::default()
+        })
+        .await
+        .is_empty(),
+        "an empty allowlist selects nothing"
+    );
+}
+
+async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn Store) {
+    let hour = std::time::Duration::from_secs(3600);
+    let batch = || vec![new_message("alice", "one"), new_message("bob", "two")];
+    let first = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    let again = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    assert_eq!(again, first, "a repeat returns the first call's messages");
+    let replayed = store
+        .replayed_messages("w", "s", &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    assert_eq!(replayed.as_ref(), Some(&first));
+    assert_eq!(
+        store
+            .replayed_messages("w", "s", &once("unused", "CreateMessages", "body", hour))
+            .await
+            .unwrap(),
+        None
+    );
+    let other_body = store
+        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "other", hour))
+        .await;
+    assert!(
+        matches!(other_body, Err(Error::FailedPrecondition(_))),
+        "{other_body:?}"
+    );
+    assert!(matches!(
+        store
+            .replayed_messages("w", "s", &once("k1", "CreateMessages", "other", hour))
+            .await,
+        Err(Error::FailedPrecondition(_))
+    ));
+    let count = || async { store.list_messages("w", "s", &all(), page(1, 100)).await.unwrap().total };
+    assert_eq!(count().await, 2);
+
+    // Eight twins at once: one writes, the others wait for it and replay.
+    let key = once("k2", "CreateMessages", "three", hour);
+    let twins = (0..8).map(|_| store.create_messages_once("w", "s", vec![new_message("alice", "three")], &key));
+    let results: Vec<_> = futures::future::join_all(twins).await;
+    let ids: std::collections::BTreeSet<String> = results
+        .into_iter()
+        .map(|result| result.unwrap()[0].id.clone())
+        .collect();
+    assert_eq!(ids.len(), 1, "every twin got the same message");
+    assert_eq!(count().await, 3);
+
+    // Keys are per workspace and per operation, and expire.
+    store
+        .create_messages_once("w2", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .await
+        .unwrap();
+    let short = std::time::Duration::from_millis(1);
+    store
+        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    store
+        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .await
+        .unwrap();
+    assert_eq!(count().await, 7, "an expired key is a new key");
+    let conclusion = || vec![new_conclusion("alice", "bob", "Bob counts")];
+    let made = store
+        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .await
+        .unwrap();
+    let remade = store
+        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .await
+        .unwrap();
+    assert_eq!(remade, made);
+    assert_eq!(store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total, 1);
+}
