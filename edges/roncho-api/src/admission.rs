@@ -67,6 +67,35 @@ const UNLIMITED: [&str; 3] = [
 /// Calls that may run as long as the dialectic's slowest level.
 const DIALECTIC: &str = "/roncho.v1.DialecticService/";
 
+/// What a call does, as far as how long it may run: the one place the
+/// gRPC and REST edges (and MCP, over REST) learn a call's deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallClass {
+    /// Any call but the dialectic's: `request_timeout`.
+    Request,
+    /// The dialectic (a model answering, within its level's deadline):
+    /// gRPC's DialecticService, REST's peer and workspace `/chat`.
+    Dialectic,
+}
+
+impl CallClass {
+    /// The class of a call by its path: a gRPC method's
+    /// (`/roncho.v1.DialecticService/Chat`) or a REST route's
+    /// (`/v3/workspaces/w/peers/p/chat`).
+    pub fn of(path: &str) -> CallClass {
+        let segments: Vec<&str> = path.split('/').collect();
+        let rest_chat = matches!(
+            segments.as_slice(),
+            ["", "v3", "workspaces", _, "peers", _, "chat"] | ["", "v3", "workspaces", _, "chat"]
+        );
+        if path.starts_with(DIALECTIC) || rest_chat {
+            CallClass::Dialectic
+        } else {
+            CallClass::Request
+        }
+    }
+}
+
 /// Places held per key (a connection, a workspace, a client address), each
 /// given back by its holder.
 #[derive(Debug)]
@@ -179,12 +208,12 @@ impl Admission {
         self.take_slot(connection_of(request), workspace).map(Some)
     }
 
-    /// Returns how long a call to `path` may run.
+    /// Returns how long a call to `path` may run, on any wire (see
+    /// [`CallClass::of`]).
     pub fn timeout(&self, path: &str) -> Duration {
-        if path.starts_with(DIALECTIC) {
-            self.limits.dialectic_timeout
-        } else {
-            self.limits.request_timeout
+        match CallClass::of(path) {
+            CallClass::Request => self.limits.request_timeout,
+            CallClass::Dialectic => self.limits.dialectic_timeout,
         }
     }
 
@@ -457,6 +486,30 @@ impl RateLimiter {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn the_dialectic_has_its_deadline_on_every_wire_and_nothing_else_does() {
+        use super::CallClass;
+        for path in [
+            "/roncho.v1.DialecticService/Chat",
+            "/roncho.v1.DialecticService/ChatStream",
+            "/v3/workspaces/w/peers/alice/chat",
+            "/v3/workspaces/w/chat",
+        ] {
+            assert_eq!(CallClass::of(path), CallClass::Dialectic, "{path}");
+        }
+        for path in [
+            "/roncho.v1.RecallService/SearchMessages",
+            "/roncho.v1.IngestService/CreateMessages",
+            "/v3/workspaces/w/peers/alice/representation",
+            "/v3/workspaces/w/sessions/chat/messages",
+            "/v3/workspaces/chat",
+            "/v3/workspaces/w/peers/chat",
+            "/v3/workspaces/w/sessions/s/peers/chat",
+        ] {
+            assert_eq!(CallClass::of(path), CallClass::Request, "{path}");
+        }
+    }
+
     use super::*;
 
     #[test]

@@ -185,11 +185,7 @@ async fn admit_and_authenticate(State(gate): State<Gate>, request: Request, next
     parts.extensions.insert(caller);
     let body = roncho_api::grpc::DeadlineBody::new(body, slot.as_ref().map(|_| limits.body_timeout));
     let request = Request::from_parts(parts, axum::body::Body::new(body));
-    let timeout = if request.uri().path().ends_with("/chat") {
-        limits.dialectic_timeout
-    } else {
-        limits.request_timeout
-    };
+    let timeout = gate.admission.timeout(request.uri().path());
     let response = match tokio::time::timeout(timeout, next.run(request)).await {
         Ok(response) => response,
         Err(_) => {
