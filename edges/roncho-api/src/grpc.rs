@@ -40,7 +40,7 @@ impl Edge {
     where
         D: FromWire<W> + Authorize + Sync,
         R: IntoWire<O>,
-        F: FnOnce(Caller, D) -> Fut,
+        F: FnOnce(D) -> Fut,
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         let caller = request
@@ -59,12 +59,12 @@ impl Edge {
     pub async fn run<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> roncho_core::Result<R>
     where
         D: Authorize + Sync,
-        F: FnOnce(Caller, D) -> Fut,
+        F: FnOnce(D) -> Fut,
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         self.authorizer.check(&caller, &request).await?;
         self.rates.admit_all(&request.rates())?;
-        op(caller, request).await
+        op(request).await
     }
 }
 
@@ -114,7 +114,7 @@ macro_rules! grpc_service {
                 async fn $method(&self, request: Request<pb::$request>) -> Result<Response<$response>, Status> {
                     let api = self.api.clone();
                     self.edge
-                        .call(request, |caller, request| async move { api.$method(&caller, request).await })
+                        .call(request, |request| async move { api.$method(request).await })
                         .await
                 }
             )*

@@ -238,7 +238,7 @@ impl KeyIssuer {
     }
 
     /// Mints a key (the caller was authorized as admin by the edge).
-    pub async fn create_key(&self, _caller: &Caller, request: CreateKey) -> Result<IssuedKey> {
+    pub async fn create_key(&self, request: CreateKey) -> Result<IssuedKey> {
         let keys = self.keys.as_ref().ok_or_else(|| {
             Error::FailedPrecondition(
                 "this server runs without authentication (auth_jwt_secret is unset): it has no keys to create".into(),

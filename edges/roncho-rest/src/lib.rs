@@ -149,14 +149,11 @@ impl Rest {
     where
         A: ?Sized,
         D: Authorize + Sync,
-        F: FnOnce(Arc<A>, Caller, D) -> Fut,
+        F: FnOnce(Arc<A>, D) -> Fut,
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         let api = api.ok_or(Error::Unimplemented(role))?;
-        Ok(self
-            .edge
-            .run(caller, request, |caller, request| op(api, caller, request))
-            .await?)
+        Ok(self.edge.run(caller, request, |request| op(api, request)).await?)
     }
 }
 

@@ -20,7 +20,7 @@ use crate::wire::{self, Create, ListBody, PageQuery, SessionCreate, Update};
 
 type Reply = Result<Response, RestError>;
 
-/// Runs `api.$method(&caller, request)` through the edge, where `api` is
+/// Runs `api.$method(request)` through the edge (which authorizes `$caller`), where `api` is
 /// the service of `$role`; a refusal returns the handler's error.
 macro_rules! call {
     ($rest:ident . $role:ident, $caller:expr, $request:expr, $method:ident) => {
@@ -36,7 +36,7 @@ macro_rules! call {
                 ),
                 $caller,
                 $request,
-                |api, caller, request| async move { api.$method(&caller, request).await },
+                |api, request| async move { api.$method(request).await },
             )
             .await?
     };
@@ -746,7 +746,7 @@ async fn schedule_dream(
             "this process does not run the dreamer role; send this route to one that does (--roles dreamer)",
             caller,
             request,
-            |api, caller, request| async move { api.schedule_dream(&caller, request).await },
+            |api, request| async move { api.schedule_dream(request).await },
         )
         .await;
     match scheduled {
@@ -1071,7 +1071,7 @@ async fn create_key(
             "this process serves no API role, so it mints no keys",
             caller,
             request,
-            |issuer, caller, request| async move { issuer.create_key(&caller, request).await },
+            |issuer, request| async move { issuer.create_key(request).await },
         )
         .await;
     match issued {

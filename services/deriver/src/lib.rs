@@ -12,7 +12,7 @@ pub mod webhooks;
 pub mod worker;
 
 use roncho_core::queue::{QueueStatus, RetryFilter, StatusFilter, WorkQueue};
-use roncho_core::{Caller, Error, Result, validate};
+use roncho_core::{Error, Result, validate};
 
 /// How the deriver works, for queue status.
 #[derive(Debug, Clone, PartialEq)]
@@ -67,9 +67,9 @@ pub struct RetryFailedWork {
 /// Queue status and dead work, as every edge calls them.
 #[async_trait::async_trait]
 pub trait DeriverApi: Send + Sync {
-    async fn get_queue_status(&self, caller: &Caller, request: GetQueueStatus) -> Result<QueueReport>;
+    async fn get_queue_status(&self, request: GetQueueStatus) -> Result<QueueReport>;
     /// Returns how many dead tasks run again.
-    async fn retry_failed_work(&self, caller: &Caller, request: RetryFailedWork) -> Result<u64>;
+    async fn retry_failed_work(&self, request: RetryFailedWork) -> Result<u64>;
 }
 
 /// The queue status service.
@@ -95,7 +95,7 @@ impl Deriver {
 
 #[async_trait::async_trait]
 impl DeriverApi for Deriver {
-    async fn get_queue_status(&self, _caller: &Caller, request: GetQueueStatus) -> Result<QueueReport> {
+    async fn get_queue_status(&self, request: GetQueueStatus) -> Result<QueueReport> {
         let optional = |field: &str, value: Option<String>| {
             value
                 .filter(|value| !value.is_empty())
@@ -119,7 +119,7 @@ impl DeriverApi for Deriver {
         })
     }
 
-    async fn retry_failed_work(&self, _caller: &Caller, request: RetryFailedWork) -> Result<u64> {
+    async fn retry_failed_work(&self, request: RetryFailedWork) -> Result<u64> {
         let filter = RetryFilter {
             workspace_id: validate::reference_id("workspace_id", &request.workspace_id)?,
             session_id: request

@@ -12,7 +12,7 @@ use agent::{Ask, Level, LevelModel};
 use futures::stream::BoxStream;
 use roncho_agent::{AgentStore, ToolContext};
 use roncho_core::model::JsonObject;
-use roncho_core::{Caller, Error, Result, validate};
+use roncho_core::{Error, Result, validate};
 use roncho_search::{Semantic, context};
 use serde_json::Value;
 
@@ -50,9 +50,9 @@ pub struct ChatPiece {
 #[async_trait::async_trait]
 pub trait DialecticApi: Send + Sync {
     /// Returns the answer, `None` when memory holds nothing to answer from.
-    async fn chat(&self, caller: &Caller, request: Chat) -> Result<Option<String>>;
+    async fn chat(&self, request: Chat) -> Result<Option<String>>;
     /// Streams the final answer's pieces; an error ends the stream.
-    async fn chat_stream(&self, caller: &Caller, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
+    async fn chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
 }
 
 /// The dialectic service.
@@ -198,12 +198,12 @@ impl Dialectic {
 
 #[async_trait::async_trait]
 impl DialecticApi for Dialectic {
-    async fn chat(&self, _caller: &Caller, request: Chat) -> Result<Option<String>> {
+    async fn chat(&self, request: Chat) -> Result<Option<String>> {
         let ask = self.ask(request).await?;
         self.answer(&ask, None).await
     }
 
-    async fn chat_stream(&self, _caller: &Caller, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
+    async fn chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
         let ask = self.ask(request).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();

@@ -10,7 +10,7 @@ pub mod worker;
 
 use roncho_core::queue::{NewTask, WorkQueue};
 use roncho_core::store::{DreamLedger, Memory};
-use roncho_core::{Caller, Error, Result, validate};
+use roncho_core::{Error, Result, validate};
 use serde_json::json;
 
 roncho_core::store_view! {
@@ -181,7 +181,7 @@ pub struct ScheduleDream {
 #[async_trait::async_trait]
 pub trait DreamerApi: Send + Sync {
     /// Returns whether a dream was scheduled (`false`: one is pending already).
-    async fn schedule_dream(&self, caller: &Caller, request: ScheduleDream) -> Result<bool>;
+    async fn schedule_dream(&self, request: ScheduleDream) -> Result<bool>;
 }
 
 /// The dream scheduling service.
@@ -210,7 +210,7 @@ impl Dreamer {
 
 #[async_trait::async_trait]
 impl DreamerApi for Dreamer {
-    async fn schedule_dream(&self, _caller: &Caller, request: ScheduleDream) -> Result<bool> {
+    async fn schedule_dream(&self, request: ScheduleDream) -> Result<bool> {
         let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("observer", &request.observer)?;
         let observed = match request.observed.filter(|observed| !observed.is_empty()) {

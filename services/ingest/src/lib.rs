@@ -2,8 +2,8 @@
 //!
 //! Requests are validated here (Honcho v3 limits, field names in errors) and
 //! turned into `Store` calls; nothing derived is computed on this path. The
-//! requests are domain types: edges (gRPC today) convert their wire to them
-//! and authorize the caller first.
+//! requests are domain types: edges (gRPC, REST) convert their wire to them
+//! and authorize the caller first, so no call here carries it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -16,7 +16,7 @@ use roncho_core::model::{
     Scope, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::{Erasure, Memory, Messages, Scopes, SessionPeers, Webhooks, Workspaces};
-use roncho_core::{Caller, Error, Result, tokens, validate};
+use roncho_core::{Error, Result, tokens, validate};
 use serde_json::json;
 
 roncho_core::store_view! {
@@ -273,47 +273,43 @@ pub struct RemoveScopeSession {
 #[async_trait::async_trait]
 pub trait IngestApi: Send + Sync {
     /// Returns the workspace and whether it was created.
-    async fn get_or_create_workspace(
-        &self,
-        caller: &Caller,
-        request: GetOrCreateWorkspace,
-    ) -> Result<(Workspace, bool)>;
-    async fn update_workspace(&self, caller: &Caller, request: UpdateWorkspace) -> Result<Workspace>;
+    async fn get_or_create_workspace(&self, request: GetOrCreateWorkspace) -> Result<(Workspace, bool)>;
+    async fn update_workspace(&self, request: UpdateWorkspace) -> Result<Workspace>;
     /// Erases the workspace: see [`Ingest::erase`] for when it returns.
-    async fn delete_workspace(&self, caller: &Caller, request: DeleteWorkspace) -> Result<ErasureReceipt>;
+    async fn delete_workspace(&self, request: DeleteWorkspace) -> Result<ErasureReceipt>;
     /// Returns the peer and whether it was created.
-    async fn get_or_create_peer(&self, caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)>;
-    async fn update_peer(&self, caller: &Caller, request: UpdatePeer) -> Result<Peer>;
-    async fn delete_peer(&self, caller: &Caller, request: DeletePeer) -> Result<ErasureReceipt>;
+    async fn get_or_create_peer(&self, request: GetOrCreatePeer) -> Result<(Peer, bool)>;
+    async fn update_peer(&self, request: UpdatePeer) -> Result<Peer>;
+    async fn delete_peer(&self, request: DeletePeer) -> Result<ErasureReceipt>;
     /// Returns the session and whether it was created.
-    async fn get_or_create_session(&self, caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)>;
-    async fn update_session(&self, caller: &Caller, request: UpdateSession) -> Result<Session>;
-    async fn delete_session(&self, caller: &Caller, request: DeleteSession) -> Result<ErasureReceipt>;
-    async fn clone_session(&self, caller: &Caller, request: CloneSession) -> Result<Session>;
-    async fn add_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
-    async fn set_session_peers(&self, caller: &Caller, request: ChangeSessionPeers) -> Result<Session>;
-    async fn remove_session_peers(&self, caller: &Caller, request: RemoveSessionPeers) -> Result<Session>;
-    async fn set_session_peer_config(&self, caller: &Caller, request: SetSessionPeerConfig) -> Result<()>;
-    async fn create_messages(&self, caller: &Caller, request: CreateMessages) -> Result<Vec<Message>>;
-    async fn upload_file(&self, caller: &Caller, request: UploadFile) -> Result<Vec<Message>>;
-    async fn update_message(&self, caller: &Caller, request: UpdateMessage) -> Result<Message>;
-    async fn delete_message(&self, caller: &Caller, request: DeleteMessage) -> Result<ErasureReceipt>;
-    async fn create_conclusions(&self, caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>>;
-    async fn delete_conclusion(&self, caller: &Caller, request: DeleteConclusion) -> Result<()>;
+    async fn get_or_create_session(&self, request: GetOrCreateSession) -> Result<(Session, bool)>;
+    async fn update_session(&self, request: UpdateSession) -> Result<Session>;
+    async fn delete_session(&self, request: DeleteSession) -> Result<ErasureReceipt>;
+    async fn clone_session(&self, request: CloneSession) -> Result<Session>;
+    async fn add_session_peers(&self, request: ChangeSessionPeers) -> Result<Session>;
+    async fn set_session_peers(&self, request: ChangeSessionPeers) -> Result<Session>;
+    async fn remove_session_peers(&self, request: RemoveSessionPeers) -> Result<Session>;
+    async fn set_session_peer_config(&self, request: SetSessionPeerConfig) -> Result<()>;
+    async fn create_messages(&self, request: CreateMessages) -> Result<Vec<Message>>;
+    async fn upload_file(&self, request: UploadFile) -> Result<Vec<Message>>;
+    async fn update_message(&self, request: UpdateMessage) -> Result<Message>;
+    async fn delete_message(&self, request: DeleteMessage) -> Result<ErasureReceipt>;
+    async fn create_conclusions(&self, request: CreateConclusions) -> Result<Vec<Conclusion>>;
+    async fn delete_conclusion(&self, request: DeleteConclusion) -> Result<()>;
     /// Returns the card as stored.
-    async fn set_peer_card(&self, caller: &Caller, request: SetPeerCard) -> Result<Option<Vec<String>>>;
+    async fn set_peer_card(&self, request: SetPeerCard) -> Result<Option<Vec<String>>>;
     /// Returns the endpoint and whether it was created.
-    async fn create_webhook(&self, caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)>;
-    async fn delete_webhook(&self, caller: &Caller, request: DeleteWebhook) -> Result<()>;
+    async fn create_webhook(&self, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)>;
+    async fn delete_webhook(&self, request: DeleteWebhook) -> Result<()>;
     /// Queues a `test.event` for every endpoint; returns how many.
-    async fn test_webhook(&self, caller: &Caller, request: TestWebhook) -> Result<u64>;
+    async fn test_webhook(&self, request: TestWebhook) -> Result<u64>;
     /// Returns the scope and whether it was created.
-    async fn get_or_create_scope(&self, caller: &Caller, request: GetOrCreateScope) -> Result<(Scope, bool)>;
+    async fn get_or_create_scope(&self, request: GetOrCreateScope) -> Result<(Scope, bool)>;
     /// Adds sessions to a scope, queueing their backfills.
-    async fn add_scope_sessions(&self, caller: &Caller, request: AddScopeSessions) -> Result<()>;
+    async fn add_scope_sessions(&self, request: AddScopeSessions) -> Result<()>;
     /// Takes a session out of a scope and erases what the scope observed
     /// there: see [`Ingest::erase`] for when it returns.
-    async fn remove_scope_session(&self, caller: &Caller, request: RemoveScopeSession) -> Result<ErasureReceipt>;
+    async fn remove_scope_session(&self, request: RemoveScopeSession) -> Result<ErasureReceipt>;
 }
 
 /// Reads PDFs in this process: at most `permits` at once, each answered
@@ -589,25 +585,21 @@ async fn count_tokens(texts: Vec<String>) -> Result<(Vec<String>, Vec<i64>)> {
 
 #[async_trait::async_trait]
 impl IngestApi for Ingest {
-    async fn get_or_create_workspace(
-        &self,
-        _caller: &Caller,
-        request: GetOrCreateWorkspace,
-    ) -> Result<(Workspace, bool)> {
+    async fn get_or_create_workspace(&self, request: GetOrCreateWorkspace) -> Result<(Workspace, bool)> {
         let id = validate::resource_id("id", &request.id)?;
         let metadata = metadata_arg("metadata", request.metadata)?.unwrap_or_default();
         let configuration = metadata_arg("configuration", request.configuration)?.unwrap_or_default();
         self.store.get_or_create_workspace(&id, metadata, configuration).await
     }
 
-    async fn update_workspace(&self, _caller: &Caller, request: UpdateWorkspace) -> Result<Workspace> {
+    async fn update_workspace(&self, request: UpdateWorkspace) -> Result<Workspace> {
         let id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
         let configuration = metadata_arg("configuration", request.configuration)?;
         self.store.update_workspace(&id, metadata, configuration).await
     }
 
-    async fn delete_workspace(&self, _caller: &Caller, request: DeleteWorkspace) -> Result<ErasureReceipt> {
+    async fn delete_workspace(&self, request: DeleteWorkspace) -> Result<ErasureReceipt> {
         let id = validate::reference_id("workspace_id", &request.workspace_id)?;
         if request.refuse_active_sessions {
             let condition = serde_json::Map::from_iter([("is_active".to_owned(), json!(true))]);
@@ -624,7 +616,7 @@ impl IngestApi for Ingest {
         self.erase(&id, ErasureScope::Workspace).await
     }
 
-    async fn get_or_create_peer(&self, _caller: &Caller, request: GetOrCreatePeer) -> Result<(Peer, bool)> {
+    async fn get_or_create_peer(&self, request: GetOrCreatePeer) -> Result<(Peer, bool)> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let id = validate::resource_id("id", &request.id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
@@ -634,7 +626,7 @@ impl IngestApi for Ingest {
             .await
     }
 
-    async fn update_peer(&self, _caller: &Caller, request: UpdatePeer) -> Result<Peer> {
+    async fn update_peer(&self, request: UpdatePeer) -> Result<Peer> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let id = validate::resource_id("peer_id", &request.peer_id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
@@ -646,13 +638,13 @@ impl IngestApi for Ingest {
         Ok(peer)
     }
 
-    async fn delete_peer(&self, _caller: &Caller, request: DeletePeer) -> Result<ErasureReceipt> {
+    async fn delete_peer(&self, request: DeletePeer) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
         self.erase(&workspace_id, ErasureScope::Peer { peer_id }).await
     }
 
-    async fn get_or_create_session(&self, _caller: &Caller, request: GetOrCreateSession) -> Result<(Session, bool)> {
+    async fn get_or_create_session(&self, request: GetOrCreateSession) -> Result<(Session, bool)> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let id = validate::resource_id("id", &request.id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
@@ -676,7 +668,7 @@ impl IngestApi for Ingest {
         Ok(created)
     }
 
-    async fn update_session(&self, _caller: &Caller, request: UpdateSession) -> Result<Session> {
+    async fn update_session(&self, request: UpdateSession) -> Result<Session> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let id = validate::resource_id("session_id", &request.session_id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
@@ -688,13 +680,13 @@ impl IngestApi for Ingest {
         Ok(session)
     }
 
-    async fn delete_session(&self, _caller: &Caller, request: DeleteSession) -> Result<ErasureReceipt> {
+    async fn delete_session(&self, request: DeleteSession) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         self.erase(&workspace_id, ErasureScope::Session { session_id }).await
     }
 
-    async fn clone_session(&self, _caller: &Caller, request: CloneSession) -> Result<Session> {
+    async fn clone_session(&self, request: CloneSession) -> Result<Session> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let id = validate::reference_id("session_id", &request.session_id)?;
         let cutoff = request
@@ -705,21 +697,21 @@ impl IngestApi for Ingest {
         self.wrote(self.store.clone_session(&workspace_id, &id, cutoff.as_deref()).await)
     }
 
-    async fn add_session_peers(&self, _caller: &Caller, request: ChangeSessionPeers) -> Result<Session> {
+    async fn add_session_peers(&self, request: ChangeSessionPeers) -> Result<Session> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peers = session_peers("peers", request.peers)?;
         self.store.add_session_peers(&workspace_id, &session_id, peers).await
     }
 
-    async fn set_session_peers(&self, _caller: &Caller, request: ChangeSessionPeers) -> Result<Session> {
+    async fn set_session_peers(&self, request: ChangeSessionPeers) -> Result<Session> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peers = session_peers("peers", request.peers)?;
         self.store.set_session_peers(&workspace_id, &session_id, peers).await
     }
 
-    async fn remove_session_peers(&self, _caller: &Caller, request: RemoveSessionPeers) -> Result<Session> {
+    async fn remove_session_peers(&self, request: RemoveSessionPeers) -> Result<Session> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peer_ids = validate::id_list("peer_ids", &request.peer_ids, validate::MAX_ID_LIST)?;
@@ -731,7 +723,7 @@ impl IngestApi for Ingest {
             .await
     }
 
-    async fn set_session_peer_config(&self, _caller: &Caller, request: SetSessionPeerConfig) -> Result<()> {
+    async fn set_session_peer_config(&self, request: SetSessionPeerConfig) -> Result<()> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
@@ -741,7 +733,7 @@ impl IngestApi for Ingest {
             .await
     }
 
-    async fn create_messages(&self, _caller: &Caller, request: CreateMessages) -> Result<Vec<Message>> {
+    async fn create_messages(&self, request: CreateMessages) -> Result<Vec<Message>> {
         let _writing = self.activity.as_deref().map(WriteActivity::begin);
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
@@ -787,7 +779,7 @@ impl IngestApi for Ingest {
         self.create(&workspace_id, &session_id, messages, once.as_ref()).await
     }
 
-    async fn upload_file(&self, _caller: &Caller, request: UploadFile) -> Result<Vec<Message>> {
+    async fn upload_file(&self, request: UploadFile) -> Result<Vec<Message>> {
         let _writing = self.activity.as_deref().map(WriteActivity::begin);
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::resource_id("session_id", &request.session_id)?;
@@ -864,7 +856,7 @@ impl IngestApi for Ingest {
         self.create(&workspace_id, &session_id, messages, once.as_ref()).await
     }
 
-    async fn update_message(&self, _caller: &Caller, request: UpdateMessage) -> Result<Message> {
+    async fn update_message(&self, request: UpdateMessage) -> Result<Message> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let id = validate::reference_id("message_id", &request.message_id)?;
@@ -874,14 +866,14 @@ impl IngestApi for Ingest {
             .await
     }
 
-    async fn delete_message(&self, _caller: &Caller, request: DeleteMessage) -> Result<ErasureReceipt> {
+    async fn delete_message(&self, request: DeleteMessage) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let id = validate::reference_id("message_id", &request.message_id)?;
         self.wrote(self.store.delete_message(&workspace_id, &session_id, &id).await)
     }
 
-    async fn create_conclusions(&self, _caller: &Caller, request: CreateConclusions) -> Result<Vec<Conclusion>> {
+    async fn create_conclusions(&self, request: CreateConclusions) -> Result<Vec<Conclusion>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         validate::batch_len("conclusions", request.conclusions.len())?;
         let once = self.once("CreateConclusions", request.idempotency_key.as_deref(), || {
@@ -944,13 +936,13 @@ impl IngestApi for Ingest {
         self.wrote(created)
     }
 
-    async fn delete_conclusion(&self, _caller: &Caller, request: DeleteConclusion) -> Result<()> {
+    async fn delete_conclusion(&self, request: DeleteConclusion) -> Result<()> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
         self.wrote(self.store.delete_conclusion(&workspace_id, &id).await)
     }
 
-    async fn set_peer_card(&self, _caller: &Caller, request: SetPeerCard) -> Result<Option<Vec<String>>> {
+    async fn set_peer_card(&self, request: SetPeerCard) -> Result<Option<Vec<String>>> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let observer = validate::resource_id("peer_id", &request.peer_id)?;
         let observed = match &request.target {
@@ -964,7 +956,7 @@ impl IngestApi for Ingest {
         Ok(Some(card))
     }
 
-    async fn create_webhook(&self, _caller: &Caller, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)> {
+    async fn create_webhook(&self, request: CreateWebhook) -> Result<(WebhookEndpoint, bool)> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let checked = validate::webhook_url("url", &request.url, self.allow_private_webhooks)?;
         if !self.allow_private_webhooks {
@@ -974,25 +966,25 @@ impl IngestApi for Ingest {
         self.store.create_webhook(&workspace_id, &request.url).await
     }
 
-    async fn delete_webhook(&self, _caller: &Caller, request: DeleteWebhook) -> Result<()> {
+    async fn delete_webhook(&self, request: DeleteWebhook) -> Result<()> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let id = validate::reference_id("endpoint_id", &request.endpoint_id)?;
         self.store.delete_webhook(&workspace_id, &id).await
     }
 
-    async fn test_webhook(&self, _caller: &Caller, request: TestWebhook) -> Result<u64> {
+    async fn test_webhook(&self, request: TestWebhook) -> Result<u64> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         self.wrote(self.store.queue_test_webhook(&workspace_id).await)
     }
 
-    async fn get_or_create_scope(&self, _caller: &Caller, request: GetOrCreateScope) -> Result<(Scope, bool)> {
+    async fn get_or_create_scope(&self, request: GetOrCreateScope) -> Result<(Scope, bool)> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         let id = validate::scope_id("id", &request.id)?;
         let metadata = metadata_arg("metadata", request.metadata)?;
         self.store.get_or_create_scope(&workspace_id, &id, metadata).await
     }
 
-    async fn add_scope_sessions(&self, _caller: &Caller, request: AddScopeSessions) -> Result<()> {
+    async fn add_scope_sessions(&self, request: AddScopeSessions) -> Result<()> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         if request.session_ids.is_empty() {
@@ -1006,7 +998,7 @@ impl IngestApi for Ingest {
         )
     }
 
-    async fn remove_scope_session(&self, _caller: &Caller, request: RemoveScopeSession) -> Result<ErasureReceipt> {
+    async fn remove_scope_session(&self, request: RemoveScopeSession) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;

@@ -1,7 +1,7 @@
 //! The recall role: every read ([`RecallApi`]): lists, lookups, filters,
 //! hybrid search, session and peer context, representations, peer cards and
 //! conclusions. Requests are domain types: edges convert their wire to
-//! them and authorize the caller first.
+//! them and authorize the caller first, so no call here carries it.
 
 use std::sync::Arc;
 
@@ -11,7 +11,7 @@ use roncho_core::model::{
     ScopeBackfill, Session, SessionPeerConfig, SessionSummary, SummaryKind, WebhookEndpoint, Workspace,
 };
 use roncho_core::store::{Erasure, Webhooks};
-use roncho_core::{Caller, Error, Result, validate};
+use roncho_core::{Error, Result, validate};
 use roncho_search::SearchStore;
 use roncho_search::Semantic;
 use roncho_search::context::{self, MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions, SessionContext};
@@ -280,36 +280,32 @@ pub struct GetScope {
 /// Every read, as every edge calls it.
 #[async_trait::async_trait]
 pub trait RecallApi: Send + Sync {
-    async fn list_workspaces(&self, caller: &Caller, request: ListWorkspaces) -> Result<Page<Workspace>>;
-    async fn list_peers(&self, caller: &Caller, request: ListPeers) -> Result<Page<Peer>>;
-    async fn list_sessions(&self, caller: &Caller, request: ListSessions) -> Result<Page<Session>>;
-    async fn list_peer_sessions(&self, caller: &Caller, request: ListPeerSessions) -> Result<Page<Session>>;
-    async fn list_session_peers(&self, caller: &Caller, request: ListSessionPeers) -> Result<Page<Peer>>;
-    async fn get_session_peer_config(
-        &self,
-        caller: &Caller,
-        request: GetSessionPeerConfig,
-    ) -> Result<SessionPeerConfig>;
-    async fn list_messages(&self, caller: &Caller, request: ListMessages) -> Result<Page<Message>>;
-    async fn get_message(&self, caller: &Caller, request: GetMessage) -> Result<Message>;
-    async fn search_messages(&self, caller: &Caller, request: SearchMessages) -> Result<SearchResults>;
-    async fn get_session_context(&self, caller: &Caller, request: GetSessionContext) -> Result<SessionContext>;
-    async fn get_session_summaries(&self, caller: &Caller, request: GetSessionSummaries) -> Result<SessionSummaries>;
-    async fn get_peer_context(&self, caller: &Caller, request: GetPeerContext) -> Result<PeerContext>;
+    async fn list_workspaces(&self, request: ListWorkspaces) -> Result<Page<Workspace>>;
+    async fn list_peers(&self, request: ListPeers) -> Result<Page<Peer>>;
+    async fn list_sessions(&self, request: ListSessions) -> Result<Page<Session>>;
+    async fn list_peer_sessions(&self, request: ListPeerSessions) -> Result<Page<Session>>;
+    async fn list_session_peers(&self, request: ListSessionPeers) -> Result<Page<Peer>>;
+    async fn get_session_peer_config(&self, request: GetSessionPeerConfig) -> Result<SessionPeerConfig>;
+    async fn list_messages(&self, request: ListMessages) -> Result<Page<Message>>;
+    async fn get_message(&self, request: GetMessage) -> Result<Message>;
+    async fn search_messages(&self, request: SearchMessages) -> Result<SearchResults>;
+    async fn get_session_context(&self, request: GetSessionContext) -> Result<SessionContext>;
+    async fn get_session_summaries(&self, request: GetSessionSummaries) -> Result<SessionSummaries>;
+    async fn get_peer_context(&self, request: GetPeerContext) -> Result<PeerContext>;
     /// Returns the representation as markdown.
-    async fn get_representation(&self, caller: &Caller, request: GetRepresentation) -> Result<String>;
+    async fn get_representation(&self, request: GetRepresentation) -> Result<String>;
     /// Returns the card, `None` when there is none.
-    async fn get_peer_card(&self, caller: &Caller, request: GetPeerCard) -> Result<Option<Vec<String>>>;
-    async fn list_conclusions(&self, caller: &Caller, request: ListConclusions) -> Result<Page<Conclusion>>;
-    async fn query_conclusions(&self, caller: &Caller, request: QueryConclusions) -> Result<Vec<Conclusion>>;
-    async fn list_webhooks(&self, caller: &Caller, request: ListWebhooks) -> Result<Page<WebhookEndpoint>>;
-    async fn get_erasure_receipt(&self, caller: &Caller, request: GetErasureReceipt) -> Result<ErasureReceipt>;
-    async fn list_scopes(&self, caller: &Caller, request: ListScopes) -> Result<Page<Scope>>;
-    async fn get_scope(&self, caller: &Caller, request: GetScope) -> Result<Scope>;
+    async fn get_peer_card(&self, request: GetPeerCard) -> Result<Option<Vec<String>>>;
+    async fn list_conclusions(&self, request: ListConclusions) -> Result<Page<Conclusion>>;
+    async fn query_conclusions(&self, request: QueryConclusions) -> Result<Vec<Conclusion>>;
+    async fn list_webhooks(&self, request: ListWebhooks) -> Result<Page<WebhookEndpoint>>;
+    async fn get_erasure_receipt(&self, request: GetErasureReceipt) -> Result<ErasureReceipt>;
+    async fn list_scopes(&self, request: ListScopes) -> Result<Page<Scope>>;
+    async fn get_scope(&self, request: GetScope) -> Result<Scope>;
     /// Lists the scope's sessions, longest member first.
-    async fn list_scope_sessions(&self, caller: &Caller, request: GetScope) -> Result<Page<Session>>;
+    async fn list_scope_sessions(&self, request: GetScope) -> Result<Page<Session>>;
     /// Returns each session's backfill into the scope.
-    async fn get_scope_status(&self, caller: &Caller, request: GetScope) -> Result<Vec<ScopeBackfill>>;
+    async fn get_scope_status(&self, request: GetScope) -> Result<Vec<ScopeBackfill>>;
 }
 
 /// The recall service over a store, with semantic search when configured.
@@ -402,12 +398,12 @@ pub fn query_collection(filters: Option<&JsonObject>) -> Result<(String, String)
 
 #[async_trait::async_trait]
 impl RecallApi for Recall {
-    async fn list_workspaces(&self, _caller: &Caller, request: ListWorkspaces) -> Result<Page<Workspace>> {
+    async fn list_workspaces(&self, request: ListWorkspaces) -> Result<Page<Workspace>> {
         let filter = parse_filters(&filter::WORKSPACE, request.filters.as_ref())?;
         self.store.list_workspaces(&filter, request.paging.request()?).await
     }
 
-    async fn list_peers(&self, _caller: &Caller, request: ListPeers) -> Result<Page<Peer>> {
+    async fn list_peers(&self, request: ListPeers) -> Result<Page<Peer>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let filter = parse_filters(&filter::PEER, request.filters.as_ref())?;
         self.store
@@ -420,7 +416,7 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn list_sessions(&self, _caller: &Caller, request: ListSessions) -> Result<Page<Session>> {
+    async fn list_sessions(&self, request: ListSessions) -> Result<Page<Session>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let filter = parse_filters(&filter::SESSION, request.filters.as_ref())?;
         self.store
@@ -428,7 +424,7 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn list_peer_sessions(&self, _caller: &Caller, request: ListPeerSessions) -> Result<Page<Session>> {
+    async fn list_peer_sessions(&self, request: ListPeerSessions) -> Result<Page<Session>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
         let filter = parse_filters(&filter::SESSION, request.filters.as_ref())?;
@@ -437,7 +433,7 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn list_session_peers(&self, _caller: &Caller, request: ListSessionPeers) -> Result<Page<Peer>> {
+    async fn list_session_peers(&self, request: ListSessionPeers) -> Result<Page<Peer>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         self.store
@@ -445,11 +441,7 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn get_session_peer_config(
-        &self,
-        _caller: &Caller,
-        request: GetSessionPeerConfig,
-    ) -> Result<SessionPeerConfig> {
+    async fn get_session_peer_config(&self, request: GetSessionPeerConfig) -> Result<SessionPeerConfig> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let peer_id = validate::reference_id("peer_id", &request.peer_id)?;
@@ -458,7 +450,7 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn list_messages(&self, _caller: &Caller, request: ListMessages) -> Result<Page<Message>> {
+    async fn list_messages(&self, request: ListMessages) -> Result<Page<Message>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let filter = parse_filters(&filter::MESSAGE, request.filters.as_ref())?;
@@ -467,14 +459,14 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn get_message(&self, _caller: &Caller, request: GetMessage) -> Result<Message> {
+    async fn get_message(&self, request: GetMessage) -> Result<Message> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let id = validate::reference_id("message_id", &request.message_id)?;
         self.store.get_message(&workspace_id, &session_id, &id).await
     }
 
-    async fn search_messages(&self, _caller: &Caller, request: SearchMessages) -> Result<SearchResults> {
+    async fn search_messages(&self, request: SearchMessages) -> Result<SearchResults> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         if request.query.trim().is_empty() {
             return Err(Error::invalid("query", "must not be empty"));
@@ -521,7 +513,7 @@ impl RecallApi for Recall {
         .await
     }
 
-    async fn get_session_context(&self, _caller: &Caller, request: GetSessionContext) -> Result<SessionContext> {
+    async fn get_session_context(&self, request: GetSessionContext) -> Result<SessionContext> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let token_limit = match request.tokens {
@@ -603,7 +595,7 @@ impl RecallApi for Recall {
         .await
     }
 
-    async fn get_session_summaries(&self, _caller: &Caller, request: GetSessionSummaries) -> Result<SessionSummaries> {
+    async fn get_session_summaries(&self, request: GetSessionSummaries) -> Result<SessionSummaries> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         let mut summaries = self.store.session_summaries(&workspace_id, &session_id).await?;
@@ -618,7 +610,7 @@ impl RecallApi for Recall {
         })
     }
 
-    async fn get_peer_context(&self, _caller: &Caller, request: GetPeerContext) -> Result<PeerContext> {
+    async fn get_peer_context(&self, request: GetPeerContext) -> Result<PeerContext> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("peer_id", &request.peer_id)?;
         let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
@@ -645,7 +637,7 @@ impl RecallApi for Recall {
         })
     }
 
-    async fn get_representation(&self, _caller: &Caller, request: GetRepresentation) -> Result<String> {
+    async fn get_representation(&self, request: GetRepresentation) -> Result<String> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let peer = validate::reference_id("peer_id", &request.peer_id)?;
         let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| peer.clone());
@@ -678,14 +670,14 @@ impl RecallApi for Recall {
         context::representation(&*self.store, self.semantic.as_ref(), &workspace_id, &options).await
     }
 
-    async fn get_peer_card(&self, _caller: &Caller, request: GetPeerCard) -> Result<Option<Vec<String>>> {
+    async fn get_peer_card(&self, request: GetPeerCard) -> Result<Option<Vec<String>>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let observer = validate::reference_id("peer_id", &request.peer_id)?;
         let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| observer.clone());
         self.store.get_peer_card(&workspace_id, &observer, &observed).await
     }
 
-    async fn list_conclusions(&self, _caller: &Caller, request: ListConclusions) -> Result<Page<Conclusion>> {
+    async fn list_conclusions(&self, request: ListConclusions) -> Result<Page<Conclusion>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let filter = parse_filters(&filter::CONCLUSION, request.filters.as_ref())?;
         self.store
@@ -693,18 +685,18 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn list_scopes(&self, _caller: &Caller, request: ListScopes) -> Result<Page<Scope>> {
+    async fn list_scopes(&self, request: ListScopes) -> Result<Page<Scope>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         self.store.list_scopes(&workspace_id, request.paging.request()?).await
     }
 
-    async fn get_scope(&self, _caller: &Caller, request: GetScope) -> Result<Scope> {
+    async fn get_scope(&self, request: GetScope) -> Result<Scope> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         self.store.get_scope(&workspace_id, &scope_id).await
     }
 
-    async fn list_scope_sessions(&self, _caller: &Caller, request: GetScope) -> Result<Page<Session>> {
+    async fn list_scope_sessions(&self, request: GetScope) -> Result<Page<Session>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         self.store
@@ -712,13 +704,13 @@ impl RecallApi for Recall {
             .await
     }
 
-    async fn get_scope_status(&self, _caller: &Caller, request: GetScope) -> Result<Vec<ScopeBackfill>> {
+    async fn get_scope_status(&self, request: GetScope) -> Result<Vec<ScopeBackfill>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         self.store.scope_backfills(&workspace_id, &scope_id).await
     }
 
-    async fn query_conclusions(&self, _caller: &Caller, request: QueryConclusions) -> Result<Vec<Conclusion>> {
+    async fn query_conclusions(&self, request: QueryConclusions) -> Result<Vec<Conclusion>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         if request.query.trim().is_empty() {
             return Err(Error::invalid("query", "must not be empty"));
@@ -771,7 +763,7 @@ impl RecallApi for Recall {
         Ok(conclusions)
     }
 
-    async fn list_webhooks(&self, _caller: &Caller, request: ListWebhooks) -> Result<Page<WebhookEndpoint>> {
+    async fn list_webhooks(&self, request: ListWebhooks) -> Result<Page<WebhookEndpoint>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let paging = Paging {
             reverse: false,
@@ -780,7 +772,7 @@ impl RecallApi for Recall {
         self.store.list_webhooks(&workspace_id, paging.request()?).await
     }
 
-    async fn get_erasure_receipt(&self, _caller: &Caller, request: GetErasureReceipt) -> Result<ErasureReceipt> {
+    async fn get_erasure_receipt(&self, request: GetErasureReceipt) -> Result<ErasureReceipt> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let id = validate::reference_id("receipt_id", &request.receipt_id)?;
         self.store.erasure_receipt(&workspace_id, &id).await

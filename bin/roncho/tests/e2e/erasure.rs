@@ -372,16 +372,10 @@ async fn a_large_delete_finishes_in_the_background() {
         workspace_id: "w".into(),
         session_id: "big".into(),
     };
-    let receipt = ingest
-        .delete_session(&roncho_core::Caller::Admin, request.clone())
-        .await
-        .unwrap();
+    let receipt = ingest.delete_session(request.clone()).await.unwrap();
     assert_eq!(receipt.state, roncho_core::model::ErasureState::Running);
     assert_eq!(receipt.counts.messages, 500, "one chunk within the request");
-    let again = ingest
-        .delete_session(&roncho_core::Caller::Admin, request)
-        .await
-        .unwrap();
+    let again = ingest.delete_session(request).await.unwrap();
     assert_eq!(again.id, receipt.id, "a repeated delete joins the running erasure");
     let status = queue
         .status(&roncho_core::queue::StatusFilter {
