@@ -263,3 +263,133 @@ impl DreamerApi for Dreamer {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The scheduler's policy against a ledger it controls (the one port
+    //! it reads) and the embedded SQL work queue.
+
+    use std::sync::{Arc, Mutex};
+    use std::time::Duration;
+
+    use roncho_core::model::{DreamState, now_micros};
+    use roncho_core::queue::WorkQueue;
+    use roncho_core::store::{DreamLedger, Workspaces};
+
+    use super::{DreamPolicy, DreamScheduler};
+
+    /// A dream ledger that says what the test sets.
+    #[derive(Default)]
+    struct Ledger(Mutex<DreamState>);
+
+    impl Ledger {
+        fn set(&self, state: DreamState) {
+            *self.0.lock().unwrap() = state;
+        }
+    }
+
+    #[async_trait::async_trait]
+    impl DreamLedger for Ledger {
+        async fn dream_state(&self, _: &str, _: &str, _: &str) -> roncho_core::Result<DreamState> {
+            Ok(*self.0.lock().unwrap())
+        }
+        async fn record_dream(&self, _: &str, _: &str, _: &str, _: i64) -> roncho_core::Result<()> {
+            unreachable!("the scheduler never records a dream")
+        }
+    }
+
+    const HOUR_MICROS: i64 = 3_600_000_000;
+
+    #[tokio::test]
+    async fn a_dream_is_scheduled_once_due_never_twice_and_not_before_min_between() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::testing::open_embedded(dir.path()).await;
+        store
+            .get_or_create_workspace("w", Default::default(), Default::default())
+            .await
+            .unwrap();
+        let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+        let ledger = Arc::new(Ledger::default());
+        let policy = DreamPolicy {
+            document_threshold: 3,
+            min_between: Duration::from_secs(3600),
+            idle: Duration::ZERO,
+        };
+        let scheduler = DreamScheduler::new(ledger.clone(), queue.clone(), policy);
+        let observed = || scheduler.observed("w", "alice", "alice");
+
+        ledger.set(DreamState {
+            explicit_count: 2,
+            ..DreamState::default()
+        });
+        assert!(!observed().await.unwrap(), "two new observations of three");
+        ledger.set(DreamState {
+            explicit_count: 3,
+            ..DreamState::default()
+        });
+        assert!(observed().await.unwrap(), "three new observations, never dreamt");
+        assert!(!observed().await.unwrap(), "a dream of the collection is pending");
+        let claim = queue
+            .claim("test", &["dream"], 10, Duration::from_secs(30))
+            .await
+            .unwrap()
+            .expect("the dream is ready after the idle time (none)");
+        assert_eq!(claim.work_unit_key, "dream:omni:w:alice:alice");
+        assert_eq!(claim.tasks.len(), 1);
+        assert_eq!(claim.tasks[0].payload["trigger_reason"], "threshold");
+        queue.complete(&claim, &[claim.tasks[0].id]).await.unwrap();
+
+        // Dreamt 10 minutes ago: more observations wait for min_between.
+        ledger.set(DreamState {
+            generation: 1,
+            last_dream_at: Some(now_micros() - HOUR_MICROS / 6),
+            last_dream_document_count: 3,
+            explicit_count: 10,
+        });
+        assert!(!observed().await.unwrap(), "within min_between of the last dream");
+        // Two hours ago, and three new since: due again.
+        ledger.set(DreamState {
+            generation: 1,
+            last_dream_at: Some(now_micros() - 2 * HOUR_MICROS),
+            last_dream_document_count: 3,
+            explicit_count: 5,
+        });
+        assert!(!observed().await.unwrap(), "two new since the last dream");
+        ledger.set(DreamState {
+            generation: 1,
+            last_dream_at: Some(now_micros() - 2 * HOUR_MICROS),
+            last_dream_document_count: 3,
+            explicit_count: 6,
+        });
+        assert!(observed().await.unwrap(), "three new since a dream two hours ago");
+    }
+
+    #[tokio::test]
+    async fn activity_pushes_a_pending_dream_back_by_the_idle_time() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::testing::open_embedded(dir.path()).await;
+        store
+            .get_or_create_workspace("w", Default::default(), Default::default())
+            .await
+            .unwrap();
+        let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+        let ledger = Arc::new(Ledger::default());
+        ledger.set(DreamState {
+            explicit_count: 50,
+            ..DreamState::default()
+        });
+        let idle = Duration::from_secs(3600);
+        let policy = DreamPolicy {
+            document_threshold: 1,
+            min_between: Duration::ZERO,
+            idle,
+        };
+        let scheduler = DreamScheduler::new(ledger, queue.clone(), policy);
+        assert!(scheduler.observed("w", "alice", "bob").await.unwrap());
+        let claimed = queue
+            .claim("test", &["dream"], 10, Duration::from_secs(30))
+            .await
+            .unwrap();
+        assert!(claimed.is_none(), "the dream waits for an hour of quiet");
+    }
+}

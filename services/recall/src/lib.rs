@@ -778,3 +778,98 @@ impl RecallApi for Recall {
         self.store.erasure_receipt(&workspace_id, &id).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Recall's own rules (validation, scoping, perspective) over the
+    //! embedded store, full text only.
+
+    use roncho_core::model::{JsonObject, NewMessage};
+    use roncho_core::store::{Messages, Workspaces};
+    use roncho_core::{Error, Result};
+    use serde_json::json;
+
+    use super::{Recall, RecallApi, SearchMessages};
+
+    fn said(peer_id: &str, content: &str) -> NewMessage {
+        NewMessage {
+            peer_id: peer_id.to_owned(),
+            content: content.to_owned(),
+            metadata: JsonObject::new(),
+            configuration: JsonObject::new(),
+            created_at: None,
+            token_count: 4,
+        }
+    }
+
+    fn search(query: &str) -> SearchMessages {
+        SearchMessages {
+            workspace_id: "w".into(),
+            query: query.into(),
+            ..SearchMessages::default()
+        }
+    }
+
+    async fn found(recall: &Recall, request: SearchMessages) -> Result<Vec<String>> {
+        let results = recall.search_messages(request).await?;
+        Ok(results.messages.into_iter().map(|message| message.content).collect())
+    }
+
+    fn is_invalid(result: Result<Vec<String>>, field: &str) -> bool {
+        matches!(&result, Err(Error::InvalidArgument { field: f, .. }) if f == field)
+    }
+
+    #[tokio::test]
+    async fn searches_are_validated_scoped_to_a_session_and_to_a_peers_perspective() {
+        let dir = tempfile::tempdir().unwrap();
+        let store = roncho_store::testing::open_embedded(dir.path()).await;
+        store
+            .get_or_create_workspace("w", JsonObject::new(), JsonObject::new())
+            .await
+            .unwrap();
+        let kitten = said("alice", "we adopted a kitten from the shelter");
+        store.create_messages("w", "home", vec![kitten]).await.unwrap();
+        let work = said("bob", "the kitten video went round the office");
+        store.create_messages("w", "work", vec![work]).await.unwrap();
+        let recall = Recall::new(store.clone(), None);
+
+        let mut everywhere = found(&recall, search("kitten")).await.unwrap();
+        everywhere.sort();
+        assert_eq!(everywhere.len(), 2, "{everywhere:?}");
+        let home = SearchMessages {
+            session_id: Some("home".into()),
+            ..search("kitten")
+        };
+        assert_eq!(
+            found(&recall, home).await.unwrap(),
+            ["we adopted a kitten from the shelter"]
+        );
+        let alices_view = SearchMessages {
+            filters: Some(json!({"peer_perspective": "alice"}).as_object().unwrap().clone()),
+            ..search("kitten")
+        };
+        assert_eq!(
+            found(&recall, alices_view).await.unwrap(),
+            ["we adopted a kitten from the shelter"],
+            "alice was never in the work session"
+        );
+
+        assert!(is_invalid(found(&recall, search("  ")).await, "query"));
+        let too_many = SearchMessages {
+            limit: 101,
+            ..search("kitten")
+        };
+        assert!(is_invalid(found(&recall, too_many).await, "limit"));
+        let scope_and_session = SearchMessages {
+            session_id: Some("home".into()),
+            scopes: vec!["family".into()],
+            ..search("kitten")
+        };
+        assert!(is_invalid(found(&recall, scope_and_session).await, "scope"));
+        let not_a_peer = SearchMessages {
+            filters: Some(json!({"peer_perspective": 7}).as_object().unwrap().clone()),
+            ..search("kitten")
+        };
+        assert!(is_invalid(found(&recall, not_a_peer).await, "filters.peer_perspective"));
+    }
+}
