@@ -12,6 +12,8 @@ use std::time::Duration;
 use anyhow::{Context, bail};
 use serde::{Deserialize, Serialize};
 
+mod env;
+
 /// A role this process can run.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, PartialOrd, Ord)]
 #[serde(rename_all = "lowercase")]
@@ -288,47 +290,26 @@ impl ConfigLayer {
     }
 
     /// Reads the layer of `RONCHO_*` variables from `env`: `RONCHO_NATS_URL`
-    /// sets `nats_url`. Empty values and variables that name no setting
+    /// sets `nats_url`, read as the type the setting takes (see
+    /// [`env::EnvText`]). Empty values and variables that name no setting
     /// (`RONCHO_CONFIG`, test variables) are skipped.
     pub fn from_env(env: &HashMap<String, String>) -> anyhow::Result<ConfigLayer> {
-        let mut fields = serde_json::Map::new();
+        use serde::de::value::MapDeserializer;
+        let mut set = Vec::new();
         for key in Self::keys() {
             let name = format!("RONCHO_{}", key.to_uppercase());
             let Some(value) = env.get(&name).filter(|value| !value.is_empty()) else {
                 continue;
             };
-            // A number where the setting takes one, else the text as given.
-            let candidates = value
-                .parse::<u64>()
-                .ok()
-                .map(serde_json::Value::from)
-                .into_iter()
-                .chain(value.parse::<bool>().ok().map(serde_json::Value::from))
-                .chain(
-                    value
-                        .parse::<f64>()
-                        .ok()
-                        .filter(|number| number.is_finite())
-                        .map(serde_json::Value::from),
-                )
-                .chain([serde_json::Value::String(value.clone())]);
-            let mut last_error = None;
-            for candidate in candidates {
-                let one = serde_json::Map::from_iter([(key.clone(), candidate.clone())]);
-                match serde_json::from_value::<ConfigLayer>(serde_json::Value::Object(one)) {
-                    Ok(_) => {
-                        fields.insert(key.clone(), candidate);
-                        last_error = None;
-                        break;
-                    }
-                    Err(error) => last_error = Some(error),
-                }
-            }
-            if let Some(error) = last_error {
+            // Each alone first, so an error names its variable.
+            let one = MapDeserializer::new(std::iter::once((key.as_str(), env::EnvText(value))));
+            if let Err(error) = ConfigLayer::deserialize(one) {
                 bail!("{name}=`{value}` is not valid: {error}");
             }
+            set.push((key, value));
         }
-        serde_json::from_value(serde_json::Value::Object(fields)).context("reading RONCHO_* variables")
+        let all = MapDeserializer::new(set.iter().map(|(key, value)| (key.as_str(), env::EnvText(value))));
+        ConfigLayer::deserialize(all).context("reading RONCHO_* variables")
     }
 
     /// Reads a TOML file layer.
@@ -1473,6 +1454,123 @@ deriver_max_tokens = 1500
         assert!(llm.describe().contains("summary extractive"));
         assert!(parse_model_chain(" , ", LlmProvider::Openai).is_err());
         assert!(parse_model_chain("anthropic:", LlmProvider::Openai).is_err());
+    }
+
+    /// The settings docs/configuration.md documents in its tables' first
+    /// column (brace lists and `{level}` expanded), each with the `RONCHO_*`
+    /// names written beside it.
+    fn documented_settings() -> Vec<(String, Vec<String>)> {
+        const LEVELS: [&str; 5] = ["minimal", "low", "medium", "high", "max"];
+        let text = include_str!("../../../docs/configuration.md");
+        let mut rows = Vec::new();
+        for line in text.lines().filter(|line| line.starts_with("| `")) {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let ticked =
+                |cell: &str| -> Vec<String> { cell.split('`').skip(1).step_by(2).map(str::to_owned).collect() };
+            let mut envs = ticked(cells[1]);
+            if cells[1].contains('…') {
+                envs.push("…".to_owned()); // "RONCHO_DERIVER_MODEL, …": the others follow the rule
+            }
+            for key in ticked(cells[0].trim_start_matches("| ")) {
+                if key.contains('*') {
+                    continue; // a pointer to a section that lists them
+                }
+                let expanded: Vec<String> = match (key.find('{'), key.find('}')) {
+                    (Some(open), Some(close)) => {
+                        let (head, tail) = (&key[..open], &key[close + 1..]);
+                        let inner = &key[open + 1..close];
+                        let choices: Vec<&str> = if inner == "level" {
+                            LEVELS.to_vec()
+                        } else {
+                            inner.split(',').collect()
+                        };
+                        choices.iter().map(|choice| format!("{head}{choice}{tail}")).collect()
+                    }
+                    _ => vec![key],
+                };
+                for key in expanded {
+                    rows.push((key, envs.clone()));
+                }
+            }
+        }
+        rows
+    }
+
+    #[test]
+    fn docs_configuration_lists_every_setting_once_under_its_names() {
+        let keys = ConfigLayer::keys();
+        let documented = documented_settings();
+        let mut seen = std::collections::BTreeSet::new();
+        for (key, envs) in &documented {
+            assert!(
+                keys.contains(key),
+                "docs/configuration.md documents `{key}`, which is no setting"
+            );
+            assert!(
+                seen.insert(key.clone()),
+                "docs/configuration.md documents `{key}` twice"
+            );
+            let variable = format!("RONCHO_{}", key.to_uppercase());
+            let named = envs
+                .iter()
+                .any(|env| *env == variable || env.ends_with('…') || env.contains("{"));
+            assert!(
+                named,
+                "docs/configuration.md gives `{key}` the variables {envs:?}, not {variable}"
+            );
+        }
+        for key in &keys {
+            assert!(seen.contains(key), "docs/configuration.md does not document `{key}`");
+        }
+    }
+
+    /// A value of each kind a setting can take, as an env variable's text
+    /// and as TOML.
+    const SAMPLES: [(&str, &str); 7] = [
+        ("7", "7"),
+        ("true", "true"),
+        ("0.5", "0.5"),
+        ("127.0.0.1:1", "\"127.0.0.1:1\""),
+        ("json", "\"json\""),
+        ("test-hashing", "\"test-hashing\""),
+        ("openai", "\"openai\""),
+    ];
+
+    /// The settings a layer sets (its non-null keys).
+    fn set_keys(layer: &ConfigLayer) -> Vec<String> {
+        match to_json(layer) {
+            serde_json::Value::Object(fields) => fields
+                .into_iter()
+                .filter(|(_, value)| !value.is_null())
+                .map(|(key, _)| key)
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[test]
+    fn every_setting_is_reached_by_its_variable_and_its_toml_key() {
+        for key in ConfigLayer::keys() {
+            let name = format!("RONCHO_{}", key.to_uppercase());
+            let by_env = SAMPLES
+                .iter()
+                .find_map(|(text, _)| ConfigLayer::from_env(&env(&[(name.as_str(), text)])).ok());
+            let by_env = by_env.unwrap_or_else(|| panic!("no sample value is valid for {name}"));
+            assert_eq!(
+                set_keys(&by_env),
+                std::slice::from_ref(&key),
+                "{name} sets `{key}` and nothing else"
+            );
+            let by_toml = SAMPLES
+                .iter()
+                .find_map(|(_, toml)| ConfigLayer::from_toml(&format!("{key} = {toml}")).ok());
+            let by_toml = by_toml.unwrap_or_else(|| panic!("no sample value is valid for the TOML key `{key}`"));
+            assert_eq!(
+                set_keys(&by_toml),
+                std::slice::from_ref(&key),
+                "TOML `{key}` sets `{key}` and nothing else"
+            );
+        }
     }
 
     #[test]
