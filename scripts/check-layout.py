@@ -3,8 +3,10 @@
 
 - Floors: core < adapters < services < edges < bin. A crate depends only on
   crates of its own floor or below (loadtests may use anything).
-- Within a crate, no circle of files: `crate::`, `super::` and `self::`
-  paths between a crate's modules form a graph without cycles.
+- Within a crate, no circle of files: `crate::`, `super::` (`super::*`
+  too) and `self::` paths, and a parent's uses of its child modules'
+  items, form a graph without cycles. The crate root, which declares the
+  modules and re-exports their items, is left out.
 - The largest trait in roncho-core has at most 30 methods.
 - No source file outside tests is over 1,200 lines (a trailing test module
   does not count), and no function outside tests is over 150 lines.
@@ -133,16 +135,21 @@ def file_cycles(src):
     edges = {m: set() for m in files}
     for me, path in files.items():
         code = strip_literals(code_lines(path.read_text()))
-        for m in re.finditer(r"\b(crate|super|self)((?:::\w+)+)", code):
-            head = m.group(1)
-            base = [] if head == "crate" else me.split("::") if me else []
+        here = me.split("::") if me else []
+        # Paths from the crate root, the parent (`super::x`, `super::*`) or
+        # this module; and a child module's items used by name (`child::x`).
+        children = re.findall(r"(?m)^\s*(?:pub(?:\([^)]*\))? )?mod (\w+);", code)
+        paths = [(m.group(1), m.group(2)) for m in re.finditer(r"\b(crate|super|self)((?:::(?:\w+|\*))+)", code)]
+        paths += [("self", "::" + m.group(0)) for child in children for m in re.finditer(rf"(?<![\w:]){child}(?:::\w+)+", code)]
+        for head, rest in paths:
+            base = [] if head == "crate" else list(here)
             if head == "super":
                 base = base[:-1]
-            parts = base + m.group(2).strip(":").split("::")
-            for k in range(len(parts), 0, -1):
+            parts = base + [part for part in rest.strip(":").split("::") if part != "*"]
+            for k in range(len(parts), -1, -1):
                 target = "::".join(parts[:k])
                 if target in files:
-                    if target != me and not me.startswith(target + "::"):
+                    if target != me and target != "":
                         edges[me].add(target)
                     break
     cycles, state, stack = [], {}, []

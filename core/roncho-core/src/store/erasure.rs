@@ -3,9 +3,8 @@
 
 use async_trait::async_trait;
 
-use super::erase;
 use crate::Result;
-use crate::model::{ErasureReceipt, ErasureScope};
+use crate::model::{ErasureReceipt, ErasureScope, ErasureState};
 
 #[async_trait]
 pub trait Erasure: Send + Sync + 'static {
@@ -46,4 +45,16 @@ pub trait Erasure: Send + Sync + 'static {
     async fn continue_erasure(&self, workspace_id: &str, receipt_id: &str, max_rows: i64) -> Result<ErasureReceipt>;
     /// An erasure's receipt, with the vectors its tombstones still hold.
     async fn erasure_receipt(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt>;
+}
+
+/// Rows an erasure removes per transaction.
+pub const ERASURE_CHUNK: i64 = 500;
+
+/// Erases a session, peer or workspace to the end, chunk by chunk.
+pub async fn erase<S: Erasure + ?Sized>(store: &S, workspace_id: &str, scope: ErasureScope) -> Result<ErasureReceipt> {
+    let mut receipt = store.begin_erasure(workspace_id, &scope).await?;
+    while receipt.state == ErasureState::Running {
+        receipt = store.continue_erasure(workspace_id, &receipt.id, ERASURE_CHUNK).await?;
+    }
+    Ok(receipt)
 }

@@ -2,7 +2,6 @@
 
 use async_trait::async_trait;
 
-use super::StoreInfo;
 use crate::Result;
 
 #[async_trait]
@@ -11,4 +10,15 @@ pub trait Health: Send + Sync + 'static {
     async fn info(&self) -> Result<StoreInfo>;
     /// Checks that the database answers (readiness); `UNAVAILABLE` when not.
     async fn ping(&self) -> Result<()>;
+}
+
+/// What a store reports about itself for `roncho status`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// `sqlite` or `postgres`.
+    pub backend: &'static str,
+    /// Where the data lives, secrets redacted.
+    pub location: String,
+    /// The newest applied migration.
+    pub schema_version: Option<i64>,
 }

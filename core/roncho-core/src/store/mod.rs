@@ -36,33 +36,16 @@ mod webhooks;
 mod workspaces;
 
 pub use dreams::DreamLedger;
-pub use erasure::Erasure;
-pub use health::Health;
+pub use erasure::{ERASURE_CHUNK, Erasure, erase};
+pub use health::{Health, StoreInfo};
 pub use import::Import;
 pub use memory::Memory;
 pub use messages::Messages;
-pub use scopes::Scopes;
+pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
 pub use search::TextSearch;
 pub use sync::SyncLedger;
 pub use webhooks::Webhooks;
-pub use workspaces::Workspaces;
-
-use crate::Result;
-use crate::model::{ErasureReceipt, ErasureScope, ErasureState, SessionPeerConfig};
-
-/// Peers to add to a session with their configs, in request order.
-pub type SessionPeers = Vec<(String, SessionPeerConfig)>;
-
-/// What a store reports about itself for `roncho status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct StoreInfo {
-    /// `sqlite` or `postgres`.
-    pub backend: &'static str,
-    /// Where the data lives, secrets redacted.
-    pub location: String,
-    /// The newest applied migration.
-    pub schema_version: Option<i64>,
-}
+pub use workspaces::{SessionPeers, Workspaces};
 
 /// Declares a view of the store: a trait that is the given ports together,
 /// implemented by everything that implements them (a backend, a test fake,
@@ -80,20 +63,4 @@ macro_rules! store_view {
 store_view! {
     /// Every port: what one backend implements and the binary wires.
     pub trait Store: Health, Workspaces, Messages, Erasure, Webhooks, Memory, TextSearch, SyncLedger, DreamLedger, Scopes, Import
-}
-
-/// Most sessions in one scope: a scope's sessions are one allowlist in
-/// search and memory reads.
-pub const MAX_SESSIONS_PER_SCOPE: i64 = 10_000;
-
-/// Rows an erasure removes per transaction.
-pub const ERASURE_CHUNK: i64 = 500;
-
-/// Erases a session, peer or workspace to the end, chunk by chunk.
-pub async fn erase<S: Erasure + ?Sized>(store: &S, workspace_id: &str, scope: ErasureScope) -> Result<ErasureReceipt> {
-    let mut receipt = store.begin_erasure(workspace_id, &scope).await?;
-    while receipt.state == ErasureState::Running {
-        receipt = store.continue_erasure(workspace_id, &receipt.id, ERASURE_CHUNK).await?;
-    }
-    Ok(receipt)
 }

@@ -22,7 +22,7 @@ pub trait Scopes: Send + Sync + 'static {
     /// Adds sessions (which must exist) to a scope: its peer joins each,
     /// and a backfill copying what was observed there before is queued for
     /// each (again for a session already in the scope, catching up on what
-    /// was derived since). At most [`super::MAX_SESSIONS_PER_SCOPE`] sessions.
+    /// was derived since). At most [`MAX_SESSIONS_PER_SCOPE`] sessions.
     async fn add_scope_sessions(&self, workspace_id: &str, id: &str, session_ids: &[String]) -> Result<()>;
     /// Lists the active sessions of a scope.
     async fn list_scope_sessions(&self, workspace_id: &str, id: &str, page: PageRequest) -> Result<Page<Session>>;
@@ -46,3 +46,7 @@ pub trait Scopes: Send + Sync + 'static {
     /// retried by the queue; a later attempt sets it pending again).
     async fn fail_scope_backfill(&self, workspace_id: &str, id: &str, session_id: &str, error: &str) -> Result<()>;
 }
+
+/// Most sessions in one scope: a scope's sessions are one allowlist in
+/// search and memory reads.
+pub const MAX_SESSIONS_PER_SCOPE: i64 = 10_000;

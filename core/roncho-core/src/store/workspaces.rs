@@ -3,7 +3,6 @@
 
 use async_trait::async_trait;
 
-use super::SessionPeers;
 use crate::Result;
 use crate::filter::Filter;
 use crate::model::{JsonObject, Page, PageRequest, Peer, PeerKind, Session, SessionPeerConfig, Workspace};
@@ -87,3 +86,6 @@ pub trait Workspaces: Send + Sync + 'static {
     /// Active members of a session, in joining order.
     async fn list_session_peers(&self, workspace_id: &str, session_id: &str, page: PageRequest) -> Result<Page<Peer>>;
 }
+
+/// Peers to add to a session with their configs, in request order.
+pub type SessionPeers = Vec<(String, SessionPeerConfig)>;
