@@ -33,7 +33,6 @@ KNOWN = {
     "fn bin/roncho/src/config.rs::resolve_with_home",
     # One gate for every wire: MCP tools declared once, REST routes over the gate.
     "file edges/roncho-mcp/src/tools.rs",
-    "fn edges/roncho-mcp/src/schema.rs::input_schema",
     "file edges/roncho-rest/src/routes.rs",
 }
 

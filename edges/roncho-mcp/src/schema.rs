@@ -105,10 +105,19 @@ impl<'a> Schema<'a> {
 const TARGET: &str = "Another peer: what peer_id knows about this one, instead of about itself.";
 const LEVELS: [&str; 5] = ["minimal", "low", "medium", "high", "max"];
 
-/// The input schema of the tool `name` under `defaults`.
+/// The input schema of the tool `name` under `defaults` (no parameters
+/// for a name no tool has).
 pub fn input_schema(name: &str, defaults: &Defaults) -> Value {
+    resource_tool(name, defaults)
+        .or_else(|| memory_tool(name, defaults))
+        .unwrap_or_else(|| Schema::new(defaults))
+        .build()
+}
+
+/// Tools over workspaces, peers and sessions.
+fn resource_tool<'a>(name: &str, defaults: &'a Defaults) -> Option<Schema<'a>> {
     let schema = Schema::new(defaults);
-    let schema = match name {
+    Some(match name {
         "list_workspaces" => schema
             .optional("page", json!({ "type": "integer", "minimum": 1, "description": "Page, from 1." }))
             .optional(
@@ -212,6 +221,14 @@ pub fn input_schema(name: &str, defaults: &Defaults) -> Value {
             .workspace()
             .session("The session's id.")
             .required("peer_ids", strings("The peers to remove.")),
+        _ => return None,
+    })
+}
+
+/// Tools over messages, context and memory.
+fn memory_tool<'a>(name: &str, defaults: &'a Defaults) -> Option<Schema<'a>> {
+    let schema = Schema::new(defaults);
+    Some(match name {
         "add_messages_to_session" | "remember" => {
             let schema = schema.workspace();
             let schema = if name == "remember" {
@@ -303,7 +320,6 @@ pub fn input_schema(name: &str, defaults: &Defaults) -> Value {
             .optional("message_id", text("One message to erase (with its session_id)."))
             .optional("session_id", text("The message's session; alone, the whole session is erased."))
             .optional("conclusion_id", text("One conclusion to erase.")),
-        _ => schema,
-    };
-    schema.build()
+        _ => return None,
+    })
 }
