@@ -16,8 +16,10 @@ later steps of issue 34 remove; a breach listed there that is gone fails
 too, so the list only shrinks.
 """
 
+import json
 import pathlib
 import re
+import subprocess
 import sys
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
@@ -25,16 +27,15 @@ FLOORS = ["core", "adapters", "services", "edges", "bin"]
 MAX_TRAIT_METHODS = 30
 MAX_FILE_LINES = 1200
 MAX_FN_LINES = 150
+# Crates no wire owns, and the wire crates they must not link: the gate and
+# the REST and MCP edges speak HTTP/JSON, never gRPC's stack.
+WIRE_NEUTRAL_FLOORS = ["core", "services"]
+WIRE_NEUTRAL_CRATES = ["roncho-gate", "roncho-rest", "roncho-mcp"]
+GRPC_STACK = {"tonic", "roncho-proto", "roncho-api"}
 
-# Breaches still to be removed, each by a named later step of issue 34.
-KNOWN = {
-    # The entrance: configuration in sections read by serde.
-    "file bin/roncho/src/config.rs",
-    "fn bin/roncho/src/config.rs::resolve_with_home",
-    # One gate for every wire: MCP tools declared once, REST routes over the gate.
-    "file edges/roncho-mcp/src/tools.rs",
-    "file edges/roncho-rest/src/routes.rs",
-}
+# Breaches allowed for now (none since issue 34): one listed here that is
+# gone fails too, so the list only shrinks.
+KNOWN: set[str] = set()
 
 
 def crates():
@@ -170,6 +171,34 @@ def file_cycles(src):
     return cycles
 
 
+def grpc_links(names):
+    """For each crate in `names`, the gRPC-stack crates it links (normal
+    dependencies, transitively), from `cargo metadata`."""
+    out = subprocess.run(
+        ["cargo", "metadata", "--format-version", "1", "--locked"],
+        cwd=ROOT, check=True, capture_output=True, text=True,
+    ).stdout
+    metadata = json.loads(out)
+    name_of = {package["id"]: package["name"] for package in metadata["packages"]}
+    deps = {
+        node["id"]: [
+            dep["pkg"] for dep in node["deps"]
+            if any(kind["kind"] is None for kind in dep["dep_kinds"])
+        ]
+        for node in metadata["resolve"]["nodes"]
+    }
+    links = {}
+    for start in (i for i, name in name_of.items() if name in names):
+        seen, todo = set(), [start]
+        while todo:
+            for dep in deps.get(todo.pop(), []):
+                if dep not in seen:
+                    seen.add(dep)
+                    todo.append(dep)
+        links[name_of[start]] = sorted({name_of[i] for i in seen} & GRPC_STACK)
+    return links
+
+
 def largest_trait(core_src):
     best = ("", 0)
     for path in core_src.rglob("*.rs"):
@@ -209,6 +238,10 @@ def main():
                 breaches.append(f"file {rel}")
             for fn, _ in long_functions(text):
                 breaches.append(f"fn {rel}::{fn}")
+    neutral = [name for name, floor in floor_of.items() if floor in WIRE_NEUTRAL_FLOORS] + WIRE_NEUTRAL_CRATES
+    for name, linked in sorted(grpc_links(neutral).items()):
+        if linked:
+            breaches.append(f"wire {name} links {', '.join(linked)}")
     trait, methods = largest_trait(ROOT / "core/roncho-core/src")
     if methods > MAX_TRAIT_METHODS:
         breaches.append(f"trait roncho-core::{trait} has {methods} methods")

@@ -30,7 +30,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use roncho_api::admission::Tally;
+use roncho_gate::admission::Tally;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -526,11 +526,10 @@ impl HttpListener for GatedListener {
 /// then lets the requests in progress finish. HTTP/1 request heads must
 /// arrive within `header_timeout` (also the keep-alive idle timeout);
 /// HTTP/2 connections that stop answering pings are dropped. Each request
-/// carries its connection's addresses as tonic's `TcpConnectInfo`, which
+/// carries its peer's address as the gate's [`roncho_gate::Peer`], which
 /// admission control reads to bound requests per connection.
 pub async fn serve_http<L: HttpListener>(
     mut listener: L,
-    local: SocketAddr,
     app: axum::Router,
     header_timeout: Duration,
     shutdown: CancellationToken,
@@ -556,16 +555,13 @@ pub async fn serve_http<L: HttpListener>(
                 None => break,
             },
         };
-        let info = tonic::transport::server::TcpConnectInfo {
-            local_addr: Some(local),
-            remote_addr: Some(peer),
-        };
+        let info = roncho_gate::Peer(peer);
         let app = app.clone();
         // A connection that sent a whole request head is not evicted for another.
         let established = io.established();
         let service = hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
             established.mark();
-            request.extensions_mut().insert(info.clone());
+            request.extensions_mut().insert(info);
             tower_service::Service::call(&mut app.clone(), request.map(axum::body::Body::new))
         });
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);

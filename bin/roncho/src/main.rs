@@ -211,6 +211,27 @@ struct CommonFlags {
 }
 
 impl CommonFlags {
+    /// The layer of settings these flags give: each flag is the setting of
+    /// its name (`--nats-url` is `nats_url`).
+    fn layer(&self) -> ConfigLayer {
+        let mut flags = ConfigLayer::default();
+        flags.server.listen = self.listen;
+        flags.server.roles = self.roles.clone();
+        flags.server.health_listen = self.health_listen;
+        flags.server.rest_listen = self.rest_listen.clone();
+        flags.server.tls_cert_file = self.tls_cert_file.clone();
+        flags.server.tls_key_file = self.tls_key_file.clone();
+        flags.server.tls_client_ca_file = self.tls_client_ca_file.clone();
+        flags.store.data_dir = self.data_dir.clone();
+        flags.store.database_url = self.database_url.clone();
+        flags.queue.nats_url = self.nats_url.clone();
+        flags.search.qdrant_url = self.qdrant_url.clone();
+        flags.auth.auth_jwt_secret = self.auth_jwt_secret.clone();
+        flags.auth.insecure_no_auth = self.insecure_no_auth.then_some(true);
+        flags.telemetry.log = self.log.clone();
+        flags
+    }
+
     fn load(&self) -> anyhow::Result<Config> {
         let env: HashMap<String, String> = std::env::vars()
             .filter(|(name, _)| name.starts_with("RONCHO_"))
@@ -227,23 +248,7 @@ impl CommonFlags {
             }
             None => ConfigLayer::default(),
         };
-        let flags = ConfigLayer {
-            listen: self.listen,
-            data_dir: self.data_dir.clone(),
-            database_url: self.database_url.clone(),
-            roles: self.roles.clone(),
-            log: self.log.clone(),
-            qdrant_url: self.qdrant_url.clone(),
-            nats_url: self.nats_url.clone(),
-            auth_jwt_secret: self.auth_jwt_secret.clone(),
-            insecure_no_auth: self.insecure_no_auth.then_some(true),
-            tls_cert_file: self.tls_cert_file.clone(),
-            tls_key_file: self.tls_key_file.clone(),
-            tls_client_ca_file: self.tls_client_ca_file.clone(),
-            health_listen: self.health_listen,
-            rest_listen: self.rest_listen.clone(),
-            ..ConfigLayer::default()
-        };
+        let flags = self.layer();
         let home = std::env::var_os("HOME").map(PathBuf::from);
         Config::resolve_with_home(file, ConfigLayer::from_env(&env)?, flags, home)
     }
@@ -274,7 +279,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Migrate(flags) => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;
-            let store = roncho_store::connect(&config.store_options()).await?;
+            let store = roncho_store::connect(&config.store.options()).await?;
             roncho_store::migrate(&store).await?;
             let info = roncho_core::store::Health::info(&store).await?;
             println!(
@@ -315,20 +320,20 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let now = roncho_core::model::now_micros();
             let expires_at = expires_in.map(|after| now + i64::try_from(after.as_micros()).unwrap_or(i64::MAX / 2));
             let key = if admin {
-                keys.sign(&roncho_api::keys::Claims {
+                keys.sign(&roncho_gate::keys::Claims {
                     ad: Some(true),
                     exp: expires_at.map(|at| serde_json::Value::from(at / 1_000_000)),
                     iat: Some(now / 1_000_000),
-                    ..roncho_api::keys::Claims::default()
+                    ..roncho_gate::keys::Claims::default()
                 })
             } else {
-                let request = roncho_api::keys::CreateKey {
+                let request = roncho_gate::keys::CreateKey {
                     workspace_id: workspace.unwrap_or_default(),
                     peer_id: peer,
                     session_id: session,
                     expires_at,
                 };
-                roncho_api::keys::issue(&keys, request, now)?.key
+                roncho_gate::keys::issue(&keys, request, now)?.key
             };
             println!("{key}");
             Ok(())
@@ -342,7 +347,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         } => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;
-            let store = roncho_store::connect(&config.store_options()).await?;
+            let store = roncho_store::connect(&config.store.options()).await?;
             roncho_store::migrate(&store).await?;
             let source = roncho::import::connect(&from_honcho).await?;
             let options = roncho::import::ImportOptions { workspaces, derive };
@@ -361,7 +366,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             task_type,
         }) => {
             let config = flags.load()?;
-            let store = roncho_store::connect(&config.store_options()).await?;
+            let store = roncho_store::connect(&config.store.options()).await?;
             let filter = roncho_core::queue::RetryFilter {
                 workspace_id: workspace,
                 session_id: session,
@@ -390,7 +395,7 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
         .clone()
         .or_else(|| std::env::var("RONCHO_API_KEY").ok())
         .filter(|key| !key.trim().is_empty());
-    let claims = key.as_deref().and_then(roncho_api::keys::peek_claims);
+    let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
     let defaults = roncho_mcp::Defaults {
         workspace: mcp
             .workspace
@@ -435,7 +440,7 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
                 stop: stop.clone(),
             };
             let mut config = config;
-            config.rest_listen = None;
+            config.server.rest_listen = None;
             let server = tokio::spawn(async move {
                 let result = serve(config, launch).await;
                 if let Err(error) = &result {
@@ -470,4 +475,55 @@ fn mcp_data_dir() -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local").join("share")))?;
     Some(base.join("roncho"))
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    /// A value of each kind a flag can take.
+    const SAMPLES: [&str; 3] = ["127.0.0.1:9", "/tmp/roncho-flag", "postgres://db/roncho"];
+
+    #[test]
+    fn every_flag_sets_the_setting_of_its_name_and_the_docs_say_so() {
+        let docs = include_str!("../../../docs/configuration.md");
+        let command = Cli::command();
+        let serve = command.find_subcommand("serve").expect("roncho serve");
+        let flags: Vec<&str> = serve.get_arguments().filter_map(|arg| arg.get_long()).collect();
+        assert!(flags.len() > 10, "{flags:?}");
+        for flag in flags.into_iter().filter(|flag| !matches!(*flag, "config" | "help")) {
+            let key = flag.replace('-', "_");
+            let section = ConfigLayer::section_of(&key).unwrap_or_else(|| panic!("--{flag} names no setting"));
+            let parsed = SAMPLES.iter().find_map(|sample| {
+                let mut arguments = vec!["roncho".to_owned(), "serve".to_owned(), format!("--{flag}")];
+                if flag != "insecure-no-auth" {
+                    arguments.push((*sample).to_owned());
+                }
+                Cli::try_parse_from(arguments).ok()
+            });
+            let Some(Cli {
+                command: Command::Serve(flags),
+            }) = parsed
+            else {
+                panic!("no sample value parses for --{flag}");
+            };
+            assert_eq!(flags.layer().given(), [format!("{section}.{key}")], "--{flag}");
+            let row = docs
+                .lines()
+                .find(|line| {
+                    line.starts_with("| `")
+                        && line
+                            .split(" | ")
+                            .next()
+                            .is_some_and(|cell| cell.contains(&format!("`{key}`")))
+                })
+                .unwrap_or_else(|| panic!("docs/configuration.md has no row for `{key}`"));
+            assert!(
+                row.contains(&format!("`--{flag}`")),
+                "docs/configuration.md's row for `{key}` does not name --{flag}"
+            );
+        }
+    }
 }

@@ -61,8 +61,8 @@ struct Limit {
 
 /// Admission control's counters, read at each scrape.
 struct Admission {
-    stats: Arc<roncho_api::admission::AdmissionStats>,
-    rates: Arc<roncho_api::admission::RateLimiter>,
+    stats: Arc<roncho_gate::admission::AdmissionStats>,
+    rates: Arc<roncho_gate::admission::RateLimiter>,
     /// What was already added to the counters: shed (process, connection,
     /// workspace), timed out, per rate class.
     seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>, u64)>,
@@ -282,8 +282,8 @@ impl Metrics {
     /// Reports admission control's counters from now on.
     pub fn watch_admission(
         &self,
-        stats: Arc<roncho_api::admission::AdmissionStats>,
-        rates: Arc<roncho_api::admission::RateLimiter>,
+        stats: Arc<roncho_gate::admission::AdmissionStats>,
+        rates: Arc<roncho_gate::admission::RateLimiter>,
     ) {
         let _ = self.admission.set(Admission {
             stats,
@@ -525,7 +525,7 @@ pub async fn serve(
     tracing::info!(%address, "serving metrics at /metrics");
     let header_timeout = gate.limits().header_timeout;
     let listener = crate::connections::GatedListener::new(listener, gate);
-    crate::connections::serve_http(listener, address, router(metrics), header_timeout, shutdown).await;
+    crate::connections::serve_http(listener, router(metrics), header_timeout, shutdown).await;
     refresher.abort();
     Ok(())
 }

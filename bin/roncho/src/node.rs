@@ -38,9 +38,9 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     tracing::info!(config = %config.redacted(), "starting roncho");
     let access = Access::load(&config)?;
     let runtime = open_store_and_search(&config).await?;
-    let listener = tokio::net::TcpListener::bind(config.listen)
+    let listener = tokio::net::TcpListener::bind(config.server.listen)
         .await
-        .with_context(|| format!("binding {}", config.listen))?;
+        .with_context(|| format!("binding {}", config.server.listen))?;
     let shutdown = Shutdown::on_signal(launch.stop.clone());
     let mut services = build_services(&config, access, &runtime, launch.rest)?;
     serve_metrics(&config, &runtime, &mut services, &shutdown.token).await?;
@@ -107,7 +107,7 @@ impl Shutdown {
 /// loaded before anything is opened so a bad secret or certificate stops
 /// start-up first.
 struct Access {
-    keys: Option<Arc<roncho_api::keys::KeySet>>,
+    keys: Option<Arc<roncho_gate::keys::KeySet>>,
     tls: Option<Arc<crate::tls::ReloadingTls>>,
 }
 
@@ -115,14 +115,15 @@ impl Access {
     fn load(config: &Config) -> anyhow::Result<Self> {
         let keys = crate::wiring::key_set(config)?;
         let tls = config
+            .server
             .tls
             .clone()
             .map(crate::tls::ReloadingTls::load)
             .transpose()?
             .map(Arc::new);
-        if keys.is_none() && !config.listen.ip().is_loopback() {
+        if keys.is_none() && !config.server.listen.ip().is_loopback() {
             tracing::error!(
-                listen = %config.listen,
+                listen = %config.server.listen,
                 "AUTHENTICATION IS OFF on a non-loopback address (--insecure-no-auth): anyone who reaches this port can read, write and delete every workspace"
             );
         }
@@ -141,21 +142,21 @@ fn build_services(
     let mut services = Services::store_only(runtime.store.clone());
     services.keys = access.keys;
     services.tls = access.tls;
-    services.health_listen = config.health_listen;
+    services.health_listen = config.server.health_listen;
     services.rest_listener = match rest {
         Some(listener) => Some(listener),
-        None => rest_listener(config.rest_listen)?,
+        None => rest_listener(config.server.rest_listen)?,
     };
-    services.allow_private_webhooks = config.limits.webhook_allow_private_addresses;
-    services.idempotency_window = config.idempotency_window;
-    services.reflection = config.grpc_reflection;
+    services.allow_private_webhooks = config.webhooks.allow_private_addresses;
+    services.idempotency_window = config.store.idempotency_window;
+    services.reflection = config.server.grpc_reflection;
     services.pdf = Some(Arc::new(crate::pdf::SandboxedPdf::new(
         std::env::current_exe().context("finding this binary for the PDF reader")?,
         config.limits.pdf_memory_mb,
         config.limits.pdf_timeout,
         config.limits.pdf_concurrency,
     )));
-    services.admission = roncho_api::admission::Admission::new(config.limits.admission());
+    services.admission = roncho_gate::admission::Admission::new(config.limits.admission());
     services.connections = crate::connections::ConnectionGate::new(config.limits.connections.within_descriptors());
     let derives_with_model = config
         .llm
@@ -202,7 +203,7 @@ async fn serve_metrics(
     services: &mut Services,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let Some(address) = config.metrics_listen else {
+    let Some(address) = config.telemetry.metrics_listen else {
         return Ok(());
     };
     let metrics = Arc::new(crate::metrics::Metrics::new());
@@ -244,10 +245,12 @@ async fn connect_queue(
         // A worker without NATS has nothing to do; a process that also serves
         // requests keeps serving them (writes wait in the outbox), so it stays ready.
         let consumes = config
+            .server
             .roles
             .iter()
             .any(|role| matches!(role, Role::Deriver | Role::Dreamer));
         let serves = config
+            .server
             .roles
             .iter()
             .any(|role| matches!(role, Role::Ingest | Role::Recall | Role::Dialectic));
@@ -291,10 +294,10 @@ fn start_workers(
         let nudged = indexer.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
-    if config.roles.contains(&Role::Dreamer) {
+    if config.server.roles.contains(&Role::Dreamer) {
         start_dreamer(config, runtime, queue, shutdown, &mut workers, nudges)?;
     }
-    if config.roles.contains(&Role::Deriver) {
+    if config.server.roles.contains(&Role::Deriver) {
         start_deriver(config, runtime, services, queue, shutdown, &mut workers, nudges)?;
     }
     Ok(workers)
@@ -303,9 +306,9 @@ fn start_workers(
 /// The settings every queue worker shares.
 fn worker_config(config: &Config) -> roncho_deriver::worker::WorkerConfig {
     roncho_deriver::worker::WorkerConfig {
-        lease: config.deriver_lease,
-        outage_backoff: config.worker_outage_backoff,
-        outage_backoff_max: config.worker_outage_backoff_max,
+        lease: config.queue.deriver_lease,
+        outage_backoff: config.queue.worker_outage_backoff,
+        outage_backoff_max: config.queue.worker_outage_backoff_max,
         ..roncho_deriver::worker::WorkerConfig::default()
     }
 }
@@ -372,7 +375,7 @@ fn start_deriver(
     let webhooks = roncho_http::webhook::WebhookSender::new(
         config.webhooks.secret.as_ref().map(|secret| secret.expose()),
         config.webhooks.timeout,
-        config.limits.webhook_allow_private_addresses,
+        config.webhooks.allow_private_addresses,
     )
     .map_err(|error| anyhow::anyhow!("webhook delivery: {error}"))?;
     let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
@@ -405,9 +408,9 @@ fn start_deriver(
     if crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
         // Dreams run wherever a dreamer role is; the deriver schedules them.
         let policy = roncho_dreamer::DreamPolicy {
-            document_threshold: i64::try_from(config.dreams.document_threshold).unwrap_or(i64::MAX),
-            min_between: config.dreams.min_between,
-            idle: config.dreams.idle,
+            document_threshold: i64::try_from(config.queue.dreams.document_threshold).unwrap_or(i64::MAX),
+            min_between: config.queue.dreams.min_between,
+            idle: config.queue.dreams.idle,
         };
         let scheduler = roncho_dreamer::DreamScheduler::new(runtime.store.clone(), queue.clone(), policy);
         worker = worker.with_listener(Arc::new(scheduler));
@@ -426,14 +429,14 @@ async fn serve_listeners(
     config: &Config,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let server = crate::server::run(listener, services, &config.roles, shutdown.clone());
+    let server = crate::server::run(listener, services, &config.server.roles, shutdown.clone());
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => result?,
         () = async {
             shutdown.cancelled().await;
-            tokio::time::sleep(config.shutdown_grace).await;
-        } => tracing::warn!(grace = ?config.shutdown_grace, "grace period over; exiting with requests in flight"),
+            tokio::time::sleep(config.server.shutdown_grace).await;
+        } => tracing::warn!(grace = ?config.server.shutdown_grace, "grace period over; exiting with requests in flight"),
     }
     Ok(())
 }
@@ -448,12 +451,12 @@ async fn stop(
     shutdown: &Shutdown,
 ) {
     shutdown.token.cancel();
-    let deadline = shutdown.deadline(config.shutdown_grace);
+    let deadline = shutdown.deadline(config.server.shutdown_grace);
     let finished = tokio::time::timeout_at(deadline, async { while workers.running.join_next().await.is_some() {} })
         .await
         .is_ok();
     if !finished {
-        tracing::warn!(grace = ?config.shutdown_grace, "grace period over; stopping workers mid-task and giving their units back");
+        tracing::warn!(grace = ?config.server.shutdown_grace, "grace period over; stopping workers mid-task and giving their units back");
         workers.running.shutdown().await;
     }
     // What is left is bounded too: the pod's grace period is not much longer

@@ -4,16 +4,16 @@
 use std::sync::Arc;
 
 use anyhow::Context;
-use roncho_api::admission::{Admission, Limits, RateLimiter};
-use roncho_api::authz::Authorizer;
 use roncho_api::grpc::{
-    Authenticator, DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, Edge, EdgeLayer, GrpcDeriver,
-    GrpcDialectic, GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer,
-    RecallServiceServer,
+    DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, EdgeLayer, GrpcDeriver, GrpcDialectic,
+    GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer, RecallServiceServer,
 };
-use roncho_api::keys::{KeyIssuer, KeySet};
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::Health;
+use roncho_gate::admission::{Admission, Limits, RateLimiter};
+use roncho_gate::authz::Authorizer;
+use roncho_gate::keys::{KeyIssuer, KeySet};
+use roncho_gate::{Authenticator, Edge};
 use roncho_store::SqlStore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -427,11 +427,11 @@ fn serve_rest(
         // The gRPC listener's certificate (and client CA), reloaded with it.
         Some(tls) => {
             let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
-            tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, stop));
         }
         None => {
             let listener = GatedListener::new(listener, gate);
-            tokio::spawn(serve_http(listener, address, app, header_timeout, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, stop));
         }
     }
     Ok(())

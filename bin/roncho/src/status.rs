@@ -43,6 +43,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
         detail: format!(
             "{embedded}; roles {}",
             config
+                .server
                 .roles
                 .iter()
                 .map(|role| role.name())
@@ -60,7 +61,7 @@ pub async fn checks(config: &Config) -> Vec<Check> {
 
 /// Whether callers must present keys.
 fn auth_check(config: &Config) -> Check {
-    let (ok, detail) = match (config.auth.enabled(), config.listen.ip().is_loopback()) {
+    let (ok, detail) = match (config.auth.enabled(), config.server.listen.ip().is_loopback()) {
         (true, _) => (
             true,
             format!(
@@ -76,14 +77,14 @@ fn auth_check(config: &Config) -> Check {
             false,
             format!(
                 "OFF on {} (--insecure-no-auth): anyone who reaches it can read, write and delete every workspace",
-                config.listen
+                config.server.listen
             ),
         ),
         (false, false) => (
             false,
             format!(
                 "off on {}: the server refuses to start this way (set auth_jwt_secret)",
-                config.listen
+                config.server.listen
             ),
         ),
     };
@@ -96,7 +97,7 @@ fn auth_check(config: &Config) -> Check {
 
 /// The metrics endpoint, when one is configured.
 async fn metrics_check(config: &Config) -> Option<Check> {
-    let address = config.metrics_listen?;
+    let address = config.telemetry.metrics_listen?;
     let reached = reachable_address(&address.to_string()).await;
     Some(Check {
         name: "metrics",
@@ -152,7 +153,7 @@ async fn agents_check(config: &Config) -> Check {
 
 /// Where spans go: nowhere, or a collector that does or does not answer.
 async fn tracing_check(config: &Config) -> Check {
-    let Some(tracing) = &config.tracing else {
+    let Some(tracing) = &config.telemetry.tracing else {
         return Check {
             name: "tracing",
             ok: true,
@@ -209,7 +210,7 @@ async fn reachable_address(address: &str) -> Result<(), String> {
 
 async fn semantic_check(config: &Config) -> Check {
     use crate::config::EmbeddingProvider;
-    let embedding = &config.embedding;
+    let embedding = &config.search.embedding;
     let (ok, detail) = match embedding.provider {
         EmbeddingProvider::None => (
             false,
@@ -249,7 +250,7 @@ async fn semantic_check(config: &Config) -> Check {
 }
 
 async fn vector_store_check(config: &Config) -> Check {
-    let Some(qdrant) = &config.qdrant else {
+    let Some(qdrant) = &config.search.qdrant else {
         let detail = if config.is_embedded() {
             "in memory beside the rows: vectors scanned, full text ranked by an in-memory index"
         } else {
@@ -300,9 +301,9 @@ async fn vector_store_check(config: &Config) -> Check {
 
 /// The NATS work queue: reachable, and how much work is in flight.
 async fn nats_check(config: &Config) -> Option<Check> {
-    let nats = config.nats.as_ref()?;
+    let nats = config.queue.nats.as_ref()?;
     let url = roncho_store::redact_url(&nats.url);
-    let mut options = config.store_options();
+    let mut options = config.store.options();
     options.max_connections = 1;
     let store = std::sync::Arc::new(roncho_store::connect(&options).await.ok()?);
     let ledger = roncho_store::SqlWorkQueue::new(store.clone());
@@ -348,7 +349,7 @@ async fn store_checks(config: &Config) -> Vec<Check> {
     if !check.ok {
         return vec![check];
     }
-    let mut options = config.store_options();
+    let mut options = config.store.options();
     options.max_connections = 1;
     let mut checks = vec![check];
     if let Ok(store) = roncho_store::connect(&options).await {
@@ -418,7 +419,7 @@ fn text_index_detail(waiting: i64) -> String {
 }
 
 async fn store_check(config: &Config) -> Check {
-    let embedded_file = config.data_dir.join("roncho.db");
+    let embedded_file = config.store.data_dir.join("roncho.db");
     if config.is_embedded() && !embedded_file.exists() {
         // Opening would create it; status only looks.
         return Check {
@@ -430,7 +431,7 @@ async fn store_check(config: &Config) -> Check {
             ),
         };
     }
-    let mut options = config.store_options();
+    let mut options = config.store.options();
     options.acquire_timeout = Duration::from_secs(3);
     options.max_connections = 1;
     let store = match roncho_store::connect(&options).await {
@@ -470,16 +471,16 @@ async fn store_check(config: &Config) -> Check {
 async fn server_check(config: &Config) -> Check {
     // Health is served in plain text on health_listen too; over TLS alone
     // this process may not hold what the server asks of clients.
-    let address = match (config.health_listen, &config.tls) {
+    let address = match (config.server.health_listen, &config.server.tls) {
         (Some(address), _) => address,
-        (None, None) => config.listen,
+        (None, None) => config.server.listen,
         (None, Some(_)) => {
             return Check {
                 name: "server",
                 ok: true,
                 detail: format!(
                     "{} serves TLS: not checked here (set health_listen for probes and roncho status)",
-                    config.listen
+                    config.server.listen
                 ),
             };
         }
@@ -499,8 +500,8 @@ async fn server_check(config: &Config) -> Check {
         Ok(Ok(status)) if status == tonic_health::pb::health_check_response::ServingStatus::Serving as i32 => Check {
             name: "server",
             ok: true,
-            detail: format!("{} is serving", config.listen)
-                + &config.tls.as_ref().map_or(String::new(), |tls| {
+            detail: format!("{} is serving", config.server.listen)
+                + &config.server.tls.as_ref().map_or(String::new(), |tls| {
                     format!(
                         " over TLS{} (health checked on {address})",
                         if tls.client_ca.is_some() {

@@ -28,20 +28,20 @@ pub struct Telemetry {
 }
 
 impl Telemetry {
-    /// Installs the process's subscriber: logs per `config.log` and
+    /// Installs the process's subscriber: logs per `config.telemetry.log` and
     /// `log_format`; with `export` and an `otlp_endpoint`, span export too
     /// (must run inside the tokio runtime: the exporter's channel lives there).
     pub fn init(config: &Config, export: bool) -> anyhow::Result<Self> {
         // The MCP SDK logs every request of its stateless HTTP transport at
         // info: quieter unless the filter names it.
-        let directives = if config.log.contains("rmcp") {
-            config.log.clone()
+        let directives = if config.telemetry.log.contains("rmcp") {
+            config.telemetry.log.clone()
         } else {
-            format!("{},rmcp=warn", config.log)
+            format!("{},rmcp=warn", config.telemetry.log)
         };
         let filter = tracing_subscriber::EnvFilter::try_new(&directives)
-            .with_context(|| format!("invalid log filter `{}`", config.log))?;
-        let logs = match config.log_format {
+            .with_context(|| format!("invalid log filter `{}`", config.telemetry.log))?;
+        let logs = match config.telemetry.log_format {
             LogFormat::Json => tracing_subscriber::fmt::layer()
                 .json()
                 .with_writer(std::io::stderr)
@@ -53,7 +53,7 @@ impl Telemetry {
                 .boxed(),
         }
         .with_filter(filter);
-        let provider = match (&config.tracing, export) {
+        let provider = match (&config.telemetry.tracing, export) {
             (Some(tracing), true) => Some(tracer_provider(tracing)?),
             _ => None,
         };
@@ -67,7 +67,7 @@ impl Telemetry {
             .with(spans)
             .try_init()
             .context("installing the log subscriber")?;
-        if let Some(tracing) = config.tracing.as_ref().filter(|_| export) {
+        if let Some(tracing) = config.telemetry.tracing.as_ref().filter(|_| export) {
             tracing::info!(
                 endpoint = %tracing.endpoint,
                 service_name = %tracing.service_name,

@@ -23,7 +23,7 @@ use tokio_rustls::TlsAcceptor;
 use tokio_rustls::server::TlsStream;
 use tokio_util::sync::CancellationToken;
 
-use roncho_api::admission::Tally;
+use roncho_gate::admission::Tally;
 
 use crate::connections::{ConnectionGate, FirstBytes, Guarded, HttpListener};
 

@@ -122,30 +122,30 @@ pub fn yielding_to(activity: &Arc<WriteActivity>, config: &Config) -> Arc<YieldT
     Arc::new(YieldToWrites::new(
         activity.clone(),
         QUIET_BEFORE_BACKGROUND,
-        config.background_yield,
+        config.queue.background_yield,
     ))
 }
 
 /// Connects, migrates and builds every port `config` asks for. An embedder
 /// whose dimension differs from the stored vectors stops start-up here.
 pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
-    let options = config.store_options();
+    let options = config.store.options();
     let store = Arc::new(
-        with_startup_retries("the database", config.startup_timeout, || {
+        with_startup_retries("the database", config.server.startup_timeout, || {
             roncho_store::connect(&options)
         })
         .await?,
     );
     // sqlx takes a migration lock, so processes starting together do not race.
     roncho_store::migrate(&store).await?;
-    let embedder = embedder(&config.embedding).await?;
+    let embedder = embedder(&config.search.embedding).await?;
     // Beside the writes of its own process, on the same cores, background
     // work lets write bursts pass first (docs/operations.md).
-    let write_activity = (config.roles.contains(&Role::Ingest)
-        && (config.roles.contains(&Role::Reconciler) || config.roles.contains(&Role::Deriver))
-        && !config.background_yield.is_zero())
+    let write_activity = (config.server.roles.contains(&Role::Ingest)
+        && (config.server.roles.contains(&Role::Reconciler) || config.server.roles.contains(&Role::Deriver))
+        && !config.queue.background_yield.is_zero())
     .then(|| Arc::new(WriteActivity::default()));
-    let text_indexer = match config.roles.contains(&Role::Reconciler) {
+    let text_indexer = match config.server.roles.contains(&Role::Reconciler) {
         true if store.text_index_mark().await?.is_some() => {
             // Beside a vector reconciler, which indexes a message's text as it
             // marks its vector synced, the indexer takes what it did not reach.
@@ -153,7 +153,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
                 Some(_) => GRACE_WITH_RECONCILER,
                 None => std::time::Duration::ZERO,
             };
-            let indexer = TextIndexer::new(store.clone(), grace, config.reconciler_interval);
+            let indexer = TextIndexer::new(store.clone(), grace, config.queue.reconciler_interval);
             Some(Arc::new(match &write_activity {
                 Some(activity) => indexer.yielding_to_writes(activity.clone(), QUIET_BEFORE_BACKGROUND),
                 None => indexer,
@@ -161,23 +161,25 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         }
         _ => None,
     };
-    let writes_and_reads = config.roles.contains(&Role::Ingest) || config.roles.contains(&Role::Recall);
-    if !config.roles.contains(&Role::Reconciler) && writes_and_reads && store.text_index_mark().await?.is_some() {
+    let writes_and_reads = config.server.roles.contains(&Role::Ingest) || config.server.roles.contains(&Role::Recall);
+    if !config.server.roles.contains(&Role::Reconciler) && writes_and_reads && store.text_index_mark().await?.is_some()
+    {
         // Nothing here indexes words or syncs vectors: unless another
         // process runs the reconciler role, search soon answers partially.
         tracing::warn!(
-            roles = ?config.roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
+            roles = ?config.server.roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
             "degraded unless another process runs the reconciler role: without one, messages' words are never \
              text-indexed nor their vectors synced, and searches past the newest messages say their results are \
              partial (roncho status shows the backlog)"
         );
     }
     let Some(embedder) = embedder else {
-        let why = match config.embedding.provider {
+        let why = match config.search.embedding.provider {
             EmbeddingProvider::None => "off (embedding_provider = none)".to_owned(),
             _ => format!(
                 "off: no local model found in {}; run scripts/fetch-bge-small.sh or configure an embedder",
                 config
+                    .search
                     .embedding
                     .search_dirs
                     .iter()
@@ -196,7 +198,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             embedder_description: why,
         });
     };
-    let (vectors, where_vectors): (Arc<dyn VectorStore>, String) = match &config.qdrant {
+    let (vectors, where_vectors): (Arc<dyn VectorStore>, String) = match &config.search.qdrant {
         Some(qdrant) => {
             let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
             options.collection = qdrant.collection.clone();
@@ -231,13 +233,13 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         embedder.model_id(),
         embedder.dimensions()
     );
-    let reconciler = config.roles.contains(&Role::Reconciler).then(|| {
+    let reconciler = config.server.roles.contains(&Role::Reconciler).then(|| {
         let reconciler = Reconciler::new(
             store.clone(),
             embedder.clone(),
             vectors.clone(),
             ReconcilerConfig {
-                interval: config.reconciler_interval,
+                interval: config.queue.reconciler_interval,
                 ..ReconcilerConfig::default()
             },
         );
@@ -325,7 +327,7 @@ pub fn dialectic(config: &Config, services: &crate::server::Services) -> anyhow:
         (Level::Max, LlmRole::DialecticMax),
     ]
     .into_iter()
-    .zip(config.dialectic_timeouts)
+    .zip(config.limits.dialectic_timeouts)
     {
         if let Some(timeout) = timeout {
             dialectic = dialectic.with_deadline(level, timeout);
@@ -349,24 +351,24 @@ pub struct Queue {
 /// deriver role consumes representation and summary work.
 pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
     let ledger = roncho_store::SqlWorkQueue::new(store.clone());
-    let Some(nats) = &config.nats else {
+    let Some(nats) = &config.queue.nats else {
         return Ok(Queue {
             queue: Arc::new(ledger),
             nats: None,
         });
     };
     let mut options = nats.options();
-    if config.roles.contains(&Role::Deriver) {
+    if config.server.roles.contains(&Role::Deriver) {
         options
             .consume
             .extend(roncho_deriver::worker::TASK_TYPES.map(str::to_owned));
     }
-    if config.roles.contains(&Role::Dreamer) && llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+    if config.server.roles.contains(&Role::Dreamer) && llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
         options
             .consume
             .extend(roncho_dreamer::worker::TASK_TYPES.map(str::to_owned));
     }
-    let queue = with_startup_retries("NATS", config.startup_timeout, || {
+    let queue = with_startup_retries("NATS", config.server.startup_timeout, || {
         roncho_nats::NatsWorkQueue::connect(options.clone(), ledger.clone())
     })
     .await
@@ -384,7 +386,7 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
 }
 
 /// Returns the key set of the configured secrets; `None`: authentication is off.
-pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_api::keys::KeySet>>> {
+pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_gate::keys::KeySet>>> {
     if !config.auth.enabled() {
         return Ok(None);
     }
@@ -392,5 +394,5 @@ pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_api::keys::K
     if secrets.iter().any(|secret| secret.len() < 32) {
         tracing::warn!("an auth_jwt_secret is shorter than 32 bytes: keys signed with it can be brute-forced");
     }
-    Ok(Some(Arc::new(roncho_api::keys::KeySet::new(&secrets)?)))
+    Ok(Some(Arc::new(roncho_gate::keys::KeySet::new(&secrets)?)))
 }

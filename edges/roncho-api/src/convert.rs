@@ -15,7 +15,7 @@ use roncho_search::context::SessionContext;
 use roncho_search::messages::SearchResults;
 
 use crate::json::{json_to_struct, struct_to_json};
-use crate::keys::{CreateKey, IssuedKey};
+use roncho_gate::keys::{CreateKey, IssuedKey};
 
 /// A wire value that becomes a domain value.
 pub trait FromWire<W>: Sized {

@@ -5,6 +5,7 @@
 //! name hosts, queries or files) goes to the log under the same id.
 
 use roncho_core::Error;
+use roncho_gate::hide_internal;
 use tonic::{Code, Status};
 use tonic_types::{ErrorDetails, StatusExt};
 
@@ -24,14 +25,6 @@ pub fn status(error: Error) -> Status {
         Error::Internal(detail) => Status::internal(hide_internal(&detail)),
         other => Status::new(code(&other), other.to_string()),
     }
-}
-
-/// Logs an internal error's detail under a new id and returns what the
-/// client is told: the id alone.
-pub fn hide_internal(detail: &str) -> String {
-    let error_id = roncho_core::model::new_public_id();
-    tracing::error!(%error_id, %detail, "internal error");
-    format!("internal error (id {error_id}); the server's log has the detail")
 }
 
 /// Returns the gRPC code of a domain error.

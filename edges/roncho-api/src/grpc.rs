@@ -1,7 +1,7 @@
 //! The gRPC edge: every `roncho.v1` service is one generated table of
-//! methods over [`Edge::call`], which takes the caller the [`AuthLayer`]
-//! authenticated, converts the request, authorizes it by the table in
-//! [`crate::authz`], calls the domain service and converts its reply.
+//! methods over [`call`], which takes the caller the [`EdgeLayer`]
+//! authenticated, converts the request, authorizes it through the gate's
+//! [`Edge`], calls the domain service and converts its reply.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -14,58 +14,34 @@ use roncho_core::{Caller, Error};
 use roncho_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use crate::admission::{Admission, RateLimiter};
-use crate::authz::{Authorize, Authorizer};
+use roncho_gate::admission::Admission;
+use roncho_gate::authz::Authorize;
+use roncho_gate::keys::KeyIssuer;
+use roncho_gate::{Authenticator, BoxError, DeadlineBody, Door, Edge, Peer, SlotBody};
+use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+
 use crate::convert::{FromWire, IntoWire};
 use crate::error::status;
-use crate::keys::{KeyIssuer, KeySet};
 
-/// Calls domain services on behalf of authenticated callers.
-#[derive(Debug, Clone)]
-pub struct Edge {
-    authorizer: Authorizer,
-    rates: Arc<RateLimiter>,
-}
-
-impl Edge {
-    /// Returns the edge deciding with `authorizer` and metering with `rates`.
-    pub fn new(authorizer: Authorizer, rates: Arc<RateLimiter>) -> Self {
-        Self { authorizer, rates }
-    }
-
-    /// Runs one call: the caller, the request in domain terms, its
-    /// authorization, its workspace's rate, the service (`op`), the reply in
-    /// wire terms. A refused call has done nothing.
-    pub async fn call<W, D, R, O, F, Fut>(&self, request: Request<W>, op: F) -> Result<Response<O>, Status>
-    where
-        D: FromWire<W> + Authorize + Sync,
-        R: IntoWire<O>,
-        F: FnOnce(D) -> Fut,
-        Fut: Future<Output = roncho_core::Result<R>>,
-    {
-        let caller = request
-            .extensions()
-            .get::<Caller>()
-            .cloned()
-            .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
-        let request = D::from_wire(request.into_inner());
-        let reply = self.run(caller, request, op).await.map_err(status)?;
-        Ok(Response::new(reply.into_wire()))
-    }
-
-    /// Runs one call in domain terms, whatever its wire: its authorization,
-    /// its workspace's rate, then the service (`op`). A refused call has
-    /// done nothing.
-    pub async fn run<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> roncho_core::Result<R>
-    where
-        D: Authorize + Sync,
-        F: FnOnce(D) -> Fut,
-        Fut: Future<Output = roncho_core::Result<R>>,
-    {
-        self.authorizer.check(&caller, &request).await?;
-        self.rates.admit_all(&request.rates())?;
-        op(request).await
-    }
+/// Runs one gRPC call through `edge`: the caller the [`EdgeLayer`]
+/// authenticated, the request in domain terms, its authorization and rate
+/// (see [`Edge::run`]), the service (`op`), the reply in wire terms. A
+/// refused call has done nothing.
+pub async fn call<W, D, R, O, F, Fut>(edge: &Edge, request: Request<W>, op: F) -> Result<Response<O>, Status>
+where
+    D: FromWire<W> + Authorize + Sync,
+    R: IntoWire<O>,
+    F: FnOnce(D) -> Fut,
+    Fut: Future<Output = roncho_core::Result<R>>,
+{
+    let caller = request
+        .extensions()
+        .get::<Caller>()
+        .cloned()
+        .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
+    let request = D::from_wire(request.into_inner());
+    let reply = edge.run(caller, request, op).await.map_err(status)?;
+    Ok(Response::new(reply.into_wire()))
 }
 
 /// A streamed reply on the wire.
@@ -113,9 +89,7 @@ macro_rules! grpc_service {
             $(
                 async fn $method(&self, request: Request<pb::$request>) -> Result<Response<$response>, Status> {
                     let api = self.api.clone();
-                    self.edge
-                        .call(request, |request| async move { api.$method(request).await })
-                        .await
+                    call(&self.edge, request, |request| async move { api.$method(request).await }).await
                 }
             )*
         }
@@ -225,53 +199,19 @@ grpc_service! {
 /// reflection stay open (probes, tooling).
 const AUTHENTICATED_PREFIX: &str = "/roncho.v1.";
 
-/// Authenticates calls: the `authorization: Bearer <key>` metadata becomes
-/// the request's [`Caller`], or the call ends `UNAUTHENTICATED` with the
-/// reason. Without keys (auth off) every caller is admin.
-#[derive(Debug, Clone)]
-pub struct Authenticator {
-    keys: Option<Arc<KeySet>>,
-}
-
-impl Authenticator {
-    /// Returns the authenticator verifying with `keys`; `None`: authentication is off.
-    pub fn new(keys: Option<Arc<KeySet>>) -> Self {
-        Self { keys }
-    }
-
-    /// Returns the caller the headers of a call authenticate.
-    pub fn authenticate(&self, headers: &http::HeaderMap) -> roncho_core::Result<Caller> {
-        let Some(keys) = &self.keys else {
-            return Ok(Caller::Admin);
-        };
-        let value = headers
-            .get(http::header::AUTHORIZATION)
-            .ok_or_else(|| Error::Unauthenticated("no access token provided (authorization: Bearer <key>)".into()))?;
-        let token = value
-            .to_str()
-            .ok()
-            .and_then(|value| value.strip_prefix("Bearer ").or_else(|| value.strip_prefix("bearer ")))
-            .map(str::trim)
-            .ok_or_else(|| Error::Unauthenticated("the authorization metadata must be `Bearer <key>`".into()))?;
-        let now = roncho_core::model::now_micros().div_euclid(1_000_000);
-        keys.verify(token, now)
-    }
-}
-
-/// The edge's layer, before any body is read: admission (shedding costs
-/// nothing, so it comes first), the request timeout, then authentication.
+/// The edge's layer, before any body is read: the [`Door`] (authentication
+/// of `roncho.v1` calls, then admission), the request's deadline and its
+/// body's, each refusal a gRPC status.
 #[derive(Debug, Clone)]
 pub struct EdgeLayer {
-    admission: Admission,
-    authenticator: Authenticator,
+    door: Door,
 }
 
 impl EdgeLayer {
     /// Returns the layer admitting with `admission` and authenticating with `authenticator`.
     pub fn new(admission: Admission, authenticator: Authenticator) -> Self {
         Self {
-            admission,
-            authenticator,
+            door: Door::new(authenticator, admission),
         }
     }
 }
@@ -282,7 +222,7 @@ impl<S> tower_layer::Layer<S> for EdgeLayer {
     fn layer(&self, inner: S) -> Self::Service {
         EdgeService {
             inner,
-            layer: self.clone(),
+            door: self.door.clone(),
         }
     }
 }
@@ -291,7 +231,26 @@ impl<S> tower_layer::Layer<S> for EdgeLayer {
 #[derive(Debug, Clone)]
 pub struct EdgeService<S> {
     inner: S,
-    layer: EdgeLayer,
+    door: Door,
+}
+
+/// The peer address tonic's listener gave a request, for the door.
+fn peer_of<B>(request: &http::Request<B>) -> Option<Peer> {
+    let extensions = request.extensions();
+    extensions
+        .get::<TcpConnectInfo>()
+        .and_then(TcpConnectInfo::remote_addr)
+        .or_else(|| {
+            extensions
+                .get::<TlsConnectInfo<TcpConnectInfo>>()
+                .and_then(|info| info.get_ref().remote_addr())
+        })
+        .map(Peer)
+}
+
+/// A body error in gRPC's terms: the status the call ends with.
+fn grpc_body_error(error: Error) -> BoxError {
+    Box::new(status(error))
 }
 
 impl<S, B, R> tower_service::Service<http::Request<B>> for EdgeService<S>
@@ -308,163 +267,38 @@ where
         self.inner.poll_ready(context)
     }
 
-    fn call(&mut self, request: http::Request<B>) -> Self::Future {
-        let refuse = |error: Error| -> Self::Future {
-            let response = status(error).into_http::<R>().map(|body| SlotBody { body, slot: None });
-            Box::pin(async move { Ok(response) })
-        };
-        // Authenticated first: a key bound to a workspace takes that
-        // workspace's places, so one tenant cannot take every place.
-        let caller = if request.uri().path().starts_with(AUTHENTICATED_PREFIX) {
-            match self.layer.authenticator.authenticate(request.headers()) {
-                Ok(caller) => Some(caller),
-                Err(error) => return refuse(error),
+    fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
+        let refused = |error: Error| status(error).into_http::<R>().map(|body| SlotBody::new(body, None));
+        if let Some(peer) = peer_of(&request) {
+            request.extensions_mut().insert(peer);
+        }
+        let authenticate = request.uri().path().starts_with(AUTHENTICATED_PREFIX);
+        let pass = match self.door.enter(&request, authenticate) {
+            Ok(pass) => pass,
+            Err(error) => {
+                let response = refused(error);
+                return Box::pin(async move { Ok(response) });
             }
-        } else {
-            None
         };
-        let slot = match self
-            .layer
-            .admission
-            .admit(&request, caller.as_ref().and_then(Caller::workspace))
-        {
-            Ok(slot) => slot,
-            Err(error) => return refuse(error),
-        };
-        let path = request.uri().path();
-        let timeout = slot.as_ref().map(|_| self.layer.admission.timeout(path));
         let (mut parts, body) = request.into_parts();
-        if let Some(caller) = caller {
+        if let Some(caller) = pass.caller {
             parts.extensions.insert(caller);
         }
-        let body_deadline = slot.as_ref().map(|_| self.layer.admission.body_timeout());
-        let request = http::Request::from_parts(parts, DeadlineBody::new(body, body_deadline));
+        let request = http::Request::from_parts(parts, DeadlineBody::new(body, pass.body_timeout, grpc_body_error));
         let response = self.inner.call(request);
-        let admission = self.layer.admission.clone();
+        let (door, slot) = (self.door.clone(), pass.slot);
         Box::pin(async move {
-            let Some(timeout) = timeout else {
+            let Some(timeout) = pass.timeout else {
                 return response
                     .await
-                    .map(|response| response.map(|body| SlotBody { body, slot }));
+                    .map(|response| response.map(|body| SlotBody::new(body, slot)));
             };
             match tokio::time::timeout(timeout, response).await {
                 // The place is held until the reply's body ends.
-                Ok(response) => response.map(|response| response.map(|body| SlotBody { body, slot })),
-                Err(_) => {
-                    admission.timed_out();
-                    let error = Error::DeadlineExceeded(format!(
-                        "the request ran past the server's {} s limit",
-                        timeout.as_secs_f32()
-                    ));
-                    Ok(status(error).into_http::<R>().map(|body| SlotBody { body, slot: None }))
-                }
+                Ok(response) => response.map(|response| response.map(|body| SlotBody::new(body, slot))),
+                Err(_) => Ok(refused(door.timed_out(timeout))),
             }
         })
-    }
-}
-
-/// A request body that must arrive whole within a deadline; past it, the
-/// call ends `DEADLINE_EXCEEDED`.
-pub struct DeadlineBody<B> {
-    inner: Pin<Box<B>>,
-    deadline: Option<Pin<Box<tokio::time::Sleep>>>,
-    limit: std::time::Duration,
-}
-
-/// Why a request ended when its body did not arrive in time (the start of
-/// the body error's message, which the REST edge answers 408 for).
-pub const BODY_DEADLINE_REASON: &str = "the request's body did not arrive within";
-
-impl<B> DeadlineBody<B> {
-    /// Returns `inner`, which must arrive whole within `limit` (`None`: no limit).
-    pub fn new(inner: B, limit: Option<std::time::Duration>) -> Self {
-        Self {
-            inner: Box::pin(inner),
-            deadline: limit.map(|limit| Box::pin(tokio::time::sleep(limit))),
-            limit: limit.unwrap_or_default(),
-        }
-    }
-}
-
-impl<B> http_body::Body for DeadlineBody<B>
-where
-    B: http_body::Body<Data = bytes::Bytes>,
-    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
-{
-    type Data = bytes::Bytes;
-    type Error = Box<dyn std::error::Error + Send + Sync>;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        if let Poll::Ready(frame) = this.inner.as_mut().poll_frame(context) {
-            if frame.is_none() {
-                // Arrived whole: no deadline for whatever else is asked of it.
-                this.deadline = None;
-            }
-            return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
-        }
-        if let Some(deadline) = &mut this.deadline
-            && deadline.as_mut().poll(context).is_ready()
-        {
-            let status = status(Error::DeadlineExceeded(format!(
-                "{BODY_DEADLINE_REASON} {} s",
-                this.limit.as_secs_f32()
-            )));
-            return Poll::Ready(Some(Err(Box::new(status))));
-        }
-        Poll::Pending
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.inner.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.inner.size_hint()
-    }
-}
-
-/// A reply body that holds its request's place in flight until it ends.
-pub struct SlotBody<B> {
-    body: B,
-    slot: Option<crate::admission::Slot>,
-}
-
-impl<B> SlotBody<B> {
-    /// Returns `body` holding `slot` until it ends.
-    pub fn new(body: B, slot: Option<crate::admission::Slot>) -> Self {
-        Self { body, slot }
-    }
-}
-
-impl<B> http_body::Body for SlotBody<B>
-where
-    B: http_body::Body + Unpin,
-{
-    type Data = B::Data;
-    type Error = B::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        context: &mut Context<'_>,
-    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-        let this = self.get_mut();
-        let frame = Pin::new(&mut this.body).poll_frame(context);
-        if let Poll::Ready(None) = frame {
-            this.slot = None;
-        }
-        frame
-    }
-
-    fn is_end_stream(&self) -> bool {
-        self.body.is_end_stream()
-    }
-
-    fn size_hint(&self) -> http_body::SizeHint {
-        self.body.size_hint()
     }
 }
 
@@ -473,7 +307,7 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::admission::Limits;
+    use roncho_gate::admission::Limits;
 
     /// A service that answers after `delay`.
     #[derive(Clone)]
@@ -568,9 +402,9 @@ mod tests {
             .expect("the deadline ends the read")
             .unwrap();
         assert!(
-            response.body().body.contains("did not arrive within"),
+            response.body().get_ref().contains("did not arrive within"),
             "{}",
-            response.body().body
+            response.body().get_ref()
         );
         drop(response);
         assert_eq!(admission.stats().in_flight(), 0);

@@ -29,11 +29,16 @@ use rmcp::model::{
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServiceExt};
 
-pub mod schema;
+mod context;
+mod memory;
+mod resources;
+mod schema;
+mod shapes;
 pub mod tools;
 pub mod upstream;
 
-pub use tools::{Defaults, Profile};
+pub use context::{Context, Defaults, Output};
+pub use tools::Profile;
 pub use upstream::Upstream;
 
 /// What the server tells an agent at `initialize`: when to save, when to
@@ -107,7 +112,7 @@ impl McpServer {
             .tools()
             .iter()
             .map(|tool| {
-                let schema = match schema::input_schema(tool.name, defaults) {
+                let schema = match tools::input_schema(tool.name, defaults) {
                     serde_json::Value::Object(schema) => schema,
                     _ => serde_json::Map::new(),
                 };
@@ -147,7 +152,7 @@ impl ServerHandler for McpServer {
         let name = request.name.as_ref();
         let listed = self.profile.tools().iter().any(|tool| tool.name == name);
         let outcome = if listed {
-            let call_context = tools::Context {
+            let call_context = Context {
                 upstream: &self.upstream,
                 authorization: authorization.as_ref(),
                 defaults: &defaults,
@@ -157,10 +162,8 @@ impl ServerHandler for McpServer {
             Err(format!("Tool {name} not found"))
         };
         let result = match outcome {
-            Ok(tools::Output::Text(text)) => CallToolResult::success(vec![ContentBlock::text(capped(text))]),
-            Ok(tools::Output::Json(value)) => {
-                CallToolResult::success(vec![ContentBlock::text(capped(value.to_string()))])
-            }
+            Ok(Output::Text(text)) => CallToolResult::success(vec![ContentBlock::text(capped(text))]),
+            Ok(Output::Json(value)) => CallToolResult::success(vec![ContentBlock::text(capped(value.to_string()))]),
             Err(reason) => {
                 tracing::debug!(tool = name, %reason, "tool failed");
                 CallToolResult::error(vec![ContentBlock::text(reason)])

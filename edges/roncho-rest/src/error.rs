@@ -66,7 +66,7 @@ impl IntoResponse for RestError {
                     _ => None,
                 };
                 let detail = match error {
-                    Error::Internal(detail) => roncho_api::error::hide_internal(&detail),
+                    Error::Internal(detail) => roncho_gate::hide_internal(&detail),
                     other => other.to_string(),
                 };
                 let mut response = (status, Json(json!({ "detail": detail }))).into_response();

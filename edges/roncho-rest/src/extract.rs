@@ -39,7 +39,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
 /// The error for a body that could not be read.
 pub fn body_rejection(rejection: axum::extract::rejection::BytesRejection) -> RestError {
     let text = rejection.body_text();
-    if text.contains(roncho_api::grpc::BODY_DEADLINE_REASON) {
+    if text.contains(roncho_gate::BODY_DEADLINE_REASON) {
         return RestError::Http(http::StatusCode::REQUEST_TIMEOUT, text);
     }
     RestError::Http(rejection.status(), text)

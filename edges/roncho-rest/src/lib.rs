@@ -21,14 +21,14 @@ use std::sync::Arc;
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use roncho_api::admission::Admission;
-use roncho_api::authz::Authorize;
-use roncho_api::grpc::{Authenticator, Edge, SlotBody};
-use roncho_api::keys::KeyIssuer;
 use roncho_core::{Caller, Error};
 use roncho_deriver::DeriverApi;
 use roncho_dialectic::DialecticApi;
 use roncho_dreamer::DreamerApi;
+use roncho_gate::admission::Admission;
+use roncho_gate::authz::Authorize;
+use roncho_gate::keys::KeyIssuer;
+use roncho_gate::{Authenticator, BoxError, DeadlineBody, Door, Edge, SlotBody};
 use roncho_ingest::IngestApi;
 use roncho_recall::RecallApi;
 
@@ -118,14 +118,11 @@ impl Rest {
     /// Returns the router: Honcho's routes, each admitted and authenticated
     /// first; `/health` and the like stay open.
     pub fn router(self, authenticator: Authenticator, admission: Admission) -> axum::Router {
-        let gate = Gate {
-            authenticator,
-            admission,
-        };
+        let door = Door::new(authenticator, admission);
         routes::v3(self.clone())
             .merge(routes::extensions(self))
             .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
-            .layer(axum::middleware::from_fn_with_state(gate, admit_and_authenticate))
+            .layer(axum::middleware::from_fn_with_state(door, admit_and_authenticate))
             .merge(routes::open())
             // FastAPI's answer to a path it has no route for.
             .fallback(|| async {
@@ -157,43 +154,33 @@ impl Rest {
     }
 }
 
-/// Admission and authentication, before any handler.
-#[derive(Clone)]
-struct Gate {
-    authenticator: Authenticator,
-    admission: Admission,
+/// A body error in REST's terms: the domain error, answered by its status.
+fn rest_body_error(error: Error) -> BoxError {
+    Box::new(error)
 }
 
-async fn admit_and_authenticate(State(gate): State<Gate>, request: Request, next: Next) -> Response {
-    // Authenticated first: a key bound to a workspace takes that
-    // workspace's places, so one tenant cannot take every place.
-    let caller = match gate.authenticator.authenticate(request.headers()) {
-        Ok(caller) => caller,
+/// The gate's door before any handler: authentication, admission, the
+/// request's deadline and its body's, each refusal in Honcho's shape.
+async fn admit_and_authenticate(State(door): State<Door>, request: Request, next: Next) -> Response {
+    let pass = match door.enter(&request, true) {
+        Ok(pass) => pass,
         Err(error) => return RestError::from(error).into_response(),
     };
-    let slot = match gate.admission.admit(&request, caller.workspace()) {
-        Ok(slot) => slot,
-        Err(error) => return RestError::from(error).into_response(),
-    };
-    let limits = gate.admission.limits();
     // The body must arrive within the body timeout: a client that sends it
     // a byte at a time gives its place back then, not at the request timeout.
     let (mut parts, body) = request.into_parts();
-    parts.extensions.insert(caller);
-    let body = roncho_api::grpc::DeadlineBody::new(body, slot.as_ref().map(|_| limits.body_timeout));
+    if let Some(caller) = pass.caller {
+        parts.extensions.insert(caller);
+    }
+    let body = DeadlineBody::new(body, pass.body_timeout, rest_body_error);
     let request = Request::from_parts(parts, axum::body::Body::new(body));
-    let timeout = gate.admission.timeout(request.uri().path());
-    let response = match tokio::time::timeout(timeout, next.run(request)).await {
-        Ok(response) => response,
-        Err(_) => {
-            gate.admission.timed_out();
-            return RestError::from(Error::DeadlineExceeded(format!(
-                "the request ran past the server's {} s limit",
-                timeout.as_secs_f32()
-            )))
-            .into_response();
-        }
+    let response = match pass.timeout {
+        Some(timeout) => match tokio::time::timeout(timeout, next.run(request)).await {
+            Ok(response) => response,
+            Err(_) => return RestError::from(door.timed_out(timeout)).into_response(),
+        },
+        None => next.run(request).await,
     };
     // The place in flight is held until the reply's body has been sent.
-    response.map(|body| axum::body::Body::new(SlotBody::new(body, slot)))
+    response.map(|body| axum::body::Body::new(SlotBody::new(body, pass.slot)))
 }

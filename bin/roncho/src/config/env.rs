@@ -4,9 +4,34 @@
 //! stays text because the setting is text, and `RONCHO_NATS_PARTITIONS=many`
 //! is refused because the setting is a number.
 
-use serde::de::value::Error;
-use serde::de::{Error as _, IntoDeserializer, Unexpected, Visitor};
+use std::collections::HashMap;
+
+use anyhow::{Context, bail};
+use serde::de::value::{Error, MapDeserializer};
+use serde::de::{DeserializeOwned, Error as _, IntoDeserializer, Unexpected, Visitor};
 use serde::forward_to_deserialize_any;
+
+/// Reads the settings `keys` of one section from their `RONCHO_*`
+/// variables in `env` (`nats_url` from `RONCHO_NATS_URL`), each as the type
+/// the setting takes. Empty values are unset.
+pub(super) fn read_section<T: DeserializeOwned>(keys: &[&str], env: &HashMap<String, String>) -> anyhow::Result<T> {
+    let mut set = Vec::new();
+    for key in keys {
+        let name = format!("RONCHO_{}", key.to_uppercase());
+        let Some(value) = env.get(&name).filter(|value| !value.is_empty()) else {
+            continue;
+        };
+        // Each alone first, so an error names its variable.
+        if let Err(error) = T::deserialize(MapDeserializer::new(std::iter::once((*key, EnvText(value))))) {
+            bail!("{name}=`{value}` is not valid: {error}");
+        }
+        set.push((*key, value.as_str()));
+    }
+    T::deserialize(MapDeserializer::new(
+        set.into_iter().map(|(key, value)| (key, EnvText(value))),
+    ))
+    .context("reading RONCHO_* variables")
+}
 
 /// The text of one variable, as a serde deserializer.
 #[derive(Debug, Clone, Copy)]

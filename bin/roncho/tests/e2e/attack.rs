@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use roncho::config::Role;
 use roncho::connections::{ConnectionGate, ConnectionLimits};
-use roncho_api::admission::{Admission, Limits};
-use roncho_api::keys::{Claims, KeySet};
+use roncho_gate::admission::{Admission, Limits};
+use roncho_gate::keys::{Claims, KeySet};
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use futures::future::BoxFuture;
 use prost::Message as _;
 use roncho::config::Role;
-use roncho_api::keys::{Claims, KeySet};
+use roncho_gate::keys::{Claims, KeySet};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;

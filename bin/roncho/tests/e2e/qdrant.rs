@@ -10,14 +10,12 @@ use crate::processes;
 use crate::support;
 
 fn config(data_dir: &std::path::Path, qdrant_url: String, collection: &str, dimensions: usize) -> Config {
-    let flags = ConfigLayer {
-        data_dir: Some(data_dir.to_owned()),
-        qdrant_url: Some(qdrant_url),
-        qdrant_collection: Some(collection.to_owned()),
-        embedding_provider: Some(EmbeddingProvider::TestHashing),
-        embedding_dimensions: Some(dimensions),
-        ..ConfigLayer::default()
-    };
+    let mut flags = ConfigLayer::default();
+    flags.store.data_dir = Some(data_dir.to_owned());
+    flags.search.qdrant_url = Some(qdrant_url);
+    flags.search.qdrant_collection = Some(collection.to_owned());
+    flags.search.embedding_provider = Some(EmbeddingProvider::TestHashing);
+    flags.search.embedding_dimensions = Some(dimensions);
     Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap()
 }
 

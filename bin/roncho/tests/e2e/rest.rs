@@ -7,7 +7,7 @@
 use std::sync::Arc;
 
 use roncho::config::Role;
-use roncho_api::keys::{Claims, KeySet};
+use roncho_gate::keys::{Claims, KeySet};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use serde_json::{Value, json};

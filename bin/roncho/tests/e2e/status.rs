@@ -7,13 +7,11 @@ use roncho_core::store::Messages;
 #[tokio::test]
 async fn status_counts_queued_work() {
     let dir = tempfile::tempdir().unwrap();
-    let flags = ConfigLayer {
-        data_dir: Some(dir.path().to_owned()),
-        embedding_provider: Some(EmbeddingProvider::None),
-        ..ConfigLayer::default()
-    };
+    let mut flags = ConfigLayer::default();
+    flags.store.data_dir = Some(dir.path().to_owned());
+    flags.search.embedding_provider = Some(EmbeddingProvider::None);
     let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap();
-    let store = roncho_store::connect(&config.store_options()).await.unwrap();
+    let store = roncho_store::connect(&config.store.options()).await.unwrap();
     roncho_store::migrate(&store).await.unwrap();
     let messages = (0..3)
         .map(|i| NewMessage {
@@ -46,14 +44,12 @@ async fn status_says_when_the_collector_or_a_model_provider_cannot_be_reached() 
         probe.local_addr().unwrap()
     };
     let config = |otlp: String, llm: String| {
-        let flags = ConfigLayer {
-            data_dir: Some(dir.path().to_owned()),
-            embedding_provider: Some(EmbeddingProvider::None),
-            otlp_endpoint: Some(otlp),
-            llm_base_url: Some(llm),
-            llm_model: Some("scripted".into()),
-            ..ConfigLayer::default()
-        };
+        let mut flags = ConfigLayer::default();
+        flags.store.data_dir = Some(dir.path().to_owned());
+        flags.search.embedding_provider = Some(EmbeddingProvider::None);
+        flags.telemetry.otlp_endpoint = Some(otlp);
+        flags.llm.llm_base_url = Some(llm);
+        flags.llm.llm_model = Some("scripted".into());
         Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap()
     };
     let find = |checks: &[roncho::status::Check], name: &str| {

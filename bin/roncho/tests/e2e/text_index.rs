@@ -21,14 +21,12 @@ fn message(content: String) -> NewMessage {
 }
 
 fn config(database_url: Option<String>, data_dir: &std::path::Path, provider: EmbeddingProvider) -> Config {
-    let flags = ConfigLayer {
-        database_url,
-        data_dir: Some(data_dir.to_owned()),
-        roles: Some("ingest,recall,reconciler".into()),
-        embedding_provider: Some(provider),
-        embedding_dimensions: Some(32),
-        ..ConfigLayer::default()
-    };
+    let mut flags = ConfigLayer::default();
+    flags.store.database_url = database_url;
+    flags.store.data_dir = Some(data_dir.to_owned());
+    flags.server.roles = Some("ingest,recall,reconciler".into());
+    flags.search.embedding_provider = Some(provider);
+    flags.search.embedding_dimensions = Some(32);
     Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap()
 }
 

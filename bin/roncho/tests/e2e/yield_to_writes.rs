@@ -15,14 +15,12 @@ use roncho_core::store::SyncLedger;
 use crate::support;
 
 fn config(data_dir: &std::path::Path, roles: &str, yield_ms: Option<u64>) -> Config {
-    let flags = ConfigLayer {
-        data_dir: Some(data_dir.to_owned()),
-        roles: Some(roles.into()),
-        embedding_provider: Some(EmbeddingProvider::TestHashing),
-        embedding_dimensions: Some(32),
-        background_yield_ms: yield_ms,
-        ..ConfigLayer::default()
-    };
+    let mut flags = ConfigLayer::default();
+    flags.store.data_dir = Some(data_dir.to_owned());
+    flags.server.roles = Some(roles.into());
+    flags.search.embedding_provider = Some(EmbeddingProvider::TestHashing);
+    flags.search.embedding_dimensions = Some(32);
+    flags.queue.background_yield_ms = yield_ms;
     Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags).unwrap()
 }
 

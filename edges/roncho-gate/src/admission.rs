@@ -6,7 +6,7 @@
 //!   past which calls end `DEADLINE_EXCEEDED`, and the time a request's body
 //!   may take to arrive. A place is held until the reply's last byte (a chat
 //!   stream holds it while it streams). Health checks are never shed. The
-//!   gRPC edge's layer applies it to every call.
+//!   gate applies it to every call, on every wire.
 //! - [`RateLimiter`] holds a token bucket per workspace for each call that
 //!   costs model tokens or heavy work; an empty bucket refuses the call, with
 //!   the time until it refills, before anything is written.
@@ -20,7 +20,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use roncho_core::{Error, Result};
-use tonic::transport::server::TcpConnectInfo;
 
 /// Limits on requests in flight and their duration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -196,16 +195,15 @@ impl Admission {
         self.stats.clone()
     }
 
-    /// Admits a request of `workspace` (the workspace its key is bound
-    /// to; `None` for admin keys and servers without keys): `None` for
-    /// calls never limited (probes), a slot held until the call ends, or
-    /// why it is refused.
-    pub fn admit<B>(&self, request: &http::Request<B>, workspace: Option<&str>) -> Result<Option<Slot>> {
-        let path = request.uri().path();
+    /// Admits a request for `path` on `connection` (its peer's address)
+    /// of `workspace` (the workspace its key is bound to; `None` for admin
+    /// keys and servers without keys): `None` for calls never limited
+    /// (probes), a slot held until the call ends, or why it is refused.
+    pub fn admit(&self, path: &str, connection: Option<SocketAddr>, workspace: Option<&str>) -> Result<Option<Slot>> {
         if UNLIMITED.iter().any(|prefix| path.starts_with(prefix)) {
             return Ok(None);
         }
-        self.take_slot(connection_of(request), workspace).map(Some)
+        self.take_slot(connection, workspace).map(Some)
     }
 
     /// Returns how long a call to `path` may run, on any wire (see
@@ -291,19 +289,6 @@ impl Drop for Slot {
             self.layer.connections.give_back(connection);
         }
     }
-}
-
-/// Returns the peer address identifying a request's connection.
-fn connection_of<B>(request: &http::Request<B>) -> Option<SocketAddr> {
-    let extensions = request.extensions();
-    extensions
-        .get::<TcpConnectInfo>()
-        .and_then(TcpConnectInfo::remote_addr)
-        .or_else(|| {
-            extensions
-                .get::<tonic::transport::server::TlsConnectInfo<TcpConnectInfo>>()
-                .and_then(|info| info.get_ref().remote_addr())
-        })
 }
 
 /// A kind of call metered per workspace.

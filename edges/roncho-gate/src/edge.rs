@@ -1,0 +1,38 @@
+//! The edge: every call, whatever its wire, is authorized by the table in
+//! [`crate::authz`], metered by its workspace's rates, then run.
+
+use std::future::Future;
+use std::sync::Arc;
+
+use roncho_core::Caller;
+
+use crate::admission::RateLimiter;
+use crate::authz::{Authorize, Authorizer};
+
+/// Calls domain services on behalf of authenticated callers.
+#[derive(Debug, Clone)]
+pub struct Edge {
+    authorizer: Authorizer,
+    rates: Arc<RateLimiter>,
+}
+
+impl Edge {
+    /// Returns the edge deciding with `authorizer` and metering with `rates`.
+    pub fn new(authorizer: Authorizer, rates: Arc<RateLimiter>) -> Self {
+        Self { authorizer, rates }
+    }
+
+    /// Runs one call in domain terms, whatever its wire: its authorization,
+    /// its workspace's rate, then the service (`op`). A refused call has
+    /// done nothing.
+    pub async fn run<D, R, F, Fut>(&self, caller: Caller, request: D, op: F) -> roncho_core::Result<R>
+    where
+        D: Authorize + Sync,
+        F: FnOnce(D) -> Fut,
+        Fut: Future<Output = roncho_core::Result<R>>,
+    {
+        self.authorizer.check(&caller, &request).await?;
+        self.rates.admit_all(&request.rates())?;
+        op(request).await
+    }
+}

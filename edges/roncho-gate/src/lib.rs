@@ -1,0 +1,22 @@
+//! The gate every wire passes (gRPC, REST, and MCP through REST), and no
+//! wire owns: nothing here knows a wire format.
+//!
+//! # Layout
+//! - [`door`]: authentication and admission before a body is read, the
+//!   request's deadlines, and what an internal error shows.
+//! - [`admission`]: requests in flight, time-outs, per-workspace rates.
+//! - [`authz`]: the authorization table and its decision.
+//! - [`keys`]: API keys (HS256 JWTs), verification and minting.
+//! - [`edge`]: each call authorized, metered, then run.
+//! - [`body`]: a request body's deadline; a reply body holding its place.
+
+pub mod admission;
+pub mod authz;
+pub mod body;
+pub mod door;
+pub mod edge;
+pub mod keys;
+
+pub use body::{BODY_DEADLINE_REASON, BoxError, DeadlineBody, SlotBody};
+pub use door::{Authenticator, Door, Pass, Peer, hide_internal};
+pub use edge::Edge;

@@ -1,0 +1,110 @@
+//! Webhook endpoints and API keys.
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use axum::{Extension, Json};
+use http::{HeaderValue, StatusCode};
+use roncho_core::{Caller, Error};
+use roncho_ingest as ingest;
+use roncho_recall as recall;
+use serde_json::json;
+
+use super::reply::{Reply, created_or_found, ok};
+use crate::Rest;
+use crate::error::RestError;
+use crate::extract::{Body, Query};
+use crate::wire::{self, PageQuery};
+
+pub(super) async fn create_webhook(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<wire::WebhookCreate>,
+) -> Reply {
+    let request = ingest::CreateWebhook {
+        workspace_id,
+        url: body.url,
+    };
+    let (endpoint, created) = call!(rest.ingest, caller, request, create_webhook);
+    Ok(created_or_found(created, wire::WebhookEndpoint::from(endpoint)))
+}
+
+pub(super) async fn list_webhooks(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Query(page): Query<PageQuery>,
+) -> Reply {
+    let request = recall::ListWebhooks {
+        workspace_id,
+        paging: page.paging()?,
+    };
+    let page = call!(rest.recall, caller, request, list_webhooks);
+    ok(wire::Page::<wire::WebhookEndpoint>::from(page))
+}
+
+/// 204, as Honcho answers.
+pub(super) async fn delete_webhook(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, endpoint_id)): Path<(String, String)>,
+) -> Reply {
+    let request = ingest::DeleteWebhook {
+        workspace_id,
+        endpoint_id,
+    };
+    call!(rest.ingest, caller, request, delete_webhook);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// 200 `null`, as Honcho answers; how many endpoints the event went to is
+/// in `x-roncho-webhook-endpoints`.
+pub(super) async fn test_webhook(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+) -> Reply {
+    let request = ingest::TestWebhook { workspace_id };
+    let endpoints = call!(rest.ingest, caller, request, test_webhook);
+    let mut response = Json(serde_json::Value::Null).into_response();
+    response
+        .headers_mut()
+        .insert("x-roncho-webhook-endpoints", HeaderValue::from(endpoints));
+    Ok(response)
+}
+
+/// `{"key": …}` for an admin key; 405 on a server without authentication
+/// (it has no secret to sign with), as Honcho answers.
+pub(super) async fn create_key(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Query(query): Query<wire::KeyQuery>,
+) -> Reply {
+    let request = roncho_gate::keys::CreateKey {
+        workspace_id: query
+            .workspace_id
+            .ok_or_else(|| Error::invalid("workspace_id", "a key needs a workspace"))?,
+        peer_id: query.peer_id,
+        session_id: query.session_id,
+        expires_at: query
+            .expires_at
+            .map(|at| wire::parse_timestamp("expires_at", &at))
+            .transpose()?,
+    };
+    let issued = rest
+        .run(
+            rest.keys.clone(),
+            "this process serves no API role, so it mints no keys",
+            caller,
+            request,
+            |issuer, request| async move { issuer.create_key(request).await },
+        )
+        .await;
+    match issued {
+        Ok(issued) => ok(json!({ "key": issued.key })),
+        Err(RestError::Domain(Error::FailedPrecondition(reason))) => {
+            Err(RestError::Http(StatusCode::METHOD_NOT_ALLOWED, reason))
+        }
+        Err(error) => Err(error),
+    }
+}

@@ -1,0 +1,414 @@
+//! What roncho knows: search, context, representations, peer cards,
+//! summaries, conclusions, chat, the queue and dreams.
+
+use axum::extract::{Path, State};
+use axum::response::IntoResponse;
+use axum::{Extension, Json};
+use http::{HeaderValue, StatusCode};
+use roncho_core::{Caller, Error};
+use roncho_ingest as ingest;
+use roncho_recall as recall;
+use serde_json::json;
+
+use super::reply::{Reply, idempotency_key, ok};
+use crate::Rest;
+use crate::error::RestError;
+use crate::extract::{Body, Query};
+use crate::wire::{self, ListBody, PageQuery};
+
+/// Searches as the three search routes do: the workspace, one peer's
+/// messages or one session's. Honcho answers a bare list; how the search
+/// ran (`hybrid`, or `full_text` and why) is in `x-roncho-search-mode` and
+/// `x-roncho-degraded-reason`, never silent.
+pub(super) async fn search(
+    rest: Rest,
+    caller: Caller,
+    workspace_id: String,
+    scope: (Option<String>, Option<String>),
+    options: wire::SearchOptions,
+) -> Reply {
+    let (session_id, peer_id) = scope;
+    let request = recall::SearchMessages {
+        workspace_id,
+        session_id,
+        peer_id,
+        query: options.query,
+        filters: options.filters,
+        limit: options.limit,
+        scopes: wire::scopes(options.scope)?,
+    };
+    let results = call!(rest.recall, caller, request, search_messages);
+    let messages: Vec<wire::Message> = results.messages.into_iter().map(wire::Message::from).collect();
+    let mut response = Json(messages).into_response();
+    let headers = response.headers_mut();
+    headers.insert("x-roncho-search-mode", HeaderValue::from_static(results.mode.name()));
+    if !results.degraded_reason.is_empty() {
+        let reason: String = results
+            .degraded_reason
+            .chars()
+            .map(|c| if c.is_ascii_graphic() || c == ' ' { c } else { '?' })
+            .collect();
+        if let Ok(value) = HeaderValue::from_str(&reason) {
+            headers.insert("x-roncho-degraded-reason", value);
+        }
+    }
+    Ok(response)
+}
+
+pub(super) async fn search_workspace(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(options): Body<wire::SearchOptions>,
+) -> Reply {
+    search(rest, caller, workspace_id, (None, None), options).await
+}
+
+pub(super) async fn search_peer(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Body(options): Body<wire::SearchOptions>,
+) -> Reply {
+    search(rest, caller, workspace_id, (None, Some(peer_id)), options).await
+}
+
+pub(super) async fn search_session(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    Body(options): Body<wire::SearchOptions>,
+) -> Reply {
+    search(rest, caller, workspace_id, (Some(session_id), None), options).await
+}
+
+pub(super) async fn queue_status(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Query(query): Query<wire::QueueQuery>,
+) -> Reply {
+    let request = roncho_deriver::GetQueueStatus {
+        workspace_id,
+        observer_id: query.observer_id,
+        sender_id: query.sender_id,
+        session_id: query.session_id,
+    };
+    let report = call!(rest.deriver, caller, request, get_queue_status);
+    ok(wire::QueueStatus::from(report))
+}
+
+/// 204, as Honcho answers; a dream already pending for the pair is not an error.
+pub(super) async fn schedule_dream(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<wire::ScheduleDream>,
+) -> Reply {
+    let request = roncho_dreamer::ScheduleDream {
+        workspace_id,
+        observer: body.observer,
+        observed: body.observed,
+        dream_type: body.dream_type,
+        session_id: body.session_id,
+        rebuild: body.rebuild,
+    };
+    let scheduled = rest
+        .run(
+            rest.dreamer.clone(),
+            "this process does not run the dreamer role; send this route to one that does (--roles dreamer)",
+            caller,
+            request,
+            |api, request| async move { api.schedule_dream(request).await },
+        )
+        .await;
+    match scheduled {
+        Ok(_) => Ok(StatusCode::NO_CONTENT.into_response()),
+        // No dream model: Honcho answers 400 when dreams are disabled.
+        Err(RestError::Domain(Error::FailedPrecondition(reason))) => {
+            Err(RestError::Http(StatusCode::BAD_REQUEST, reason))
+        }
+        Err(error) => Err(error),
+    }
+}
+
+pub(super) async fn get_peer_card(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(query): Query<wire::TargetQuery>,
+) -> Reply {
+    let request = recall::GetPeerCard {
+        workspace_id,
+        peer_id,
+        target: query.target,
+    };
+    let card = call!(rest.recall, caller, request, get_peer_card);
+    ok(json!({ "peer_card": card }))
+}
+
+pub(super) async fn set_peer_card(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(query): Query<wire::TargetQuery>,
+    Body(body): Body<wire::PeerCardSet>,
+) -> Reply {
+    let request = ingest::SetPeerCard {
+        workspace_id,
+        peer_id,
+        target: query.target,
+        peer_card: body.peer_card,
+    };
+    let card = call!(rest.ingest, caller, request, set_peer_card);
+    ok(json!({ "peer_card": card }))
+}
+
+pub(super) async fn representation(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Body(body): Body<Option<wire::RepresentationOptions>>,
+) -> Reply {
+    let body = body.unwrap_or_default();
+    let curation = body.curation;
+    let request = recall::GetRepresentation {
+        workspace_id,
+        peer_id,
+        session_id: body.session_id,
+        filters: body.filters,
+        target: curation.target,
+        search_query: curation.search_query,
+        search_top_k: curation.search_top_k,
+        search_max_distance: curation.search_max_distance,
+        include_most_frequent: curation.include_most_frequent,
+        max_conclusions: curation.max_conclusions,
+        scopes: wire::scopes(body.scope)?,
+    };
+    let representation = call!(rest.recall, caller, request, get_representation);
+    ok(json!({ "representation": representation }))
+}
+
+pub(super) async fn peer_context(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Query(query): Query<wire::Curation>,
+) -> Reply {
+    let request = recall::GetPeerContext {
+        workspace_id,
+        peer_id,
+        target: query.target,
+        search_query: query.search_query,
+        search_top_k: query.search_top_k,
+        search_max_distance: query.search_max_distance,
+        include_most_frequent: query.include_most_frequent,
+        max_conclusions: query.max_conclusions,
+    };
+    let context = call!(rest.recall, caller, request, get_peer_context);
+    ok(json!({
+        "peer_id": context.peer_id,
+        "target_id": context.target_id,
+        "representation": context.representation,
+        "peer_card": context.peer_card,
+    }))
+}
+
+/// Session context. Its query repeats `sessions` (an allowlist), which
+/// only a pair list reads, so the query is read as one.
+pub(super) async fn session_context(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+    Query(pairs): Query<Vec<(String, String)>>,
+) -> Reply {
+    let mut request = recall::GetSessionContext {
+        workspace_id,
+        session_id,
+        ..Default::default()
+    };
+    for (key, value) in pairs {
+        let number = |field: &str| {
+            value
+                .parse::<i32>()
+                .map_err(|_| Error::invalid(field, format!("`{value}` is not an integer")))
+        };
+        let flag = |field: &str| match value.as_str() {
+            "true" | "True" | "1" | "yes" | "on" => Ok(true),
+            "false" | "False" | "0" | "no" | "off" => Ok(false),
+            _ => Err(Error::invalid(field, format!("`{value}` is not a boolean"))),
+        };
+        match key.as_str() {
+            "tokens" => request.tokens = Some(number("tokens")?),
+            "summary" | "include_summary" => request.summary = Some(flag("summary")?),
+            "search_query" => request.search_query = Some(value),
+            "peer_target" => request.peer_target = Some(value),
+            "peer_perspective" => request.peer_perspective = Some(value),
+            "sessions" => request.sessions.push(value),
+            "scope" => request.scope = Some(value),
+            "limit_to_session" => request.limit_to_session = flag("limit_to_session")?,
+            "search_top_k" => request.search_top_k = Some(number("search_top_k")?),
+            "search_max_distance" => {
+                let distance = value
+                    .parse::<f64>()
+                    .map_err(|_| Error::invalid("search_max_distance", format!("`{value}` is not a number")))?;
+                request.search_max_distance = Some(distance);
+            }
+            "include_most_frequent" => request.include_most_frequent = Some(flag("include_most_frequent")?),
+            "max_conclusions" => request.max_conclusions = Some(number("max_conclusions")?),
+            _ => {}
+        }
+    }
+    let context = call!(rest.recall, caller, request, get_session_context);
+    let messages: Vec<wire::Message> = context.messages.into_iter().map(wire::Message::from).collect();
+    ok(json!({
+        "id": context.id,
+        "messages": messages,
+        "summary": context.summary.map(wire::Summary::from),
+        "peer_representation": context.representation,
+        "peer_card": context.peer_card,
+    }))
+}
+
+pub(super) async fn session_summaries(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, session_id)): Path<(String, String)>,
+) -> Reply {
+    let request = recall::GetSessionSummaries {
+        workspace_id,
+        session_id,
+    };
+    let summaries = call!(rest.recall, caller, request, get_session_summaries);
+    ok(json!({
+        "id": summaries.id,
+        "short_summary": summaries.short.map(wire::Summary::from),
+        "long_summary": summaries.long.map(wire::Summary::from),
+    }))
+}
+
+/// 201 with the conclusions, as Honcho answers.
+pub(super) async fn create_conclusions(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    headers: http::HeaderMap,
+    Body(batch): Body<wire::ConclusionBatch>,
+) -> Reply {
+    let request = ingest::CreateConclusions {
+        workspace_id,
+        conclusions: batch
+            .conclusions
+            .into_iter()
+            .map(|conclusion| ingest::ConclusionInput {
+                content: conclusion.content,
+                observer_id: conclusion.observer_id,
+                observed_id: conclusion.observed_id,
+                session_id: conclusion.session_id,
+            })
+            .collect(),
+        idempotency_key: idempotency_key(&headers),
+    };
+    let conclusions = call!(rest.ingest, caller, request, create_conclusions);
+    let conclusions: Vec<wire::Conclusion> = conclusions.into_iter().map(wire::Conclusion::from).collect();
+    Ok((StatusCode::CREATED, Json(conclusions)).into_response())
+}
+
+pub(super) async fn list_conclusions(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Query(page): Query<PageQuery>,
+    Body(body): Body<Option<ListBody>>,
+) -> Reply {
+    let request = recall::ListConclusions {
+        workspace_id,
+        filters: body.unwrap_or_default().filters,
+        paging: page.paging()?,
+    };
+    let page = call!(rest.recall, caller, request, list_conclusions);
+    ok(wire::Page::<wire::Conclusion>::from(page))
+}
+
+pub(super) async fn query_conclusions(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<wire::ConclusionQuery>,
+) -> Reply {
+    let request = recall::QueryConclusions {
+        workspace_id,
+        query: body.query,
+        top_k: body.top_k,
+        distance: body.distance,
+        filters: body.filters,
+    };
+    let conclusions = call!(rest.recall, caller, request, query_conclusions);
+    let conclusions: Vec<wire::Conclusion> = conclusions.into_iter().map(wire::Conclusion::from).collect();
+    ok(conclusions)
+}
+
+/// 204, as Honcho answers.
+pub(super) async fn delete_conclusion(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, conclusion_id)): Path<(String, String)>,
+) -> Reply {
+    let request = ingest::DeleteConclusion {
+        workspace_id,
+        conclusion_id,
+    };
+    call!(rest.ingest, caller, request, delete_conclusion);
+    Ok(StatusCode::NO_CONTENT.into_response())
+}
+
+/// Chat about a peer: `{"content": …}`, or with `stream` Honcho's
+/// server-sent events: `data: {"delta": {"content": …}, "done": false}`
+/// per piece, then `data: {"done": true}`. An error after the stream began
+/// ends it with `data: {"error": {"detail": …}, "done": true}`.
+pub(super) async fn chat(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+    Body(options): Body<wire::ChatOptions>,
+) -> Reply {
+    let response_format = match options.response_format {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::Object(schema)) => Some(schema),
+        Some(_) => {
+            return Err(Error::invalid("response_format", "must be a JSON Schema whose root is an object").into());
+        }
+    };
+    let request = roncho_dialectic::Chat {
+        workspace_id,
+        peer_id,
+        query: options.query,
+        session_id: options.session_id,
+        target: options.target,
+        reasoning_level: options.reasoning_level,
+        filters: options.filters,
+        response_format,
+        scopes: wire::scopes(options.scope)?,
+    };
+    if !options.stream {
+        let content = call!(rest.dialectic, caller, request, chat);
+        return ok(json!({ "content": content }));
+    }
+    let pieces = call!(rest.dialectic, caller, request, chat_stream);
+    let events = futures::StreamExt::map(pieces, |piece| {
+        let event = match piece {
+            Ok(piece) if piece.done => json!({"done": true}),
+            Ok(piece) => json!({"delta": {"content": piece.delta}, "done": false}),
+            Err(error) => json!({"error": {"detail": error.to_string()}, "done": true}),
+        };
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(format!("data: {event}\n\n")))
+    });
+    let mut response = axum::body::Body::from_stream(events).into_response();
+    let headers = response.headers_mut();
+    headers.insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    Ok(response)
+}
