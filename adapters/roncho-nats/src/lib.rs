@@ -1005,8 +1005,8 @@ impl WorkQueue for NatsWorkQueue {
         Ok(released.len() as u64)
     }
 
-    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64> {
-        self.inner.ledger.postpone(work_unit_key, delay).await
+    async fn postpone(&self, work_unit_key: &str, delay: Duration, latest: Duration) -> Result<u64> {
+        self.inner.ledger.postpone(work_unit_key, delay, latest).await
     }
 
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {

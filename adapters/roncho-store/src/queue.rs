@@ -50,7 +50,8 @@ impl SqlWorkQueue {
     /// tasks of held units, `done`, `dead`), each by its items as queue
     /// status counts (a representation task its messages), with the creation time of the
     /// oldest ready pending task of each type (for metrics). Tasks queued
-    /// for later and not yet due are left out.
+    /// for later and not yet due (a dream waiting for its peer to be quiet)
+    /// are `waiting`.
     pub async fn type_stats(&self) -> Result<Vec<TypeStats>> {
         let now = now_micros();
         let mut sql = Sql::new(
@@ -60,14 +61,14 @@ impl SqlWorkQueue {
         sql.bind(now)
             .push(") THEN 'in_progress' WHEN t.state = 'pending' AND t.deferrals > 0 AND t.available_at > ")
             .bind(now)
+            .push(" THEN 'postponed' WHEN t.state = 'pending' AND t.attempts = 0 AND t.available_at > ")
+            .bind(now)
             .push(
-                " THEN 'postponed' ELSE t.state END AS state, CAST(SUM(t.items) AS BIGINT) AS n, \
+                " THEN 'waiting' ELSE t.state END AS state, CAST(SUM(t.items) AS BIGINT) AS n, \
                  MIN(CASE WHEN t.state = 'pending' AND t.available_at <= ",
             );
         sql.bind(now)
-            .push(" THEN t.created_at END) AS oldest FROM work_tasks t WHERE ");
-        push_not_scheduled(&mut sql, now);
-        sql.push(" GROUP BY 1, 2");
+            .push(" THEN t.created_at END) AS oldest FROM work_tasks t GROUP BY 1, 2");
         let mut stats = Vec::new();
         for row in self.store.read(&sql).await? {
             stats.push(TypeStats {
@@ -465,15 +466,28 @@ impl WorkQueue for SqlWorkQueue {
         Ok(usize::try_from(added).unwrap_or(usize::MAX))
     }
 
-    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64> {
+    async fn postpone(&self, work_unit_key: &str, delay: Duration, latest: Duration) -> Result<u64> {
         let until = now_micros() + micros(delay);
+        let latest = micros(latest);
+        // The later of now + delay, but no later than enqueued + latest.
+        let ready_at = |sql: &mut Sql| {
+            sql.push("CASE WHEN created_at + ")
+                .bind(latest)
+                .push(" < ")
+                .bind(until)
+                .push(" THEN created_at + ")
+                .bind(latest)
+                .push(" ELSE ")
+                .bind(until)
+                .push(" END");
+        };
         let mut tx = self.store.begin_write().await?;
         let mut sql = Sql::new("UPDATE work_tasks SET available_at = ");
-        sql.bind(until)
-            .push(" WHERE state = 'pending' AND work_unit_key = ")
+        ready_at(&mut sql);
+        sql.push(" WHERE state = 'pending' AND work_unit_key = ")
             .bind(work_unit_key)
-            .push(" AND available_at < ")
-            .bind(until);
+            .push(" AND available_at < ");
+        ready_at(&mut sql);
         let moved = execute(tx.conn(), &sql).await?;
         tx.commit().await?;
         Ok(moved)
@@ -711,6 +725,24 @@ impl WorkQueue for SqlWorkQueue {
                     .unwrap_or_default(),
                 ready_at: row.try_get("available_at").map_err(db_error)?,
             });
+        }
+        let mut dreams = Sql::new("SELECT CASE WHEN t.available_at > ");
+        dreams
+            .bind(now)
+            .push(
+                " THEN 1 ELSE 0 END AS waiting, COUNT(*) AS n, MIN(t.created_at) AS oldest FROM work_tasks t \
+                 WHERE t.state = 'pending' AND t.task_type = 'dream' AND t.workspace_name = ",
+            )
+            .bind(filter.workspace_id.as_str())
+            .push(" GROUP BY 1");
+        for row in self.store.read(&dreams).await? {
+            let n: i64 = row.try_get("n").map_err(db_error)?;
+            match row.try_get::<i64, _>("waiting").map_err(db_error)? {
+                1 => status.dreams.waiting += n,
+                _ => status.dreams.ready += n,
+            }
+            let oldest: Option<i64> = row.try_get("oldest").map_err(db_error)?;
+            status.dreams.oldest_due_at = status.dreams.oldest_due_at.into_iter().chain(oldest).min();
         }
         let mut failures = Sql::new("SELECT t.work_unit_key, t.dedup_id, t.attempts, t.last_error FROM work_tasks t");
         push_filter(&mut failures, filter);

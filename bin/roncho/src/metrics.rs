@@ -160,7 +160,8 @@ impl Metrics {
         let queue_tasks = Family::<TaskState, Gauge>::default();
         registry.register(
             "queue_tasks",
-            "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, done, dead), \
+            "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, \
+             waiting: due later, as a dream waiting for its peer to be quiet, done, dead), \
              each counted by its items as queue status counts (a representation task: its messages)",
             queue_tasks.clone(),
         );

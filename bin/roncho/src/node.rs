@@ -411,6 +411,7 @@ fn start_deriver(
             document_threshold: i64::try_from(config.queue.dreams.document_threshold).unwrap_or(i64::MAX),
             min_between: config.queue.dreams.min_between,
             idle: config.queue.dreams.idle,
+            max_delay: config.queue.dreams.max_delay,
         };
         let scheduler = roncho_dreamer::DreamScheduler::new(runtime.store.clone(), queue.clone(), policy);
         worker = worker.with_listener(Arc::new(scheduler));

@@ -573,6 +573,8 @@ impl IntoWire<pb::SessionContext> for SessionContext {
             summary: self.summary.map(IntoWire::into_wire),
             peer_representation: self.representation,
             peer_card: self.peer_card.unwrap_or_default(),
+            omitted_conclusions: self.omitted.conclusions,
+            omitted_peer_card_lines: self.omitted.card_lines,
         }
     }
 }
@@ -710,6 +712,9 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
                 })
                 .collect(),
             derivation_detail: derivation.describe(),
+            dreams_waiting: status.dreams.waiting,
+            dreams_ready: status.dreams.ready,
+            oldest_dream_due_at: status.dreams.oldest_due_at.map(timestamp),
             ..pb::QueueStatus::default()
         };
         wire.set_observation_mode(mode(observations));

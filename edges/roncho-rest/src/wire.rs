@@ -471,6 +471,9 @@ pub struct QueueStatus {
     pub sessions: Option<BTreeMap<String, QueueCounts>>,
     pub failed_work_units: i64,
     pub derivation: serde_json::Value,
+    /// Due dreams waiting for their peer to be quiet, and ready to run.
+    pub dreams_waiting: i64,
+    pub dreams_ready: i64,
 }
 
 impl From<roncho_deriver::QueueReport> for QueueStatus {
@@ -490,6 +493,8 @@ impl From<roncho_deriver::QueueReport> for QueueStatus {
                 "observations": derivation.observations,
                 "summaries": derivation.summaries,
             }),
+            dreams_waiting: status.dreams.waiting,
+            dreams_ready: status.dreams.ready,
         }
     }
 }

@@ -72,7 +72,8 @@ pub async fn schedule(queue: &dyn WorkQueue, request: &DreamRequest, delay: Dura
 }
 
 /// When a collection is due a dream (Honcho's defaults: 50 new explicit
-/// observations, 8 hours apart, after 60 idle minutes).
+/// observations, 8 hours apart, after 60 idle minutes), and how long a due
+/// dream may wait for quiet (roncho's: 4 hours).
 #[derive(Debug, Clone, PartialEq)]
 pub struct DreamPolicy {
     /// New explicit observations since the last dream.
@@ -82,6 +83,10 @@ pub struct DreamPolicy {
     /// Quiet time of the observed peer before a due dream runs; activity
     /// pushes it back.
     pub idle: Duration,
+    /// Longest a due dream waits for quiet: at the latest this long after
+    /// it became due it runs, however active the peer (a peer who is never
+    /// quiet for `idle` is consolidated all the same).
+    pub max_delay: Duration,
 }
 
 impl Default for DreamPolicy {
@@ -90,14 +95,24 @@ impl Default for DreamPolicy {
             document_threshold: 50,
             min_between: Duration::from_secs(8 * 3600),
             idle: Duration::from_secs(60 * 60),
+            max_delay: Duration::from_secs(4 * 60 * 60),
         }
+    }
+}
+
+impl DreamPolicy {
+    /// How long a dream that just became due waits: the idle time, within
+    /// the longest delay.
+    fn wait(&self) -> Duration {
+        self.idle.min(self.max_delay)
     }
 }
 
 /// Schedules `omni` dreams as collections grow: told by the deriver of new
 /// observations about a peer, it postpones that collection's pending dream
 /// (the peer is active) and schedules one when the policy's thresholds are
-/// met, ready after the idle time.
+/// met, ready after the idle time, and in any case within the policy's
+/// longest delay.
 pub struct DreamScheduler {
     store: Arc<dyn DreamLedger>,
     queue: Arc<dyn WorkQueue>,
@@ -130,7 +145,9 @@ impl DreamScheduler {
             rebuild: false,
             reason: "threshold".into(),
         };
-        self.queue.postpone(&dream_key(&request), self.policy.idle).await?;
+        self.queue
+            .postpone(&dream_key(&request), self.policy.wait(), self.policy.max_delay)
+            .await?;
         let state = self.store.dream_state(workspace, observer, observed).await?;
         if state.explicit_count - state.last_dream_document_count < self.policy.document_threshold {
             return Ok(false);
@@ -142,12 +159,13 @@ impl DreamScheduler {
         {
             return Ok(false);
         }
-        let scheduled = schedule(self.queue.as_ref(), &request, self.policy.idle).await?;
+        let scheduled = schedule(self.queue.as_ref(), &request, self.policy.wait()).await?;
         if scheduled {
             tracing::info!(
                 workspace, observer, observed,
                 new_observations = state.explicit_count - state.last_dream_document_count,
-                ready_in = ?self.policy.idle,
+                ready_in = ?self.policy.wait(),
+                at_the_latest_in = ?self.policy.max_delay,
                 "dream scheduled"
             );
         }
@@ -314,6 +332,7 @@ mod tests {
             document_threshold: 3,
             min_between: Duration::from_secs(3600),
             idle: Duration::ZERO,
+            max_delay: Duration::from_secs(3600),
         };
         let scheduler = DreamScheduler::new(ledger.clone(), queue.clone(), policy);
         let observed = || scheduler.observed("w", "alice", "alice");
@@ -383,6 +402,7 @@ mod tests {
             document_threshold: 1,
             min_between: Duration::ZERO,
             idle,
+            max_delay: 4 * idle,
         };
         let scheduler = DreamScheduler::new(ledger, queue.clone(), policy);
         assert!(scheduler.observed("w", "alice", "bob").await.unwrap());

@@ -133,6 +133,19 @@ pub async fn representation(
     workspace_id: &str,
     options: &RepresentationOptions,
 ) -> Result<String> {
+    let conclusions = representation_conclusions(store, semantic, workspace_id, options).await?;
+    Ok(representation::to_markdown(&conclusions))
+}
+
+/// Returns the conclusions of a representation in Honcho's order of
+/// priority: the most recent, then the most derived, then those nearest
+/// the search query (each once).
+pub async fn representation_conclusions(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+) -> Result<Vec<Conclusion>> {
     let semantic_query = semantic.zip(options.search_query.as_deref());
     let budget = representation::budget(
         options.max_conclusions,
@@ -141,27 +154,110 @@ pub async fn representation(
         options.include_most_frequent,
         semantic_query.is_some(),
     );
-    let query = CollectionQuery {
-        allowed_sessions: options.allowed_sessions.clone(),
-        recent: budget.recent,
-        most_derived: budget.most_derived,
+    let mut conclusions: Vec<Conclusion> = Vec::new();
+    let mut add = |found: Vec<Conclusion>| {
+        for conclusion in found {
+            if conclusions.iter().all(|existing| existing.id != conclusion.id) {
+                conclusions.push(conclusion);
+            }
+        }
     };
-    let mut conclusions = store
-        .collection_conclusions(workspace_id, &options.observer, &options.observed, &query)
-        .await?;
+    for (recent, most_derived) in [(budget.recent, 0), (0, budget.most_derived)] {
+        if recent + most_derived > 0 {
+            let query = CollectionQuery {
+                allowed_sessions: options.allowed_sessions.clone(),
+                recent,
+                most_derived,
+            };
+            add(store
+                .collection_conclusions(workspace_id, &options.observer, &options.observed, &query)
+                .await?);
+        }
+    }
     if let Some((semantic, search_query)) = semantic_query.filter(|_| budget.semantic > 0) {
         match nearest_conclusions(store, semantic, workspace_id, options, search_query, budget.semantic).await {
-            Ok(nearest) => {
-                for conclusion in nearest {
-                    if conclusions.iter().all(|existing| existing.id != conclusion.id) {
-                        conclusions.push(conclusion);
-                    }
-                }
-            }
+            Ok(nearest) => add(nearest),
             Err(error) => tracing::warn!(%error, "semantic part of the representation skipped"),
         }
     }
-    Ok(representation::to_markdown(&conclusions))
+    Ok(conclusions)
+}
+
+/// A representation cut to a token budget.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Fitted {
+    /// The markdown of the conclusions kept.
+    pub markdown: String,
+    /// Its tokens.
+    pub tokens: i64,
+    /// Conclusions left out.
+    pub omitted: i64,
+}
+
+/// Keeps the conclusions, in their order of priority, while their markdown
+/// stays within `budget` tokens; what is left out is counted.
+pub async fn fit_representation(conclusions: Vec<Conclusion>, budget: i64) -> Result<Fitted> {
+    blocking(move || {
+        let total = conclusions.len();
+        let mut kept = conclusions;
+        // Each alone costs at least its share of the whole: keep the
+        // prefix whose shares fit, then drop from the end until the whole does.
+        let mut used = 0;
+        let fits = kept
+            .iter()
+            .take_while(|conclusion| {
+                used += tokens::count(&representation::to_markdown(std::slice::from_ref(*conclusion)));
+                used <= budget
+            })
+            .count();
+        kept.truncate(fits);
+        loop {
+            let markdown = representation::to_markdown(&kept);
+            let count = if markdown.is_empty() {
+                0
+            } else {
+                tokens::count(&markdown)
+            };
+            if count <= budget.max(0) {
+                return Fitted {
+                    markdown,
+                    tokens: count,
+                    omitted: i64::try_from(total - kept.len()).unwrap_or(i64::MAX),
+                };
+            }
+            kept.pop();
+        }
+    })
+    .await
+}
+
+/// Keeps a peer card's lines, in order, while they stay within `budget`
+/// tokens; returns them, their tokens and how many were left out.
+pub async fn fit_card(card: Vec<String>, budget: i64) -> Result<(Vec<String>, i64, i64)> {
+    blocking(move || {
+        let total = card.len();
+        let mut kept = card;
+        loop {
+            let count = if kept.is_empty() {
+                0
+            } else {
+                tokens::count(&kept.join("\n"))
+            };
+            if count <= budget.max(0) {
+                let left_out = i64::try_from(total - kept.len()).unwrap_or(i64::MAX);
+                return (kept, count, left_out);
+            }
+            kept.pop();
+        }
+    })
+    .await
+}
+
+/// Runs token counting off the async runtime.
+async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
+    tokio::task::spawn_blocking(work)
+        .await
+        .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
 }
 
 /// Returns the live conclusions of one collection nearest `query`, nearest first.
@@ -216,9 +312,7 @@ pub async fn peer_card(
 
 /// Counts tokens off the async runtime.
 pub async fn count_tokens(text: String) -> Result<i64> {
-    tokio::task::spawn_blocking(move || tokens::count(&text))
-        .await
-        .map_err(|error| Error::Internal(format!("token counting task failed: {error}")))
+    blocking(move || tokens::count(&text)).await
 }
 
 /// A session context.
@@ -230,7 +324,22 @@ pub struct SessionContext {
     pub summary: Option<SessionSummary>,
     pub representation: Option<String>,
     pub peer_card: Option<Vec<String>>,
+    /// What the budget left out of the representation and the card.
+    pub omitted: Omitted,
 }
+
+/// What a token budget left out of a context, so that a reply never hides it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Omitted {
+    /// Conclusions of the representation, the least important first.
+    pub conclusions: i64,
+    /// Lines of the peer card, from its end.
+    pub card_lines: i64,
+}
+
+/// Share of a session context's budget the representation and the peer
+/// card may take together; summary and messages have the rest.
+const MEMORY_SHARE: i64 = 2;
 
 /// Share of the budget a summary may take (Honcho: 40 %).
 const SUMMARY_SHARE: f64 = 0.4;
@@ -259,9 +368,12 @@ pub fn select_summary(summaries: &[SessionSummary], budget: i64) -> (Option<Sess
     }
 }
 
-/// Builds a session context: representation and card first (when a target is
-/// given), then a summary of at most 40 % of what is left (when asked for),
-/// then the newest messages that fit, from the summary's last message on.
+/// Builds a session context within `token_limit` tokens in all: the peer
+/// card and the representation first (when a target is given), together at
+/// most half the budget — the card by line within a quarter, the
+/// representation by conclusion in order of priority within the rest of
+/// that half, what does not fit counted in `omitted` — then a summary of at most 40 % of what is left (when asked for), then
+/// the newest messages that fit, from the summary's last message on.
 pub async fn session_context(
     store: &dyn SearchStore,
     semantic: Option<&Semantic>,
@@ -271,19 +383,31 @@ pub async fn session_context(
     include_summary: bool,
     target: Option<RepresentationOptions>,
 ) -> Result<SessionContext> {
+    let mut omitted = Omitted::default();
     let (representation, peer_card, budget) = match target {
         None => (None, None, token_limit),
         Some(options) => {
-            let markdown = representation(store, semantic, workspace_id, &options).await?;
+            let memory_budget = token_limit / MEMORY_SHARE;
             // Under an allowlist the card is dropped: it may rest on other sessions.
             let card = if options.allowed_sessions.is_some() {
                 None
             } else {
                 peer_card(store, workspace_id, &options.observer, &options.observed).await?
             };
-            let card_text = card.as_ref().map(|entries| entries.join("\n")).unwrap_or_default();
-            let used = count_tokens(markdown.clone()).await? + count_tokens(card_text).await?;
-            (Some(markdown), card, token_limit - used)
+            let (card, card_tokens) = match card {
+                Some(card) => {
+                    // The card takes at most half of it, the representation the rest.
+                    let (kept, tokens, left_out) = fit_card(card, memory_budget / 2).await?;
+                    omitted.card_lines = left_out;
+                    (Some(kept), tokens)
+                }
+                None => (None, 0),
+            };
+            let conclusions = representation_conclusions(store, semantic, workspace_id, &options).await?;
+            let fitted = fit_representation(conclusions, memory_budget - card_tokens).await?;
+            omitted.conclusions = fitted.omitted;
+            let used = fitted.tokens + card_tokens;
+            (Some(fitted.markdown), card, token_limit - used)
         }
     };
     let (summary, from_seq, message_budget) = if include_summary {
@@ -300,6 +424,7 @@ pub async fn session_context(
         summary,
         representation,
         peer_card,
+        omitted,
     })
 }
 

@@ -25,6 +25,8 @@ section! {
         dream_document_threshold: u64,
         dream_min_hours: u64,
         dream_idle_minutes: u64,
+        /// Longest a due dream waits for its peer to be quiet.
+        dream_max_delay_minutes: u64,
     }
 }
 
@@ -62,6 +64,8 @@ pub struct DreamConfig {
     pub min_between: Duration,
     /// How long the observed peer must be quiet before a due dream runs.
     pub idle: Duration,
+    /// Longest a due dream waits for quiet before it runs anyway.
+    pub max_delay: Duration,
 }
 
 /// The distributed mode's work queue (see `roncho_nats`).
@@ -110,6 +114,7 @@ impl QueueLayer {
                 document_threshold: self.dream_document_threshold.unwrap_or(50).max(1),
                 min_between: Duration::from_secs(self.dream_min_hours.unwrap_or(8) * 3600),
                 idle: Duration::from_secs(self.dream_idle_minutes.unwrap_or(60) * 60),
+                max_delay: Duration::from_secs(self.dream_max_delay_minutes.unwrap_or(240).max(1) * 60),
             },
         })
     }

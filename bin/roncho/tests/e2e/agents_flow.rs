@@ -422,6 +422,7 @@ async fn the_deriver_schedules_a_dream_as_a_collection_grows_and_activity_postpo
             document_threshold: 3,
             min_between: std::time::Duration::ZERO,
             idle,
+            max_delay: std::time::Duration::from_secs(60),
         },
     );
     let deriver = roncho_deriver::worker::Worker::new(dyn_store.clone(), queue.clone(), Default::default())
@@ -472,6 +473,103 @@ async fn the_deriver_schedules_a_dream_as_a_collection_grows_and_activity_postpo
     .await;
     let claim = probe(queue.clone()).await.expect("ready once alice was quiet");
     assert_eq!(claim.tasks[0].payload["trigger_reason"], "threshold");
+}
+
+#[tokio::test]
+async fn a_peer_who_never_goes_quiet_gets_its_dream_within_the_longest_delay() {
+    let World {
+        requests,
+        llm,
+        store,
+        dyn_store,
+        queue,
+        _dir,
+    } = World::new(axum::routing::post(facts_or_done)).await;
+    // Quiet for 30 s would be needed; alice speaks every 200 ms. The
+    // dream runs at the latest 2 s after it became due all the same.
+    let max_delay = std::time::Duration::from_secs(2);
+    let scheduler = roncho_dreamer::DreamScheduler::new(
+        dyn_store.clone(),
+        queue.clone(),
+        roncho_dreamer::DreamPolicy {
+            document_threshold: 3,
+            min_between: std::time::Duration::ZERO,
+            idle: std::time::Duration::from_secs(30),
+            max_delay,
+        },
+    );
+    let deriver = roncho_deriver::worker::Worker::new(dyn_store.clone(), queue.clone(), Default::default())
+        .with_llms(llm.clone(), llm.clone())
+        .with_listener(Arc::new(scheduler));
+    let dream_worker = roncho_dreamer::worker::DreamWorker::new(
+        dyn_store.clone(),
+        queue.clone(),
+        None,
+        llm.clone(),
+        2000,
+        Default::default(),
+    );
+    let mut due_at = None;
+    let mut dreamt_at = None;
+    for n in 0..60u32 {
+        store
+            .create_messages("w", "s", vec![said(&format!("Message number {n} from me."))])
+            .await
+            .unwrap();
+        while deriver.run_once().await.unwrap() {}
+        let waiting = queue
+            .status(&roncho_core::queue::StatusFilter {
+                workspace_id: "w".into(),
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .dreams;
+        if due_at.is_none() && waiting.waiting + waiting.ready > 0 {
+            due_at = Some(std::time::Instant::now());
+            assert_eq!(waiting.waiting, 1, "due, and waiting for quiet at first: {waiting:?}");
+            assert!(waiting.oldest_due_at.is_some());
+        }
+        if dream_worker.run_once().await.unwrap() {
+            dreamt_at = Some(std::time::Instant::now());
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    let (due_at, dreamt_at) = (due_at.expect("a dream became due"), dreamt_at.expect("the dream ran"));
+    let waited = dreamt_at - due_at;
+    assert!(
+        waited >= max_delay - std::time::Duration::from_millis(500)
+            && waited < max_delay + std::time::Duration::from_secs(2),
+        "the dream waited {waited:?}, not about {max_delay:?}"
+    );
+    assert_eq!(store.dream_state("w", "alice", "alice").await.unwrap().generation, 1);
+    let dream_calls = requests
+        .lock()
+        .unwrap()
+        .iter()
+        .filter(|body| {
+            !body["messages"][0]["content"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("You extract explicit observations")
+        })
+        .count();
+    assert!(dream_calls > 0, "the dream model was asked");
+}
+
+/// A deriver model answering with [`batch_facts`]'s facts, and a dream
+/// model whose specialists find nothing to do.
+async fn facts_or_done(State(requests): State<Requests>, Json(body): Json<Value>) -> Json<Value> {
+    let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+    if system.contains("You extract explicit observations") {
+        return batch_facts(State(requests), Json(body)).await;
+    }
+    requests.lock().unwrap().push(body);
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "Done."}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 1}
+    }))
 }
 
 /// A deriver model: two facts per batch, named after the batch's line.

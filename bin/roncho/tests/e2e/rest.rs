@@ -1223,3 +1223,147 @@ async fn messages_are_erased_with_a_receipt() {
     assert_eq!(status, 404, "{missing}");
     server.served.shutdown.cancel();
 }
+
+/// The tokens of a session context as its reply carries it: the
+/// representation and the card (its lines joined) counted with the
+/// tokenizer of the budget, the summary and messages by their counts.
+fn context_tokens(representation: &str, card: &[String], summary: i64, messages: &[i64]) -> i64 {
+    let count = |text: &str| {
+        if text.is_empty() {
+            0
+        } else {
+            roncho_core::tokens::count(text)
+        }
+    };
+    count(representation) + count(&card.join("\n")) + summary + messages.iter().sum::<i64>()
+}
+
+#[tokio::test]
+async fn every_session_context_holds_its_budget_and_says_what_it_left_out() {
+    let server = Server::start(false).await;
+    server
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}, "bob": {"observe_others": true}}}),
+        )
+        .await;
+    let turns: Vec<Value> = (0..6)
+        .map(|n| json!({"peer_id": "alice", "content": format!("Turn {n}: I spent the weekend repotting my tomatoes")}))
+        .collect();
+    assert_eq!(
+        server
+            .post("/v3/workspaces/w/sessions/s/messages", json!({"messages": turns}))
+            .await
+            .0,
+        201
+    );
+    let conclusions: Vec<Value> = (0..60)
+        .map(|n| json!({
+            "content": format!("Alice mentioned detail number {n} about her garden, her neighbours and the allotment she rents by the river"),
+            "observer_id": "bob", "observed_id": "alice", "session_id": "s",
+        }))
+        .collect();
+    assert_eq!(
+        server
+            .post("/v3/workspaces/w/conclusions", json!({"conclusions": conclusions}))
+            .await
+            .0,
+        201
+    );
+    let card: Vec<String> = (0..40)
+        .map(|n| format!("ATTRIBUTE: grows variety {n} of heirloom tomato"))
+        .collect();
+    let (status, _) = server
+        .send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/bob/card?target=alice",
+            json!({"peer_card": card}),
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    let get = |tokens: i64| {
+        let path =
+            format!("/v3/workspaces/w/sessions/s/context?tokens={tokens}&peer_target=alice&peer_perspective=bob");
+        let server = &server;
+        async move { server.send(reqwest::Method::GET, &path, Value::Null, None).await }
+    };
+    let strings = |value: &Value| -> Vec<String> {
+        value.as_array().map_or_else(Vec::new, |items| {
+            items.iter().map(|item| item.as_str().unwrap().to_owned()).collect()
+        })
+    };
+
+    // Whole, the memory alone is more than ten times the budget below.
+    let (status, whole) = get(100_000).await;
+    assert_eq!(status, 200, "{whole}");
+    let whole_memory = context_tokens(
+        whole["peer_representation"].as_str().unwrap(),
+        &strings(&whole["peer_card"]),
+        0,
+        &[],
+    );
+    let budget = 150;
+    assert!(whole_memory > 10 * budget, "the memory is {whole_memory} tokens");
+    assert!(
+        whole.get("omitted").is_none(),
+        "nothing left out of a large budget: {whole}"
+    );
+
+    // REST: within the budget, and it says what it left out.
+    let (status, cut) = get(budget).await;
+    assert_eq!(status, 200, "{cut}");
+    let messages: Vec<i64> = cut["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| message["token_count"].as_i64().unwrap())
+        .collect();
+    let summary = cut["summary"]["token_count"].as_i64().unwrap_or(0);
+    let used = context_tokens(
+        cut["peer_representation"].as_str().unwrap(),
+        &strings(&cut["peer_card"]),
+        summary,
+        &messages,
+    );
+    assert!(used <= budget, "REST: {used} tokens for a budget of {budget}: {cut}");
+    assert!(!messages.is_empty(), "messages keep their half of the budget: {cut}");
+    let left_out = cut["omitted"]["conclusions"].as_i64().unwrap();
+    assert!(left_out > 0 && left_out < 60, "{cut}");
+    assert!(cut["omitted"]["peer_card_lines"].as_i64().unwrap() > 0, "{cut}");
+    assert!(
+        cut["peer_representation"]
+            .as_str()
+            .unwrap()
+            .contains("detail number 59"),
+        "the most recent conclusion is kept first: {cut}"
+    );
+
+    // gRPC: the same budget, the same counts.
+    let context = RecallServiceClient::new(server.served.channel.clone())
+        .get_session_context(pb::GetSessionContextRequest {
+            workspace_id: "w".into(),
+            session_id: "s".into(),
+            tokens: Some(budget as i32),
+            peer_target: Some("alice".into()),
+            peer_perspective: Some("bob".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let used = context_tokens(
+        context.peer_representation.as_deref().unwrap_or_default(),
+        &context.peer_card,
+        context.summary.as_ref().map_or(0, |summary| summary.token_count),
+        &context
+            .messages
+            .iter()
+            .map(|message| message.token_count)
+            .collect::<Vec<_>>(),
+    );
+    assert!(used <= budget, "gRPC: {used} tokens for a budget of {budget}");
+    assert_eq!(context.omitted_conclusions, left_out);
+    assert!(context.omitted_peer_card_lines > 0);
+    server.served.shutdown.cancel();
+}

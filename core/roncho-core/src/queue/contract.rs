@@ -29,6 +29,7 @@ macro_rules! work_queue_contract {
                 concurrent_workers_never_share_a_unit_and_lose_nothing,
                 purging_removes_old_finished_tasks_only,
                 delayed_tasks_wait_and_postponing_moves_them,
+                postponing_never_passes_the_latest_time,
                 outages_postpone_without_spending_attempts_and_dead_work_runs_again,
                 tasks_of_many_items_are_counted_and_claimed_by_their_items,
             );
@@ -527,9 +528,18 @@ pub async fn delayed_tasks_wait_and_postponing_moves_them(queue: &dyn WorkQueue)
         "scheduled for later is not pending work yet"
     );
     // Postponed to 3 s from now: still waiting after the first delay.
-    assert_eq!(queue.postpone(A, Duration::from_secs(3)).await.unwrap(), 1);
     assert_eq!(
-        queue.postpone(B, Duration::from_secs(3)).await.unwrap(),
+        queue
+            .postpone(A, Duration::from_secs(3), Duration::from_secs(3600))
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        queue
+            .postpone(B, Duration::from_secs(3), Duration::from_secs(3600))
+            .await
+            .unwrap(),
         0,
         "no pending task of B"
     );
@@ -550,6 +560,34 @@ pub async fn delayed_tasks_wait_and_postponing_moves_them(queue: &dyn WorkQueue)
     }
     let claim = claimed.expect("ready after the postponed time");
     assert_eq!(dedup_ids(&claim), ["later"]);
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+}
+
+pub async fn postponing_never_passes_the_latest_time(queue: &dyn WorkQueue) {
+    let started = std::time::Instant::now();
+    queue
+        .enqueue_delayed(vec![task(A, "starved")], Duration::from_millis(500))
+        .await
+        .unwrap();
+    // Put off again and again, as a peer who never goes quiet puts off its
+    // dream: each time by 10 s, but never past 1.5 s after it was enqueued.
+    let latest = Duration::from_millis(1500);
+    let mut claimed = None;
+    while started.elapsed() < Duration::from_secs(5) && claimed.is_none() {
+        queue.postpone(A, Duration::from_secs(10), latest).await.unwrap();
+        claimed = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap();
+        if claimed.is_none() {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    let claim = claimed.expect("ready at the latest time, however often it was put off");
+    assert!(
+        started.elapsed() >= Duration::from_millis(1400),
+        "not before the latest time: {:?}",
+        started.elapsed()
+    );
+    assert_eq!(dedup_ids(&claim), ["starved"]);
     queue.complete(&claim, &ids(&claim)).await.unwrap();
     queue.release(&claim).await.unwrap();
 }

@@ -142,6 +142,20 @@ pub struct QueueStatus {
     pub failures: Vec<FailedTask>,
     /// Postponed tasks, soonest ready first (at most 100).
     pub postponed: Vec<PostponedTask>,
+    /// Due dreams, of the workspace whatever the other filters.
+    pub dreams: DreamCounts,
+}
+
+/// Due dreams not yet run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DreamCounts {
+    /// Waiting for their peer to be quiet (at most the longest delay).
+    pub waiting: i64,
+    /// Ready to run, waiting for a dreamer.
+    pub ready: i64,
+    /// When the longest-waiting one became due, in microseconds since the
+    /// epoch; `None` without any.
+    pub oldest_due_at: Option<i64>,
 }
 
 #[async_trait]
@@ -155,8 +169,10 @@ pub trait WorkQueue: Send + Sync + 'static {
     async fn enqueue_delayed(&self, tasks: Vec<NewTask>, delay: Duration) -> Result<usize>;
 
     /// Makes the pending tasks of `work_unit_key` ready no sooner than
-    /// `delay` from now (never sooner than they were); returns how many moved.
-    async fn postpone(&self, work_unit_key: &str, delay: Duration) -> Result<u64>;
+    /// `delay` from now, yet never later than `latest` after each was
+    /// enqueued (and never sooner than they were); returns how many moved.
+    /// Work that waits for quiet (a dream) thus cannot be put off forever.
+    async fn postpone(&self, work_unit_key: &str, delay: Duration, latest: Duration) -> Result<u64>;
 
     /// Leases the work unit of `task_types` whose next task is oldest and
     /// ready, to `worker` for `lease`, and returns its tasks in order, up to

@@ -261,13 +261,21 @@ pub(super) async fn session_context(
     }
     let context = call!(rest.recall, caller, request, get_session_context);
     let messages: Vec<wire::Message> = context.messages.into_iter().map(wire::Message::from).collect();
-    ok(json!({
+    let mut reply = json!({
         "id": context.id,
         "messages": messages,
         "summary": context.summary.map(wire::Summary::from),
         "peer_representation": context.representation,
         "peer_card": context.peer_card,
-    }))
+    });
+    // Beyond Honcho's shape, only when the budget left something out.
+    if context.omitted != Default::default() {
+        reply["omitted"] = json!({
+            "conclusions": context.omitted.conclusions,
+            "peer_card_lines": context.omitted.card_lines,
+        });
+    }
+    ok(reply)
 }
 
 pub(super) async fn session_summaries(
