@@ -185,6 +185,10 @@ impl std::ops::AddAssign for Usage {
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ChatResponse {
     pub content: String,
+    /// The model's reasoning, where the provider sends it apart
+    /// (`reasoning_content` or `reasoning` of OpenAI-compatible servers);
+    /// some local models answer there and leave `content` empty.
+    pub reasoning: Option<String>,
     /// Calls the model asked for (answer them with [`ChatMessage::tool_result`]).
     pub tool_calls: Vec<ToolCall>,
     pub usage: Usage,
@@ -362,28 +366,100 @@ impl Llm for FallbackChain {
 }
 
 /// Returns the JSON in a reply: the whole text, else a fenced block, else
-/// the outermost `{...}`.
+/// the outermost `{...}` or `[...]`, whichever opens first.
 pub fn extract_json(reply: &str) -> &str {
     let trimmed = reply.trim();
+    if trimmed.starts_with('{') || trimmed.starts_with('[') {
+        return trimmed;
+    }
     if let Some(fenced) = trimmed.split("```").nth(1) {
         let body = fenced.trim_start_matches("json").trim();
         if body.starts_with('{') || body.starts_with('[') {
             return body;
         }
     }
-    match (trimmed.find('{'), trimmed.rfind('}')) {
-        (Some(start), Some(end)) if start < end && !trimmed.starts_with('{') => &trimmed[start..=end],
+    let Some(start) = trimmed.find(['{', '[']) else {
+        return trimmed;
+    };
+    let close = if trimmed[start..].starts_with('{') { '}' } else { ']' };
+    match trimmed.rfind(close) {
+        Some(end) if start < end => &trimmed[start..=end],
         _ => trimmed,
     }
 }
 
-/// Asks for structured output and parses it into `T`. A reply that does not
-/// parse gets one repair turn (the model sees its reply and the parse
-/// error); if that fails too, the error names both attempts.
+/// Reads `T` from a model's reply as leniently as weak and local models
+/// need: the JSON alone, in a code fence or after prose; with trailing
+/// commas; a single object where a list was asked.
+pub fn read_json<T: DeserializeOwned>(reply: &str) -> std::result::Result<T, serde_json::Error> {
+    let text = without_trailing_commas(extract_json(reply));
+    let error = match serde_json::from_str::<T>(&text) {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    // One object where a list was asked (or a list of one where an object was).
+    let reshaped = match serde_json::from_str::<serde_json::Value>(&text) {
+        Ok(value @ serde_json::Value::Object(_)) => serde_json::Value::Array(vec![value]),
+        Ok(serde_json::Value::Array(mut items)) if items.len() == 1 => items.remove(0),
+        _ => return Err(error),
+    };
+    serde_json::from_value(reshaped).map_err(|_| error)
+}
+
+/// Drops the commas before a closing `}` or `]` outside strings.
+fn without_trailing_commas(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let (mut in_string, mut escaped) = (false, false);
+    let chars: Vec<char> = text.chars().collect();
+    for (index, &c) in chars.iter().enumerate() {
+        if in_string {
+            escaped = !escaped && c == '\\';
+            in_string = escaped || c != '"';
+        } else if c == '"' {
+            in_string = true;
+        } else if c == ',' {
+            let next = chars[index + 1..].iter().find(|c| !c.is_whitespace());
+            if matches!(next, Some('}' | ']')) {
+                continue;
+            }
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// Reads `T` from a reply's text, else from its reasoning (where some local
+/// models put the answer).
+fn read_reply<T: DeserializeOwned>(reply: &ChatResponse) -> std::result::Result<T, serde_json::Error> {
+    let error = match read_json(&reply.content) {
+        Ok(value) => return Ok(value),
+        Err(error) => error,
+    };
+    match reply.reasoning.as_deref() {
+        Some(reasoning) if !reasoning.trim().is_empty() => read_json(reasoning).map_err(|_| error),
+        _ => Err(error),
+    }
+}
+
+/// The start of a reply kept in an error, for inspection.
+fn raw(reply: &ChatResponse) -> String {
+    let text = if reply.content.trim().is_empty() {
+        reply.reasoning.as_deref().unwrap_or_default()
+    } else {
+        &reply.content
+    };
+    let kept: String = text.chars().take(1_000).collect();
+    if kept.is_empty() { "(empty)".to_owned() } else { kept }
+}
+
+/// Asks for structured output and parses it into `T` ([`read_json`]). A
+/// reply that does not parse gets one repair turn (the model sees its reply
+/// and the parse error); if that fails too, the error names both attempts
+/// and keeps the start of the last reply.
 pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: ChatRequest) -> Result<(T, Usage)> {
     let first = llm.chat(&request).await?;
     let mut usage = first.usage;
-    let error = match serde_json::from_str::<T>(extract_json(&first.content)) {
+    let error = match read_reply::<T>(&first) {
         Ok(value) => return Ok((value, usage)),
         Err(error) => error,
     };
@@ -401,19 +477,46 @@ pub async fn chat_json<T: DeserializeOwned>(llm: &dyn Llm, request: ChatRequest)
     ));
     let second = llm.chat(&repair).await?;
     usage += second.usage;
-    serde_json::from_str::<T>(extract_json(&second.content))
-        .map(|value| (value, usage))
-        .map_err(|again| {
-            Error::Internal(format!(
-                "{} did not return valid JSON, even after a repair turn: {error}; then {again}",
-                llm.model_id()
-            ))
-        })
+    read_reply::<T>(&second).map(|value| (value, usage)).map_err(|again| {
+        Error::Internal(format!(
+            "{} did not return valid JSON, even after a repair turn: {error}; then {again}. Its reply began: {}",
+            llm.model_id(),
+            raw(&second)
+        ))
+    })
 }
 
 #[cfg(test)]
 mod tests {
-    use super::extract_json;
+    use super::{extract_json, read_json};
+
+    #[derive(Debug, serde::Deserialize, PartialEq)]
+    struct Fact {
+        content: String,
+    }
+
+    #[test]
+    fn weak_models_json_is_read_leniently() {
+        let facts = |text: &str| read_json::<Vec<Fact>>(text).map(|facts| facts.len());
+        assert_eq!(
+            facts("[{\"content\": \"a\"}, {\"content\": \"b\"},]").unwrap(),
+            2,
+            "a trailing comma"
+        );
+        assert_eq!(
+            facts("{\"content\": \"a\",}").unwrap(),
+            1,
+            "one object where a list was asked"
+        );
+        assert_eq!(
+            facts("Here you go:\n```json\n[{\"content\": \"a, ]\"}]\n```").unwrap(),
+            1,
+            "a comma inside a string stays"
+        );
+        let one = read_json::<Fact>("[{\"content\": \"a\"}]").unwrap();
+        assert_eq!(one.content, "a", "a list of one where an object was asked");
+        assert!(read_json::<Vec<Fact>>("I could not find any facts.").is_err());
+    }
 
     #[test]
     fn json_is_found_in_fences_and_prose() {
@@ -424,5 +527,7 @@ mod tests {
             "{\"a\": {\"b\": 2}}"
         );
         assert_eq!(extract_json("no json"), "no json");
+        assert_eq!(extract_json("[{\"a\": 1}, {\"a\": 2}]"), "[{\"a\": 1}, {\"a\": 2}]");
+        assert_eq!(extract_json("The list: [1, 2] done"), "[1, 2]");
     }
 }

@@ -47,6 +47,12 @@ struct Choice {
 struct WireMessage {
     #[serde(default)]
     content: Option<String>,
+    /// Reasoning sent apart (DeepSeek and vLLM: `reasoning_content`;
+    /// Ollama and OpenRouter: `reasoning`); read only when it is text.
+    #[serde(default)]
+    reasoning_content: Option<serde_json::Value>,
+    #[serde(default)]
+    reasoning: Option<serde_json::Value>,
     #[serde(default)]
     tool_calls: Vec<WireToolCall>,
 }
@@ -372,6 +378,10 @@ impl Llm for OpenAiChat {
             .collect::<Result<Vec<_>>>()?;
         Ok(ChatResponse {
             content: choice.message.content.unwrap_or_default(),
+            reasoning: [choice.message.reasoning_content, choice.message.reasoning]
+                .into_iter()
+                .flatten()
+                .find_map(|value| value.as_str().map(str::to_owned)),
             tool_calls,
             usage,
             finish_reason: choice.finish_reason,

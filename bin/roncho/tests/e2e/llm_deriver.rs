@@ -121,9 +121,44 @@ async fn a_model_that_never_returns_json_fails_the_work_visibly() {
         .unwrap();
     assert_eq!((status.counts.failed, status.counts.completed), (2, 0));
     assert!(
-        status.failures[0].last_error.contains("did not return valid JSON"),
-        "{:?}",
+        status.failures[0].last_error.contains("did not return valid JSON")
+            && status.failures[0].last_error.contains("Sorry, I can't help with that."),
+        "the error keeps the model's reply: {:?}",
         status.failures[0]
+    );
+}
+
+/// A local model's way of answering: nothing in `content`, the answer in
+/// `reasoning_content`, in a code fence, with trailing commas, one object
+/// where a list is asked.
+async fn reasoning_completions(State(script): State<Script>, Json(body): Json<Value>) -> Json<Value> {
+    let reasoning = script.answer(body);
+    Json(json!({
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": "", "reasoning_content": reasoning}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": 50, "completion_tokens": 20}
+    }))
+}
+
+#[tokio::test]
+async fn a_local_model_answering_in_its_reasoning_with_loose_json_still_derives() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let script = Script::new(vec![
+        "Let me think. The user moved.\n```json\n{\"explicit\": [{\"content\": \"Alice moved to Berlin in 2019\",}, {\"content\": \"Alice works as a nurse\"},],}\n```",
+    ]);
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(reasoning_completions))
+        .with_state(script.clone());
+    let base = format!("{}/v1", roncho_http::serve_for_test(app).await);
+    let llm: Arc<dyn Llm> = Arc::new(OpenAiChat::new(OpenAiChatConfig::new(&base, "scripted")).unwrap());
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let worker = Worker::new(store.clone(), queue.clone(), WorkerConfig::default()).with_llms(llm.clone(), llm);
+    while worker.run_once().await.unwrap() {}
+    assert_eq!(script.count(), 1, "read at the first reply, no repair turn");
+    let conclusions = alice_observes(&store).await;
+    assert_eq!(
+        conclusions.iter().map(|c| c.content.as_str()).collect::<Vec<_>>(),
+        ["Alice moved to Berlin in 2019", "Alice works as a nurse"]
     );
 }
 
