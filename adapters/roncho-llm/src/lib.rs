@@ -41,6 +41,9 @@ pub struct ProviderConfig {
     /// Limit on one request, streamed bodies included.
     pub timeout: std::time::Duration,
     pub retry: roncho_http::RetryPolicy,
+    /// Requests in flight at once to this base URL, shared by every client
+    /// of it in the process (a single-slot local server: 1); 0: no limit.
+    pub max_concurrent: usize,
 }
 
 impl ProviderConfig {
@@ -54,7 +57,28 @@ impl ProviderConfig {
                 max_retries: 3,
                 initial_backoff: std::time::Duration::from_secs(1),
             },
+            max_concurrent: 0,
         }
+    }
+
+    /// The places in flight this base URL allows, shared by every client of
+    /// it in the process; `None` without a limit.
+    pub(crate) fn slots(&self) -> Option<std::sync::Arc<tokio::sync::Semaphore>> {
+        use std::collections::HashMap;
+        use std::sync::{Arc, Mutex, OnceLock};
+        type Slots = Mutex<HashMap<(String, usize), Arc<tokio::sync::Semaphore>>>;
+        static SLOTS: OnceLock<Slots> = OnceLock::new();
+        if self.max_concurrent == 0 {
+            return None;
+        }
+        let mut slots = SLOTS.get_or_init(Slots::default).lock().expect("slots lock");
+        let key = (self.base_url.clone(), self.max_concurrent);
+        Some(
+            slots
+                .entry(key)
+                .or_insert_with(|| Arc::new(tokio::sync::Semaphore::new(self.max_concurrent)))
+                .clone(),
+        )
     }
 
     /// The HTTP client for these settings.

@@ -27,6 +27,8 @@ pub struct OpenAiChat {
     client: reqwest::Client,
     /// Set once the server rejected `json_schema`: use `json_object`.
     schema_unsupported: AtomicBool,
+    /// The base URL's places in flight ([`crate::ProviderConfig::max_concurrent`]).
+    slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -100,10 +102,17 @@ impl OpenAiChat {
     pub fn new(config: OpenAiChatConfig) -> Result<Self> {
         let client = config.client()?;
         Ok(Self {
+            slots: config.slots(),
             config,
             client,
             schema_unsupported: AtomicBool::new(false),
         })
+    }
+
+    /// Waits for a place in flight at the server, when it has a limit.
+    async fn slot(&self) -> Option<tokio::sync::OwnedSemaphorePermit> {
+        let slots = self.slots.clone()?;
+        slots.acquire_owned().await.ok()
     }
 
     fn body(&self, request: &ChatRequest, schema_mode: bool) -> Value {
@@ -334,6 +343,7 @@ fn rejects_schema(error: &HttpError) -> bool {
 impl Llm for OpenAiChat {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
         let schema_mode = request.json_schema.is_some() && !self.schema_unsupported.load(Ordering::Relaxed);
+        let slot = self.slot().await;
         let text = match self.post(&self.body(request, schema_mode)).await {
             Ok(text) => text,
             Err(error) if schema_mode && rejects_schema(&error) => {
@@ -345,6 +355,7 @@ impl Llm for OpenAiChat {
             }
             Err(error) => return Err(self.classify(error)),
         };
+        drop(slot);
         let completion: Completion = serde_json::from_str(&text).map_err(|error| {
             Error::Unavailable(format!(
                 "{}: malformed completion ({error}): {}",
@@ -390,6 +401,7 @@ impl Llm for OpenAiChat {
 
     async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream> {
         let schema_mode = request.json_schema.is_some() && !self.schema_unsupported.load(Ordering::Relaxed);
+        let slot = self.slot().await;
         let with_stream = |mut body: Value| {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
@@ -411,7 +423,12 @@ impl Llm for OpenAiChat {
             usage: Usage::default(),
             finish_reason: None,
         };
-        Ok(crate::sse::stream(response, decoder, self.model_id()))
+        let events = crate::sse::stream(response, decoder, self.model_id());
+        // The place is held until the stream ends.
+        Ok(Box::pin(futures::StreamExt::map(events, move |event| {
+            let _held = &slot;
+            event
+        })))
     }
 
     fn model_id(&self) -> String {

@@ -229,3 +229,70 @@ async fn a_fallback_chain_moves_past_an_unavailable_provider() {
         "a rejected key is final, not a reason to try the next"
     );
 }
+
+/// A single-slot local server (llama.cpp's `--parallel 1`): a request that
+/// arrives while another is in flight is answered 503.
+async fn single_slot_server() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+    let busy = Arc::new(AtomicBool::new(false));
+    let refused = Arc::new(AtomicUsize::new(0));
+    let state = (busy, refused.clone());
+    let handler = |State((busy, refused)): State<(Arc<AtomicBool>, Arc<AtomicUsize>)>| async move {
+        if busy.swap(true, Ordering::SeqCst) {
+            refused.fetch_add(1, Ordering::SeqCst);
+            return (StatusCode::SERVICE_UNAVAILABLE, "the slot is busy").into_response();
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        busy.store(false, Ordering::SeqCst);
+        Json(json!({
+            "choices": [{"index": 0, "message": {"role": "assistant", "content": "ok"}, "finish_reason": "stop"}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 1}
+        }))
+        .into_response()
+    };
+    let app = axum::Router::new()
+        .route("/v1/chat/completions", axum::routing::post(handler))
+        .with_state(state);
+    (format!("{}/v1", roncho_http::serve_for_test(app).await), refused)
+}
+
+#[tokio::test]
+async fn a_single_slot_server_gets_one_request_at_a_time_from_every_client() {
+    let (url, refused) = single_slot_server().await;
+    // Two clients of the same server (two roles' models), limited to one
+    // request in flight together, with no retries to hide a refusal.
+    let limited = |model: &str| {
+        let mut config = OpenAiChatConfig::new(&url, model);
+        config.retry.max_retries = 0;
+        config.max_concurrent = 1;
+        Arc::new(OpenAiChat::new(config).unwrap())
+    };
+    let (deriver, summary) = (limited("deriver"), limited("summary"));
+    let calls: Vec<_> = (0..6)
+        .map(|n| {
+            let llm = if n % 2 == 0 { deriver.clone() } else { summary.clone() };
+            tokio::spawn(async move { llm.chat(&request(false)).await })
+        })
+        .collect();
+    for call in calls {
+        assert_eq!(call.await.unwrap().unwrap().content, "ok");
+    }
+    assert_eq!(refused.load(std::sync::atomic::Ordering::SeqCst), 0);
+
+    // Without the limit the same load is refused.
+    let mut config = OpenAiChatConfig::new(&url, "unlimited");
+    config.retry.max_retries = 0;
+    let unlimited = Arc::new(OpenAiChat::new(config).unwrap());
+    let calls: Vec<_> = (0..6)
+        .map(|_| {
+            let llm = unlimited.clone();
+            tokio::spawn(async move { llm.chat(&request(false)).await })
+        })
+        .collect();
+    let failed = futures::future::join_all(calls)
+        .await
+        .into_iter()
+        .filter(|result| result.as_ref().unwrap().is_err())
+        .count();
+    assert!(failed > 0, "a busy single slot refuses what arrives beside it");
+}

@@ -300,6 +300,9 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
         settings.api_key = endpoint.api_key.as_ref().map(|key| key.expose().to_owned());
         settings.timeout = config.timeout;
         settings.retry.max_retries = config.max_retries;
+        if model.provider == LlmProvider::Openai {
+            settings.max_concurrent = usize::try_from(config.max_concurrent_requests).unwrap_or(usize::MAX);
+        }
         let built: Arc<dyn Llm> = match model.provider {
             LlmProvider::Openai => Arc::new(roncho_llm::openai::OpenAiChat::new(settings)?),
             LlmProvider::Anthropic => Arc::new(roncho_llm::anthropic::AnthropicChat::new(settings)?),

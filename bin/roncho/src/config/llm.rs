@@ -22,6 +22,9 @@ section! {
         gemini_api_key: String,
         llm_timeout_secs: u64,
         llm_max_retries: u32,
+        /// Requests in flight at once to each OpenAI-compatible server
+        /// (a single-slot llama.cpp: 1); 0: no limit.
+        llm_max_concurrent_requests: u32,
         /// Every role's model unless the role names its own.
         llm_model: String,
         deriver_model: String,
@@ -242,6 +245,8 @@ pub struct LlmConfig {
     pub timeout: Duration,
     /// Retries of a 429, 5xx or time-out before the chain moves on.
     pub max_retries: u32,
+    /// Requests in flight at once to each OpenAI-compatible server; 0: no limit.
+    pub max_concurrent_requests: u32,
     /// Roles with no model here run extractively.
     pub roles: std::collections::BTreeMap<LlmRole, RoleModels>,
 }
@@ -320,6 +325,7 @@ impl LlmConfig {
             endpoints,
             timeout: Duration::from_secs(merged.llm_timeout_secs.unwrap_or(120).max(1)),
             max_retries: merged.llm_max_retries.unwrap_or(3),
+            max_concurrent_requests: merged.llm_max_concurrent_requests.unwrap_or(0),
             roles,
         }))
     }
