@@ -339,9 +339,14 @@ def write_phase(channel, transcript, semantic):
     rep = recall.GetRepresentation(recall_pb2.GetRepresentationRequest(workspace_id=WS, peer_id="alice", target="bob"))
     assert rep.representation.startswith("## Explicit Observations\n\n[") and rep.representation.endswith("] Bob drinks espresso"), rep
     transcript.record("peer.context", recall.GetPeerContext(recall_pb2.GetPeerContextRequest(workspace_id=WS, peer_id="alice", target="bob")))
+    # `tokens` bounds all of it: the card a quarter at most, the
+    # representation the rest of half, the messages what is left.
     context = recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", tokens=30, peer_target="bob", peer_perspective="alice"))
-    assert context.peer_card == ["ATTRIBUTE: drinks espresso"] and "Bob drinks espresso" in context.peer_representation
+    assert context.peer_card == ["ATTRIBUTE: drinks espresso"] and context.omitted_peer_card_lines == 0, context
+    assert context.peer_representation == "" and context.omitted_conclusions == 1, "too large for what is left of half: left out, and said so"
     assert 0 < len(context.messages) < 4, "the budget keeps only the newest messages"
+    roomy = recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", tokens=200, peer_target="bob", peer_perspective="alice"))
+    assert "Bob drinks espresso" in roomy.peer_representation and roomy.omitted_conclusions == 0, roomy
     transcript.record("session.context", context)
     expect_error(transcript, "context.perspective_without_target", INVALID, lambda: recall.GetSessionContext(recall_pb2.GetSessionContextRequest(workspace_id=WS, session_id="chat", peer_perspective="alice")), "peer_perspective")
 

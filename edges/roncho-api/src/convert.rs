@@ -162,6 +162,7 @@ from_wire! {
     }
     GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
     GetErasureReceiptRequest => roncho_recall::GetErasureReceipt { workspace_id, receipt_id }
+    GetConclusionRequest => roncho_recall::GetConclusion { workspace_id, conclusion_id }
     QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
     ChatRequest => roncho_dialectic::Chat {
         workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes
@@ -329,6 +330,8 @@ impl IntoWire<pb::Conclusion> for Conclusion {
             level: self.level,
             created_at: Some(timestamp(self.created_at)),
             workspace_id: self.workspace_id,
+            source_ids: self.source_ids,
+            times_derived: self.times_derived,
         }
     }
 }

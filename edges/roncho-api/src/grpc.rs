@@ -155,6 +155,7 @@ grpc_service! {
         rpc get_peer_card(GetPeerCardRequest) -> pb::PeerCardResponse;
         rpc get_erasure_receipt(GetErasureReceiptRequest) -> pb::ErasureReceipt;
         rpc list_conclusions(ListConclusionsRequest) -> pb::ListConclusionsResponse;
+        rpc get_conclusion(GetConclusionRequest) -> pb::Conclusion;
         rpc query_conclusions(QueryConclusionsRequest) -> pb::QueryConclusionsResponse;
         rpc list_webhooks(ListWebhooksRequest) -> pb::ListWebhooksResponse;
         rpc list_scopes(ListScopesRequest) -> pb::ListScopesResponse;

@@ -205,6 +205,7 @@ needs! {
     recall::GetRepresentation => |r| scoped(&r.workspace_id, &r.scopes, Need::Peer(&r.workspace_id, &r.peer_id));
     recall::GetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
     recall::ListConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
+    recall::GetConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];

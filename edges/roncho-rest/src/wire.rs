@@ -382,6 +382,9 @@ pub struct Conclusion {
     pub session_id: Option<String>,
     pub level: String,
     pub created_at: String,
+    /// Honcho 3.1: what it came from, and how often it was derived again.
+    pub source_ids: Vec<String>,
+    pub times_derived: i64,
 }
 
 impl From<model::Conclusion> for Conclusion {
@@ -394,6 +397,8 @@ impl From<model::Conclusion> for Conclusion {
             session_id: conclusion.session_id,
             level: conclusion.level,
             created_at: timestamp(conclusion.created_at),
+            source_ids: conclusion.source_ids,
+            times_derived: conclusion.times_derived,
         }
     }
 }

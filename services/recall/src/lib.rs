@@ -238,6 +238,13 @@ pub struct ListConclusions {
     pub paging: Paging,
 }
 
+/// Names one conclusion.
+#[derive(Debug, Clone, Default)]
+pub struct GetConclusion {
+    pub workspace_id: String,
+    pub conclusion_id: String,
+}
+
 /// Finds the conclusions of one collection nearest a query.
 #[derive(Debug, Clone, Default)]
 pub struct QueryConclusions {
@@ -297,6 +304,8 @@ pub trait RecallApi: Send + Sync {
     /// Returns the card, `None` when there is none.
     async fn get_peer_card(&self, request: GetPeerCard) -> Result<Option<Vec<String>>>;
     async fn list_conclusions(&self, request: ListConclusions) -> Result<Page<Conclusion>>;
+    /// Returns a live conclusion (not found once deleted).
+    async fn get_conclusion(&self, request: GetConclusion) -> Result<Conclusion>;
     async fn query_conclusions(&self, request: QueryConclusions) -> Result<Vec<Conclusion>>;
     async fn list_webhooks(&self, request: ListWebhooks) -> Result<Page<WebhookEndpoint>>;
     async fn get_erasure_receipt(&self, request: GetErasureReceipt) -> Result<ErasureReceipt>;
@@ -770,6 +779,17 @@ impl RecallApi for Recall {
             ..request.paging
         };
         self.store.list_webhooks(&workspace_id, paging.request()?).await
+    }
+
+    async fn get_conclusion(&self, request: GetConclusion) -> Result<Conclusion> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let id = validate::reference_id("conclusion_id", &request.conclusion_id)?;
+        self.store
+            .conclusions_by_ids(&workspace_id, std::slice::from_ref(&id))
+            .await?
+            .into_iter()
+            .next()
+            .ok_or_else(|| Error::not_found("conclusion", id))
     }
 
     async fn get_erasure_receipt(&self, request: GetErasureReceipt) -> Result<ErasureReceipt> {

@@ -580,6 +580,13 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "RecallService.GetConclusion",
+            case!(Recall.get_conclusion, |w| pb::GetConclusionRequest {
+                workspace_id: w.w.clone(),
+                conclusion_id: "no-such-conclusion".into(),
+            }),
+        ),
+        (
             "RecallService.GetErasureReceipt",
             case!(Recall.get_erasure_receipt, |w| pb::GetErasureReceiptRequest {
                 workspace_id: w.w.clone(),

@@ -484,15 +484,15 @@ async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
         (200, json!({"id": "s", "short_summary": null, "long_summary": null}))
     );
     let conclusion = made[0]["id"].as_str().unwrap();
-    let (status, _) = server
-        .send(
-            reqwest::Method::DELETE,
-            &format!("/v3/workspaces/w/conclusions/{conclusion}"),
-            Value::Null,
-            None,
-        )
-        .await;
+    assert_eq!(made[0]["source_ids"], json!([]), "Honcho 3.1's fields: {made}");
+    assert_eq!(made[0]["times_derived"], 1, "{made}");
+    let one = format!("/v3/workspaces/w/conclusions/{conclusion}");
+    let (status, got) = server.send(reqwest::Method::GET, &one, Value::Null, None).await;
+    assert_eq!((status, &got), (200, &made[0]), "Honcho 3.1's conclusion get");
+    let (status, _) = server.send(reqwest::Method::DELETE, &one, Value::Null, None).await;
     assert_eq!(status, 204);
+    let (status, gone) = server.send(reqwest::Method::GET, &one, Value::Null, None).await;
+    assert_eq!(status, 404, "a deleted conclusion is not found: {gone}");
 
     // Queue status: per-session counts, none when filtered by session.
     let (status, queue) = get("/v3/workspaces/w/queue/status").await;
@@ -738,6 +738,8 @@ async fn every_honcho_operation_is_routed_and_described() {
         ),
         ("POST", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/sessions/list"),
         ("GET", "/v3/workspaces/{workspace_id}/scopes/{scope_id}/status"),
+        // Honcho 3.1's conclusion get.
+        ("GET", "/v3/workspaces/{workspace_id}/conclusions/{conclusion_id}"),
     ];
     let server = Server::start(false).await;
     let (status, document) = server.send(reqwest::Method::GET, "/docs", Value::Null, None).await;

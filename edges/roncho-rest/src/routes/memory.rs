@@ -357,6 +357,20 @@ pub(super) async fn query_conclusions(
 }
 
 /// 204, as Honcho answers.
+/// One live conclusion (Honcho 3.1); 404 once deleted.
+pub(super) async fn get_conclusion(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, conclusion_id)): Path<(String, String)>,
+) -> Reply {
+    let request = recall::GetConclusion {
+        workspace_id,
+        conclusion_id,
+    };
+    let conclusion = call!(rest.recall, caller, request, get_conclusion);
+    ok(wire::Conclusion::from(conclusion))
+}
+
 pub(super) async fn delete_conclusion(
     State(rest): State<Rest>,
     Extension(caller): Extension<Caller>,

@@ -100,6 +100,7 @@ routes! {
     post "/v3/workspaces/{workspace_id}/conclusions/list" "list_conclusions_v3_workspaces__workspace_id__conclusions_list_post" => list_conclusions;
     post "/v3/workspaces/{workspace_id}/conclusions/query" "query_conclusions_v3_workspaces__workspace_id__conclusions_query_post" => query_conclusions;
     delete "/v3/workspaces/{workspace_id}/conclusions/{conclusion_id}" "delete_conclusion_v3_workspaces__workspace_id__conclusions__conclusion_id__delete" => delete_conclusion;
+    get "/v3/workspaces/{workspace_id}/conclusions/{conclusion_id}" "get_conclusion_v3_workspaces__workspace_id__conclusions__conclusion_id__get" => get_conclusion;
     post "/v3/keys" "create_key_v3_keys_post" => create_key;
     post "/v3/workspaces/{workspace_id}/webhooks" "get_or_create_webhook_endpoint_v3_workspaces__workspace_id__webhooks_post" => create_webhook;
     get "/v3/workspaces/{workspace_id}/webhooks" "list_webhook_endpoints_v3_workspaces__workspace_id__webhooks_get" => list_webhooks;
