@@ -239,6 +239,10 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, alias: Al
         Filter::Condition {
             target: Target::Column(field),
             comparison,
+        } if field.field_type == FieldType::Sources => render_sources(sql, alias, *field, comparison)?,
+        Filter::Condition {
+            target: Target::Column(field),
+            comparison,
         } => {
             render_column(sql, dialect, &qualified(alias, field.column), *field, comparison)?;
         }
@@ -255,6 +259,39 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, alias: Al
             render_json(sql, &json, comparison)?;
         }
     }
+    Ok(())
+}
+
+/// A conclusion's sources are rows of `conclusion_sources`: each id asked
+/// for must have one (an indexed lookup per id, no scan of `source_ids`).
+fn render_sources(sql: &mut Sql, alias: Alias, field: Field, comparison: &Comparison) -> Result<()> {
+    let ids: Vec<&Scalar> = match comparison {
+        Comparison::Contains(id) => vec![id],
+        Comparison::ContainsAll(ids) => ids.iter().collect(),
+        _ => {
+            return Err(Error::invalid(
+                format!("filters.{}", field.key),
+                "takes only `contains`",
+            ));
+        }
+    };
+    sql.push("(");
+    for (index, id) in ids.into_iter().enumerate() {
+        if index > 0 {
+            sql.push(" AND ");
+        }
+        let Scalar::Text(id) = id else {
+            return Err(Error::invalid(format!("filters.{}", field.key), "ids are strings"));
+        };
+        sql.push("EXISTS (SELECT 1 FROM conclusion_sources cs WHERE cs.workspace_name = ")
+            .push(&qualified(alias, "workspace_name"))
+            .push(" AND cs.document_id = ")
+            .push(&qualified(alias, "id"))
+            .push(" AND cs.source_id = ")
+            .bind(id.as_str())
+            .push(")");
+    }
+    sql.push(")");
     Ok(())
 }
 

@@ -28,6 +28,9 @@ pub enum FieldType {
     Integer,
     Boolean,
     Timestamp,
+    /// The ids a conclusion was derived from, kept beside it (one row per
+    /// id): only `contains`, one id or a list of ids that must all be there.
+    Sources,
 }
 
 /// A filterable key of a resource.
@@ -123,6 +126,7 @@ pub const CONCLUSION: Schema = Schema {
         field("level", "level", FieldType::Text),
         field("times_derived", "times_derived", FieldType::Integer),
         field("created_at", "created_at", FieldType::Timestamp),
+        field("source_ids", "source_ids", FieldType::Sources),
     ],
     metadata: true,
 };
@@ -316,6 +320,9 @@ fn is_wildcard(value: &Value) -> bool {
 
 fn parse_column(field: Field, value: &Value) -> Result<Filter> {
     let key = field.key;
+    if field.field_type == FieldType::Sources {
+        return parse_sources(field, value);
+    }
     let condition = |comparison| {
         Ok(Filter::Condition {
             target: Target::Column(field),
@@ -381,6 +388,35 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
     }
 }
 
+/// `{"contains": id}` or `{"contains": [ids]}`: the conclusions derived
+/// from that id, or from every one of those ids (Honcho SDK's `derived()`).
+fn parse_sources(field: Field, value: &Value) -> Result<Filter> {
+    let key = field.key;
+    let refuse = || {
+        Error::invalid(
+            format!("filters.{key}"),
+            "takes only `contains`: an id, or a list of ids that must all be sources",
+        )
+    };
+    let Some(operand) = value
+        .as_object()
+        .filter(|object| object.len() == 1)
+        .and_then(|object| object.get("contains"))
+    else {
+        return Err(refuse());
+    };
+    let text = |item: &Value| item.as_str().map(|id| Scalar::Text(id.to_owned())).ok_or_else(refuse);
+    let comparison = match operand {
+        Value::Array(items) if items.is_empty() => return Ok(Filter::All),
+        Value::Array(items) => Comparison::ContainsAll(items.iter().map(text).collect::<Result<_>>()?),
+        item => Comparison::Contains(text(item)?),
+    };
+    Ok(Filter::Condition {
+        target: Target::Column(field),
+        comparison,
+    })
+}
+
 fn ordered(operator: &str, scalar: Scalar) -> Comparison {
     match operator {
         "gte" => Comparison::Gte(scalar),
@@ -417,6 +453,7 @@ fn coerce(field: Field, value: &Value) -> Result<Scalar> {
             .map(Scalar::Timestamp)
             .ok_or_else(|| Error::invalid(name, format!("`{s}` is not an ISO 8601 date or datetime"))),
         (FieldType::Timestamp, _) => Err(Error::invalid(name, "expects an ISO 8601 string")),
+        (FieldType::Sources, _) => Err(Error::invalid(name, "takes only `contains`")),
     }
 }
 

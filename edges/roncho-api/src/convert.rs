@@ -154,18 +154,19 @@ from_wire! {
     GetSessionSummariesRequest => roncho_recall::GetSessionSummaries { workspace_id, session_id }
     GetPeerContextRequest => roncho_recall::GetPeerContext {
         workspace_id, peer_id, target, search_query, search_top_k, search_max_distance, include_most_frequent,
-        max_conclusions
+        max_conclusions, tokens
     }
     GetRepresentationRequest => roncho_recall::GetRepresentation {
         workspace_id, peer_id, session_id, filters, target, search_query, search_top_k, search_max_distance,
-        include_most_frequent, max_conclusions, scopes
+        include_most_frequent, max_conclusions, scopes, tokens
     }
     GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
     GetErasureReceiptRequest => roncho_recall::GetErasureReceipt { workspace_id, receipt_id }
     GetConclusionRequest => roncho_recall::GetConclusion { workspace_id, conclusion_id }
     QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
     ChatRequest => roncho_dialectic::Chat {
-        workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes
+        workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes,
+        include_evidence
     }
     GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
     RetryFailedWorkRequest => roncho_deriver::RetryFailedWork { workspace_id, session_id, task_type }
@@ -599,19 +600,27 @@ impl IntoWire<pb::PeerContext> for roncho_recall::PeerContext {
             target_id: self.target_id,
             representation: self.representation,
             peer_card: self.peer_card.unwrap_or_default(),
+            omitted_conclusions: self.omitted.conclusions,
+            omitted_peer_card_lines: self.omitted.card_lines,
         }
     }
 }
 
-impl IntoWire<pb::GetRepresentationResponse> for String {
+impl IntoWire<pb::GetRepresentationResponse> for roncho_recall::Representation {
     fn into_wire(self) -> pb::GetRepresentationResponse {
-        pb::GetRepresentationResponse { representation: self }
+        pb::GetRepresentationResponse {
+            representation: self.markdown,
+            omitted_conclusions: self.omitted.conclusions,
+        }
     }
 }
 
-impl IntoWire<pb::ChatResponse> for Option<String> {
+impl IntoWire<pb::ChatResponse> for roncho_dialectic::Answer {
     fn into_wire(self) -> pb::ChatResponse {
-        pb::ChatResponse { content: self }
+        pb::ChatResponse {
+            content: self.content,
+            evidence: self.evidence.map(IntoWire::into_wire),
+        }
     }
 }
 
@@ -620,6 +629,46 @@ impl IntoWire<pb::ChatStreamResponse> for roncho_dialectic::ChatPiece {
         pb::ChatStreamResponse {
             delta: self.delta,
             done: self.done,
+            evidence: self.evidence.map(IntoWire::into_wire),
+        }
+    }
+}
+
+impl IntoWire<pb::Evidence> for roncho_dialectic::Evidence {
+    fn into_wire(self) -> pb::Evidence {
+        pb::Evidence {
+            conclusions: self
+                .conclusions
+                .into_iter()
+                .map(|conclusion| pb::EvidenceConclusion {
+                    id: conclusion.id,
+                    level: conclusion.level,
+                    content: conclusion.content,
+                    created_at: Some(timestamp(conclusion.created_at)),
+                    session_id: conclusion.session_id,
+                    observer_id: conclusion.observer_id,
+                    observed_id: conclusion.observed_id,
+                    source_ids: conclusion.source_ids,
+                })
+                .collect(),
+            messages: self
+                .messages
+                .into_iter()
+                .map(|message| pb::EvidenceMessage {
+                    id: message.id,
+                    session_id: message.session_id,
+                    peer_id: message.peer_id,
+                    created_at: Some(timestamp(message.created_at)),
+                })
+                .collect(),
+            tool_calls: self
+                .tool_calls
+                .into_iter()
+                .map(|(tool_name, input)| pb::EvidenceToolCall {
+                    tool_name,
+                    tool_input: input.as_object().map(crate::json::json_to_struct),
+                })
+                .collect(),
         }
     }
 }

@@ -169,8 +169,11 @@ grpc_service! {
     /// `roncho.v1.DialecticService`: answers about peers.
     GrpcDialectic: DialecticService, over dyn roncho_dialectic::DialecticApi {
         type ChatStreamStream = WireStream<pb::ChatStreamResponse>;
+        type WorkspaceChatStreamStream = WireStream<pb::ChatStreamResponse>;
         rpc chat(ChatRequest) -> pb::ChatResponse;
         rpc chat_stream(ChatRequest) -> WireStream<pb::ChatStreamResponse>;
+        rpc workspace_chat(ChatRequest) -> pb::ChatResponse;
+        rpc workspace_chat_stream(ChatRequest) -> WireStream<pb::ChatStreamResponse>;
     }
 }
 

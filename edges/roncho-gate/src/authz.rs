@@ -318,10 +318,16 @@ impl Authorize for Chat {
         }]
     }
 
-    /// The observer's own memory, and every session it names (as a member, for peer keys).
+    /// The observer's own memory, and every session it names (as a member,
+    /// for peer keys); a workspace chat (no peer) reads every peer's: the workspace.
     fn needs(&self) -> Result<Vec<Need<'_>>> {
         let workspace = self.workspace_id.as_str();
-        let mut needs = scoped(workspace, &self.scopes, Need::Peer(workspace, &self.peer_id));
+        let whose = if self.peer_id.is_empty() {
+            Need::Workspace(workspace)
+        } else {
+            Need::Peer(workspace, &self.peer_id)
+        };
+        let mut needs = scoped(workspace, &self.scopes, whose);
         if let Some(session) = self.session_id.as_deref().filter(|session| !session.is_empty()) {
             needs.push(Need::SessionRead(workspace, session));
         }

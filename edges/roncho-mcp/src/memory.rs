@@ -80,16 +80,19 @@ pub(crate) async fn get_peer_context(context: Context<'_>, args: &Args<'_>) -> R
     let target = args.id("target_peer_id")?;
     let search_query = args.string("search_query")?;
     let max_conclusions = args.integer("max_conclusions", 1, 100)?;
+    let tokens = args.integer("tokens", i64::MIN, i64::MAX)?;
     context.open_peer(&workspace, &peer).await?;
     let call = Call::get(peer_path(&workspace, &peer, "/context"))
         .query("target", target)
         .query("search_query", search_query)
-        .query("max_conclusions", max_conclusions);
+        .query("max_conclusions", max_conclusions)
+        .query("tokens", tokens);
     let reply = context.json(call).await?;
-    Ok(Output::Json(pick(
-        &reply,
-        &["peer_id", "target_id", "representation", "peer_card"],
-    )))
+    let mut fields = vec!["peer_id", "target_id", "representation", "peer_card"];
+    if reply.get("omitted").is_some() {
+        fields.push("omitted");
+    }
+    Ok(Output::Json(pick(&reply, &fields)))
 }
 
 pub(crate) async fn get_representation(context: Context<'_>, args: &Args<'_>) -> Result<Output> {
@@ -108,13 +111,20 @@ pub(crate) async fn get_representation(context: Context<'_>, args: &Args<'_>) ->
     if let Some(max) = args.integer("max_conclusions", 1, 100)? {
         body["max_conclusions"] = max.into();
     }
+    if let Some(tokens) = args.integer("tokens", i64::MIN, i64::MAX)? {
+        body["tokens"] = tokens.into();
+    }
     context.open_peer(&workspace, &peer).await?;
     let reply = context
         .json(Call::post(peer_path(&workspace, &peer, "/representation"), body))
         .await?;
-    Ok(Output::Text(
-        reply["representation"].as_str().unwrap_or_default().to_owned(),
-    ))
+    let mut text = reply["representation"].as_str().unwrap_or_default().to_owned();
+    if let Some(left_out) = reply["omitted"]["conclusions"].as_i64() {
+        text.push_str(&format!(
+            "\n\n({left_out} less important conclusions left out to fit `tokens`.)"
+        ));
+    }
+    Ok(Output::Text(text))
 }
 
 /// The observer (`peer_id`) and the observed (`target_peer_id`, else the

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::context::{Args, Context, Defaults, Failure, Output, Result};
-use crate::schema::{self, LEVELS, Schema, TARGET, number, object, strings, text};
+use crate::schema::{self, LEVELS, Schema, TARGET, TOKENS, number, object, strings, text};
 use crate::{memory, resources};
 
 /// Which tools a server lists.
@@ -189,7 +189,8 @@ tools! {
                 .peer("The observer.")
                 .optional("target_peer_id", text("The observed peer [default: peer_id]."))
                 .optional("search_query", text("Favour conclusions close to this."))
-                .optional("max_conclusions", number("Conclusions to include, 1 to 100 [default 100].")),
+                .optional("max_conclusions", number("Conclusions to include, 1 to 100 [default 100]."))
+                .optional("tokens", number(TOKENS)),
             run: |context, args| memory::get_peer_context(context, args).await;
         "get_representation", "Failed to get representation",
             "The representation alone: markdown sections of the conclusions roncho drew about the peer (or target_peer_id), optionally within one session or closest to search_query.",
@@ -199,7 +200,8 @@ tools! {
                 .optional("target_peer_id", text("The observed peer [default: peer_id]."))
                 .optional("session_id", text("Only what was learned in this session."))
                 .optional("search_query", text("Favour conclusions close to this."))
-                .optional("max_conclusions", number("Conclusions to include, 1 to 100 [default 25].")),
+                .optional("max_conclusions", number("Conclusions to include, 1 to 100 [default 25]."))
+                .optional("tokens", number(TOKENS)),
             run: |context, args| memory::get_representation(context, args).await;
         "create_session", "Failed to create session",
             "Get or create a session: one coherent conversation (a thread, project or channel). Reuse its id for every turn.",

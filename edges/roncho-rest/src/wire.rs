@@ -550,6 +550,8 @@ pub struct Curation {
     pub search_max_distance: Option<f64>,
     pub include_most_frequent: Option<bool>,
     pub max_conclusions: Option<i32>,
+    /// Bounds the representation and the card (beyond Honcho).
+    pub tokens: Option<i32>,
 }
 
 /// `PeerRepresentationGet`: a curation, within a session or sessions.
@@ -614,6 +616,67 @@ pub struct ChatOptions {
     pub filters: Option<JsonObject>,
     pub response_format: Option<serde_json::Value>,
     pub scope: Option<Scopes>,
+    #[serde(default)]
+    pub include_evidence: bool,
+}
+
+/// `WorkspaceChatOptions` (Honcho 3.1): a question to the whole workspace.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkspaceChatOptions {
+    pub query: String,
+    pub session_id: Option<String>,
+    #[serde(default)]
+    pub stream: bool,
+    #[serde(default = "default_reasoning_level")]
+    pub reasoning_level: String,
+    pub response_format: Option<serde_json::Value>,
+    pub scope: Option<Scopes>,
+    #[serde(default)]
+    pub include_evidence: bool,
+}
+
+/// `Evidence`: what an answer read, in Honcho's shape.
+pub fn evidence(evidence: &roncho_dialectic::Evidence) -> serde_json::Value {
+    let conclusions: Vec<serde_json::Value> = evidence
+        .conclusions
+        .iter()
+        .map(|conclusion| {
+            serde_json::json!({
+                "id": conclusion.id,
+                "level": conclusion.level,
+                "content": conclusion.content,
+                "created_at": timestamp(conclusion.created_at),
+                "session_id": conclusion.session_id,
+                "observer_id": conclusion.observer_id,
+                "observed_id": conclusion.observed_id,
+                "source_ids": conclusion.source_ids,
+            })
+        })
+        .collect();
+    let messages: Vec<serde_json::Value> = evidence
+        .messages
+        .iter()
+        .map(|message| {
+            serde_json::json!({
+                "id": message.id,
+                "session_id": message.session_id,
+                "peer_id": message.peer_id,
+                "created_at": timestamp(message.created_at),
+            })
+        })
+        .collect();
+    let tool_calls: Vec<serde_json::Value> = evidence
+        .tool_calls
+        .iter()
+        .map(|(name, input)| serde_json::json!({ "tool_name": name, "tool_input": input }))
+        .collect();
+    serde_json::json!({
+        "conclusions": conclusions,
+        "messages": messages,
+        "tool_calls": tool_calls,
+        "reasoning_trace_id": null,
+    })
 }
 
 fn default_reasoning_level() -> String {

@@ -78,17 +78,50 @@ pub struct ToolContext {
     pub allowed_sessions: Option<Vec<String>>,
     /// Token budget of `get_recent_history`.
     pub history_token_limit: i64,
+    /// Every peer's memory of every peer (workspace chat): `observer` and
+    /// `observed` are empty, and only reading tools make sense.
+    pub whole_workspace: bool,
     write_lock: Arc<tokio::sync::Mutex<()>>,
     log: Mutex<RunLog>,
 }
 
-/// What a run wrote, and whether it said it was done.
+/// What a run wrote, and whether it said it was done; what it read.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct RunLog {
     pub created: Vec<String>,
     pub deleted: Vec<String>,
     pub card_updated: bool,
     pub finished: Option<String>,
+    /// What the run read, each once, in the order first read: the evidence
+    /// of an answer (it over-reports: read is not relied on).
+    pub read: Evidence,
+}
+
+/// What an agent run read and did: conclusions and messages it was shown,
+/// and the tools it called successfully, with their inputs.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Evidence {
+    pub conclusions: Vec<Conclusion>,
+    pub messages: Vec<Message>,
+    pub tool_calls: Vec<(String, Value)>,
+}
+
+impl Evidence {
+    fn conclusions(&mut self, read: &[Conclusion]) {
+        for conclusion in read {
+            if self.conclusions.iter().all(|known| known.id != conclusion.id) {
+                self.conclusions.push(conclusion.clone());
+            }
+        }
+    }
+
+    fn messages(&mut self, read: &[Message]) {
+        for message in read {
+            if self.messages.iter().all(|known| known.id != message.id) {
+                self.messages.push(message.clone());
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for ToolContext {
@@ -121,9 +154,38 @@ impl ToolContext {
             session,
             allowed_sessions: None,
             history_token_limit: 8_192,
+            whole_workspace: false,
             write_lock: collection_lock(workspace, observer, observed),
             log: Mutex::new(RunLog::default()),
         }
+    }
+
+    /// A run over every peer's memory of the workspace (reads only).
+    pub fn whole_workspace(
+        store: Arc<dyn AgentStore>,
+        semantic: Option<Semantic>,
+        workspace: &str,
+        session: Option<String>,
+    ) -> Self {
+        Self {
+            whole_workspace: true,
+            ..Self::new(store, semantic, workspace, "", "", session)
+        }
+    }
+
+    /// The observer whose view of messages applies; `None` for the whole workspace.
+    fn perspective(&self) -> Option<String> {
+        (!self.whole_workspace).then(|| self.observer.clone())
+    }
+
+    /// Notes conclusions the run was shown.
+    pub fn read_conclusions(&self, read: &[Conclusion]) {
+        self.record(|log| log.read.conclusions(read));
+    }
+
+    /// Notes messages the run was shown.
+    pub fn read_messages(&self, read: &[Message]) {
+        self.record(|log| log.read.messages(read));
     }
 
     /// Restricts reads to these sessions (the request's allowlist).
@@ -173,7 +235,12 @@ impl ToolContext {
             other => Ok(format!("error: unknown tool `{other}`")),
         };
         match output {
-            Ok(text) => Ok(truncate_output(text)),
+            Ok(text) => {
+                if !text.starts_with("error:") {
+                    self.record(|log| log.read.tool_calls.push((name.to_owned(), input.clone())));
+                }
+                Ok(truncate_output(text))
+            }
             // The model sent something unusable: it sees why and can retry.
             Err(Error::InvalidArgument { field, reason }) => Ok(format!("error: {field}: {reason}")),
             Err(Error::NotFound { resource, id }) => Ok(format!("error: {resource} {id} not found")),
@@ -192,8 +259,7 @@ impl ToolContext {
     /// Conclusions of this collection the run may see: under an allowlist,
     /// only explicit ones from allowed sessions.
     fn visible(&self, conclusion: &Conclusion) -> bool {
-        conclusion.observer_id == self.observer
-            && conclusion.observed_id == self.observed
+        (self.whole_workspace || (conclusion.observer_id == self.observer && conclusion.observed_id == self.observed))
             && (self.allowed_sessions.is_none()
                 || (conclusion.level == "explicit" && self.may_read_session(conclusion.session_id.as_deref())))
     }
@@ -215,8 +281,14 @@ impl ToolContext {
     /// The collection's conclusions nearest `query` (semantic, else by shared
     /// words), optionally of some levels only.
     pub async fn find_observations(&self, query: &str, top_k: i64, levels: Option<&[&str]>) -> Result<Vec<Conclusion>> {
+        let found = self.nearest_observations(query, top_k, levels).await?;
+        self.read_conclusions(&found);
+        Ok(found)
+    }
+
+    async fn nearest_observations(&self, query: &str, top_k: i64, levels: Option<&[&str]>) -> Result<Vec<Conclusion>> {
         let wanted = |conclusion: &Conclusion| levels.is_none_or(|levels| levels.contains(&conclusion.level.as_str()));
-        if let Some(semantic) = &self.semantic {
+        if let Some(semantic) = self.semantic.as_ref().filter(|_| !self.whole_workspace) {
             let options = RepresentationOptions {
                 observer: self.observer.clone(),
                 observed: self.observed.clone(),
@@ -238,19 +310,22 @@ impl ToolContext {
             }
         }
         let terms = roncho_core::search::terms(query);
-        let candidates = self
-            .store
-            .collection_conclusions(
-                &self.workspace,
-                &self.observer,
-                &self.observed,
-                &CollectionQuery {
-                    allowed_sessions: self.allowed_sessions.clone(),
-                    recent: LEXICAL_SCAN,
-                    most_derived: 0,
-                },
-            )
-            .await?;
+        let candidates = if self.whole_workspace {
+            self.workspace_conclusions().await?
+        } else {
+            self.store
+                .collection_conclusions(
+                    &self.workspace,
+                    &self.observer,
+                    &self.observed,
+                    &CollectionQuery {
+                        allowed_sessions: self.allowed_sessions.clone(),
+                        recent: LEXICAL_SCAN,
+                        most_derived: 0,
+                    },
+                )
+                .await?
+        };
         let mut scored: Vec<(usize, Conclusion)> = candidates
             .into_iter()
             .filter(|c| self.visible(c) && wanted(c))
@@ -263,6 +338,31 @@ impl ToolContext {
             .take(usize::try_from(top_k).unwrap_or(usize::MAX))
             .map(|(_, c)| c)
             .collect())
+    }
+
+    /// The workspace's newest conclusions of every collection, up to
+    /// [`LEXICAL_SCAN`] (vectors are kept per collection: a whole-workspace
+    /// question matches words).
+    async fn workspace_conclusions(&self) -> Result<Vec<Conclusion>> {
+        let mut found = Vec::new();
+        let pages = i32::try_from(LEXICAL_SCAN / 100).unwrap_or(1);
+        for page in 1..=pages {
+            let items = self
+                .store
+                .list_conclusions(
+                    &self.workspace,
+                    &filter::Filter::All,
+                    PageRequest::from_wire(page, 100, false)?,
+                )
+                .await?
+                .items;
+            let last = items.len() < 100;
+            found.extend(items);
+            if last {
+                break;
+            }
+        }
+        Ok(found)
     }
 
     async fn search_messages(&self, input: &Value) -> Result<String> {
@@ -300,7 +400,7 @@ impl ToolContext {
             terms: roncho_core::search::terms(query),
             session_ids: self.allowed_sessions.clone(),
             peer_id: None,
-            peer_perspective: Some(self.observer.clone()),
+            peer_perspective: self.perspective(),
             limit: asked,
         };
         let found = roncho_search::messages::search(
@@ -321,6 +421,7 @@ impl ToolContext {
             .filter(|m| dated(m) && self.may_read_session(Some(&m.session_id)))
             .collect();
         found.truncate(usize::try_from(limit).unwrap_or(usize::MAX));
+        self.read_messages(&found);
         Ok(found)
     }
 
@@ -361,10 +462,12 @@ impl ToolContext {
     async fn scan(&self, scan: MessageScan) -> Result<Vec<Message>> {
         let scan = MessageScan {
             session_ids: scan.session_ids.or_else(|| self.allowed_sessions.clone()),
-            peer_perspective: Some(self.observer.clone()),
+            peer_perspective: self.perspective(),
             ..scan
         };
-        self.store.scan_messages(&self.workspace, &scan).await
+        let found = self.store.scan_messages(&self.workspace, &scan).await?;
+        self.read_messages(&found);
+        Ok(found)
     }
 
     async fn observation_context(&self, input: &Value) -> Result<String> {
@@ -374,7 +477,12 @@ impl ToolContext {
         }
         let found: Vec<Message> = self
             .store
-            .messages_by_ids(&self.workspace, &ids, &filter::Filter::All, Some(&self.observer))
+            .messages_by_ids(
+                &self.workspace,
+                &ids,
+                &filter::Filter::All,
+                self.perspective().as_deref(),
+            )
             .await?
             .into_iter()
             .filter(|m| self.may_read_session(Some(&m.session_id)))

@@ -115,10 +115,50 @@ pub struct Ask {
     pub allowed_sessions: Option<Vec<String>>,
     pub level: Level,
     pub response_format: Option<Value>,
+    /// Every peer's memory (workspace chat): `observer` and `target` are empty.
+    pub whole_workspace: bool,
+}
+
+/// Tools that read across the whole workspace (the others follow one
+/// collection's reasoning).
+const WORKSPACE_TOOLS: &[&str] = &[
+    "search_memory",
+    "search_messages",
+    "grep_messages",
+    "get_messages_by_date_range",
+    "search_messages_temporal",
+];
+
+impl Ask {
+    /// The tools the model may call for this question.
+    pub fn tools(&self) -> Vec<&'static str> {
+        self.level
+            .tools()
+            .iter()
+            .copied()
+            .filter(|tool| !self.whole_workspace || WORKSPACE_TOOLS.contains(tool))
+            .collect()
+    }
+
+    /// Whose memory answers, in words.
+    fn whose(&self) -> String {
+        if self.whole_workspace {
+            "the workspace's memory".to_owned()
+        } else if self.observer == self.target {
+            format!("{}'s memory", self.target)
+        } else {
+            format!("{}'s memory of {}", self.observer, self.target)
+        }
+    }
 }
 
 /// Tokens of recent session history put before the question.
 const SESSION_HISTORY_TOKENS: i64 = 4_096;
+/// Tokens the whole prefetch (cards, observations, history) may take: the
+/// cards at most a quarter, cards and observations at most half, the
+/// history the rest. Cards of 40 long lines and 50 long observations
+/// would otherwise fill a small model's window before its first tool call.
+pub const PREFETCH_TOKENS: i64 = 8_192;
 /// Observations and messages quoted by an extractive answer.
 const EXTRACTIVE_OBSERVATIONS: i64 = 5;
 const EXTRACTIVE_MESSAGES: i64 = 3;
@@ -142,10 +182,10 @@ pub async fn answer_with_model(
         ],
         max_tokens: model.max_tokens,
         temperature: Some(0.2),
-        tools: tools::definitions(ask.level.tools()),
+        tools: tools::definitions(&ask.tools()),
         ..ChatRequest::default()
     };
-    let allowed = ask.level.tools();
+    let allowed = ask.tools();
     let mut text = None;
     for _ in 0..ask.level.max_tool_iterations() {
         let reply = model.llm.chat(&request).await?;
@@ -268,6 +308,16 @@ async fn structured(model: &LevelModel, ask: &Ask, answer: &str, format: &Value)
 }
 
 fn system_prompt(ask: &Ask) -> String {
+    if ask.whole_workspace {
+        return "You answer questions about a whole workspace: every peer in it, what each is known to have \
+                said and what was concluded about them, across all their conversations. The memory below was \
+                prefetched for the question; use the tools to look further when it is not enough. Explicit \
+                observations are facts stated in conversation; derived ones were reasoned from them. Answer \
+                directly and concisely, name the peers you speak of, cite the observations and messages you \
+                rely on by their ids as [id:...], and when memory does not hold the answer, say so plainly \
+                instead of guessing."
+            .to_owned();
+    }
     let Ask { observer, target, .. } = ask;
     let whose = if observer == target {
         format!("{target}'s own memory of themself")
@@ -284,14 +334,24 @@ fn system_prompt(ask: &Ask) -> String {
     )
 }
 
-/// Peer cards, prefetched observations and recent history, as text.
+/// Peer cards, prefetched observations and recent history, as text, within
+/// [`PREFETCH_TOKENS`]; what the budget leaves out is said, for the tools to find.
 async fn preflight(tools: &ToolContext, ask: &Ask) -> Result<String> {
     let mut text = String::new();
+    let mut budget = Budget::new(PREFETCH_TOKENS);
     let store = tools.store.as_ref();
     let mut cards = vec![(ask.observer.as_str(), ask.observer.as_str())];
     if ask.target != ask.observer {
         cards.push((ask.observer.as_str(), ask.target.as_str()));
     }
+    if ask.whole_workspace {
+        cards.clear();
+    }
+    let about = if ask.whole_workspace {
+        "the workspace's peers".to_owned()
+    } else {
+        ask.target.clone()
+    };
     for (observer, observed) in cards {
         if let Some(card) = roncho_search::context::peer_card(store, &ask.workspace, observer, observed).await?
             && !card.is_empty()
@@ -301,41 +361,94 @@ async fn preflight(tools: &ToolContext, ask: &Ask) -> Result<String> {
             } else {
                 format!("{observer}'s card of {observed}")
             };
-            text.push_str(&format!("## {title}\n{}\n\n", card.join("\n")));
+            text.push_str(&format!("## {title}\n"));
+            budget.push_lines(&mut text, card, PREFETCH_TOKENS / 4);
+            text.push('\n');
         }
     }
     let prefetch = ask.level.prefetch();
     let explicit = tools
         .find_observations(&ask.query, prefetch, Some(&["explicit"]))
         .await?;
-    text.push_str(&format!("## Explicit observations about {}\n", ask.target));
-    push_or_none(&mut text, explicit.iter().map(observation_line));
     // Under an allowlist only explicit observations are visible.
-    if ask.allowed_sessions.is_none() {
-        let derived = tools
-            .find_observations(&ask.query, prefetch, Some(&["deductive", "inductive", "contradiction"]))
-            .await?;
-        text.push_str(&format!("\n## Derived observations about {}\n", ask.target));
-        push_or_none(&mut text, derived.iter().map(observation_line));
+    let derived = if ask.allowed_sessions.is_none() {
+        Some(
+            tools
+                .find_observations(&ask.query, prefetch, Some(&["deductive", "inductive", "contradiction"]))
+                .await?,
+        )
+    } else {
+        None
+    };
+    // Explicit and derived share the observations' half.
+    let half = PREFETCH_TOKENS / 2;
+    let explicit_limit = if derived.is_some() {
+        budget.used + (half - budget.used) / 2
+    } else {
+        half
+    };
+    text.push_str(&format!("## Explicit observations about {about}\n"));
+    budget.push_lines(&mut text, explicit.iter().map(observation_line), explicit_limit);
+    if let Some(derived) = derived {
+        text.push_str(&format!("\n## Derived observations about {about}\n"));
+        budget.push_lines(&mut text, derived.iter().map(observation_line), half);
     }
     if let Some(session) = &ask.session {
+        // Lines carry a time and a speaker beyond the stored counts.
+        let history_budget = SESSION_HISTORY_TOKENS.min(budget.left() * 3 / 4);
         let history = store
-            .context_messages(&ask.workspace, session, SESSION_HISTORY_TOKENS, 0)
+            .context_messages(&ask.workspace, session, history_budget, 0)
             .await?;
+        tools.read_messages(&history);
         text.push_str(&format!("\n## Recent messages of session {session}\n"));
-        push_or_none(&mut text, history.iter().map(|m| message_line(m).trim_end().to_owned()));
+        budget.push_lines(
+            &mut text,
+            history.iter().map(|m| message_line(m).trim_end().to_owned()),
+            PREFETCH_TOKENS,
+        );
     }
     Ok(text)
 }
 
-fn push_or_none(text: &mut String, lines: impl Iterator<Item = String>) {
-    let before = text.len();
-    for line in lines {
-        text.push_str(&line);
-        text.push('\n');
+/// Tokens spent of the prefetch's budget.
+struct Budget {
+    total: i64,
+    used: i64,
+}
+
+impl Budget {
+    fn new(total: i64) -> Self {
+        Self { total, used: 0 }
     }
-    if text.len() == before {
-        text.push_str("(none)\n");
+
+    fn left(&self) -> i64 {
+        self.total - self.used
+    }
+
+    /// Appends lines, in order, while the budget spent stays within `up_to`
+    /// (and the total); says how many were left out, or `(none)`.
+    fn push_lines(&mut self, text: &mut String, lines: impl IntoIterator<Item = String>, up_to: i64) {
+        let limit = up_to.min(self.total);
+        let (mut kept, mut left_out) = (0, 0);
+        for line in lines {
+            let cost = roncho_core::tokens::count(&line) + 1;
+            if left_out == 0 && self.used + cost <= limit {
+                self.used += cost;
+                text.push_str(&line);
+                text.push('\n');
+                kept += 1;
+            } else {
+                left_out += 1;
+            }
+        }
+        if left_out > 0 {
+            text.push_str(&format!(
+                "({left_out} more left out of the prefetch; the tools can find them)\n"
+            ));
+            self.used += 16;
+        } else if kept == 0 {
+            text.push_str("(none)\n");
+        }
     }
 }
 
@@ -350,11 +463,7 @@ pub async fn answer_extractively(tools: &ToolContext, ask: &Ask) -> Result<Optio
         .find_observations(&ask.query, EXTRACTIVE_OBSERVATIONS, None)
         .await?;
     let messages = tools.find_messages(&ask.query, EXTRACTIVE_MESSAGES, None, None).await?;
-    let whose = if ask.observer == ask.target {
-        format!("{}'s memory", ask.target)
-    } else {
-        format!("{}'s memory of {}", ask.observer, ask.target)
-    };
+    let whose = ask.whose();
     if observations.is_empty() && messages.is_empty() {
         return Ok(Some(format!(
             "No LLM is configured, and nothing in {whose} relates to the question."

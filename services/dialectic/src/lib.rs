@@ -20,7 +20,8 @@ use serde_json::Value;
 pub const MAX_QUERY_CHARS: usize = 10_000;
 
 /// A question about `target` (the observer itself when unset), answered
-/// from what `peer_id` knows.
+/// from what `peer_id` knows; in a workspace chat, `peer_id` and `target`
+/// are empty and every peer's memory answers.
 #[derive(Debug, Clone, Default)]
 pub struct Chat {
     pub workspace_id: String,
@@ -37,22 +38,40 @@ pub struct Chat {
     /// from the peer's, limited to their sessions (not with `session_id`
     /// or `filters`).
     pub scopes: Vec<String>,
+    /// Returns what the answer read ([`Evidence`]) beside it.
+    pub include_evidence: bool,
 }
 
-/// A piece of a streamed answer: text, then a last piece with `done`.
+pub use roncho_agent::Evidence;
+
+/// An answer (`None` when memory holds nothing to answer from), and what
+/// it read when asked.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Answer {
+    pub content: Option<String>,
+    pub evidence: Option<Evidence>,
+}
+
+/// A piece of a streamed answer: text, then a last piece with `done` (and
+/// the evidence, when asked).
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatPiece {
     pub delta: String,
     pub done: bool,
+    pub evidence: Option<Evidence>,
 }
 
 /// Natural-language answers, as every edge calls them.
 #[async_trait::async_trait]
 pub trait DialecticApi: Send + Sync {
-    /// Returns the answer, `None` when memory holds nothing to answer from.
-    async fn chat(&self, request: Chat) -> Result<Option<String>>;
+    /// Answers from a peer's memory.
+    async fn chat(&self, request: Chat) -> Result<Answer>;
     /// Streams the final answer's pieces; an error ends the stream.
     async fn chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
+    /// Answers from every peer's memory of the workspace (`peer_id` and `target` empty).
+    async fn workspace_chat(&self, request: Chat) -> Result<Answer>;
+    /// Streams a workspace chat's answer.
+    async fn workspace_chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
 }
 
 /// The dialectic service.
@@ -98,14 +117,21 @@ impl Dialectic {
 
     /// Checks `request` and resolves its scopes into whom the answer
     /// observes from and which sessions it may draw on.
-    async fn ask(&self, request: Chat) -> Result<Ask> {
+    async fn ask(&self, request: Chat, whole_workspace: bool) -> Result<Ask> {
         let scopes = context::scope_ids("scope", &request.scopes)?;
         if !scopes.is_empty()
             && (request.filters.is_some() || request.session_id.as_deref().is_some_and(|s| !s.is_empty()))
         {
             return Err(Error::invalid("scope", "cannot be combined with session_id or filters"));
         }
-        let mut ask = Self::checked(request)?;
+        let mut ask = Self::checked(request, whole_workspace)?;
+        if whole_workspace {
+            // Scopes only bound the sessions a workspace chat reads.
+            if !scopes.is_empty() {
+                ask.allowed_sessions = Some(self.store.scope_session_ids(&ask.workspace, &scopes).await?);
+            }
+            return Ok(ask);
+        }
         let (observer, allowed) =
             context::scoped_observer(&*self.store, &ask.workspace, &ask.observer, &scopes).await?;
         ask.observer = observer;
@@ -115,15 +141,23 @@ impl Dialectic {
         Ok(ask)
     }
 
-    fn checked(request: Chat) -> Result<Ask> {
+    fn checked(request: Chat, whole_workspace: bool) -> Result<Ask> {
         let workspace = validate::reference_id("workspace_id", &request.workspace_id)?;
-        let observer = validate::reference_id("peer_id", &request.peer_id)?;
-        context::refuse_scope_peer("peer_id", &observer)?;
-        let target = match request.target.as_deref().filter(|target| !target.is_empty()) {
-            Some(target) => validate::reference_id("target", target)?,
-            None => observer.clone(),
+        let (observer, target) = if whole_workspace {
+            if !request.peer_id.is_empty() || request.target.as_deref().is_some_and(|t| !t.is_empty()) {
+                return Err(Error::invalid("peer_id", "a workspace chat names no peer"));
+            }
+            (String::new(), String::new())
+        } else {
+            let observer = validate::reference_id("peer_id", &request.peer_id)?;
+            context::refuse_scope_peer("peer_id", &observer)?;
+            let target = match request.target.as_deref().filter(|target| !target.is_empty()) {
+                Some(target) => validate::reference_id("target", target)?,
+                None => observer.clone(),
+            };
+            context::refuse_scope_peer("target", &target)?;
+            (observer, target)
         };
-        context::refuse_scope_peer("target", &target)?;
         let query = validate::strip_nul(&request.query);
         if query.trim().is_empty() {
             return Err(Error::invalid("query", "is required"));
@@ -154,24 +188,35 @@ impl Dialectic {
             allowed_sessions: context::session_allowlist(request.filters.as_ref())?,
             level: Level::parse(&request.reasoning_level)?,
             response_format,
+            whole_workspace,
         })
     }
 
     /// Answers `ask`, sending the final answer's pieces to `sink` when
     /// streaming; bounded by the level's deadline.
-    async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<Option<String>> {
-        // The observer must exist (NOT_FOUND otherwise); an unknown target simply has no memory.
-        self.store
-            .get_peer_card(&ask.workspace, &ask.observer, &ask.observer)
-            .await?;
-        let tools = ToolContext::new(
-            self.store.clone(),
-            self.semantic.clone(),
-            &ask.workspace,
-            &ask.observer,
-            &ask.target,
-            ask.session.clone(),
-        )
+    async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<(Option<String>, Evidence)> {
+        let tools = if ask.whole_workspace {
+            self.workspace_exists(&ask.workspace).await?;
+            ToolContext::whole_workspace(
+                self.store.clone(),
+                self.semantic.clone(),
+                &ask.workspace,
+                ask.session.clone(),
+            )
+        } else {
+            // The observer must exist (NOT_FOUND otherwise); an unknown target simply has no memory.
+            self.store
+                .get_peer_card(&ask.workspace, &ask.observer, &ask.observer)
+                .await?;
+            ToolContext::new(
+                self.store.clone(),
+                self.semantic.clone(),
+                &ask.workspace,
+                &ask.observer,
+                &ask.target,
+                ask.session.clone(),
+            )
+        }
         .with_allowed_sessions(ask.allowed_sessions.clone());
         let deadline = self.deadlines[ask.level.index()];
         let work = async {
@@ -186,25 +231,40 @@ impl Dialectic {
                 }
             }
         };
-        tokio::time::timeout(deadline, work).await.map_err(|_| {
+        let text = tokio::time::timeout(deadline, work).await.map_err(|_| {
             Error::DeadlineExceeded(format!(
                 "the {} level's answer took longer than {} s",
                 ask.level.name(),
                 deadline.as_secs_f32()
             ))
-        })?
-    }
-}
-
-#[async_trait::async_trait]
-impl DialecticApi for Dialectic {
-    async fn chat(&self, request: Chat) -> Result<Option<String>> {
-        let ask = self.ask(request).await?;
-        self.answer(&ask, None).await
+        })??;
+        Ok((text, tools.log().read))
     }
 
-    async fn chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
-        let ask = self.ask(request).await?;
+    /// NOT_FOUND for a workspace that does not exist.
+    async fn workspace_exists(&self, workspace: &str) -> Result<()> {
+        let by_id = serde_json::json!({ "id": workspace });
+        let filter = roncho_core::filter::parse(&roncho_core::filter::WORKSPACE, by_id.as_object())?;
+        let page = roncho_core::model::PageRequest::from_wire(1, 1, false)?;
+        if self.store.list_workspaces(&filter, page).await?.items.is_empty() {
+            return Err(Error::not_found("workspace", workspace));
+        }
+        Ok(())
+    }
+
+    async fn reply(&self, request: Chat, whole_workspace: bool) -> Result<Answer> {
+        let include_evidence = request.include_evidence;
+        let ask = self.ask(request, whole_workspace).await?;
+        let (content, evidence) = self.answer(&ask, None).await?;
+        Ok(Answer {
+            content,
+            evidence: include_evidence.then_some(evidence),
+        })
+    }
+
+    async fn stream(&self, request: Chat, whole_workspace: bool) -> Result<BoxStream<'static, Result<ChatPiece>>> {
+        let include_evidence = request.include_evidence;
+        let ask = self.ask(request, whole_workspace).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
         // The answer runs after the reply's headers: in the request's span still.
@@ -214,12 +274,20 @@ impl DialecticApi for Dialectic {
                 let pieces = sender.clone();
                 let sink = move |delta: String| {
                     // A closed channel means the client went away; the select below stops the work.
-                    let _ = pieces.send(Ok(ChatPiece { delta, done: false }));
+                    let _ = pieces.send(Ok(ChatPiece {
+                        delta,
+                        done: false,
+                        evidence: None,
+                    }));
                 };
                 tokio::select! {
                     () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
                     result = this.answer(&ask, Some(&sink)) => {
-                        let last = result.map(|_| ChatPiece { delta: String::new(), done: true });
+                        let last = result.map(|(_, evidence)| ChatPiece {
+                            delta: String::new(),
+                            done: true,
+                            evidence: include_evidence.then_some(evidence),
+                        });
                         let _ = sender.send(last);
                     }
                 }
@@ -227,5 +295,24 @@ impl DialecticApi for Dialectic {
             span,
         ));
         Ok(Box::pin(tokio_stream::wrappers::UnboundedReceiverStream::new(receiver)))
+    }
+}
+
+#[async_trait::async_trait]
+impl DialecticApi for Dialectic {
+    async fn chat(&self, request: Chat) -> Result<Answer> {
+        self.reply(request, false).await
+    }
+
+    async fn chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
+        self.stream(request, false).await
+    }
+
+    async fn workspace_chat(&self, request: Chat) -> Result<Answer> {
+        self.reply(request, true).await
+    }
+
+    async fn workspace_chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
+        self.stream(request, true).await
     }
 }

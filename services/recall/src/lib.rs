@@ -14,6 +14,7 @@ use roncho_core::store::{Erasure, Webhooks};
 use roncho_core::{Error, Result, validate};
 use roncho_search::SearchStore;
 use roncho_search::Semantic;
+pub use roncho_search::context::Omitted;
 use roncho_search::context::{self, MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions, SessionContext};
 use roncho_search::messages::SearchResults;
 use serde_json::Value;
@@ -193,6 +194,8 @@ pub struct GetPeerContext {
     pub search_max_distance: Option<f64>,
     pub include_most_frequent: Option<bool>,
     pub max_conclusions: Option<i32>,
+    /// Bounds the representation and the card together (beyond Honcho).
+    pub tokens: Option<i32>,
 }
 
 /// A peer's representation of and card about a target.
@@ -202,6 +205,15 @@ pub struct PeerContext {
     pub target_id: String,
     pub representation: Option<String>,
     pub peer_card: Option<Vec<String>>,
+    /// What `tokens` left out.
+    pub omitted: Omitted,
+}
+
+/// A representation as markdown, and what `tokens` left out of it.
+#[derive(Debug, Clone, Default)]
+pub struct Representation {
+    pub markdown: String,
+    pub omitted: Omitted,
 }
 
 /// Asks for the representation `peer_id` holds of `target`.
@@ -220,6 +232,8 @@ pub struct GetRepresentation {
     /// One scope: the scope's memory of the target; several: the peer's,
     /// limited to their sessions (not with `session_id` or `filters`).
     pub scopes: Vec<String>,
+    /// Bounds the representation (beyond Honcho).
+    pub tokens: Option<i32>,
 }
 
 /// Names the card `peer_id` holds about `target` (itself when unset).
@@ -299,8 +313,7 @@ pub trait RecallApi: Send + Sync {
     async fn get_session_context(&self, request: GetSessionContext) -> Result<SessionContext>;
     async fn get_session_summaries(&self, request: GetSessionSummaries) -> Result<SessionSummaries>;
     async fn get_peer_context(&self, request: GetPeerContext) -> Result<PeerContext>;
-    /// Returns the representation as markdown.
-    async fn get_representation(&self, request: GetRepresentation) -> Result<String>;
+    async fn get_representation(&self, request: GetRepresentation) -> Result<Representation>;
     /// Returns the card, `None` when there is none.
     async fn get_peer_card(&self, request: GetPeerCard) -> Result<Option<Vec<String>>>;
     async fn list_conclusions(&self, request: ListConclusions) -> Result<Page<Conclusion>>;
@@ -357,6 +370,17 @@ fn bounded(field: &str, value: Option<i32>, low: i32, high: i32) -> Result<Optio
             Err(Error::invalid(field, format!("must be between {low} and {high}")))
         }
         other => Ok(other.map(i64::from)),
+    }
+}
+
+/// A `tokens` budget, 1 to [`MAX_CONTEXT_TOKENS`].
+fn token_budget(tokens: Option<i32>) -> Result<Option<i64>> {
+    match tokens.map(i64::from) {
+        Some(tokens) if !(1..=MAX_CONTEXT_TOKENS).contains(&tokens) => Err(Error::invalid(
+            "tokens",
+            format!("must be between 1 and {MAX_CONTEXT_TOKENS}"),
+        )),
+        tokens => Ok(tokens),
     }
 }
 
@@ -525,16 +549,7 @@ impl RecallApi for Recall {
     async fn get_session_context(&self, request: GetSessionContext) -> Result<SessionContext> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let session_id = validate::reference_id("session_id", &request.session_id)?;
-        let token_limit = match request.tokens {
-            Some(tokens) if !(1..=MAX_CONTEXT_TOKENS).contains(&i64::from(tokens)) => {
-                return Err(Error::invalid(
-                    "tokens",
-                    format!("must be between 1 and {MAX_CONTEXT_TOKENS}"),
-                ));
-            }
-            Some(tokens) => i64::from(tokens),
-            None => MAX_CONTEXT_TOKENS,
-        };
+        let token_limit = token_budget(request.tokens)?.unwrap_or(MAX_CONTEXT_TOKENS);
         check_distance("search_max_distance", request.search_max_distance)?;
         let peer_target = optional_id("peer_target", request.peer_target.as_deref())?;
         let peer_perspective = optional_id("peer_perspective", request.peer_perspective.as_deref())?;
@@ -635,18 +650,26 @@ impl RecallApi for Recall {
             include_most_frequent: request.include_most_frequent.unwrap_or(true),
             max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(100),
         };
-        let representation =
-            context::representation(&*self.store, self.semantic.as_ref(), &workspace_id, &options).await?;
-        let card = context::peer_card(&*self.store, &workspace_id, &observer, &observed).await?;
+        let budget = token_budget(request.tokens)?;
+        let memory = context::memory(
+            &*self.store,
+            self.semantic.as_ref(),
+            &workspace_id,
+            &options,
+            true,
+            budget,
+        )
+        .await?;
         Ok(PeerContext {
             peer_id: observer,
             target_id: observed,
-            representation: Some(representation),
-            peer_card: card,
+            representation: memory.representation,
+            peer_card: memory.peer_card,
+            omitted: memory.omitted,
         })
     }
 
-    async fn get_representation(&self, request: GetRepresentation) -> Result<String> {
+    async fn get_representation(&self, request: GetRepresentation) -> Result<Representation> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let peer = validate::reference_id("peer_id", &request.peer_id)?;
         let observed = optional_id("target", request.target.as_deref())?.unwrap_or_else(|| peer.clone());
@@ -676,7 +699,20 @@ impl RecallApi for Recall {
             include_most_frequent: request.include_most_frequent.unwrap_or(false),
             max_conclusions: bounded("max_conclusions", request.max_conclusions, 1, 100)?.unwrap_or(25),
         };
-        context::representation(&*self.store, self.semantic.as_ref(), &workspace_id, &options).await
+        let budget = token_budget(request.tokens)?;
+        let memory = context::memory(
+            &*self.store,
+            self.semantic.as_ref(),
+            &workspace_id,
+            &options,
+            false,
+            budget,
+        )
+        .await?;
+        Ok(Representation {
+            markdown: memory.representation.unwrap_or_default(),
+            omitted: memory.omitted,
+        })
     }
 
     async fn get_peer_card(&self, request: GetPeerCard) -> Result<Option<Vec<String>>> {

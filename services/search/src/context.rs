@@ -253,6 +253,63 @@ pub async fn fit_card(card: Vec<String>, budget: i64) -> Result<(Vec<String>, i6
     .await
 }
 
+/// A representation and a peer card, cut to a budget when one is given.
+#[derive(Debug, Clone, Default)]
+pub struct Memory {
+    /// The representation's markdown; `None` when none was asked for.
+    pub representation: Option<String>,
+    /// The card; `None` when there is none.
+    pub peer_card: Option<Vec<String>>,
+    /// Tokens of both, counted only under a budget.
+    pub tokens: i64,
+    /// What the budget left out.
+    pub omitted: Omitted,
+}
+
+/// Returns the representation of `options` and, `with_card`, the peer card,
+/// together within `budget` tokens when one is given: the card takes at most
+/// half of it by line, the representation the rest by priority.
+pub async fn memory(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    options: &RepresentationOptions,
+    with_card: bool,
+    budget: impl Into<Option<i64>>,
+) -> Result<Memory> {
+    let budget = budget.into();
+    let card = if with_card {
+        peer_card(store, workspace_id, &options.observer, &options.observed).await?
+    } else {
+        None
+    };
+    let conclusions = representation_conclusions(store, semantic, workspace_id, options).await?;
+    let Some(budget) = budget else {
+        return Ok(Memory {
+            representation: Some(representation::to_markdown(&conclusions)),
+            peer_card: card,
+            ..Memory::default()
+        });
+    };
+    let mut omitted = Omitted::default();
+    let (card, card_tokens) = match card {
+        Some(card) => {
+            let (kept, tokens, left_out) = fit_card(card, budget / 2).await?;
+            omitted.card_lines = left_out;
+            (Some(kept), tokens)
+        }
+        None => (None, 0),
+    };
+    let fitted = fit_representation(conclusions, budget - card_tokens).await?;
+    omitted.conclusions = fitted.omitted;
+    Ok(Memory {
+        representation: Some(fitted.markdown),
+        peer_card: card,
+        tokens: fitted.tokens + card_tokens,
+        omitted,
+    })
+}
+
 /// Runs token counting off the async runtime.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(work)
@@ -383,31 +440,22 @@ pub async fn session_context(
     include_summary: bool,
     target: Option<RepresentationOptions>,
 ) -> Result<SessionContext> {
-    let mut omitted = Omitted::default();
-    let (representation, peer_card, budget) = match target {
-        None => (None, None, token_limit),
+    let (memory, budget) = match target {
+        None => (Memory::default(), token_limit),
         Some(options) => {
-            let memory_budget = token_limit / MEMORY_SHARE;
             // Under an allowlist the card is dropped: it may rest on other sessions.
-            let card = if options.allowed_sessions.is_some() {
-                None
-            } else {
-                peer_card(store, workspace_id, &options.observer, &options.observed).await?
-            };
-            let (card, card_tokens) = match card {
-                Some(card) => {
-                    // The card takes at most half of it, the representation the rest.
-                    let (kept, tokens, left_out) = fit_card(card, memory_budget / 2).await?;
-                    omitted.card_lines = left_out;
-                    (Some(kept), tokens)
-                }
-                None => (None, 0),
-            };
-            let conclusions = representation_conclusions(store, semantic, workspace_id, &options).await?;
-            let fitted = fit_representation(conclusions, memory_budget - card_tokens).await?;
-            omitted.conclusions = fitted.omitted;
-            let used = fitted.tokens + card_tokens;
-            (Some(fitted.markdown), card, token_limit - used)
+            let with_card = options.allowed_sessions.is_none();
+            let memory = memory(
+                store,
+                semantic,
+                workspace_id,
+                &options,
+                with_card,
+                token_limit / MEMORY_SHARE,
+            )
+            .await?;
+            let left = token_limit - memory.tokens;
+            (memory, left)
         }
     };
     let (summary, from_seq, message_budget) = if include_summary {
@@ -422,9 +470,9 @@ pub async fn session_context(
         id: session_id.to_owned(),
         messages,
         summary,
-        representation,
-        peer_card,
-        omitted,
+        representation: memory.representation,
+        peer_card: memory.peer_card,
+        omitted: memory.omitted,
     })
 }
 

@@ -5,6 +5,7 @@ use super::*;
 store_contract_suite!(
     filters_follow_the_honcho_grammar,
     every_filter_key_reads_its_column,
+    conclusions_are_found_by_what_they_were_derived_from,
 ;
 );
 
@@ -137,6 +138,7 @@ async fn every_filter_key_reads_its_column(store: &dyn Store) {
     let mut conclusion = new_conclusion("alice", "alice", "adopted a kitten");
     conclusion.session_id = Some("s".into());
     conclusion.metadata = object(json!({"tag": "x"}));
+    conclusion.source_ids = vec![message.id.clone()];
     let conclusion = store.create_conclusions("w", vec![conclusion]).await.unwrap().remove(0);
     let search = MessageSearch {
         terms: vec!["kitten".into()],
@@ -157,6 +159,8 @@ async fn every_filter_key_reads_its_column(store: &dyn Store) {
         for key in keys {
             let filters = if key == "metadata" {
                 json!({"metadata": {"tag": "x"}})
+            } else if key == "source_ids" {
+                json!({"source_ids": {"contains": message.id}})
             } else {
                 matching_filter(key, id)
             };
@@ -191,6 +195,98 @@ async fn every_filter_key_reads_its_column(store: &dyn Store) {
             matches!(unknown, Err(Error::InvalidArgument { .. })),
             "{}: {unknown:?}",
             schema.resource
+        );
+    }
+}
+
+/// `{"source_ids": {"contains": id}}` (Honcho SDK's `derived()`): the
+/// conclusions that cite the id, every id of a list, in this workspace only.
+async fn conclusions_are_found_by_what_they_were_derived_from(store: &dyn Store) {
+    let mut messages = Vec::new();
+    for workspace in ["w", "other"] {
+        let said = store
+            .create_messages(
+                workspace,
+                "s",
+                vec![new_message("alice", "first"), new_message("alice", "second")],
+            )
+            .await
+            .unwrap();
+        messages.push(said);
+    }
+    let (m1, m2) = (messages[0][0].id.clone(), messages[0][1].id.clone());
+    let derived = |content: &str, sources: &[&str]| {
+        let mut conclusion = new_conclusion("alice", "alice", content);
+        conclusion.source_ids = sources.iter().map(|id| (*id).to_owned()).collect();
+        conclusion
+    };
+    let made = store
+        .create_conclusions(
+            "w",
+            vec![
+                derived("from one", &[&m1]),
+                derived("from both", &[&m1, &m2]),
+                derived("from none", &[]),
+            ],
+        )
+        .await
+        .unwrap();
+    assert_eq!(made.len(), 3);
+    // A neighbour's workspace cites its own message of the same place.
+    store
+        .create_conclusions("other", vec![derived("neighbour", &[&messages[1][0].id])])
+        .await
+        .unwrap();
+    let contents = |filters: Value| async move {
+        let filter = parsed(&filter::CONCLUSION, filters);
+        let mut found: Vec<String> = store
+            .list_conclusions("w", &filter, page(1, 100))
+            .await
+            .unwrap()
+            .items
+            .into_iter()
+            .map(|conclusion| conclusion.content)
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        contents(json!({"source_ids": {"contains": m1}})).await,
+        ["from both", "from one"]
+    );
+    assert_eq!(contents(json!({"source_ids": {"contains": m2}})).await, ["from both"]);
+    assert_eq!(
+        contents(json!({"source_ids": {"contains": [m1, m2]}})).await,
+        ["from both"]
+    );
+    assert!(contents(json!({"source_ids": {"contains": "m3"}})).await.is_empty());
+    assert!(
+        contents(json!({"source_ids": {"contains": messages[1][0].id}}))
+            .await
+            .is_empty(),
+        "a neighbour's sources stay in its workspace"
+    );
+    // A conclusion is a source too (deductions cite conclusions).
+    let by_conclusion = store
+        .create_conclusions("w", vec![derived("deduced", &[&made[0].id])])
+        .await
+        .unwrap();
+    assert_eq!(
+        contents(json!({"source_ids": {"contains": made[0].id}, "observer_id": "alice"})).await,
+        ["deduced"]
+    );
+    assert_eq!(by_conclusion.len(), 1);
+    for refused in [
+        json!({"source_ids": "m1"}),
+        json!({"source_ids": ["m1"]}),
+        json!({"source_ids": {"in": ["m1"]}}),
+        json!({"source_ids": {"contains": 1}}),
+        json!({"source_ids": {"contains": "m1", "ne": "m2"}}),
+    ] {
+        let parsed = filter::parse(&filter::CONCLUSION, refused.as_object());
+        assert!(
+            matches!(parsed, Err(Error::InvalidArgument { .. })),
+            "{refused}: {parsed:?}"
         );
     }
 }

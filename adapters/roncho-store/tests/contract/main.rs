@@ -789,6 +789,7 @@ fn matching_filter(key: &str, id: &str) -> Value {
         "times_derived" => json!({"gte": 1}),
         "level" => json!("explicit"),
         "created_at" => json!({"gte": "2000-01-01T00:00:00Z"}),
+        "source_ids" => json!({"contains": "m-source"}),
         other => panic!("no matching value for filter key `{other}`: add one"),
     };
     json!({ key: value })

@@ -573,6 +573,24 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "DialecticService.WorkspaceChat",
+            case!(Dialectic.workspace_chat, |w| pb::ChatRequest {
+                workspace_id: w.w.clone(),
+                session_id: Some(w.s.clone()),
+                query: "what does bob like?".into(),
+                include_evidence: true,
+                ..Default::default()
+            }),
+        ),
+        (
+            "DialecticService.WorkspaceChatStream",
+            case!(stream Dialectic.workspace_chat_stream, |w| pb::ChatRequest {
+                workspace_id: w.w.clone(),
+                query: "what does bob like?".into(),
+                ..Default::default()
+            }),
+        ),
+        (
             "DeriverService.GetQueueStatus",
             case!(Deriver.get_queue_status, |w| pb::GetQueueStatusRequest {
                 workspace_id: w.w.clone(),

@@ -461,3 +461,150 @@ async fn a_client_that_goes_away_stops_the_run() {
     assert_eq!(later, after_cancel, "no model call after the client left");
     server.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn the_prefetch_holds_its_budget_whatever_memory_holds() {
+    let (llm, script) = model(vec![says("Mochi eats salmon.")], Duration::ZERO).await;
+    let mut server = start(|dialectic| dialectic.with_model(Level::Low, llm, 500)).await;
+    // Memory ten times the prefetch: a full card of long lines, and 250
+    // long observations of each kind.
+    let long = "about Mochi the grey cat, her salmon, her vet visits and the window she sleeps in ".repeat(10);
+    let card: Vec<String> = (0..40).map(|n| format!("ATTRIBUTE: {n} {long}")).collect();
+    server.store.set_peer_card("w", "bob", "alice", card).await.unwrap();
+    let observation = |n: usize, level: &str| NewConclusion {
+        observer_id: "bob".into(),
+        observed_id: "alice".into(),
+        session_id: Some("s".into()),
+        level: level.into(),
+        content: format!("Observation {n} {long}"),
+        premises: Vec::new(),
+        source_ids: vec![server.messages[0].clone()],
+        metadata: JsonObject::new(),
+    };
+    let many: Vec<NewConclusion> = (0..250)
+        .flat_map(|n| [observation(n, "explicit"), observation(n, "deductive")])
+        .collect();
+    let whole: i64 = many.iter().map(|c| roncho_core::tokens::count(&c.content)).sum();
+    assert!(
+        whole > 10 * roncho_dialectic::agent::PREFETCH_TOKENS,
+        "{whole} tokens of memory"
+    );
+    server.store.create_conclusions("w", many).await.unwrap();
+
+    let answer = server
+        .client
+        .chat(pb::ChatRequest {
+            session_id: Some("s".into()),
+            ..ask("What does Alice's cat eat?", "low")
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.content.as_deref(), Some("Mochi eats salmon."));
+    let requests = script.requests.lock().unwrap().clone();
+    let prompt = requests[0]["messages"][1]["content"].as_str().unwrap().to_owned();
+    let prefetch = prompt.split("\n\nQuestion:").next().unwrap();
+    let used = roncho_core::tokens::count(prefetch);
+    // The section headings are the only text beyond the budget.
+    assert!(
+        used <= roncho_dialectic::agent::PREFETCH_TOKENS + 64,
+        "{used} tokens prefetched"
+    );
+    assert!(prefetch.contains("left out of the prefetch"), "{prefetch}");
+    assert!(
+        prefetch.contains("Recent messages of session s"),
+        "history keeps its place: {prefetch}"
+    );
+    assert!(prefetch.contains("Mochi only eats salmon."), "{prefetch}");
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_workspace_chat_reads_every_peer_through_the_model_and_shows_its_evidence() {
+    let (llm, script) = model(
+        vec![
+            calls_tool("search_messages", json!({"query": "salmon"})),
+            calls_tool("get_reasoning_chain", json!({"observation_id": "x"})),
+            says("Alice's cat Mochi eats only salmon."),
+        ],
+        Duration::ZERO,
+    )
+    .await;
+    let mut server = start(|dialectic| dialectic.with_model(Level::Low, llm, 500)).await;
+    let answer = server
+        .client
+        .workspace_chat(pb::ChatRequest {
+            workspace_id: "w".into(),
+            query: "What does anyone's cat eat?".into(),
+            include_evidence: true,
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.content.as_deref(), Some("Alice's cat Mochi eats only salmon."));
+    let requests = script.requests.lock().unwrap().clone();
+    let offered: Vec<&str> = requests[0]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|tool| tool["function"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        offered,
+        [
+            "search_memory",
+            "search_messages",
+            "grep_messages",
+            "get_messages_by_date_range",
+            "search_messages_temporal"
+        ]
+    );
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("whole workspace"), "{system}");
+    let prefetch = requests[0]["messages"][1]["content"].as_str().unwrap();
+    assert!(
+        prefetch.contains(&server.facts[1]),
+        "every peer's observations: {prefetch}"
+    );
+    let refused = requests[2]["messages"].as_array().unwrap().last().unwrap()["content"].to_string();
+    assert!(refused.contains("not available"), "{refused}");
+
+    let evidence = answer.evidence.expect("evidence when asked");
+    assert_eq!(evidence.tool_calls.len(), 1, "{evidence:?}");
+    assert_eq!(evidence.tool_calls[0].tool_name, "search_messages");
+    let input = roncho_api::json::struct_to_json(evidence.tool_calls[0].tool_input.as_ref().unwrap());
+    assert_eq!(input["query"], "salmon");
+    let read: Vec<&str> = evidence.messages.iter().map(|m| m.id.as_str()).collect();
+    assert!(read.contains(&server.messages[2].as_str()), "{read:?}");
+    assert!(
+        evidence
+            .conclusions
+            .iter()
+            .any(|c| c.id == server.facts[1] && c.observer_id == "bob")
+    );
+
+    // A workspace chat names no peer; a peer chat needs one.
+    let refused = server
+        .client
+        .workspace_chat(pb::ChatRequest {
+            workspace_id: "w".into(),
+            peer_id: "bob".into(),
+            query: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    let refused = server
+        .client
+        .chat(pb::ChatRequest {
+            workspace_id: "w".into(),
+            query: "x".into(),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    server.shutdown.cancel();
+}

@@ -81,6 +81,25 @@ impl Server {
     async fn post(&self, path: &str, body: Value) -> (u16, Value) {
         self.send(reqwest::Method::POST, path, body, None).await
     }
+
+    /// Calls a tool of `/mcp` (stateless Streamable HTTP) and returns its text.
+    async fn mcp_tool(&self, name: &str, arguments: Value) -> String {
+        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": arguments}});
+        let response = self
+            .http
+            .post(format!("{}/mcp", self.base))
+            .header("accept", "application/json, text/event-stream")
+            .json(&call)
+            .send()
+            .await
+            .unwrap();
+        let reply: Value = response.json().await.unwrap();
+        assert_ne!(reply["result"]["isError"], true, "{name}: {reply}");
+        reply["result"]["content"][0]["text"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{name}: {reply}"))
+            .to_owned()
+    }
 }
 
 fn ids(items: &Value) -> Vec<&str> {
@@ -1241,7 +1260,7 @@ fn context_tokens(representation: &str, card: &[String], summary: i64, messages:
 }
 
 #[tokio::test]
-async fn every_session_context_holds_its_budget_and_says_what_it_left_out() {
+async fn every_context_route_holds_its_budget_and_says_what_it_left_out() {
     let server = Server::start(false).await;
     server
         .post(
@@ -1367,5 +1386,256 @@ async fn every_session_context_holds_its_budget_and_says_what_it_left_out() {
     assert!(used <= budget, "gRPC: {used} tokens for a budget of {budget}");
     assert_eq!(context.omitted_conclusions, left_out);
     assert!(context.omitted_peer_card_lines > 0);
+
+    // Peer context and representation: the same budget over REST, gRPC and MCP.
+    let (status, peer) = server
+        .send(
+            reqwest::Method::GET,
+            &format!("/v3/workspaces/w/peers/bob/context?target=alice&tokens={budget}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{peer}");
+    let used = context_tokens(
+        peer["representation"].as_str().unwrap(),
+        &strings(&peer["peer_card"]),
+        0,
+        &[],
+    );
+    assert!(used <= budget, "REST peer context: {used} tokens: {peer}");
+    assert!(
+        peer["representation"].as_str().unwrap().contains("detail number 59"),
+        "{peer}"
+    );
+    assert!(peer["omitted"]["conclusions"].as_i64().unwrap() > 0, "{peer}");
+    assert!(peer["omitted"]["peer_card_lines"].as_i64().unwrap() > 0, "{peer}");
+    let (_, uncut) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/peers/bob/context?target=alice",
+            Value::Null,
+            None,
+        )
+        .await;
+    assert!(uncut.get("omitted").is_none(), "no budget, Honcho's reply: {uncut}");
+    assert_eq!(strings(&uncut["peer_card"]).len(), 40, "{uncut}");
+
+    let representation_body = json!({"target": "alice", "max_conclusions": 60, "tokens": budget});
+    let (status, representation) = server
+        .post("/v3/workspaces/w/peers/bob/representation", representation_body)
+        .await;
+    assert_eq!(status, 200, "{representation}");
+    let used = context_tokens(representation["representation"].as_str().unwrap(), &[], 0, &[]);
+    assert!(used <= budget, "REST representation: {used} tokens: {representation}");
+    assert!(used > budget / 2, "the budget is used, not wasted: {used}");
+    assert!(
+        representation["omitted"]["conclusions"].as_i64().unwrap() > 0,
+        "{representation}"
+    );
+
+    let mut recall = RecallServiceClient::new(server.served.channel.clone());
+    let peer = recall
+        .get_peer_context(pb::GetPeerContextRequest {
+            workspace_id: "w".into(),
+            peer_id: "bob".into(),
+            target: Some("alice".into()),
+            tokens: Some(budget as i32),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let used = context_tokens(peer.representation.as_deref().unwrap(), &peer.peer_card, 0, &[]);
+    assert!(used <= budget, "gRPC peer context: {used} tokens");
+    assert!(peer.omitted_conclusions > 0 && peer.omitted_peer_card_lines > 0);
+    let representation = recall
+        .get_representation(pb::GetRepresentationRequest {
+            workspace_id: "w".into(),
+            peer_id: "bob".into(),
+            target: Some("alice".into()),
+            max_conclusions: Some(60),
+            tokens: Some(budget as i32),
+            ..Default::default()
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let used = context_tokens(&representation.representation, &[], 0, &[]);
+    assert!(used <= budget, "gRPC representation: {used} tokens");
+    assert!(representation.omitted_conclusions > 0);
+    let refused = recall
+        .get_representation(pb::GetRepresentationRequest {
+            workspace_id: "w".into(),
+            peer_id: "bob".into(),
+            tokens: Some(0),
+            ..Default::default()
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+
+    let peer = server
+        .mcp_tool(
+            "get_peer_context",
+            json!({"workspace_id": "w", "peer_id": "bob", "target_peer_id": "alice", "tokens": budget}),
+        )
+        .await;
+    let peer: Value = serde_json::from_str(&peer).unwrap();
+    let used = context_tokens(
+        peer["representation"].as_str().unwrap(),
+        &strings(&peer["peer_card"]),
+        0,
+        &[],
+    );
+    assert!(used <= budget, "MCP peer context: {used} tokens: {peer}");
+    assert!(peer["omitted"]["conclusions"].as_i64().unwrap() > 0, "{peer}");
+    let representation = server
+        .mcp_tool(
+            "get_representation",
+            json!({"workspace_id": "w", "peer_id": "bob", "target_peer_id": "alice", "max_conclusions": 60, "tokens": budget}),
+        )
+        .await;
+    let (markdown, note) = representation.rsplit_once("\n\n(").unwrap();
+    let used = context_tokens(markdown, &[], 0, &[]);
+    assert!(used <= budget, "MCP representation: {used} tokens");
+    assert!(note.contains("left out to fit `tokens`"), "{note}");
+    server.served.shutdown.cancel();
+}
+
+/// Honcho 3.1's workspace chat: every peer's memory answers (extractive
+/// without a model), streamed too, with the evidence of what it read; and
+/// peer chat gives evidence when asked.
+#[tokio::test]
+async fn workspace_chat_answers_from_every_peer_with_its_evidence() {
+    let server = Server::start(false).await;
+    server
+        .post(
+            "/v3/workspaces/w/sessions",
+            json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+        )
+        .await;
+    let (status, said) = server
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": [
+                {"peer_id": "alice", "content": "My sourdough starter finally doubled overnight"},
+                {"peer_id": "bob", "content": "I rebuilt the carburetor on my motorbike"},
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{said}");
+    let bob_said = said[1]["id"].as_str().unwrap().to_owned();
+    let (status, made) = server
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "Bob rebuilds motorbike carburetors himself", "observer_id": "alice", "observed_id": "bob", "session_id": "s"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    let conclusion = made[0]["id"].as_str().unwrap().to_owned();
+
+    let (status, answer) = server
+        .post(
+            "/v3/workspaces/w/chat",
+            json!({"query": "who rebuilt a motorbike carburetor?"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let content = answer["content"].as_str().unwrap();
+    assert!(content.contains("carburetor"), "{content}");
+    assert!(answer.get("evidence").is_none(), "evidence only when asked: {answer}");
+
+    let (status, answer) = server
+        .post(
+            "/v3/workspaces/w/chat",
+            json!({"query": "who rebuilt a motorbike carburetor?", "include_evidence": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    let evidence = &answer["evidence"];
+    let read: Vec<&str> = evidence["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["id"].as_str().unwrap())
+        .collect();
+    assert!(read.contains(&bob_said.as_str()), "{evidence}");
+    let message = evidence["messages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["id"] == bob_said.as_str())
+        .unwrap();
+    assert_eq!(message["peer_id"], "bob");
+    assert_eq!(message["session_id"], "s");
+    assert!(message.get("content").is_none(), "identity only: {message}");
+    let found = evidence["conclusions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["id"] == conclusion.as_str());
+    let found = found.unwrap_or_else(|| panic!("the conclusion was read: {evidence}"));
+    assert_eq!(found["observer_id"], "alice");
+    assert_eq!(found["observed_id"], "bob");
+    assert!(found["created_at"].as_str().is_some(), "{found}");
+
+    // Streamed: pieces, then `done` with the evidence.
+    let response = server
+        .http
+        .post(format!("{}/v3/workspaces/w/chat", server.base))
+        .json(&json!({"query": "who rebuilt a motorbike carburetor?", "stream": true, "include_evidence": true}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(response.status(), 200);
+    let text = response.text().await.unwrap();
+    let events: Vec<Value> = text
+        .lines()
+        .filter_map(|line| line.strip_prefix("data: "))
+        .map(|data| serde_json::from_str(data).unwrap())
+        .collect();
+    let (last, pieces) = events.split_last().unwrap();
+    assert_eq!(last["done"], true, "{text}");
+    assert!(
+        last["evidence"]["messages"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|m| m["id"] == bob_said.as_str()),
+        "{last}"
+    );
+    let streamed: String = pieces
+        .iter()
+        .map(|piece| piece["delta"]["content"].as_str().unwrap())
+        .collect();
+    assert!(streamed.contains("carburetor"), "{streamed}");
+
+    // Peer chat gives its evidence too.
+    let (status, answer) = server
+        .post(
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "what does bob rebuild?", "target": "bob", "include_evidence": true}),
+        )
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert!(
+        answer["evidence"]["conclusions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|c| c["id"] == conclusion.as_str()),
+        "{answer}"
+    );
+
+    // Refusals: a peer is not a workspace field; an unknown workspace is 404; an empty query is 422.
+    let (status, refused) = server
+        .post("/v3/workspaces/w/chat", json!({"query": "x", "target": "bob"}))
+        .await;
+    assert_eq!(status, 422, "{refused}");
+    let (status, refused) = server.post("/v3/workspaces/nowhere/chat", json!({"query": "x"})).await;
+    assert_eq!(status, 404, "{refused}");
+    let (status, refused) = server.post("/v3/workspaces/w/chat", json!({"query": " "})).await;
+    assert_eq!(status, 422, "{refused}");
     server.served.shutdown.cancel();
 }

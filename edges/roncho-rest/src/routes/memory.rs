@@ -7,8 +7,8 @@ use axum::{Extension, Json};
 use http::{HeaderValue, StatusCode};
 use roncho_core::{Caller, Error};
 use roncho_ingest as ingest;
-use roncho_recall as recall;
-use serde_json::json;
+use roncho_recall::{self as recall, Omitted};
+use serde_json::{Value, json};
 
 use super::reply::{Reply, idempotency_key, ok};
 use crate::Rest;
@@ -184,9 +184,12 @@ pub(super) async fn representation(
         include_most_frequent: curation.include_most_frequent,
         max_conclusions: curation.max_conclusions,
         scopes: wire::scopes(body.scope)?,
+        tokens: curation.tokens,
     };
     let representation = call!(rest.recall, caller, request, get_representation);
-    ok(json!({ "representation": representation }))
+    let mut reply = json!({ "representation": representation.markdown });
+    with_omitted(&mut reply, representation.omitted);
+    ok(reply)
 }
 
 pub(super) async fn peer_context(
@@ -204,14 +207,27 @@ pub(super) async fn peer_context(
         search_max_distance: query.search_max_distance,
         include_most_frequent: query.include_most_frequent,
         max_conclusions: query.max_conclusions,
+        tokens: query.tokens,
     };
     let context = call!(rest.recall, caller, request, get_peer_context);
-    ok(json!({
+    let mut reply = json!({
         "peer_id": context.peer_id,
         "target_id": context.target_id,
         "representation": context.representation,
         "peer_card": context.peer_card,
-    }))
+    });
+    with_omitted(&mut reply, context.omitted);
+    ok(reply)
+}
+
+/// Beyond Honcho's shape, only when a budget left something out: what it left out.
+fn with_omitted(reply: &mut Value, omitted: Omitted) {
+    if omitted != Omitted::default() {
+        reply["omitted"] = json!({
+            "conclusions": omitted.conclusions,
+            "peer_card_lines": omitted.card_lines,
+        });
+    }
 }
 
 /// Session context. Its query repeats `sessions` (an allowlist), which
@@ -268,13 +284,7 @@ pub(super) async fn session_context(
         "peer_representation": context.representation,
         "peer_card": context.peer_card,
     });
-    // Beyond Honcho's shape, only when the budget left something out.
-    if context.omitted != Default::default() {
-        reply["omitted"] = json!({
-            "conclusions": context.omitted.conclusions,
-            "peer_card_lines": context.omitted.card_lines,
-        });
-    }
+    with_omitted(&mut reply, context.omitted);
     ok(reply)
 }
 
@@ -387,20 +397,14 @@ pub(super) async fn delete_conclusion(
 /// Chat about a peer: `{"content": …}`, or with `stream` Honcho's
 /// server-sent events: `data: {"delta": {"content": …}, "done": false}`
 /// per piece, then `data: {"done": true}`. An error after the stream began
-/// ends it with `data: {"error": {"detail": …}, "done": true}`.
+/// ends it with `data: {"error": {"detail": …}, "done": true}`. With
+/// `include_evidence`, `evidence` is on the reply or on the `done` event.
 pub(super) async fn chat(
     State(rest): State<Rest>,
     Extension(caller): Extension<Caller>,
     Path((workspace_id, peer_id)): Path<(String, String)>,
     Body(options): Body<wire::ChatOptions>,
 ) -> Reply {
-    let response_format = match options.response_format {
-        None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::Object(schema)) => Some(schema),
-        Some(_) => {
-            return Err(Error::invalid("response_format", "must be a JSON Schema whose root is an object").into());
-        }
-    };
     let request = roncho_dialectic::Chat {
         workspace_id,
         peer_id,
@@ -409,17 +413,70 @@ pub(super) async fn chat(
         target: options.target,
         reasoning_level: options.reasoning_level,
         filters: options.filters,
-        response_format,
+        response_format: response_format(options.response_format)?,
         scopes: wire::scopes(options.scope)?,
+        include_evidence: options.include_evidence,
     };
     if !options.stream {
-        let content = call!(rest.dialectic, caller, request, chat);
-        return ok(json!({ "content": content }));
+        let answer = call!(rest.dialectic, caller, request, chat);
+        return ok(answer_json(&answer));
     }
     let pieces = call!(rest.dialectic, caller, request, chat_stream);
+    Ok(events(pieces))
+}
+
+/// Honcho 3.1's workspace chat: the same answer from every peer's memory
+/// of the workspace (a workspace key), streamed or not, with evidence.
+pub(super) async fn workspace_chat(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(options): Body<wire::WorkspaceChatOptions>,
+) -> Reply {
+    let request = roncho_dialectic::Chat {
+        workspace_id,
+        query: options.query,
+        session_id: options.session_id,
+        reasoning_level: options.reasoning_level,
+        response_format: response_format(options.response_format)?,
+        scopes: wire::scopes(options.scope)?,
+        include_evidence: options.include_evidence,
+        ..Default::default()
+    };
+    if !options.stream {
+        let answer = call!(rest.dialectic, caller, request, workspace_chat);
+        return ok(answer_json(&answer));
+    }
+    let pieces = call!(rest.dialectic, caller, request, workspace_chat_stream);
+    Ok(events(pieces))
+}
+
+fn response_format(format: Option<Value>) -> Result<Option<serde_json::Map<String, Value>>, RestError> {
+    match format {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(schema)) => Ok(Some(schema)),
+        Some(_) => Err(Error::invalid("response_format", "must be a JSON Schema whose root is an object").into()),
+    }
+}
+
+fn answer_json(answer: &roncho_dialectic::Answer) -> Value {
+    let mut reply = json!({ "content": answer.content });
+    if let Some(evidence) = &answer.evidence {
+        reply["evidence"] = wire::evidence(evidence);
+    }
+    reply
+}
+
+/// An answer's pieces as server-sent events.
+fn events(
+    pieces: futures::stream::BoxStream<'static, roncho_core::Result<roncho_dialectic::ChatPiece>>,
+) -> axum::response::Response {
     let events = futures::StreamExt::map(pieces, |piece| {
         let event = match piece {
-            Ok(piece) if piece.done => json!({"done": true}),
+            Ok(piece) if piece.done => match &piece.evidence {
+                Some(evidence) => json!({"done": true, "evidence": wire::evidence(evidence)}),
+                None => json!({"done": true}),
+            },
             Ok(piece) => json!({"delta": {"content": piece.delta}, "done": false}),
             Err(error) => json!({"error": {"detail": error.to_string()}, "done": true}),
         };
@@ -432,5 +489,5 @@ pub(super) async fn chat(
         HeaderValue::from_static("text/event-stream"),
     );
     headers.insert(http::header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
-    Ok(response)
+    response
 }

@@ -71,6 +71,7 @@ routes! {
     put "/v3/workspaces/{workspace_id}/peers/{peer_id}" "update_peer_v3_workspaces__workspace_id__peers__peer_id__put" => update_peer;
     post "/v3/workspaces/{workspace_id}/peers/{peer_id}/sessions" "get_sessions_for_peer_v3_workspaces__workspace_id__peers__peer_id__sessions_post" => list_peer_sessions;
     post "/v3/workspaces/{workspace_id}/peers/{peer_id}/chat" "chat_v3_workspaces__workspace_id__peers__peer_id__chat_post" => chat;
+    post "/v3/workspaces/{workspace_id}/chat" "chat_v3_workspaces__workspace_id__chat_post" => workspace_chat;
     post "/v3/workspaces/{workspace_id}/peers/{peer_id}/representation" "get_representation_v3_workspaces__workspace_id__peers__peer_id__representation_post" => representation;
     get "/v3/workspaces/{workspace_id}/peers/{peer_id}/card" "get_peer_card_v3_workspaces__workspace_id__peers__peer_id__card_get" => get_peer_card;
     put "/v3/workspaces/{workspace_id}/peers/{peer_id}/card" "set_peer_card_v3_workspaces__workspace_id__peers__peer_id__card_put" => set_peer_card;
