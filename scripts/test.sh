@@ -57,7 +57,9 @@ export RONCHO_TEST_MINILM_MODEL_DIR=${RONCHO_TEST_MINILM_MODEL_DIR:-$(scripts/fe
 cargo test --workspace --locked
 cargo build --locked -p roncho
 clients/python/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
-# Honcho's official Python SDK (PyPI honcho-ai, pinned) against the REST edge.
+# Honcho's official Python SDK (PyPI honcho-ai) against the REST edge: the
+# release matching Honcho 3.0.12, then the newest with what it added.
 clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
+HONCHO_SDK_VERSION=newest clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # The official Python MCP client (PyPI mcp, pinned) against `roncho mcp` (stdio) and `/mcp` (HTTP).
 clients/mcp/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"

@@ -15,7 +15,9 @@ from honcho.api_types import SessionPeerConfig
 from steps import step, summary
 
 
-def main():
+def main(more_steps=lambda honcho, state, args: []):
+    """Runs the scenario; `more_steps(honcho, state, args)` adds (name, check)
+    steps after chat, while the conversation is still there (newer.py)."""
     parser = argparse.ArgumentParser()
     parser.add_argument("--base-url", required=True)
     parser.add_argument("--api-key")
@@ -162,6 +164,8 @@ def main():
     step("context: messages under a budget, as OpenAI messages", context)
     step("peer cards and conclusions: set, list, representation, delete", cards_and_conclusions)
     step("chat: an answer, and a stream", chat)
+    for name, check in more_steps(honcho, state, args):
+        step(name, check)
     step("queue status", queue)
     step("session peer configuration, metadata, peer sessions, peer context, summaries", configuration_and_memberships)
     step("clone a session, delete the copy", clone_and_delete)

@@ -54,6 +54,48 @@ pub struct Workspace {
     pub created_at: i64,
 }
 
+/// An immutable identifier of one workspace, peer or session (Honcho 3.1's
+/// `uid`): a digest of its kind, place, name and creation time, so it holds
+/// for the resource's life and a resource deleted and made again under the
+/// same name gets another.
+pub fn uid(kind: &str, workspace: &str, name: &str, created_at: i64) -> String {
+    use sha2::{Digest, Sha256};
+    const ALPHABET: &[u8] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_-";
+    let mut digest = Sha256::new();
+    for part in [kind, workspace, name] {
+        digest.update(part.as_bytes());
+        digest.update([0]);
+    }
+    digest.update(created_at.to_be_bytes());
+    digest
+        .finalize()
+        .iter()
+        .take(21)
+        .map(|byte| char::from(ALPHABET[usize::from(byte % 64)]))
+        .collect()
+}
+
+impl Workspace {
+    /// See [`uid`].
+    pub fn uid(&self) -> String {
+        uid("workspace", &self.id, "", self.created_at)
+    }
+}
+
+impl Peer {
+    /// See [`uid`].
+    pub fn uid(&self) -> String {
+        uid("peer", &self.workspace_id, &self.id, self.created_at)
+    }
+}
+
+impl Session {
+    /// See [`uid`].
+    pub fn uid(&self) -> String {
+        uid("session", &self.workspace_id, &self.id, self.created_at)
+    }
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Peer {
     pub id: String,

@@ -259,6 +259,7 @@ pub fn micros(timestamp: &prost_types::Timestamp) -> i64 {
 impl IntoWire<pb::Workspace> for Workspace {
     fn into_wire(self) -> pb::Workspace {
         pb::Workspace {
+            uid: self.uid(),
             id: self.id,
             metadata: Some(json_to_struct(&self.metadata)),
             configuration: Some(json_to_struct(&self.configuration)),
@@ -270,6 +271,7 @@ impl IntoWire<pb::Workspace> for Workspace {
 impl IntoWire<pb::Peer> for Peer {
     fn into_wire(self) -> pb::Peer {
         pb::Peer {
+            uid: self.uid(),
             id: self.id,
             workspace_id: self.workspace_id,
             metadata: Some(json_to_struct(&self.metadata)),
@@ -282,6 +284,7 @@ impl IntoWire<pb::Peer> for Peer {
 impl IntoWire<pb::Session> for Session {
     fn into_wire(self) -> pb::Session {
         pb::Session {
+            uid: self.uid(),
             id: self.id,
             workspace_id: self.workspace_id,
             is_active: self.is_active,

@@ -34,6 +34,7 @@ pub fn parse_timestamp(field: &str, text: &str) -> Result<i64> {
 #[derive(Debug, Serialize)]
 pub struct Workspace {
     pub id: String,
+    pub uid: String,
     pub metadata: JsonObject,
     pub configuration: JsonObject,
     pub created_at: String,
@@ -42,6 +43,7 @@ pub struct Workspace {
 impl From<model::Workspace> for Workspace {
     fn from(workspace: model::Workspace) -> Self {
         Self {
+            uid: workspace.uid(),
             id: workspace.id,
             metadata: workspace.metadata,
             configuration: workspace.configuration,
@@ -53,6 +55,7 @@ impl From<model::Workspace> for Workspace {
 #[derive(Debug, Serialize)]
 pub struct Peer {
     pub id: String,
+    pub uid: String,
     pub workspace_id: String,
     pub created_at: String,
     pub metadata: JsonObject,
@@ -62,6 +65,7 @@ pub struct Peer {
 impl From<model::Peer> for Peer {
     fn from(peer: model::Peer) -> Self {
         Self {
+            uid: peer.uid(),
             id: peer.id,
             workspace_id: peer.workspace_id,
             created_at: timestamp(peer.created_at),
@@ -74,6 +78,7 @@ impl From<model::Peer> for Peer {
 #[derive(Debug, Serialize)]
 pub struct Session {
     pub id: String,
+    pub uid: String,
     pub is_active: bool,
     pub workspace_id: String,
     pub metadata: JsonObject,
@@ -84,6 +89,7 @@ pub struct Session {
 impl From<model::Session> for Session {
     fn from(session: model::Session) -> Self {
         Self {
+            uid: session.uid(),
             id: session.id,
             is_active: session.is_active,
             workspace_id: session.workspace_id,
