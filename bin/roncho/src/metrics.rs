@@ -13,7 +13,12 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 use roncho_core::model::SyncKind;
-use roncho_core::store::SyncLedger;
+use roncho_core::store::{DerivationHealth, SyncLedger};
+
+roncho_core::store_view! {
+    /// The store as the gauges read it: sync counts and derivation health.
+    pub trait GaugeStore: SyncLedger, DerivationHealth
+}
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RpcCode {
@@ -30,6 +35,11 @@ struct Rpc {
 struct TaskState {
     task_type: String,
     state: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Workspace {
+    workspace: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -100,6 +110,7 @@ pub struct Metrics {
     queue_oldest_pending_seconds: Family<TaskType, Gauge<f64, std::sync::atomic::AtomicU64>>,
     sync_rows: Family<SyncState, Gauge>,
     text_index_backlog: Gauge,
+    derivation_degraded: Family<Workspace, Gauge>,
     llm_calls: Family<ModelOutcome, Counter>,
     llm_tokens: Family<ModelTokens, Counter>,
     requests_in_flight: Gauge,
@@ -182,6 +193,13 @@ impl Metrics {
             "text_index_backlog_messages",
             "messages whose words are not full-text indexed yet (Postgres indexes them off the write path; search matches the newest on the fly)",
             text_index_backlog.clone(),
+        );
+        let derivation_degraded = Family::<Workspace, Gauge>::default();
+        registry.register(
+            "derivation_degraded",
+            "1 for each workspace whose model derivations keep giving no observations (queue status and \
+             roncho status say why)",
+            derivation_degraded.clone(),
         );
         let llm_calls = Family::<ModelOutcome, Counter>::default();
         registry.register("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
@@ -275,6 +293,7 @@ impl Metrics {
             queue_oldest_pending_seconds,
             sync_rows,
             text_index_backlog,
+            derivation_degraded,
             llm_calls,
             llm_tokens,
         }
@@ -422,7 +441,7 @@ impl Metrics {
     }
 
     /// Refreshes the queue and sync gauges from the database.
-    pub async fn refresh(&self, store: &dyn SyncLedger, ledger: Option<&roncho_store::SqlWorkQueue>) {
+    pub async fn refresh(&self, store: &dyn GaugeStore, ledger: Option<&roncho_store::SqlWorkQueue>) {
         if let Some(ledger) = ledger {
             let (groups, batches) = ledger.store().write_groups();
             self.write_groups.set(i64::try_from(groups).unwrap_or(i64::MAX));
@@ -476,6 +495,19 @@ impl Metrics {
             }
             Err(error) => tracing::warn!(%error, "metrics: reading the text index backlog failed"),
         }
+        match store.degraded_derivations().await {
+            Ok(degraded) => {
+                self.derivation_degraded.clear();
+                for record in degraded {
+                    self.derivation_degraded
+                        .get_or_create(&Workspace {
+                            workspace: record.workspace_id,
+                        })
+                        .set(1);
+                }
+            }
+            Err(error) => tracing::warn!(%error, "metrics: reading derivation health failed"),
+        }
     }
 }
 
@@ -505,7 +537,7 @@ pub async fn serve(
     listener: tokio::net::TcpListener,
     gate: crate::connections::ConnectionGate,
     metrics: Arc<Metrics>,
-    store: Arc<dyn SyncLedger>,
+    store: Arc<dyn GaugeStore>,
     ledger: Option<roncho_store::SqlWorkQueue>,
     every: Duration,
     shutdown: tokio_util::sync::CancellationToken,

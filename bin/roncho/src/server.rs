@@ -298,10 +298,10 @@ fn mount_roles<L>(
             }
             Role::Deriver => {
                 served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
-                let deriver = Arc::new(roncho_deriver::Deriver::new(
-                    services.queue.clone(),
-                    services.derivation.clone(),
-                ));
+                let deriver = Arc::new(
+                    roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone())
+                        .with_health(services.store.clone()),
+                );
                 rest = rest.with_deriver(deriver.clone());
                 router.add_service(DeriverServiceServer::new(GrpcDeriver::new(edge.clone(), deriver)))
             }
@@ -325,10 +325,10 @@ fn mount_roles<L>(
     // the queue; the workers run in their own roles).
     if roles.contains(&Role::Ingest) {
         if !roles.contains(&Role::Deriver) {
-            rest = rest.with_deriver(Arc::new(roncho_deriver::Deriver::new(
-                services.queue.clone(),
-                services.derivation.clone(),
-            )));
+            rest = rest.with_deriver(Arc::new(
+                roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone())
+                    .with_health(services.store.clone()),
+            ));
         }
         if !roles.contains(&Role::Dreamer) {
             rest = rest.with_dreamer(Arc::new(roncho_dreamer::Dreamer::new(

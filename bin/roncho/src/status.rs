@@ -399,9 +399,29 @@ async fn store_checks(config: &Config) -> Vec<Check> {
                 ),
             });
         }
+        if let Ok(degraded) = roncho_core::store::DerivationHealth::degraded_derivations(store.as_ref()).await {
+            checks.push(derivation_check(&degraded));
+        }
         store.close().await;
     }
     checks
+}
+
+/// Workspaces whose model derivations keep giving no observations.
+fn derivation_check(degraded: &[roncho_core::store::DerivationRecord]) -> Check {
+    Check {
+        name: "derivation",
+        ok: degraded.is_empty(),
+        detail: if degraded.is_empty() {
+            "no workspace's derivations are degraded".to_owned()
+        } else {
+            let reasons: Vec<String> = degraded
+                .iter()
+                .filter_map(|record| Some(format!("workspace `{}`: {}", record.workspace_id, record.degraded()?)))
+                .collect();
+            format!("degraded: {}", reasons.join("; "))
+        },
+    }
 }
 
 /// What `roncho status` says of Postgres' full-text indexing backlog.

@@ -712,6 +712,7 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
             status,
             by_session,
             derivation,
+            degraded,
         } = self;
         let counts = status.counts;
         let Derivation {
@@ -770,6 +771,7 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
             dreams_waiting: status.dreams.waiting,
             dreams_ready: status.dreams.ready,
             oldest_dream_due_at: status.dreams.oldest_due_at.map(timestamp),
+            degraded_reason: degraded,
             ..pb::QueueStatus::default()
         };
         wire.set_observation_mode(mode(observations));

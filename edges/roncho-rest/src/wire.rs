@@ -485,6 +485,9 @@ pub struct QueueStatus {
     /// Due dreams waiting for their peer to be quiet, and ready to run.
     pub dreams_waiting: i64,
     pub dreams_ready: i64,
+    /// Why derivation is degraded (it keeps giving no observations); only then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub degraded_reason: Option<String>,
 }
 
 impl From<roncho_deriver::QueueReport> for QueueStatus {
@@ -506,6 +509,7 @@ impl From<roncho_deriver::QueueReport> for QueueStatus {
             }),
             dreams_waiting: status.dreams.waiting,
             dreams_ready: status.dreams.ready,
+            degraded_reason: report.degraded,
         }
     }
 }

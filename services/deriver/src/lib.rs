@@ -12,10 +12,11 @@ pub mod webhooks;
 pub mod worker;
 
 use roncho_core::queue::{QueueStatus, RetryFilter, StatusFilter, WorkQueue};
+use roncho_core::store::DerivationHealth;
 use roncho_core::{Error, Result, validate};
 
 /// How the deriver works, for queue status.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct Derivation {
     /// The deriver's model, `None`: extractive observations.
     pub observations: Option<String>,
@@ -54,6 +55,9 @@ pub struct QueueReport {
     /// Whether per-session counts are reported (not when filtered by session).
     pub by_session: bool,
     pub derivation: Derivation,
+    /// Why the workspace's derivations are degraded (they keep giving no
+    /// observations), `None` while they are not.
+    pub degraded: Option<String>,
 }
 
 /// Names dead work to run again: a workspace's, narrowed to a session or a task type.
@@ -77,6 +81,7 @@ pub trait DeriverApi: Send + Sync {
 pub struct Deriver {
     queue: Option<Arc<dyn WorkQueue>>,
     derivation: Derivation,
+    health: Option<Arc<dyn DerivationHealth>>,
 }
 
 impl std::fmt::Debug for Deriver {
@@ -89,7 +94,18 @@ impl Deriver {
     /// Returns the service over `queue`; without one, status calls fail
     /// with `FAILED_PRECONDITION` saying so.
     pub fn new(queue: Option<Arc<dyn WorkQueue>>, derivation: Derivation) -> Self {
-        Self { queue, derivation }
+        Self {
+            queue,
+            derivation,
+            health: None,
+        }
+    }
+
+    /// Reports whether each workspace's derivations are degraded, as the
+    /// deriver workers record them.
+    pub fn with_health(mut self, health: Arc<dyn DerivationHealth>) -> Self {
+        self.health = Some(health);
+        self
     }
 }
 
@@ -112,10 +128,18 @@ impl DeriverApi for Deriver {
             Error::FailedPrecondition("this process has no work queue configured (see roncho status)".into())
         })?;
         let by_session = filter.session_id.is_none();
+        let degraded = match &self.health {
+            Some(health) => health
+                .derivation_health(&filter.workspace_id)
+                .await?
+                .and_then(|record| record.degraded()),
+            None => None,
+        };
         Ok(QueueReport {
             status: queue.status(&filter).await?,
             by_session,
             derivation: self.derivation.clone(),
+            degraded,
         })
     }
 

@@ -24,7 +24,7 @@ use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
-use roncho_core::store::{Erasure, Memory, Messages, Scopes, Webhooks};
+use roncho_core::store::{DerivationHealth, Erasure, Memory, Messages, Outcome, Scopes, Webhooks};
 use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
 use roncho_core::{Error, Result, representation, tokens};
 use roncho_http::webhook::WebhookSender;
@@ -37,7 +37,7 @@ use tokio_util::sync::CancellationToken;
 roncho_core::store_view! {
     /// The store as the deriver's work uses it: messages and summaries,
     /// memory, erasures and scope backfills carried on, webhook endpoints.
-    pub trait DeriverStore: Messages, Memory, Erasure, Scopes, Webhooks
+    pub trait DeriverStore: Messages, Memory, Erasure, Scopes, Webhooks, DerivationHealth
 }
 
 /// The task types this worker handles: derivation, summaries, the
@@ -461,14 +461,38 @@ impl Worker {
             }),
             ..ChatRequest::default()
         };
-        let (observations, usage) = chat_json::<Observations>(llm, request).await?;
+        let (observations, usage) = match chat_json::<Observations>(llm, request).await {
+            Ok(read) => read,
+            Err(error) => {
+                if matches!(error, Error::Internal(_)) {
+                    let outcome = Outcome::Unreadable {
+                        reason: "not the JSON asked for; the failed task's error keeps the reply".into(),
+                    };
+                    self.record_health(workspace, llm, &outcome).await;
+                }
+                return Err(error);
+            }
+        };
         tracing::debug!(model = %llm.model_id(), input = usage.input_tokens, output = usage.output_tokens, "derived");
         let sources: Vec<String> = messages.iter().map(|message| message.id.clone()).collect();
         let facts: Vec<String> = observations
             .explicit
             .into_iter()
             .map(|observation| observation.content.trim().to_owned())
+            .filter(|content| !content.is_empty())
             .collect();
+        let said = messages
+            .iter()
+            .filter(|message| !message.content.trim().is_empty())
+            .count();
+        let outcome = match (facts.is_empty(), said) {
+            (false, _) => Some(Outcome::Derived),
+            (true, 0) => None,
+            (true, said) => Some(Outcome::Empty { messages: said }),
+        };
+        if let Some(outcome) = outcome {
+            self.record_health(workspace, llm, &outcome).await;
+        }
         let metadata = json!({"derived_by": llm.model_id()})
             .as_object()
             .cloned()
@@ -483,6 +507,17 @@ impl Worker {
             self.save_facts(&target, facts.clone(), &sources, &metadata).await?;
         }
         Ok(())
+    }
+
+    /// Records a derivation's outcome for the workspace's health; a failure
+    /// to record is logged, never the derivation's failure.
+    async fn record_health(&self, workspace: &str, llm: &dyn Llm, outcome: &Outcome) {
+        if let Err(error) = self.store.record_derivation(workspace, &llm.model_id(), outcome).await {
+            tracing::warn!(%error, workspace, "recording derivation health failed");
+        }
+        if matches!(outcome, Outcome::Empty { .. } | Outcome::Unreadable { .. }) {
+            tracing::warn!(workspace, model = %llm.model_id(), ?outcome, "a derivation gave no observations");
+        }
     }
 
     /// Saves explicit facts into one collection with Honcho's dedup: exact

@@ -3,6 +3,7 @@
 //! transaction helpers in [`crate::tx`], the ground floor in [`crate::db`])
 //! and never another port's.
 
+mod derivation;
 mod dreams;
 mod erasure;
 mod health;

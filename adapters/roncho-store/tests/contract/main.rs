@@ -805,6 +805,7 @@ mod text_index;
 mod vectors;
 mod work_queue;
 
+mod derivation;
 mod dreams;
 mod erasure;
 mod filters;

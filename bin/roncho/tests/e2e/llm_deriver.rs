@@ -394,3 +394,112 @@ async fn the_configured_fallback_chain_moves_past_an_unavailable_provider() {
         "the chain that derived it"
     );
 }
+
+/// A model that answers every batch of non-empty messages with no
+/// observation (a weak local model that ignores the task) marks the
+/// workspace degraded, with the reason, in queue status, `roncho status` and
+/// the metrics, after three batches; an unreadable reply does at once; the
+/// next batch that derives clears it.
+#[tokio::test]
+async fn a_model_that_keeps_deriving_nothing_marks_the_workspace_degraded_until_it_derives() {
+    use roncho_deriver::{DeriverApi, GetQueueStatus};
+    let dir = tempfile::tempdir().unwrap();
+    let store = store_with_messages(dir.path()).await;
+    let (llm, _) = model(vec![
+        r#"{"explicit": []}"#,
+        r#"{"explicit": []}"#,
+        r#"{"explicit": []}"#,
+        r#"{"explicit": [{"content": "Alice has a dog named Rex"}]}"#,
+        "I think Alice is nice.",
+    ])
+    .await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let config = WorkerConfig {
+        max_attempts: 1,
+        ..WorkerConfig::default()
+    };
+    let worker = Worker::new(store.clone(), queue.clone(), config).with_llms(llm.clone(), llm);
+    let deriver = roncho_deriver::Deriver::new(Some(queue.clone()), roncho_deriver::Derivation::default())
+        .with_health(store.clone());
+    let degraded = || async {
+        let report = deriver
+            .get_queue_status(GetQueueStatus {
+                workspace_id: "w".into(),
+                ..GetQueueStatus::default()
+            })
+            .await
+            .unwrap();
+        report.degraded
+    };
+    let say = |content: &str| {
+        vec![NewMessage {
+            peer_id: "alice".into(),
+            content: content.into(),
+            metadata: JsonObject::new(),
+            configuration: JsonObject::new(),
+            created_at: None,
+            token_count: 5,
+        }]
+    };
+    let mut config = roncho::config::ConfigLayer::default();
+    config.store.data_dir = Some(dir.path().to_owned());
+    config.search.embedding_provider = Some(roncho::config::EmbeddingProvider::None);
+    let config = roncho::config::Config::resolve(Default::default(), Default::default(), config).unwrap();
+    let metrics = roncho::metrics::Metrics::new();
+
+    while worker.run_once().await.unwrap() {}
+    assert_eq!(degraded().await, None, "one empty batch is not a pattern");
+    for content in ["I walked the dog.", "The dog barked all night."] {
+        store.create_messages("w", "s", say(content)).await.unwrap();
+        while worker.run_once().await.unwrap() {}
+    }
+    let reason = degraded().await.expect("three empty batches in a row: degraded");
+    assert!(
+        reason.contains("openai-compatible/scripted") && reason.contains("3 times"),
+        "{reason}"
+    );
+    let status = roncho::status::checks(&config).await;
+    let line = status
+        .iter()
+        .find(|check| check.name == "derivation")
+        .expect("a derivation line");
+    assert!(!line.ok && line.detail.contains("workspace `w`"), "{line:?}");
+    metrics.refresh(store.as_ref(), None).await;
+    assert!(
+        metrics.encode().contains("derivation_degraded{workspace=\"w\"} 1"),
+        "{}",
+        metrics.encode()
+    );
+
+    store
+        .create_messages("w", "s", say("My dog is called Rex."))
+        .await
+        .unwrap();
+    while worker.run_once().await.unwrap() {}
+    assert_eq!(degraded().await, None, "a batch that derives clears it");
+    let status = roncho::status::checks(&config).await;
+    assert!(
+        status.iter().any(|check| check.name == "derivation" && check.ok),
+        "{status:?}"
+    );
+    metrics.refresh(store.as_ref(), None).await;
+    assert!(
+        !metrics.encode().contains("derivation_degraded{"),
+        "{}",
+        metrics.encode()
+    );
+
+    // Prose instead of JSON: degraded at the first, and the work fails visibly.
+    store.create_messages("w", "s", say("Rex is a beagle.")).await.unwrap();
+    while worker.run_once().await.unwrap() {}
+    let reason = degraded().await.expect("an unreadable reply degrades at once");
+    assert!(reason.contains("unreadable"), "{reason}");
+    let status = queue
+        .status(&StatusFilter {
+            workspace_id: "w".into(),
+            ..StatusFilter::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(status.counts.failed, 1, "{status:?}");
+}

@@ -16,6 +16,7 @@
 //! - [`TextSearch`]: full-text search over messages.
 //! - [`SyncLedger`]: what the reconciler syncs to the vector store and indexes.
 //! - [`DreamLedger`]: when each collection was consolidated.
+//! - [`DerivationHealth`]: whether a workspace's derivations keep producing nothing.
 //! - [`Scopes`]: scopes, their sessions and backfills.
 //! - [`Import`]: data carried over from another server.
 //!
@@ -23,6 +24,7 @@
 //! the ports it uses in a view of its own ([`store_view!`](crate::store_view)),
 //! so its constructor takes nothing more.
 
+mod derivation;
 mod dreams;
 mod erasure;
 mod health;
@@ -35,6 +37,7 @@ mod sync;
 mod webhooks;
 mod workspaces;
 
+pub use derivation::{DEGRADED_AFTER, DerivationHealth, DerivationRecord, Outcome};
 pub use dreams::DreamLedger;
 pub use erasure::{ERASURE_CHUNK, Erasure, erase};
 pub use health::{Health, StoreInfo};
@@ -62,5 +65,5 @@ macro_rules! store_view {
 
 store_view! {
     /// Every port: what one backend implements and the binary wires.
-    pub trait Store: Health, Workspaces, Messages, Erasure, Webhooks, Memory, TextSearch, SyncLedger, DreamLedger, Scopes, Import
+    pub trait Store: Health, Workspaces, Messages, Erasure, Webhooks, Memory, TextSearch, SyncLedger, DreamLedger, DerivationHealth, Scopes, Import
 }
