@@ -53,6 +53,18 @@ async fn store_with_messages(dir: &std::path::Path) -> Arc<roncho_store::SqlStor
     store
 }
 
+/// One message of Alice's.
+fn say(content: &str) -> Vec<NewMessage> {
+    vec![NewMessage {
+        peer_id: "alice".into(),
+        content: content.into(),
+        metadata: JsonObject::new(),
+        configuration: JsonObject::new(),
+        created_at: None,
+        token_count: 5,
+    }]
+}
+
 /// Alice's own collection, oldest first.
 async fn alice_observes(store: &roncho_store::SqlStore) -> Vec<roncho_core::model::Conclusion> {
     let filter = roncho_core::filter::parse(
@@ -286,16 +298,6 @@ async fn a_near_identical_fact_is_the_same_fact_and_the_better_wording_wins() {
     let worker = Worker::new(dyn_store, queue, WorkerConfig::default())
         .with_llms(llm.clone(), llm)
         .with_semantic_dedup(embedder, vectors);
-    let say = |content: &'static str| {
-        vec![NewMessage {
-            peer_id: "alice".into(),
-            content: content.into(),
-            metadata: JsonObject::new(),
-            configuration: JsonObject::new(),
-            created_at: None,
-            token_count: 5,
-        }]
-    };
     while worker.run_once().await.unwrap() {}
     reconciler.pass().await.unwrap();
     store.create_messages("w", "s", say("Nursing, yes.")).await.unwrap();
@@ -430,16 +432,6 @@ async fn a_model_that_keeps_deriving_nothing_marks_the_workspace_degraded_until_
             .await
             .unwrap();
         report.degraded
-    };
-    let say = |content: &str| {
-        vec![NewMessage {
-            peer_id: "alice".into(),
-            content: content.into(),
-            metadata: JsonObject::new(),
-            configuration: JsonObject::new(),
-            created_at: None,
-            token_count: 5,
-        }]
     };
     let mut config = roncho::config::ConfigLayer::default();
     config.store.data_dir = Some(dir.path().to_owned());
