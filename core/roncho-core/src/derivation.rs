@@ -38,13 +38,51 @@ pub struct Member {
     pub active: bool,
 }
 
+/// A role's prompt followed by the configuration's custom instructions
+/// (after Honcho's own, as Honcho places them).
+pub fn with_instructions(prompt: String, instructions: Option<&str>) -> String {
+    match instructions.map(str::trim).filter(|text| !text.is_empty()) {
+        Some(instructions) => format!("{prompt}\n\nInstructions from this workspace's configuration:\n{instructions}"),
+        None => prompt,
+    }
+}
+
 /// The settings that decide a message's work.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
     pub reasoning: bool,
     pub summary: bool,
     pub short_every: i64,
     pub long_every: i64,
+    /// The configuration's `custom_instructions` for the deriver and the
+    /// summariser, carried in their tasks to follow Honcho's own prompts.
+    pub reasoning_instructions: Option<String>,
+    pub summary_instructions: Option<String>,
+}
+
+/// The key under which a configuration holds its instructions: at its top
+/// level (every role) and in each role's section.
+pub const CUSTOM_INSTRUCTIONS: &str = "custom_instructions";
+
+/// Returns the custom instructions of `section` the layers give (first
+/// layer wins): the configuration's top-level ones, then the section's,
+/// each from the first layer that sets it; `None` when neither is set.
+pub fn custom_instructions(layers: &[&JsonObject], section: &str) -> Option<String> {
+    let text = |value: Option<&Value>| {
+        value
+            .and_then(Value::as_str)
+            .map(str::trim)
+            .filter(|text| !text.is_empty())
+            .map(str::to_owned)
+    };
+    let top = layers.iter().find_map(|layer| text(layer.get(CUSTOM_INSTRUCTIONS)));
+    let own = layers
+        .iter()
+        .find_map(|layer| text(lookup(layer, section, CUSTOM_INSTRUCTIONS)));
+    match (top, own) {
+        (None, None) => None,
+        (top, own) => Some(top.into_iter().chain(own).collect::<Vec<_>>().join("\n\n")),
+    }
 }
 
 fn lookup<'a>(configuration: &'a JsonObject, section: &str, key: &str) -> Option<&'a Value> {
@@ -76,6 +114,8 @@ impl Settings {
                 .unwrap_or(SHORT_SUMMARY_EVERY),
             long_every: first_count(&session_first, "summary", "messages_per_long_summary")
                 .unwrap_or(LONG_SUMMARY_EVERY),
+            reasoning_instructions: custom_instructions(&[message, session, workspace], "reasoning"),
+            summary_instructions: custom_instructions(&session_first, "summary"),
         }
     }
 }
@@ -125,22 +165,26 @@ pub fn tasks_for_message(
     message: &Message,
     sender_configuration: &JsonObject,
     members: &[Member],
-    settings: Settings,
+    settings: &Settings,
 ) -> Vec<NewTask> {
     let (workspace, session) = (&message.workspace_id, &message.session_id);
     let mut tasks = Vec::new();
     if settings.reasoning {
         let observers = observers(&message.peer_id, sender_configuration, members);
         if !observers.is_empty() {
+            let mut payload = json!({
+                "message_ids": [message.id],
+                "observed": message.peer_id,
+                "observers": observers,
+            });
+            if let Some(instructions) = &settings.reasoning_instructions {
+                payload[CUSTOM_INSTRUCTIONS] = json!(instructions);
+            }
             tasks.push(task(
                 message,
                 format!("representation:{workspace}:{session}:{}", message.peer_id),
                 "representation",
-                json!({
-                    "message_ids": [message.id],
-                    "observed": message.peer_id,
-                    "observers": observers,
-                }),
+                payload,
             ));
         }
     }
@@ -151,15 +195,19 @@ pub fn tasks_for_message(
         .map(|(kind, _)| kind)
         .collect();
     if settings.summary && !kinds.is_empty() {
+        let mut payload = json!({
+            "message_id": message.id,
+            "seq_in_session": seq,
+            "summaries": kinds,
+        });
+        if let Some(instructions) = &settings.summary_instructions {
+            payload[CUSTOM_INSTRUCTIONS] = json!(instructions);
+        }
         tasks.push(task(
             message,
             format!("summary:{workspace}:{session}:None:None"),
             "summary",
-            json!({
-                "message_id": message.id,
-                "seq_in_session": seq,
-                "summaries": kinds,
-            }),
+            payload,
         ));
     }
     tasks
@@ -167,7 +215,7 @@ pub fn tasks_for_message(
 
 /// A stored message with what decides its work: its sender's configuration
 /// and its resolved [`Settings`].
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Stored<'a> {
     pub message: &'a Message,
     pub sender_configuration: &'a JsonObject,
@@ -181,11 +229,12 @@ pub struct Stored<'a> {
 pub fn tasks_for_messages(messages: &[Stored<'_>], members: &[Member]) -> Vec<NewTask> {
     let mut tasks: Vec<NewTask> = Vec::new();
     for stored in messages {
-        for task in tasks_for_message(stored.message, stored.sender_configuration, members, stored.settings) {
+        for task in tasks_for_message(stored.message, stored.sender_configuration, members, &stored.settings) {
             let merged = tasks.iter_mut().find(|earlier| {
                 earlier.work_unit_key == task.work_unit_key
                     && crate::queue::task_type(&task.work_unit_key) == "representation"
                     && earlier.payload["observers"] == task.payload["observers"]
+                    && earlier.payload.get(CUSTOM_INSTRUCTIONS) == task.payload.get(CUSTOM_INSTRUCTIONS)
             });
             match merged {
                 Some(earlier) => {
@@ -288,35 +337,91 @@ mod tests {
     }
 
     #[test]
+    fn custom_instructions_follow_their_layers_and_ride_in_their_tasks() {
+        let workspace = object(
+            json!({"custom_instructions": "Write in French.", "summary": {"custom_instructions": "Name the decisions."}}),
+        );
+        let session = object(json!({"reasoning": {"custom_instructions": "Only facts about food."}}));
+        let per_message = object(json!({"reasoning": {"custom_instructions": "Only facts about pets."}}));
+        let none = JsonObject::new();
+        assert_eq!(custom_instructions(&[&none], "reasoning"), None);
+        let settings = Settings::resolve(&workspace, &session, &per_message);
+        assert_eq!(
+            settings.reasoning_instructions.as_deref(),
+            Some("Write in French.\n\nOnly facts about pets."),
+            "the top level, then the section's narrowest layer"
+        );
+        assert_eq!(
+            settings.summary_instructions.as_deref(),
+            Some("Write in French.\n\nName the decisions.")
+        );
+        let members = [member("alice", None, None, true)];
+        let tasks = tasks_for_message(&message("alice", 20), &none, &members, &settings);
+        assert_eq!(
+            tasks[0].payload[CUSTOM_INSTRUCTIONS],
+            "Write in French.\n\nOnly facts about pets."
+        );
+        assert_eq!(
+            tasks[1].payload[CUSTOM_INSTRUCTIONS],
+            "Write in French.\n\nName the decisions."
+        );
+        assert_eq!(
+            with_instructions("Honcho's prompt.".into(), Some("Be brief.")),
+            "Honcho's prompt.\n\nInstructions from this workspace's configuration:\nBe brief."
+        );
+        assert_eq!(
+            with_instructions("Honcho's prompt.".into(), Some("  ")),
+            "Honcho's prompt."
+        );
+
+        // Two messages with different instructions stay two tasks.
+        let plain = Settings::resolve(&none, &none, &none);
+        let (first, second) = (message("alice", 1), message("alice", 2));
+        let stored = [
+            Stored {
+                message: &first,
+                sender_configuration: &none,
+                settings: settings.clone(),
+            },
+            Stored {
+                message: &second,
+                sender_configuration: &none,
+                settings: plain,
+            },
+        ];
+        assert_eq!(tasks_for_messages(&stored, &members).len(), 2);
+    }
+
+    #[test]
     fn messages_create_representation_and_summary_tasks() {
         let members = [member("alice", None, None, true), member("bob", None, Some(true), true)];
         let none = JsonObject::new();
         let settings = Settings::resolve(&none, &none, &none);
-        let tasks = tasks_for_message(&message("alice", 7), &none, &members, settings);
+        let tasks = tasks_for_message(&message("alice", 7), &none, &members, &settings);
         assert_eq!(tasks.len(), 1);
         assert_eq!(tasks[0].work_unit_key, "representation:w:s:alice");
         assert_eq!(tasks[0].dedup_id, "representation:m7");
         assert_eq!(tasks[0].payload["observers"], json!(["alice", "bob"]));
         assert_eq!(task_message_ids(&tasks[0].payload), ["m7"]);
 
-        let at_20 = tasks_for_message(&message("bob", 20), &none, &members, settings);
+        let at_20 = tasks_for_message(&message("bob", 20), &none, &members, &settings);
         assert_eq!(
             at_20.iter().map(|t| t.work_unit_key.as_str()).collect::<Vec<_>>(),
             ["representation:w:s:bob", "summary:w:s:None:None"]
         );
         assert_eq!(at_20[1].payload["summaries"], json!(["short"]));
-        let at_60 = tasks_for_message(&message("bob", 60), &none, &members, settings);
+        let at_60 = tasks_for_message(&message("bob", 60), &none, &members, &settings);
         assert_eq!(at_60[1].payload["summaries"], json!(["short", "long"]));
 
         let no_reasoning = Settings {
             reasoning: false,
-            ..settings
+            ..settings.clone()
         };
-        let only_summary = tasks_for_message(&message("alice", 40), &none, &members, no_reasoning);
+        let only_summary = tasks_for_message(&message("alice", 40), &none, &members, &no_reasoning);
         assert_eq!(only_summary.len(), 1, "summaries do not depend on reasoning");
         assert!(only_summary[0].work_unit_key.starts_with("summary:"));
         let shy = object(json!({"observe_me": false}));
-        assert!(tasks_for_message(&message("alice", 3), &shy, &members, settings).is_empty());
+        assert!(tasks_for_message(&message("alice", 3), &shy, &members, &settings).is_empty());
     }
 
     #[test]
@@ -332,7 +437,7 @@ mod tests {
             .map(|message| Stored {
                 message,
                 sender_configuration: &none,
-                settings,
+                settings: settings.clone(),
             })
             .collect();
         let tasks = tasks_for_messages(&stored, &members);

@@ -118,6 +118,37 @@ pub fn message_content(field: &str, content: &str) -> Result<String> {
     Ok(content)
 }
 
+/// Most o200k tokens of one `custom_instructions` (Honcho's
+/// `DERIVER_MAX_CUSTOM_INSTRUCTIONS_TOKENS`).
+pub const MAX_CUSTOM_INSTRUCTIONS_TOKENS: i64 = 2_000;
+
+/// Checks a configuration's `custom_instructions`, at its top and in each
+/// section: strings of at most 2,000 tokens (they go into prompts).
+pub fn custom_instructions(field: &str, configuration: &Map<String, Value>) -> Result<()> {
+    let key = crate::derivation::CUSTOM_INSTRUCTIONS;
+    let top = configuration.get(key).map(|value| (format!("{field}.{key}"), value));
+    let sections = configuration.iter().filter_map(|(section, value)| {
+        let value = value.as_object()?.get(key)?;
+        Some((format!("{field}.{section}.{key}"), value))
+    });
+    for (name, value) in top.into_iter().chain(sections) {
+        match value {
+            Value::Null => {}
+            Value::String(text) => {
+                let tokens = crate::tokens::count(text);
+                if tokens > MAX_CUSTOM_INSTRUCTIONS_TOKENS {
+                    return Err(Error::invalid(
+                        name,
+                        format!("has {tokens} tokens, at most {MAX_CUSTOM_INSTRUCTIONS_TOKENS} are allowed"),
+                    ));
+                }
+            }
+            _ => return Err(Error::invalid(name, "must be a string")),
+        }
+    }
+    Ok(())
+}
+
 /// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5, 64 KiB
 /// as JSON; strips NULs.
 pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, Value>> {
@@ -451,6 +482,20 @@ mod tests {
             Value::Object(metadata("m", nul.as_object().unwrap().clone()).unwrap()),
             json!({"k": "v"})
         );
+    }
+
+    #[test]
+    fn custom_instructions_are_strings_within_their_token_limit() {
+        let fits = json!({"custom_instructions": "word ".repeat(1_500), "dream": {"custom_instructions": null}});
+        assert!(custom_instructions("configuration", fits.as_object().unwrap()).is_ok());
+        let long = json!({"dialectic": {"custom_instructions": "word ".repeat(2_500)}});
+        let error = custom_instructions("configuration", long.as_object().unwrap()).unwrap_err();
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "configuration.dialectic.custom_instructions" && reason.contains("at most 2000")),
+            "{error:?}"
+        );
+        let number = json!({"custom_instructions": 3});
+        assert!(custom_instructions("configuration", number.as_object().unwrap()).is_err());
     }
 
     #[test]

@@ -19,7 +19,7 @@
 
 use std::sync::Arc;
 
-use roncho_core::derivation::task_message_ids;
+use roncho_core::derivation::{CUSTOM_INSTRUCTIONS, task_message_ids, with_instructions};
 use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
@@ -400,10 +400,13 @@ impl Worker {
         // A call takes at most a claim's worth of messages (`batch`), as when
         // each message was a task of its own.
         let per_call = self.config.batch.max(1);
+        // Tasks are merged only with the same instructions; a claim's first set applies.
+        let instructions = tasks.iter().find_map(|task| task.payload[CUSTOM_INSTRUCTIONS].as_str());
         for (indices, group) in groups {
             let batch: Vec<&Message> = indices.iter().map(|&index| &messages[index]).collect();
             for call in batch.chunks(per_call) {
-                self.derive_batch(llm, workspace, session, call, &group).await?;
+                self.derive_batch(llm, workspace, session, call, &group, instructions)
+                    .await?;
             }
         }
         Ok(())
@@ -418,6 +421,7 @@ impl Worker {
         session: &str,
         messages: &[&Message],
         observers: &[String],
+        instructions: Option<&str>,
     ) -> Result<()> {
         let Some(first) = messages.first() else { return Ok(()) };
         let observed = first.peer_id.clone();
@@ -436,12 +440,16 @@ impl Worker {
             messages: vec![
                 ChatMessage::new(
                     Role::System,
-                    format!(
-                        "You extract explicit observations about {observed} from their messages. Each observation \
-                         is one atomic fact that {observed} stated or that follows literally from what they said, \
-                         written in the third person with their name, self-contained, with dates made absolute \
-                         when the message time allows. No speculation, no facts about other people. Reply with JSON \
-                         {{\"explicit\": [{{\"content\": \"...\"}}]}}; an empty list when there is nothing."
+                    with_instructions(
+                        format!(
+                            "You extract explicit observations about {observed} from their messages. Each \
+                             observation is one atomic fact that {observed} stated or that follows literally from \
+                             what they said, written in the third person with their name, self-contained, with \
+                             dates made absolute when the message time allows. No speculation, no facts about other \
+                             people. Reply with JSON {{\"explicit\": [{{\"content\": \"...\"}}]}}; an empty list \
+                             when there is nothing."
+                        ),
+                        instructions,
                     ),
                 ),
                 ChatMessage::new(Role::User, transcript),
@@ -746,8 +754,16 @@ impl Worker {
             let from = recent.len().saturating_sub(turns);
             let content = match &self.summarizer {
                 Some(summarizer) => {
-                    self.llm_summary(summarizer.as_ref(), workspace, session, kind, &recent[from..])
-                        .await?
+                    let instructions = task.payload[CUSTOM_INSTRUCTIONS].as_str();
+                    self.llm_summary(
+                        summarizer.as_ref(),
+                        workspace,
+                        session,
+                        kind,
+                        &recent[from..],
+                        instructions,
+                    )
+                    .await?
                 }
                 None => extractive_summary(&recent[from..], seq),
             };
@@ -777,6 +793,7 @@ impl Worker {
         session: &str,
         kind: SummaryKind,
         messages: &[Message],
+        instructions: Option<&str>,
     ) -> Result<String> {
         let previous = self
             .store
@@ -800,10 +817,13 @@ impl Worker {
             messages: vec![
                 ChatMessage::new(
                     Role::System,
-                    format!(
-                        "You maintain a summary of a conversation. Given the previous summary and the latest \
-                         messages, write the updated summary in at most {words} words: who said what, decisions, \
-                         facts, open questions. Plain text only."
+                    with_instructions(
+                        format!(
+                            "You maintain a summary of a conversation. Given the previous summary and the latest \
+                             messages, write the updated summary in at most {words} words: who said what, \
+                             decisions, facts, open questions. Plain text only."
+                        ),
+                        instructions,
                     ),
                 ),
                 ChatMessage::new(

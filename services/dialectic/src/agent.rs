@@ -117,6 +117,8 @@ pub struct Ask {
     pub response_format: Option<Value>,
     /// Every peer's memory (workspace chat): `observer` and `target` are empty.
     pub whole_workspace: bool,
+    /// The configuration's custom instructions for the dialectic.
+    pub instructions: Option<String>,
 }
 
 /// Tools that read across the whole workspace (the others follow one
@@ -177,7 +179,10 @@ pub async fn answer_with_model(
     let preflight = preflight(tools, ask).await?;
     let mut request = ChatRequest {
         messages: vec![
-            ChatMessage::new(Role::System, system_prompt(ask)),
+            ChatMessage::new(
+                Role::System,
+                roncho_core::derivation::with_instructions(system_prompt(ask), ask.instructions.as_deref()),
+            ),
             ChatMessage::new(Role::User, format!("{preflight}\n\nQuestion: {}", ask.query)),
         ],
         max_tokens: model.max_tokens,

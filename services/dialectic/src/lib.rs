@@ -125,6 +125,8 @@ impl Dialectic {
             return Err(Error::invalid("scope", "cannot be combined with session_id or filters"));
         }
         let mut ask = Self::checked(request, whole_workspace)?;
+        ask.instructions =
+            context::custom_instructions(&*self.store, &ask.workspace, ask.session.as_deref(), &["dialectic"]).await?;
         if whole_workspace {
             // Scopes only bound the sessions a workspace chat reads.
             if !scopes.is_empty() {
@@ -189,6 +191,7 @@ impl Dialectic {
             level: Level::parse(&request.reasoning_level)?,
             response_format,
             whole_workspace,
+            instructions: None,
         })
     }
 

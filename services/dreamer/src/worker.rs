@@ -183,6 +183,14 @@ impl DreamWorker {
 
     /// Runs one specialist's tool loop over the collection.
     async fn specialist(&self, tools: &ToolContext, specialist: &Specialist, without_card: bool) -> Result<()> {
+        // The configuration's instructions for dreams, and for peer cards
+        // where the specialist writes the card.
+        let mut sections = vec!["dream"];
+        if specialist.tools.contains(&"update_peer_card") {
+            sections.push("peer_card");
+        }
+        let instructions =
+            roncho_search::context::custom_instructions(self.store.as_ref(), &tools.workspace, None, &sections).await?;
         let card = if without_card {
             "(rebuilding: the current card is not shown)".to_owned()
         } else {
@@ -193,9 +201,12 @@ impl DreamWorker {
             messages: vec![
                 ChatMessage::new(
                     Role::System,
-                    format!(
-                        "{} You consolidate what {} knows about {}.",
-                        specialist.instructions, tools.observer, tools.observed
+                    roncho_core::derivation::with_instructions(
+                        format!(
+                            "{} You consolidate what {} knows about {}.",
+                            specialist.instructions, tools.observer, tools.observed
+                        ),
+                        instructions.as_deref(),
                     ),
                 ),
                 ChatMessage::new(Role::User, format!("{card}\n\n{recent}\n\nBegin.")),

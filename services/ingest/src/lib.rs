@@ -518,7 +518,13 @@ impl Ingest {
 
 /// Returns validated metadata (or configuration), `None` when the field is unset.
 fn metadata_arg(field: &str, value: Option<JsonObject>) -> Result<Option<JsonObject>> {
-    value.map(|fields| validate::metadata(field, fields)).transpose()
+    let checked = value.map(|fields| validate::metadata(field, fields)).transpose()?;
+    if field.ends_with("configuration")
+        && let Some(configuration) = &checked
+    {
+        validate::custom_instructions(field, configuration)?;
+    }
+    Ok(checked)
 }
 
 /// Refuses to change a scope's membership through a session's peers: it

@@ -310,6 +310,54 @@ pub async fn memory(
     })
 }
 
+/// The configurations a role's custom instructions come from, narrowest
+/// first: the session's (when named) and the workspace's; empty for one
+/// that does not exist.
+pub async fn configurations(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    session_id: Option<&str>,
+) -> Result<Vec<roncho_core::model::JsonObject>> {
+    use roncho_core::filter;
+    use roncho_core::model::PageRequest;
+    let by_id = |id: &str| serde_json::json!({ "id": id });
+    let one = PageRequest::from_wire(1, 1, false)?;
+    let mut layers = Vec::new();
+    if let Some(session_id) = session_id {
+        let filter = filter::parse(&filter::SESSION, by_id(session_id).as_object())?;
+        let sessions = store.list_sessions(workspace_id, &filter, one).await?.items;
+        layers.extend(sessions.into_iter().map(|session| session.configuration));
+    }
+    let filter = filter::parse(&filter::WORKSPACE, by_id(workspace_id).as_object())?;
+    let workspaces = store.list_workspaces(&filter, one).await?.items;
+    layers.extend(workspaces.into_iter().map(|workspace| workspace.configuration));
+    Ok(layers)
+}
+
+/// The custom instructions of `sections` (each with the configuration's
+/// top-level ones) in the workspace's and session's configurations.
+pub async fn custom_instructions(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    session_id: Option<&str>,
+    sections: &[&str],
+) -> Result<Option<String>> {
+    let layers = configurations(store, workspace_id, session_id).await?;
+    let layers: Vec<&roncho_core::model::JsonObject> = layers.iter().collect();
+    let mut parts: Vec<String> = Vec::new();
+    for section in sections {
+        for part in roncho_core::derivation::custom_instructions(&layers, section)
+            .into_iter()
+            .flat_map(|text| text.split("\n\n").map(str::to_owned).collect::<Vec<_>>())
+        {
+            if !parts.contains(&part) {
+                parts.push(part);
+            }
+        }
+    }
+    Ok((!parts.is_empty()).then(|| parts.join("\n\n")))
+}
+
 /// Runs token counting off the async runtime.
 async fn blocking<T: Send + 'static>(work: impl FnOnce() -> T + Send + 'static) -> Result<T> {
     tokio::task::spawn_blocking(work)

@@ -608,3 +608,31 @@ async fn a_workspace_chat_reads_every_peer_through_the_model_and_shows_its_evide
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
     server.shutdown.cancel();
 }
+
+#[tokio::test]
+async fn custom_instructions_of_the_dialectic_follow_its_prompt() {
+    use roncho_core::store::Workspaces;
+    let (llm, script) = model(vec![says("Mochi eats salmon.")], Duration::ZERO).await;
+    let mut server = start(|dialectic| dialectic.with_model(Level::Low, llm, 500)).await;
+    let configuration = json!({"dialectic": {"custom_instructions": "Answer in one short sentence."}});
+    server
+        .store
+        .update_workspace("w", None, configuration.as_object().cloned())
+        .await
+        .unwrap();
+    let answer = server
+        .client
+        .chat(ask("What does Alice's cat eat?", "low"))
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(answer.content.as_deref(), Some("Mochi eats salmon."));
+    let requests = script.requests.lock().unwrap().clone();
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(
+        system.starts_with("You answer questions about the peer `alice`")
+            && system.ends_with("Answer in one short sentence."),
+        "{system}"
+    );
+    server.shutdown.cancel();
+}

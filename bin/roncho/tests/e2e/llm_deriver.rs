@@ -495,3 +495,42 @@ async fn a_model_that_keeps_deriving_nothing_marks_the_workspace_degraded_until_
         .unwrap();
     assert_eq!(status.counts.failed, 1, "{status:?}");
 }
+
+/// `custom_instructions` of the workspace's configuration (top level and
+/// `reasoning`) follow Honcho's deriver prompt; a session's override its
+/// workspace's.
+#[tokio::test]
+async fn custom_instructions_reach_the_derivers_prompt_after_honchos() {
+    use roncho_core::store::Workspaces;
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let configuration = json!({
+        "custom_instructions": "Write every observation in French.",
+        "reasoning": {"custom_instructions": "Only record facts about pets."},
+    });
+    store
+        .update_workspace("w", None, configuration.as_object().cloned())
+        .await
+        .unwrap();
+    store
+        .create_messages("w", "s", say("My cat Mochi eats salmon."))
+        .await
+        .unwrap();
+    let (llm, script) = model(vec![r#"{"explicit": [{"content": "Alice a un chat nommé Mochi"}]}"#]).await;
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let worker = Worker::new(store.clone(), queue, WorkerConfig::default()).with_llms(llm.clone(), llm);
+    while worker.run_once().await.unwrap() {}
+    let sent = script.requests.lock().unwrap()[0].clone();
+    let system = sent["messages"][0]["content"].as_str().unwrap();
+    let honcho = system
+        .find("You extract explicit observations")
+        .expect("Honcho's prompt");
+    let french = system
+        .find("Write every observation in French.")
+        .expect("the top-level instructions");
+    let pets = system
+        .find("Only record facts about pets.")
+        .expect("the reasoning instructions");
+    assert!(honcho < french && french < pets, "{system}");
+    assert_eq!(alice_observes(&store).await.len(), 1);
+}
