@@ -158,7 +158,7 @@ from_wire! {
     }
     GetRepresentationRequest => roncho_recall::GetRepresentation {
         workspace_id, peer_id, session_id, filters, target, search_query, search_top_k, search_max_distance,
-        include_most_frequent, max_conclusions, scopes, tokens
+        include_most_frequent, max_conclusions, scopes, tokens, scopes_as_list
     }
     GetPeerCardRequest => roncho_recall::GetPeerCard { workspace_id, peer_id, target }
     GetErasureReceiptRequest => roncho_recall::GetErasureReceipt { workspace_id, receipt_id }
@@ -166,7 +166,7 @@ from_wire! {
     QueryConclusionsRequest => roncho_recall::QueryConclusions { workspace_id, query, top_k, distance, filters }
     ChatRequest => roncho_dialectic::Chat {
         workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes,
-        include_evidence
+        include_evidence, scopes_as_list
     }
     GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
     RetryFailedWorkRequest => roncho_deriver::RetryFailedWork { workspace_id, session_id, task_type }

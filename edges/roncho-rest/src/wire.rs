@@ -230,6 +230,11 @@ pub enum Scopes {
     Many(Vec<String>),
 }
 
+/// Whether `scope` was sent as a list (even of one).
+pub fn scopes_as_list(scope: &Option<Scopes>) -> bool {
+    matches!(scope, Some(Scopes::Many(_)))
+}
+
 /// The scopes an optional `scope` names (none when absent).
 pub fn scopes(scope: Option<Scopes>) -> Result<Vec<String>> {
     match scope {

@@ -38,6 +38,9 @@ pub struct Chat {
     /// from the peer's, limited to their sessions (not with `session_id`
     /// or `filters`).
     pub scopes: Vec<String>,
+    /// `scopes` was sent as a list: even one reads as the peer's memory
+    /// limited to its sessions (Honcho 3.1).
+    pub scopes_as_list: bool,
     /// Returns what the answer read ([`Evidence`]) beside it.
     pub include_evidence: bool,
 }
@@ -119,6 +122,7 @@ impl Dialectic {
     /// observes from and which sessions it may draw on.
     async fn ask(&self, request: Chat, whole_workspace: bool) -> Result<Ask> {
         let scopes = context::scope_ids("scope", &request.scopes)?;
+        let scopes_as_list = request.scopes_as_list;
         if !scopes.is_empty()
             && (request.filters.is_some() || request.session_id.as_deref().is_some_and(|s| !s.is_empty()))
         {
@@ -135,7 +139,7 @@ impl Dialectic {
             return Ok(ask);
         }
         let (observer, allowed) =
-            context::scoped_observer(&*self.store, &ask.workspace, &ask.observer, &scopes).await?;
+            context::scoped_observer(&*self.store, &ask.workspace, &ask.observer, &scopes, scopes_as_list).await?;
         ask.observer = observer;
         if allowed.is_some() {
             ask.allowed_sessions = allowed;

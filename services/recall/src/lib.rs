@@ -232,6 +232,9 @@ pub struct GetRepresentation {
     /// One scope: the scope's memory of the target; several: the peer's,
     /// limited to their sessions (not with `session_id` or `filters`).
     pub scopes: Vec<String>,
+    /// `scopes` was sent as a list: even one reads as the peer's memory
+    /// limited to its sessions (Honcho 3.1).
+    pub scopes_as_list: bool,
     /// Bounds the representation (beyond Honcho).
     pub tokens: Option<i32>,
 }
@@ -686,7 +689,8 @@ impl RecallApi for Recall {
             return Err(Error::invalid("scope", "cannot be combined with session_id or filters"));
         }
         let scopes = context::scope_ids("scope", &request.scopes)?;
-        let (observer, scoped_sessions) = context::scoped_observer(&*self.store, &workspace_id, &peer, &scopes).await?;
+        let (observer, scoped_sessions) =
+            context::scoped_observer(&*self.store, &workspace_id, &peer, &scopes, request.scopes_as_list).await?;
         let allowed_sessions = allowed_sessions.or(scoped_sessions);
         check_distance("search_max_distance", request.search_max_distance)?;
         let options = RepresentationOptions {

@@ -86,18 +86,20 @@ pub fn scope_ids(field: &str, scopes: &[String]) -> Result<Vec<String>> {
 }
 
 /// Whom a read of `peer_id`'s memory observes from, and which sessions it
-/// may draw on, given `scopes` (honcho-v3 §3.3): one scope reads as the
-/// scope itself (its memory is its sessions'); several, as the peer limited
-/// to the union of their sessions; none, as the peer, unlimited.
+/// may draw on, given `scopes` (honcho-v3 §3.3): one scope named alone
+/// reads as the scope itself (its memory is its sessions'); a list, even of
+/// one (`as_list`, Honcho 3.1), as the peer limited to the union of their
+/// sessions; none, as the peer, unlimited.
 pub async fn scoped_observer(
     store: &dyn SearchStore,
     workspace_id: &str,
     peer_id: &str,
     scopes: &[String],
+    as_list: bool,
 ) -> Result<(String, Option<Vec<String>>)> {
     match scopes {
         [] => Ok((peer_id.to_owned(), None)),
-        [scope] => {
+        [scope] if !as_list => {
             store.get_scope(workspace_id, scope).await?;
             Ok((roncho_core::model::scope_peer(scope), None))
         }

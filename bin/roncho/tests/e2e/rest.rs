@@ -1030,6 +1030,32 @@ async fn scopes_gather_their_sessions_memory() {
         answer["content"].as_str().unwrap_or_default().contains("sourdough"),
         "{answer}"
     );
+    // Named alone, a scope answers from its own memory; one scope in a list
+    // is a list (Honcho 3.1): alice's memory, limited to its sessions.
+    for (scope, observer) in [(json!("home"), "scope.home"), (json!(["home"]), "alice")] {
+        let (status, answer) = send(
+            Method::POST,
+            "/v3/workspaces/w/peers/alice/chat",
+            json!({"query": "What does alice bake?", "scope": scope, "include_evidence": true}),
+        )
+        .await;
+        assert_eq!(status, 200, "{answer}");
+        let observers: Vec<&str> = answer["evidence"]["conclusions"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|conclusion| conclusion["observer_id"].as_str().unwrap())
+            .collect();
+        assert!(
+            !observers.is_empty() && observers.iter().all(|o| *o == observer),
+            "{scope}: {answer}"
+        );
+    }
+    let listed = representation(json!(["home"])).await;
+    assert!(
+        listed.contains("sourdough") && !listed.contains("motorbike"),
+        "{listed}"
+    );
 
     // A scope is never a participant.
     for (method, path, body) in [

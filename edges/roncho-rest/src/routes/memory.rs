@@ -183,6 +183,7 @@ pub(super) async fn representation(
         search_max_distance: curation.search_max_distance,
         include_most_frequent: curation.include_most_frequent,
         max_conclusions: curation.max_conclusions,
+        scopes_as_list: wire::scopes_as_list(&body.scope),
         scopes: wire::scopes(body.scope)?,
         tokens: curation.tokens,
     };
@@ -414,6 +415,7 @@ pub(super) async fn chat(
         reasoning_level: options.reasoning_level,
         filters: options.filters,
         response_format: response_format(options.response_format)?,
+        scopes_as_list: wire::scopes_as_list(&options.scope),
         scopes: wire::scopes(options.scope)?,
         include_evidence: options.include_evidence,
     };
@@ -439,6 +441,7 @@ pub(super) async fn workspace_chat(
         session_id: options.session_id,
         reasoning_level: options.reasoning_level,
         response_format: response_format(options.response_format)?,
+        scopes_as_list: wire::scopes_as_list(&options.scope),
         scopes: wire::scopes(options.scope)?,
         include_evidence: options.include_evidence,
         ..Default::default()
