@@ -52,6 +52,8 @@ class Transcript:
             return {k: self._stable(v, k) for k, v in sorted(value.items())}
         if isinstance(value, list):
             return [self._stable(v) for v in value]
+        if isinstance(value, str) and key == "uid":
+            return self.ids.setdefault(value, f"<uid{len(self.ids)}>")
         if isinstance(value, str) and NANOID.match(value) and key in ("id", "file_id", "session_id", "message_id"):
             return self.ids.setdefault(value, f"<id{len(self.ids)}>")
         if key == "created_at" and isinstance(value, str) and not value.startswith("2020-"):
