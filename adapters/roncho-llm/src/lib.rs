@@ -44,6 +44,44 @@ pub struct ProviderConfig {
     /// Requests in flight at once to this base URL, shared by every client
     /// of it in the process (a single-slot local server: 1); 0: no limit.
     pub max_concurrent: usize,
+    /// How JSON replies are asked for (OpenAI-compatible servers).
+    pub structured: Structured,
+}
+
+/// How a model is asked for JSON that follows a schema.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Structured {
+    /// `json_schema`; a server that refuses it gets JSON mode, then the
+    /// schema in the prompt alone, learned from its refusals (400/422
+    /// naming `response_format`).
+    #[default]
+    Auto,
+    /// `response_format: json_schema` only.
+    JsonSchema,
+    /// `response_format: json_object`, the schema in the prompt.
+    JsonObject,
+    /// No `response_format`: the schema in the prompt.
+    Prompt,
+}
+
+impl Structured {
+    /// The mode's name as configured (`auto`, `json_schema`, `json_object`, `prompt`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Structured::Auto => "auto",
+            Structured::JsonSchema => "json_schema",
+            Structured::JsonObject => "json_object",
+            Structured::Prompt => "prompt",
+        }
+    }
+
+    /// Parses a configured mode.
+    pub fn parse(text: &str) -> Option<Self> {
+        [Self::Auto, Self::JsonSchema, Self::JsonObject, Self::Prompt]
+            .into_iter()
+            .find(|mode| mode.name() == text)
+    }
 }
 
 impl ProviderConfig {
@@ -58,6 +96,7 @@ impl ProviderConfig {
                 initial_backoff: std::time::Duration::from_secs(1),
             },
             max_concurrent: 0,
+            structured: Structured::Auto,
         }
     }
 

@@ -2,11 +2,12 @@
 //! OpenAI, OpenRouter, vLLM, Ollama, LM Studio and others. Structured output
 //! asks for `response_format: json_schema`; a server that rejects it (many
 //! local servers) is asked again with `json_object` and the schema in the
-//! system prompt, and later calls go straight to that fallback. Tools are
+//! system prompt, then with the schema in the prompt alone, and later calls
+//! go straight to what it took ([`Structured`], configurable). Tools are
 //! `tools: [{type: function, ...}]`; streaming reads `data:` chunks until
 //! `[DONE]`, assembling tool-call arguments from their fragments.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicU8, Ordering};
 
 use async_trait::async_trait;
 use roncho_core::{Error, Result};
@@ -15,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::sse::{Decoder, SseEvent};
-use crate::{ChatRequest, ChatResponse, EventStream, Llm, Role, StreamEvent, ToolCall, Usage};
+use crate::{ChatRequest, ChatResponse, EventStream, Llm, Role, StreamEvent, Structured, ToolCall, Usage};
 
 /// Where and how to call the API (`base_url`: e.g. `https://api.openai.com/v1`, `http://localhost:11434/v1`).
 pub type OpenAiChatConfig = crate::ProviderConfig;
@@ -25,8 +26,9 @@ pub type OpenAiChatConfig = crate::ProviderConfig;
 pub struct OpenAiChat {
     config: OpenAiChatConfig,
     client: reqwest::Client,
-    /// Set once the server rejected `json_schema`: use `json_object`.
-    schema_unsupported: AtomicBool,
+    /// How JSON is asked for now: 0 `json_schema`, 1 `json_object`, 2 the
+    /// prompt alone; `Auto` moves it on at each refusal.
+    mode: AtomicU8,
     /// The base URL's places in flight ([`crate::ProviderConfig::max_concurrent`]).
     slots: Option<std::sync::Arc<tokio::sync::Semaphore>>,
 }
@@ -103,10 +105,39 @@ impl OpenAiChat {
         let client = config.client()?;
         Ok(Self {
             slots: config.slots(),
+            mode: AtomicU8::new(match config.structured {
+                Structured::Auto | Structured::JsonSchema => SCHEMA,
+                Structured::JsonObject => OBJECT,
+                Structured::Prompt => PROMPT,
+            }),
             config,
             client,
-            schema_unsupported: AtomicBool::new(false),
         })
+    }
+
+    /// How JSON replies are asked for now (learned from refusals in `auto`).
+    pub fn structured_mode(&self) -> Structured {
+        match self.mode.load(Ordering::Relaxed) {
+            SCHEMA => Structured::JsonSchema,
+            OBJECT => Structured::JsonObject,
+            _ => Structured::Prompt,
+        }
+    }
+
+    /// After a refusal of the current mode: the next one, when `auto` may
+    /// move on (`None`: the refusal is final).
+    fn fall_back(&self, tried: u8) -> Option<u8> {
+        if self.config.structured != Structured::Auto || tried >= PROMPT {
+            return None;
+        }
+        let next = tried + 1;
+        self.mode.store(next, Ordering::Relaxed);
+        let to = match next {
+            OBJECT => "json_object with the schema in the prompt",
+            _ => "the schema in the prompt alone",
+        };
+        tracing::warn!(model = %self.model_id(), "the server refuses this structured output mode; using {to}");
+        Some(next)
     }
 
     /// Waits for a place in flight at the server, when it has a limit.
@@ -115,7 +146,7 @@ impl OpenAiChat {
         slots.acquire_owned().await.ok()
     }
 
-    fn body(&self, request: &ChatRequest, schema_mode: bool) -> Value {
+    fn body(&self, request: &ChatRequest, mode: u8) -> Value {
         let mut messages: Vec<Value> = request.messages.iter().map(wire_message).collect();
         let mut body = json!({"model": self.config.model, "max_tokens": request.max_tokens});
         if !request.tools.is_empty() {
@@ -133,13 +164,15 @@ impl OpenAiChat {
             body["temperature"] = json!(temperature);
         }
         if let Some(schema) = &request.json_schema {
-            if schema_mode {
+            if mode == SCHEMA {
                 body["response_format"] = json!({
                     "type": "json_schema",
                     "json_schema": {"name": schema.name, "schema": schema.schema, "strict": true},
                 });
             } else {
-                body["response_format"] = json!({"type": "json_object"});
+                if mode == OBJECT {
+                    body["response_format"] = json!({"type": "json_object"});
+                }
                 messages.insert(
                     0,
                     json!({
@@ -333,27 +366,31 @@ impl ChunkDecoder {
     }
 }
 
-/// Whether a 400 is about structured output (the server lacks `json_schema`).
+/// Structured output modes, from the most to the least exact.
+const SCHEMA: u8 = 0;
+const OBJECT: u8 = 1;
+const PROMPT: u8 = 2;
+
+/// Whether a 400 is about structured output (the server lacks this mode).
 fn rejects_schema(error: &HttpError) -> bool {
     matches!(error, HttpError::Status { status: 400 | 422, body }
-        if body.contains("response_format") || body.contains("json_schema"))
+        if body.contains("response_format") || body.contains("json_schema") || body.contains("json_object"))
 }
 
 #[async_trait]
 impl Llm for OpenAiChat {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse> {
-        let schema_mode = request.json_schema.is_some() && !self.schema_unsupported.load(Ordering::Relaxed);
+        let mut mode = self.mode.load(Ordering::Relaxed);
         let slot = self.slot().await;
-        let text = match self.post(&self.body(request, schema_mode)).await {
-            Ok(text) => text,
-            Err(error) if schema_mode && rejects_schema(&error) => {
-                tracing::warn!(model = %self.model_id(), "json_schema output unsupported; using json_object");
-                self.schema_unsupported.store(true, Ordering::Relaxed);
-                self.post(&self.body(request, false))
-                    .await
-                    .map_err(|error| self.classify(error))?
+        let text = loop {
+            match self.post(&self.body(request, mode)).await {
+                Ok(text) => break text,
+                Err(error) if request.json_schema.is_some() && rejects_schema(&error) => match self.fall_back(mode) {
+                    Some(next) => mode = next,
+                    None => return Err(self.classify(error)),
+                },
+                Err(error) => return Err(self.classify(error)),
             }
-            Err(error) => return Err(self.classify(error)),
         };
         drop(slot);
         let completion: Completion = serde_json::from_str(&text).map_err(|error| {
@@ -400,22 +437,22 @@ impl Llm for OpenAiChat {
     }
 
     async fn chat_stream(&self, request: &ChatRequest) -> Result<EventStream> {
-        let schema_mode = request.json_schema.is_some() && !self.schema_unsupported.load(Ordering::Relaxed);
+        let mut mode = self.mode.load(Ordering::Relaxed);
         let slot = self.slot().await;
         let with_stream = |mut body: Value| {
             body["stream"] = json!(true);
             body["stream_options"] = json!({"include_usage": true});
             body
         };
-        let response = match self.post_stream(&with_stream(self.body(request, schema_mode))).await {
-            Ok(response) => response,
-            Err(error) if schema_mode && rejects_schema(&error) => {
-                self.schema_unsupported.store(true, Ordering::Relaxed);
-                self.post_stream(&with_stream(self.body(request, false)))
-                    .await
-                    .map_err(|error| self.classify(error))?
+        let response = loop {
+            match self.post_stream(&with_stream(self.body(request, mode))).await {
+                Ok(response) => break response,
+                Err(error) if request.json_schema.is_some() && rejects_schema(&error) => match self.fall_back(mode) {
+                    Some(next) => mode = next,
+                    None => return Err(self.classify(error)),
+                },
+                Err(error) => return Err(self.classify(error)),
             }
-            Err(error) => return Err(self.classify(error)),
         };
         let decoder = ChunkDecoder {
             model: self.model_id(),

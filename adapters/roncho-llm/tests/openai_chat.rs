@@ -159,6 +159,56 @@ async fn a_server_without_json_schema_gets_json_object() {
             .contains("JSON schema")
     );
     assert_eq!(requests[2]["response_format"]["type"], "json_object", "remembered");
+    assert_eq!(llm.structured_mode(), roncho_llm::Structured::JsonObject);
+}
+
+/// A server that refuses JSON mode too gets the schema in the prompt alone,
+/// remembered; a mode set by configuration is kept, a refusal final.
+#[tokio::test]
+async fn a_server_without_json_mode_gets_the_schema_in_the_prompt_and_a_fixed_mode_stays() {
+    let (url, script) = serve(vec![
+        Reply::Status(400, r#"{"error": "response_format json_schema is not supported"}"#),
+        Reply::Status(422, r#"{"detail": "unknown response_format type json_object"}"#),
+        Reply::Content("```json\n{\"facts\": [\"x\"]}\n```"),
+    ])
+    .await;
+    let llm = client(&url);
+    let (facts, _) = chat_json::<Facts>(&llm, request(true)).await.unwrap();
+    assert_eq!(facts.facts, ["x"]);
+    chat_json::<Facts>(&llm, request(true)).await.unwrap();
+    let requests = script.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4);
+    assert!(requests[2].get("response_format").is_none(), "{}", requests[2]);
+    assert!(
+        requests[2]["messages"][0]["content"]
+            .as_str()
+            .unwrap()
+            .contains("JSON schema")
+    );
+    assert!(requests[3].get("response_format").is_none(), "remembered");
+    assert_eq!(llm.structured_mode(), roncho_llm::Structured::Prompt);
+
+    // Configured: JSON mode from the first call; configured json_schema never falls back.
+    let (url, script) = serve(vec![Reply::Content("{\"facts\": []}")]).await;
+    let mut config = OpenAiChatConfig::new(&url, "scripted-model");
+    config.structured = roncho_llm::Structured::JsonObject;
+    let llm = OpenAiChat::new(config).unwrap();
+    chat_json::<Facts>(&llm, request(true)).await.unwrap();
+    assert_eq!(
+        script.requests.lock().unwrap()[0]["response_format"]["type"],
+        "json_object"
+    );
+    let (url, script) = serve(vec![Reply::Status(
+        400,
+        "{\"error\": \"response_format json_schema is not supported\"}",
+    )])
+    .await;
+    let mut config = OpenAiChatConfig::new(&url, "scripted-model");
+    config.structured = roncho_llm::Structured::JsonSchema;
+    let llm = OpenAiChat::new(config).unwrap();
+    let refused = chat_json::<Facts>(&llm, request(true)).await.unwrap_err();
+    assert!(refused.to_string().contains("response_format"), "{refused}");
+    assert_eq!(script.count(), 1, "no fallback");
 }
 
 #[tokio::test]

@@ -302,6 +302,7 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
         settings.retry.max_retries = config.max_retries;
         if model.provider == LlmProvider::Openai {
             settings.max_concurrent = usize::try_from(config.max_concurrent_requests).unwrap_or(usize::MAX);
+            settings.structured = config.structured_output;
         }
         let built: Arc<dyn Llm> = match model.provider {
             LlmProvider::Openai => Arc::new(roncho_llm::openai::OpenAiChat::new(settings)?),

@@ -25,6 +25,9 @@ section! {
         /// Requests in flight at once to each OpenAI-compatible server
         /// (a single-slot llama.cpp: 1); 0: no limit.
         llm_max_concurrent_requests: u32,
+        /// How OpenAI-compatible models are asked for JSON: auto,
+        /// json_schema, json_object or prompt.
+        llm_structured_output: String,
         /// Every role's model unless the role names its own.
         llm_model: String,
         deriver_model: String,
@@ -247,6 +250,8 @@ pub struct LlmConfig {
     pub max_retries: u32,
     /// Requests in flight at once to each OpenAI-compatible server; 0: no limit.
     pub max_concurrent_requests: u32,
+    /// How OpenAI-compatible models are asked for JSON.
+    pub structured_output: roncho_llm::Structured,
     /// Roles with no model here run extractively.
     pub roles: std::collections::BTreeMap<LlmRole, RoleModels>,
 }
@@ -326,6 +331,12 @@ impl LlmConfig {
             timeout: Duration::from_secs(merged.llm_timeout_secs.unwrap_or(120).max(1)),
             max_retries: merged.llm_max_retries.unwrap_or(3),
             max_concurrent_requests: merged.llm_max_concurrent_requests.unwrap_or(0),
+            structured_output: match merged.llm_structured_output.as_deref() {
+                None => roncho_llm::Structured::Auto,
+                Some(text) => roncho_llm::Structured::parse(text).with_context(|| {
+                    format!("llm_structured_output must be auto, json_schema, json_object or prompt, not `{text}`")
+                })?,
+            },
             roles,
         }))
     }
@@ -337,8 +348,24 @@ impl LlmConfig {
             .map_or_else(|| role.default_max_tokens(), |models| models.max_tokens)
     }
 
-    /// One line per role: its chain and budget, or that it is extractive.
+    /// One line per role: its chain and budget, or that it is extractive;
+    /// then how OpenAI-compatible models are asked for JSON.
     pub fn describe(&self) -> String {
+        let roles = self.describe_roles();
+        if !self.endpoints.contains_key(&LlmProvider::Openai) {
+            return roles;
+        }
+        let structured = match self.structured_output {
+            roncho_llm::Structured::Auto => {
+                "auto (json_schema; on a refusal JSON mode, then the schema in the prompt, learned per model and logged)"
+                    .to_owned()
+            }
+            fixed => format!("{} (configured)", fixed.name()),
+        };
+        format!("{roles}; structured output {structured}")
+    }
+
+    fn describe_roles(&self) -> String {
         LlmRole::ALL
             .iter()
             .map(|role| match self.roles.get(role) {

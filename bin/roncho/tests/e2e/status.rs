@@ -67,6 +67,10 @@ async fn status_says_when_the_collector_or_a_model_provider_cannot_be_reached() 
     assert!(tracing.detail.contains("as roncho, sampling 1"), "{tracing:?}");
     let agents = find(&checks, "agents");
     assert!(agents.ok, "{agents:?}");
+    assert!(
+        agents.detail.contains("structured output auto (json_schema;"),
+        "{agents:?}"
+    );
 
     let down = format!("http://{closed}");
     let checks = roncho::status::checks(&config(down.clone(), format!("{down}/v1"))).await;
@@ -81,5 +85,28 @@ async fn status_says_when_the_collector_or_a_model_provider_cannot_be_reached() 
     assert!(
         agents.detail.contains(&format!("openai at {down}/v1 is unreachable")),
         "{agents:?}"
+    );
+}
+
+#[test]
+fn a_configured_structured_output_mode_is_shown_and_a_wrong_one_refused() {
+    let resolve = |mode: &str| {
+        let mut flags = ConfigLayer::default();
+        flags.llm.llm_model = Some("scripted".into());
+        flags.llm.llm_structured_output = Some(mode.into());
+        Config::resolve(ConfigLayer::default(), ConfigLayer::default(), flags)
+    };
+    let config = resolve("json_object").unwrap();
+    let llm = config.llm.as_ref().unwrap();
+    assert_eq!(llm.structured_output, roncho_llm::Structured::JsonObject);
+    assert!(
+        llm.describe().ends_with("structured output json_object (configured)"),
+        "{}",
+        llm.describe()
+    );
+    let refused = resolve("xml").unwrap_err();
+    assert!(
+        format!("{refused:#}").contains("llm_structured_output must be auto"),
+        "{refused:#}"
     );
 }
