@@ -534,3 +534,72 @@ async fn custom_instructions_reach_the_derivers_prompt_after_honchos() {
     assert!(honcho < french && french < pets, "{system}");
     assert_eq!(alice_observes(&store).await.len(), 1);
 }
+
+/// The duplicate rate over a scripted stream of paraphrases, with the
+/// default local model (bge-small) as the deriver's embedder: a model that
+/// words six facts thirteen ways, within batches and across them, leaves
+/// six conclusions, each counted by the batches that derived it; facts that
+/// differ (a nurse and a teacher, a cat and a dog) stay apart.
+#[tokio::test]
+async fn paraphrased_facts_within_and_across_batches_are_stored_once() {
+    let Some(dir) = roncho_store::testing::integration_env("RONCHO_TEST_EMBED_MODEL_DIR") else {
+        return;
+    };
+    let embedder: Arc<dyn roncho_core::embed::Embedder> = Arc::new(
+        tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(dir.as_ref()))
+            .await
+            .unwrap()
+            .unwrap(),
+    );
+    let batches: [&[&str]; 5] = [
+        &["Alice works as a nurse", "Alice is employed as a nurse", "Alice lives in Berlin"],
+        &["Alice is a nurse", "Alice resides in Berlin", "Alice has a cat named Mochi"],
+        &["Alice's cat is named Mochi", "Alice enjoys hiking on weekends", "Alice lives in Berlin, Germany"],
+        &["Alice likes to hike on weekends", "Alice works as a nurse at a hospital", "Alice's sister works as a teacher"],
+        &["Alice has a dog named Rex"],
+    ];
+    let replies: Vec<&'static str> = batches
+        .iter()
+        .map(|facts| {
+            let explicit: Vec<Value> = facts.iter().map(|fact| json!({"content": fact})).collect();
+            &*Box::leak(json!({ "explicit": explicit }).to_string().into_boxed_str())
+        })
+        .collect();
+    let produced: usize = batches.iter().map(|facts| facts.len()).sum();
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let (llm, _) = model(replies).await;
+    let vectors: Arc<dyn roncho_core::vector::VectorStore> = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
+    let reconciler = roncho_reconciler::Reconciler::new(
+        store.clone(),
+        embedder.clone(),
+        vectors.clone(),
+        roncho_reconciler::ReconcilerConfig::default(),
+    );
+    let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
+    let worker = Worker::new(store.clone(), queue, WorkerConfig::default())
+        .with_llms(llm.clone(), llm)
+        .with_semantic_dedup(embedder, vectors);
+    for turn in 0..batches.len() {
+        store
+            .create_messages("w", "s", say(&format!("Turn {turn} of Alice's story.")))
+            .await
+            .unwrap();
+        while worker.run_once().await.unwrap() {}
+        reconciler.pass().await.unwrap();
+    }
+    let live = alice_observes(&store).await;
+    let stored: Vec<(String, i64)> = live.iter().map(|c| (c.content.clone(), c.times_derived)).collect();
+    let rate = (live.len() as f64 - 6.0) / live.len() as f64;
+    println!("paraphrase stream: {produced} facts produced, {} stored, duplicate rate {rate:.2}: {stored:?}", live.len());
+    for topic in ["nurse", "Berlin", "Mochi", "hik", "teacher", "Rex"] {
+        let found: Vec<&(String, i64)> = stored.iter().filter(|(content, _)| content.contains(topic)).collect();
+        assert_eq!(found.len(), 1, "`{topic}` once: {stored:?}");
+    }
+    assert_eq!(live.len(), 6, "duplicate rate {rate:.2}: {stored:?}");
+    let count = |topic: &str| stored.iter().find(|(content, _)| content.contains(topic)).unwrap().1;
+    // Counted once per batch that derived it (two wordings in one batch are one derivation).
+    assert_eq!(count("nurse"), 3, "four wordings in three batches: {stored:?}");
+    assert_eq!(count("Berlin"), 3, "{stored:?}");
+    assert_eq!(count("Mochi"), 2, "{stored:?}");
+}
