@@ -509,6 +509,11 @@ async fn a_peer_who_never_goes_quiet_gets_its_dream_within_the_longest_delay() {
         2000,
         Default::default(),
     );
+    // The configuration's instructions for dreams reach the dream's prompts.
+    let configuration = json!({"dream": {"custom_instructions": "Prefer few, well-founded deductions."}});
+    roncho_core::store::Workspaces::update_workspace(store.as_ref(), "w", None, configuration.as_object().cloned())
+        .await
+        .unwrap();
     let mut due_at = None;
     let mut dreamt_at = None;
     for n in 0..60u32 {
@@ -544,18 +549,20 @@ async fn a_peer_who_never_goes_quiet_gets_its_dream_within_the_longest_delay() {
         "the dream waited {waited:?}, not about {max_delay:?}"
     );
     assert_eq!(store.dream_state("w", "alice", "alice").await.unwrap().generation, 1);
-    let dream_calls = requests
+    let dream_prompts: Vec<String> = requests
         .lock()
         .unwrap()
         .iter()
-        .filter(|body| {
-            !body["messages"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .contains("You extract explicit observations")
-        })
-        .count();
-    assert!(dream_calls > 0, "the dream model was asked");
+        .map(|body| body["messages"][0]["content"].as_str().unwrap_or_default().to_owned())
+        .filter(|system| system.contains("You consolidate what"))
+        .collect();
+    assert!(!dream_prompts.is_empty(), "the dream model was asked");
+    assert!(
+        dream_prompts
+            .iter()
+            .all(|system| system.ends_with("Prefer few, well-founded deductions.")),
+        "{dream_prompts:?}"
+    );
 }
 
 /// A deriver model answering with [`batch_facts`]'s facts, and a dream

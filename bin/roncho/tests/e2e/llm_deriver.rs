@@ -552,10 +552,26 @@ async fn paraphrased_facts_within_and_across_batches_are_stored_once() {
             .unwrap(),
     );
     let batches: [&[&str]; 5] = [
-        &["Alice works as a nurse", "Alice is employed as a nurse", "Alice lives in Berlin"],
-        &["Alice is a nurse", "Alice resides in Berlin", "Alice has a cat named Mochi"],
-        &["Alice's cat is named Mochi", "Alice enjoys hiking on weekends", "Alice lives in Berlin, Germany"],
-        &["Alice likes to hike on weekends", "Alice works as a nurse at a hospital", "Alice's sister works as a teacher"],
+        &[
+            "Alice works as a nurse",
+            "Alice is employed as a nurse",
+            "Alice lives in Berlin",
+        ],
+        &[
+            "Alice is a nurse",
+            "Alice resides in Berlin",
+            "Alice has a cat named Mochi",
+        ],
+        &[
+            "Alice's cat is named Mochi",
+            "Alice enjoys hiking on weekends",
+            "Alice lives in Berlin, Germany",
+        ],
+        &[
+            "Alice likes to hike on weekends",
+            "Alice works as a nurse at a hospital",
+            "Alice's sister works as a teacher",
+        ],
         &["Alice has a dog named Rex"],
     ];
     let replies: Vec<&'static str> = batches
@@ -591,7 +607,10 @@ async fn paraphrased_facts_within_and_across_batches_are_stored_once() {
     let live = alice_observes(&store).await;
     let stored: Vec<(String, i64)> = live.iter().map(|c| (c.content.clone(), c.times_derived)).collect();
     let rate = (live.len() as f64 - 6.0) / live.len() as f64;
-    println!("paraphrase stream: {produced} facts produced, {} stored, duplicate rate {rate:.2}: {stored:?}", live.len());
+    println!(
+        "paraphrase stream: {produced} facts produced, {} stored, duplicate rate {rate:.2}: {stored:?}",
+        live.len()
+    );
     for topic in ["nurse", "Berlin", "Mochi", "hik", "teacher", "Rex"] {
         let found: Vec<&(String, i64)> = stored.iter().filter(|(content, _)| content.contains(topic)).collect();
         assert_eq!(found.len(), 1, "`{topic}` once: {stored:?}");
