@@ -107,6 +107,8 @@ pub(crate) const TARGET: &str = "Another peer: what peer_id knows about this one
 
 /// A budget of representation and card.
 pub(crate) const TOKENS: &str = "Token budget of the representation and card, 1 to 100,000: the least important conclusions and the card's last lines are left out first, and `omitted` says how many [default: no budget].";
+/// A budget of a representation alone.
+pub(crate) const REPRESENTATION_TOKENS: &str = "Token budget of the representation, 1 to 100,000: the least important conclusions are left out first, and a last line says how many [default: no budget].";
 pub(crate) const LEVELS: [&str; 5] = ["minimal", "low", "medium", "high", "max"];
 
 /// The schema of `remember` (`remember`: its session defaults to

@@ -11,7 +11,7 @@
 use serde_json::{Map, Value, json};
 
 use crate::context::{Args, Context, Defaults, Failure, Output, Result};
-use crate::schema::{self, LEVELS, Schema, TARGET, TOKENS, number, object, strings, text};
+use crate::schema::{self, LEVELS, REPRESENTATION_TOKENS, Schema, TARGET, TOKENS, number, object, strings, text};
 use crate::{memory, resources};
 
 /// Which tools a server lists.
@@ -201,7 +201,7 @@ tools! {
                 .optional("session_id", text("Only what was learned in this session."))
                 .optional("search_query", text("Favour conclusions close to this."))
                 .optional("max_conclusions", number("Conclusions to include, 1 to 100 [default 25]."))
-                .optional("tokens", number(TOKENS)),
+                .optional("tokens", number(REPRESENTATION_TOKENS)),
             run: |context, args| memory::get_representation(context, args).await;
         "create_session", "Failed to create session",
             "Get or create a session: one coherent conversation (a thread, project or channel). Reuse its id for every turn.",
