@@ -13,6 +13,12 @@ async fn empty_derivations_degrade_a_workspace_until_one_derives(store: &dyn Sto
         store.get_or_create_peer(workspace, "alice", None, None).await.unwrap();
     }
     assert_eq!(store.derivation_health("w").await.unwrap(), None);
+    store.record_derivation("w", "m", &Outcome::Derived).await.unwrap();
+    assert_eq!(
+        store.derivation_health("w").await.unwrap(),
+        None,
+        "healthy: nothing written"
+    );
     let empty = Outcome::Empty { messages: 2 };
     for _ in 0..DEGRADED_AFTER - 1 {
         store.record_derivation("w", "m", &empty).await.unwrap();
