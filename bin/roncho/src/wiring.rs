@@ -250,7 +250,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
     });
     Ok(Runtime {
         store,
-        semantic: Some(Semantic { embedder, vectors }),
+        semantic: Some(Semantic::new(embedder, vectors)),
         reconciler,
         write_activity,
         text_indexer,

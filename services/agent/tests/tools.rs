@@ -118,7 +118,7 @@ async fn world() -> World {
         .unwrap();
     World {
         store,
-        semantic: Semantic { embedder, vectors },
+        semantic: Semantic::new(embedder, vectors),
         facts,
         messages,
         _dir: dir,

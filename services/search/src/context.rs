@@ -376,7 +376,7 @@ pub async fn nearest_conclusions(
     query: &str,
     top_k: i64,
 ) -> Result<Vec<Conclusion>> {
-    let vector = semantic.embed_query(query).await?;
+    let vector = semantic.embed_query(workspace_id, query).await?;
     let filter = VectorFilter {
         session_ids: options.allowed_sessions.clone(),
         peer_id: None,

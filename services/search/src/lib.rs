@@ -7,9 +7,11 @@
 //! - [`Semantic`]: an embedder and the vectors it made.
 //! - [`messages`]: hybrid message search (full text and vectors, fused).
 //! - [`context`]: representations, peer cards, session context (honcho-v3 §3).
+//! - [`queries`]: the embeddings of recent queries.
 
 pub mod context;
 pub mod messages;
+pub mod queries;
 
 use std::sync::Arc;
 
@@ -25,11 +27,13 @@ store_view! {
     pub trait SearchStore: Workspaces, Messages, Memory, Scopes, TextSearch
 }
 
-/// The semantic half of search: an embedder and the vectors it made.
+/// The semantic half of search: an embedder and the vectors it made, and
+/// the embeddings of recent queries.
 #[derive(Clone)]
 pub struct Semantic {
     pub embedder: Arc<dyn Embedder>,
     pub vectors: Arc<dyn VectorStore>,
+    queries: Arc<queries::QueryCache>,
 }
 
 impl std::fmt::Debug for Semantic {
@@ -39,13 +43,29 @@ impl std::fmt::Debug for Semantic {
 }
 
 impl Semantic {
-    /// Returns the embedding of one query.
-    pub async fn embed_query(&self, query: &str) -> Result<Vec<f32>> {
-        Ok(self
+    pub fn new(embedder: Arc<dyn Embedder>, vectors: Arc<dyn VectorStore>) -> Self {
+        Self {
+            embedder,
+            vectors,
+            queries: Arc::default(),
+        }
+    }
+
+    /// Returns the embedding of one query of `workspace_id`, from the
+    /// query cache when the same text was embedded there lately.
+    pub async fn embed_query(&self, workspace_id: &str, query: &str) -> Result<Vec<f32>> {
+        if let Some(vector) = self.queries.get(workspace_id, query) {
+            return Ok(vector.to_vec());
+        }
+        let vector = self
             .embedder
             .embed(&[query.to_owned()])
             .await?
             .pop()
-            .unwrap_or_default())
+            .unwrap_or_default();
+        if !vector.is_empty() {
+            self.queries.put(workspace_id, query, Arc::from(vector.as_slice()));
+        }
+        Ok(vector)
     }
 }

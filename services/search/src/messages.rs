@@ -379,7 +379,7 @@ async fn semantic_candidates(
     search: &MessageSearch,
     filter: &Filter,
 ) -> Result<Ranking> {
-    let vector = semantic.embed_query(query).await?;
+    let vector = semantic.embed_query(workspace_id, query).await?;
     let hits = semantic
         .vectors
         .query(
@@ -414,7 +414,7 @@ async fn hybrid_candidates(
     search: &MessageSearch,
     filter: &Filter,
 ) -> Result<Option<Ranked>> {
-    let (vector, embed_error) = match semantic.embed_query(query).await {
+    let (vector, embed_error) = match semantic.embed_query(workspace_id, query).await {
         Ok(vector) => (Some(vector), None),
         Err(error) => (None, Some(error)),
     };

@@ -74,10 +74,7 @@ async fn erase_and_look_everywhere(
         },
     );
     let services = Services {
-        semantic: Some(roncho_search::Semantic {
-            embedder: embedder.clone(),
-            vectors: vectors.clone(),
-        }),
+        semantic: Some(roncho_search::Semantic::new(embedder.clone(), vectors.clone())),
         ..Services::store_only(dyn_store.clone())
     };
     let served = support::serve(services, &Role::ALL).await;

@@ -99,10 +99,7 @@ async fn outage_degrades_search_and_loses_nothing(
     ));
     let nudged = reconciler.clone();
     let services = Services {
-        semantic: Some(roncho_search::Semantic {
-            embedder: embedder.clone(),
-            vectors,
-        }),
+        semantic: Some(roncho_search::Semantic::new(embedder.clone(), vectors)),
         after_write: Some(Arc::new(move || nudged.nudge())),
         ..Services::store_only(dyn_store)
     };
@@ -215,4 +212,79 @@ async fn outage_degrades_search_and_loses_nothing(
 
     shutdown.cancel();
     server.await.unwrap().unwrap();
+}
+
+/// Counts the texts it embeds, then embeds as the test embedder does.
+struct Counting {
+    inner: roncho_embed::hashing::TestHashingEmbedder,
+    texts: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl Embedder for Counting {
+    async fn embed(&self, texts: &[String]) -> roncho_core::Result<Vec<Vec<f32>>> {
+        self.texts.fetch_add(texts.len(), std::sync::atomic::Ordering::SeqCst);
+        self.inner.embed(texts).await
+    }
+
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+}
+
+/// A query asked again in its workspace is not embedded again (the query
+/// cache), and answers the same; the same words in another workspace are
+/// embedded for it (no workspace learns another's queries from timing).
+#[tokio::test]
+async fn a_repeated_query_is_embedded_once_per_workspace() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let counting = Arc::new(Counting {
+        inner: roncho_embed::hashing::TestHashingEmbedder::new(64),
+        texts: Default::default(),
+    });
+    let vectors: Arc<dyn VectorStore> = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
+    let semantic = roncho_search::Semantic::new(counting.clone(), vectors);
+    let services = Services {
+        semantic: Some(semantic),
+        ..Services::store_only(store.clone())
+    };
+    let served = support::serve(services, &Role::ALL).await;
+    support::write_as(&served.channel, "alice", &["We adopted a kitten from the shelter."]).await;
+    let search = |workspace: &str| {
+        let channel = served.channel.clone();
+        let request = pb::SearchMessagesRequest {
+            workspace_id: workspace.into(),
+            query: "kitten shelter".into(),
+            limit: 5,
+            ..Default::default()
+        };
+        async move {
+            RecallServiceClient::new(channel)
+                .search_messages(request)
+                .await
+                .unwrap()
+                .into_inner()
+        }
+    };
+    let embedded = || counting.texts.load(std::sync::atomic::Ordering::SeqCst);
+    let first = search("w").await;
+    let after_first = embedded();
+    let again = search("w").await;
+    assert_eq!(
+        embedded(),
+        after_first,
+        "the same query in the same workspace is not embedded again"
+    );
+    assert_eq!(
+        first.messages.iter().map(|m| &m.id).collect::<Vec<_>>(),
+        again.messages.iter().map(|m| &m.id).collect::<Vec<_>>()
+    );
+    let _ = search("other").await;
+    assert_eq!(embedded(), after_first + 1, "another workspace's query is its own");
+    served.shutdown.cancel();
 }

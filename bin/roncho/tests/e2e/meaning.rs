@@ -48,7 +48,7 @@ async fn first_hit_for_pet_cat(
         ReconcilerConfig::default(),
     );
     let services = Services {
-        semantic: Some(roncho_search::Semantic { embedder, vectors }),
+        semantic: Some(roncho_search::Semantic::new(embedder, vectors)),
         ..Services::store_only(store)
     };
     let served = support::serve(services, &Role::ALL).await;

@@ -52,10 +52,7 @@ impl Setup {
         );
         let dyn_store = store.clone();
         let services = Services {
-            semantic: Some(roncho_search::Semantic {
-                embedder: embedder.clone(),
-                vectors: qdrant.clone(),
-            }),
+            semantic: Some(roncho_search::Semantic::new(embedder.clone(), qdrant.clone())),
             ..Services::store_only(dyn_store)
         };
         let served = support::serve(services, &Role::ALL).await;
