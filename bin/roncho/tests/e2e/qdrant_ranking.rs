@@ -138,8 +138,9 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     assert_eq!(found.messages.len(), 20);
 
     // The embedder down: no query vector, and still Qdrant ranks the words.
+    // (A new query: "kitten" again would take its vector from the query cache.)
     setup.embedder.set_up(false);
-    let found = search(&setup.served.channel, "kitten", 20).await;
+    let found = search(&setup.served.channel, "kittens", 20).await;
     assert_eq!(found.mode, "full_text", "{found:?}");
     assert!(
         found.degraded_reason.contains("semantic search unavailable"),
