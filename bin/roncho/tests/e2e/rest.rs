@@ -1665,3 +1665,43 @@ async fn workspace_chat_answers_from_every_peer_with_its_evidence() {
     assert_eq!(status, 422, "{refused}");
     server.served.shutdown.cancel();
 }
+
+/// `custom_instructions` go into prompts: each is a string of at most
+/// 2,000 tokens, at a configuration's top or in a section, on every
+/// resource that takes a configuration; a refused one leaves nothing.
+#[tokio::test]
+async fn custom_instructions_are_bounded_wherever_a_configuration_is_written() {
+    let server = Server::start(false).await;
+    let long = "word ".repeat(2_500);
+    for (path, body) in [
+        (
+            "/v3/workspaces",
+            json!({"id": "w", "configuration": {"custom_instructions": long}}),
+        ),
+        (
+            "/v3/workspaces",
+            json!({"id": "w", "configuration": {"dialectic": {"custom_instructions": 7}}}),
+        ),
+        (
+            "/v3/workspaces/w0/peers",
+            json!({"id": "alice", "configuration": {"dream": {"custom_instructions": long}}}),
+        ),
+        (
+            "/v3/workspaces/w0/sessions",
+            json!({"id": "s", "configuration": {"summary": {"custom_instructions": long}}}),
+        ),
+    ] {
+        let (status, reply) = server.post(path, body).await;
+        assert_eq!(status, 422, "{path}: {reply}");
+        assert!(reply.to_string().contains("custom_instructions"), "{reply}");
+    }
+    let (status, listed) = server.post("/v3/workspaces/list", json!({})).await;
+    assert_eq!(status, 200);
+    assert!(
+        !listed.to_string().contains("\"w\""),
+        "the refused workspace was not made: {listed}"
+    );
+    let fits = json!({"id": "w", "configuration": {"custom_instructions": "Answer in French.", "dialectic": {"custom_instructions": null}}});
+    assert_eq!(server.post("/v3/workspaces", fits).await.0, 201);
+    server.served.shutdown.cancel();
+}
