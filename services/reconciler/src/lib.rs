@@ -273,10 +273,14 @@ impl Reconciler {
 /// together with its predecessor's text lent its meaning to the next turn
 /// and was diluted itself: "pet cat" found the turn after the kitten.
 /// Mixing the two vectors, the message's own weighing more, keeps each
-/// message nearest to its own meaning. 0.85 was the best of 0.3, 0.5, 0.7,
-/// 0.85 and 1.0 on the development set below 1 (docs/benchmarks.md, "A
-/// message found by its own meaning").
-pub const CONTEXT_WEIGHT: f32 = 0.85;
+/// message nearest to its own meaning. At 0.85 (the best of 0.3–1.0 on the
+/// development set with MiniLM) small talk right after a line still took
+/// its meaning and outranked it in variants of that conversation; at 0.5,
+/// with search lending a hit's score to its neighbours instead
+/// (`roncho_search::messages`), every variant finds the line that says it,
+/// and both cross-validation folds of the development set gained
+/// (docs/benchmarks.md, "Own meaning first").
+pub const CONTEXT_WEIGHT: f32 = 0.5;
 
 /// Returns `normalize(own + weight · context)`.
 pub fn mix(own: &[f32], context: &[f32], weight: f32) -> Vec<f32> {

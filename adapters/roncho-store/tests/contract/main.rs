@@ -340,7 +340,7 @@ async fn postgres_a_peer_or_session_deleted_during_a_write_leaves_no_message_beh
 /// A store written before migration 0019 (sync state and words in the
 /// message rows) upgrades with every message's state: synced, pending in
 /// order, failed; on Postgres the indexed words move and the rest wait for
-/// the text indexer.
+/// the text indexer. Migration 0023 then queues every message again.
 async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
     let store = roncho_store::connect(&StoreOptions::new(url)).await.expect("connect");
     roncho_store::migrate_to(&store, 18).await.expect("migrate to 0018");
@@ -372,7 +372,7 @@ async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
             .await
             .expect("an 0018 row");
     }
-    roncho_store::migrate(&store).await.expect("the upgrade");
+    roncho_store::migrate_to(&store, 22).await.expect("the upgrade");
     let counts = store.sync_counts(SyncKind::Message).await.unwrap();
     assert_eq!((counts.synced, counts.pending, counts.failed), (1, 2, 1));
     let due = store
@@ -395,6 +395,26 @@ async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
     for (query, content) in [("kitten", "a kitten"), ("goldfish", "a goldfish")] {
         assert_eq!(found(&store, "w", &search(query), &all()).await, [content], "{query}");
     }
+    // 0023: message vectors lean to their own text now; every message is
+    // embedded again, each with a new version so that a reconciler holding
+    // an old one does not mark it done.
+    roncho_store::migrate(&store).await.expect("0023");
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    assert_eq!((counts.synced, counts.pending, counts.failed), (0, 4, 0));
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    let due: Vec<(String, i64)> = due.into_iter().map(|item| (item.id, item.version)).collect();
+    assert_eq!(
+        due,
+        [
+            ("m1".to_owned(), 1),
+            ("m2".to_owned(), 4),
+            ("m3".to_owned(), 1),
+            ("m4".to_owned(), 1)
+        ]
+    );
     store.close().await;
 }
 

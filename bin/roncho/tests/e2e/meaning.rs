@@ -1,9 +1,13 @@
-//! A message is found by its own meaning. In a four-line conversation
-//! (sourdough bread, a motorbike carburetor, a kitten from a shelter, tax
-//! forms) SearchMessages for "pet cat" — no word in common with any line —
-//! must return the kitten first. It returned the tax forms while each
-//! message was embedded together with the turn before it: the turn after a
-//! message inherited its meaning, and the message itself was diluted. With
+//! A message is found by its own meaning, and never outranked by a
+//! neighbour that only stands beside it. SearchMessages for "pet cat" — no
+//! word in common with any line — must return a line about the kitten
+//! first, in every variant of a conversation about sourdough bread, a
+//! motorbike carburetor, a kitten from a shelter and tax forms: one speaker
+//! or two alternating, the kitten first, in the middle or last, said twice
+//! with small talk between, and told over several lines in a row (which
+//! then lead the results together). Embedding each message together with
+//! the turn before it made the line after the kitten inherit its meaning:
+//! "pet cat" found the tax forms, then small talk about the weather. With
 //! the real default model, bge-small-en-v1.5 (`RONCHO_TEST_EMBED_MODEL_DIR`), on SQLite
 //! with the embedded vector store and on Postgres with the real Qdrant.
 
@@ -14,17 +18,100 @@ use roncho::server::Services;
 use roncho_core::embed::Embedder;
 use roncho_core::vector::VectorStore;
 use roncho_proto::v1 as pb;
+use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use tonic::transport::Channel;
 
 use crate::support;
 
-const LINES: [&str; 4] = [
-    "I baked a loaf of sourdough bread this weekend.",
-    "The carburetor on my motorbike needs a good cleaning.",
-    "We adopted a little kitten from the animal shelter.",
-    "I still have to fill in my tax forms before the deadline.",
+const BREAD: &str = "I baked a loaf of sourdough bread this weekend.";
+const MOTORBIKE: &str = "The carburetor on my motorbike needs a good cleaning.";
+const KITTEN: &str = "We adopted a little kitten from the animal shelter.";
+const TAXES: &str = "I still have to fill in my tax forms before the deadline.";
+const KITTEN_MORE: [&str; 2] = [
+    "She is a tiny grey tabby with white paws.",
+    "She purrs on my lap every evening and chases the laser dot.",
 ];
+const SMALL_TALK: [&str; 6] = [
+    "The weather has been lovely lately.",
+    "Oh really? Tell me more.",
+    "Haha, that sounds like you.",
+    "I know what you mean.",
+    "How was the rest of your week?",
+    "Sounds good to me.",
+];
+
+/// A conversation to search, and which of its lines are about the cat.
+struct Variant {
+    name: &'static str,
+    lines: Vec<&'static str>,
+    /// Speakers take turns (alice, bob, alice, …); else alice says everything.
+    alternating: bool,
+    /// How many of the first results must all be lines about the cat.
+    leading: usize,
+}
+
+fn variants() -> Vec<Variant> {
+    let [weather, really, haha, know, week, good] = SMALL_TALK;
+    let variant = |name, lines: Vec<&'static str>, alternating, leading| Variant {
+        name,
+        lines,
+        alternating,
+        leading,
+    };
+    vec![
+        variant(
+            "one speaker, kitten third",
+            vec![BREAD, MOTORBIKE, KITTEN, TAXES],
+            false,
+            1,
+        ),
+        variant("kitten first", vec![KITTEN, TAXES, BREAD, MOTORBIKE], false, 1),
+        variant("kitten last", vec![BREAD, TAXES, MOTORBIKE, KITTEN], true, 1),
+        variant(
+            "small talk after each line",
+            vec![BREAD, weather, MOTORBIKE, really, KITTEN, weather, TAXES, haha],
+            true,
+            1,
+        ),
+        // The case: 20 lines, two speakers, each topic said twice.
+        variant(
+            "twenty lines, topics repeated",
+            vec![
+                BREAD, really, MOTORBIKE, haha, KITTEN, weather, TAXES, know, week, good, BREAD, weather, KITTEN,
+                weather, MOTORBIKE, know, TAXES, haha, good, really,
+            ],
+            true,
+            2,
+        ),
+        variant(
+            "kitten, small talk, kitten again",
+            vec![TAXES, KITTEN, weather, KITTEN, BREAD, MOTORBIKE],
+            true,
+            2,
+        ),
+        variant(
+            "the cat over three lines in a row",
+            vec![
+                BREAD,
+                MOTORBIKE,
+                KITTEN,
+                KITTEN_MORE[0],
+                KITTEN_MORE[1],
+                TAXES,
+                weather,
+                haha,
+            ],
+            true,
+            3,
+        ),
+    ]
+}
+
+fn is_about_the_cat(line: &str) -> bool {
+    line == KITTEN || KITTEN_MORE.contains(&line)
+}
 
 async fn local_model() -> Option<Arc<dyn Embedder>> {
     let dir = roncho_store::testing::integration_env("RONCHO_TEST_EMBED_MODEL_DIR")?;
@@ -35,8 +122,36 @@ async fn local_model() -> Option<Arc<dyn Embedder>> {
     Some(Arc::new(embedder))
 }
 
-/// Writes the conversation, syncs its vectors and asks "pet cat".
-async fn first_hit_for_pet_cat(
+/// Writes each variant in a workspace of its own.
+async fn write(channel: &Channel, workspace_id: &str, variant: &Variant) {
+    let messages = variant
+        .lines
+        .iter()
+        .enumerate()
+        .map(|(at, line)| pb::MessageCreate {
+            peer_id: if variant.alternating && at % 2 == 1 {
+                "bob"
+            } else {
+                "alice"
+            }
+            .into(),
+            content: (*line).into(),
+            ..Default::default()
+        })
+        .collect();
+    IngestServiceClient::new(channel.clone())
+        .create_messages(pb::CreateMessagesRequest {
+            workspace_id: workspace_id.into(),
+            session_id: "s".into(),
+            messages,
+            idempotency_key: None,
+        })
+        .await
+        .unwrap();
+}
+
+/// Writes every variant, syncs their vectors and asks "pet cat" of each.
+async fn pet_cat_finds_the_cat_first(
     store: Arc<roncho_store::SqlStore>,
     embedder: Arc<dyn Embedder>,
     vectors: Arc<dyn VectorStore>,
@@ -52,21 +167,31 @@ async fn first_hit_for_pet_cat(
         ..Services::store_only(store)
     };
     let served = support::serve(services, &Role::ALL).await;
-    let created = support::write_as(&served.channel, "alice", &LINES).await;
-    reconciler.pass().await.unwrap();
-    let found = RecallServiceClient::new(served.channel.clone())
-        .search_messages(pb::SearchMessagesRequest {
-            workspace_id: "w".into(),
-            query: "pet cat".into(),
-            limit: 4,
-            ..Default::default()
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!(found.mode, "hybrid", "{found:?}");
-    let order: Vec<&str> = found.messages.iter().map(|message| message.content.as_str()).collect();
-    assert_eq!(found.messages[0].id, created[2].id, "the kitten first: {order:?}");
+    let variants = variants();
+    for (at, variant) in variants.iter().enumerate() {
+        write(&served.channel, &format!("w{at}"), variant).await;
+    }
+    let report = reconciler.pass().await.unwrap();
+    assert_eq!(report.failed, 0, "{report:?}");
+    let mut failures = Vec::new();
+    for (at, variant) in variants.iter().enumerate() {
+        let found = RecallServiceClient::new(served.channel.clone())
+            .search_messages(pb::SearchMessagesRequest {
+                workspace_id: format!("w{at}"),
+                query: "pet cat".into(),
+                limit: 5,
+                ..Default::default()
+            })
+            .await
+            .unwrap()
+            .into_inner();
+        assert_eq!(found.mode, "hybrid", "{}: {found:?}", variant.name);
+        let order: Vec<&str> = found.messages.iter().map(|message| message.content.as_str()).collect();
+        if !order.iter().take(variant.leading).all(|line| is_about_the_cat(line)) {
+            failures.push(format!("{}: {order:?}", variant.name));
+        }
+    }
+    assert!(failures.is_empty(), "the cat did not lead:\n{}", failures.join("\n"));
     served.shutdown.cancel();
 }
 
@@ -76,7 +201,7 @@ async fn pet_cat_finds_the_kitten_on_sqlite() {
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
-    first_hit_for_pet_cat(store, embedder, vectors).await;
+    pet_cat_finds_the_cat_first(store, embedder, vectors).await;
 }
 
 #[tokio::test]
@@ -89,7 +214,7 @@ async fn pet_cat_finds_the_kitten_on_postgres_and_qdrant() {
     let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
     options.collection = format!("meaning_{}", roncho_store::testing::unique_name());
     let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
-    first_hit_for_pet_cat(store.clone(), embedder, qdrant.clone()).await;
+    pet_cat_finds_the_cat_first(store.clone(), embedder, qdrant.clone()).await;
     qdrant.drop_collection().await.unwrap();
     store.close().await;
     database.drop_database().await;
