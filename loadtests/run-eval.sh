@@ -2,7 +2,8 @@
 # Retrieval quality: starts a release `roncho serve` (embedded, then on a fresh
 # Postgres database) and runs `roncho-eval locomo` on the given LoCoMo-format
 # files. Without arguments: the development set in ../shared/eval (never
-# copied into this repository) and a seeded synthetic set.
+# copied into this repository), each of its conversations scored alone, and
+# a seeded synthetic set.
 #
 #   loadtests/run-eval.sh [file.json ...]
 #   RONCHO_EVAL_BACKENDS=embedded loadtests/run-eval.sh    one backend
@@ -14,7 +15,16 @@ eval_bin=$CARGO_TARGET_DIR/release/roncho-eval
 
 files=("$@")
 if [ ${#files[@]} -eq 0 ]; then
-  [ -f ../shared/eval/locomo-dev.json ] && files+=(../shared/eval/locomo-dev.json)
+  # Each development conversation scored alone: a setting chosen on one is
+  # checked on the other (cross-validation, issue 36).
+  if [ -f ../shared/eval/locomo-dev.json ]; then
+    python3 - ../shared/eval/locomo-dev.json "$work" <<'PY'
+import json, sys
+for sample in json.load(open(sys.argv[1])):
+    json.dump([sample], open(f"{sys.argv[2]}/{sample['sample_id']}.json", "w"))
+PY
+    files+=("$work"/conv-*.json)
+  fi
   "$eval_bin" synth --seed 1 --conversations 5 --out "$work/synth-seed1.json" >/dev/null
   files+=("$work/synth-seed1.json")
 fi
