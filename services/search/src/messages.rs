@@ -69,10 +69,12 @@ impl Ranking {
 /// matches. A share below 1 never lets a neighbour outrank the turn that
 /// says it. Lent among the candidates found, so it reorders and adds none.
 /// On the development set's two conversations, with message vectors mixing
-/// in their previous turn at half weight, 0.5 raised recall@10 / any@10 on
-/// both (0.783 / 0.833 → 0.780 / 0.827 and 0.751 / 0.790 → 0.761 / 0.802
-/// alone; docs/benchmarks.md, "Own meaning first"); 0.6 and more let the
-/// turn before a cat story outrank its third line in `meaning.rs`.
+/// in their previous turn at half weight, 0.5 moved recall@10 / any@10 on
+/// one from 0.751 / 0.790 to 0.761 / 0.802 and cost the other a question
+/// (0.783 / 0.833 → 0.780 / 0.827); with the half weight it is above the
+/// previous design (0.85, no lending) on both (docs/benchmarks.md, "Own
+/// meaning first"). 0.6 and more let the turn before a cat story outrank
+/// its third line in `meaning.rs`.
 const NEIGHBOUR_SHARE: f64 = 0.5;
 
 /// Candidates each source brings, per result asked for; fusion keeps the
