@@ -337,6 +337,21 @@ async fn postgres_a_peer_or_session_deleted_during_a_write_leaves_no_message_beh
     fixture.finish().await;
 }
 
+/// Messages synced, pending and failed.
+async fn sync_counts(store: &SqlStore) -> (i64, i64, i64) {
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    (counts.synced, counts.pending, counts.failed)
+}
+
+/// The messages due to be embedded, in order, with their versions.
+async fn due_versions(store: &SqlStore) -> Vec<(String, i64)> {
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    due.into_iter().map(|item| (item.id, item.version)).collect()
+}
+
 /// A store written before migration 0019 (sync state and words in the
 /// message rows) upgrades with every message's state: synced, pending in
 /// order, failed; on Postgres the indexed words move and the rest wait for
@@ -373,15 +388,9 @@ async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
             .expect("an 0018 row");
     }
     roncho_store::migrate_to(&store, 22).await.expect("the upgrade");
-    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
-    assert_eq!((counts.synced, counts.pending, counts.failed), (1, 2, 1));
-    let due = store
-        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
-        .await
-        .unwrap();
-    let due: Vec<(String, i64)> = due.into_iter().map(|item| (item.id, item.version)).collect();
+    assert_eq!(sync_counts(&store).await, (1, 2, 1));
     assert_eq!(
-        due,
+        due_versions(&store).await,
         [("m2".to_owned(), 3), ("m4".to_owned(), 0)],
         "pending, in order, versions kept"
     );
@@ -399,15 +408,9 @@ async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
     // embedded again, each with a new version so that a reconciler holding
     // an old one does not mark it done.
     roncho_store::migrate(&store).await.expect("0023");
-    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
-    assert_eq!((counts.synced, counts.pending, counts.failed), (0, 4, 0));
-    let due = store
-        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
-        .await
-        .unwrap();
-    let due: Vec<(String, i64)> = due.into_iter().map(|item| (item.id, item.version)).collect();
+    assert_eq!(sync_counts(&store).await, (0, 4, 0));
     assert_eq!(
-        due,
+        due_versions(&store).await,
         [
             ("m1".to_owned(), 1),
             ("m2".to_owned(), 4),
