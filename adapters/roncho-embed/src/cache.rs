@@ -87,6 +87,12 @@ impl Embedder for CachedEmbedder {
             .collect())
     }
 
+    /// Not cached here: a query's vector may come from a cheaper copy of the
+    /// model than a stored text's, and search keeps its own query cache.
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.inner.embed_query(text).await
+    }
+
     fn dimensions(&self) -> usize {
         self.inner.dimensions()
     }

@@ -7,7 +7,7 @@
 #![cfg(feature = "candle")]
 
 use roncho_core::embed::{Embedder, cosine};
-use roncho_embed::bert::BertEmbedder;
+use roncho_embed::bert::{BertEmbedder, QueryPrecision};
 
 fn model_dir(variable: &str) -> Option<std::path::PathBuf> {
     match std::env::var(variable) {
@@ -23,14 +23,21 @@ fn model_dir(variable: &str) -> Option<std::path::PathBuf> {
     }
 }
 
+/// The model in the directory `variable` names, if set.
+async fn load(variable: &str) -> Option<BertEmbedder> {
+    let dir = model_dir(variable)?;
+    Some(
+        tokio::task::spawn_blocking(move || BertEmbedder::load(&dir))
+            .await
+            .unwrap()
+            .unwrap(),
+    )
+}
+
 /// Related texts are near, unrelated ones far, every vector unit length,
 /// and a text's vector does not depend on the batch it is padded in.
 async fn embeds_meaning(variable: &str) {
-    let Some(dir) = model_dir(variable) else { return };
-    let embedder = tokio::task::spawn_blocking(move || BertEmbedder::load(&dir))
-        .await
-        .unwrap()
-        .unwrap();
+    let Some(embedder) = load(variable).await else { return };
     assert_eq!(embedder.dimensions(), 384);
     let texts: Vec<String> = [
         "I love drinking coffee in the morning",
@@ -68,4 +75,47 @@ async fn the_default_model_embeds_meaning() {
 #[tokio::test]
 async fn minilm_embeds_meaning() {
     embeds_meaning("RONCHO_TEST_MINILM_MODEL_DIR").await;
+}
+
+/// A query's vector from the 8-bit encoder agrees with the float model's
+/// (what stored texts get): short and long queries, a single letter,
+/// names and numbers (search refuses an empty query before embedding
+/// it). On a CPU without the fast kernel, queries take the float model and
+/// agree exactly.
+async fn queries_agree_with_the_float_model(variable: &str) {
+    let Some(embedder) = load(variable).await else { return };
+    let long = "my sister and I drove to the lake every summer when we were kids ".repeat(30);
+    let queries = [
+        "pet cat",
+        "When did Caroline go to the LGBTQ support group?",
+        "What activities does Melanie partake in?",
+        "What is Gina's favorite style of dance and why did she start her own studio after losing her job in 2023?",
+        "x",
+        long.as_str(),
+    ];
+    let float = embedder.embed_blocking(&queries.map(str::to_owned)).unwrap();
+    let expected = if roncho_embed::int8::has_fast_kernel() {
+        QueryPrecision::Int8
+    } else {
+        QueryPrecision::Float
+    };
+    assert_eq!(embedder.query_precision(), expected);
+    for (query, float) in queries.iter().zip(&float) {
+        let vector = embedder.embed_query(query).await.unwrap();
+        assert_eq!(vector.len(), 384);
+        assert!((vector.iter().map(|x| x * x).sum::<f32>() - 1.0).abs() < 1e-4);
+        let agreement = cosine(&vector, float);
+        eprintln!("{variable}: {agreement:.5} for {:?}", &query[..query.len().min(40)]);
+        assert!(agreement > 0.999, "{query:?}: cosine {agreement} to the float model");
+    }
+}
+
+#[tokio::test]
+async fn the_default_models_queries_agree_with_its_float_vectors() {
+    queries_agree_with_the_float_model("RONCHO_TEST_EMBED_MODEL_DIR").await;
+}
+
+#[tokio::test]
+async fn minilms_queries_agree_with_its_float_vectors() {
+    queries_agree_with_the_float_model("RONCHO_TEST_MINILM_MODEL_DIR").await;
 }

@@ -638,6 +638,10 @@ impl VectorStore for SqlVectorStore {
         self.texts.is_some()
     }
 
+    fn ranks_in_process(&self) -> bool {
+        self.texts.is_some()
+    }
+
     async fn hybrid_query(
         &self,
         namespace: &str,

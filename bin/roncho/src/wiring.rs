@@ -16,7 +16,9 @@ use roncho_search::Semantic;
 use roncho_store::{SqlStore, SqlVectorStore};
 use roncho_worker::yielding::{QUIET_BEFORE_BACKGROUND, YieldToWrites};
 
-use crate::config::{Config, EmbeddingConfig, EmbeddingProvider, LlmConfig, LlmProvider, LlmRole, Role};
+use crate::config::{
+    Config, EmbeddingConfig, EmbeddingProvider, LlmConfig, LlmProvider, LlmRole, QueryPrecision, Role,
+};
 
 /// The ports of one process.
 pub struct Runtime {
@@ -64,7 +66,8 @@ fn model_dir_ok(dir: &std::path::Path) -> bool {
 
 /// Builds the configured embedder; `Ok(None)` means semantic search is off.
 pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
-    let local = |dir: std::path::PathBuf| async move { load_local(dir).await };
+    let precision = embedding.query_precision;
+    let local = |dir: std::path::PathBuf| async move { load_local(dir, precision).await };
     let embedder: Arc<dyn Embedder> = match embedding.provider {
         EmbeddingProvider::None => return Ok(None),
         EmbeddingProvider::TestHashing => {
@@ -100,16 +103,22 @@ pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<
 }
 
 #[cfg(feature = "candle")]
-async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>> {
+async fn load_local(dir: std::path::PathBuf, precision: QueryPrecision) -> anyhow::Result<Arc<dyn Embedder>> {
+    use roncho_embed::bert::{BertEmbedder, QueryPrecision as Precision};
     let shown = dir.display().to_string();
-    let loaded = tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(&dir))
+    let precision = match precision {
+        QueryPrecision::Int8 => Precision::Int8,
+        QueryPrecision::Float => Precision::Float,
+    };
+    let loaded = tokio::task::spawn_blocking(move || BertEmbedder::load_with(&dir, precision))
         .await?
         .with_context(|| format!("loading the embedding model in {shown}"))?;
+    tracing::info!(model = loaded.model_id(), queries = ?loaded.query_precision(), "local embedding model loaded");
     Ok(Arc::new(loaded))
 }
 
 #[cfg(not(feature = "candle"))]
-async fn load_local(dir: std::path::PathBuf) -> anyhow::Result<Arc<dyn Embedder>> {
+async fn load_local(dir: std::path::PathBuf, _: QueryPrecision) -> anyhow::Result<Arc<dyn Embedder>> {
     anyhow::bail!(
         "{} holds a local model, but this build has no `candle` feature",
         dir.display()

@@ -57,12 +57,7 @@ impl Semantic {
         if let Some(vector) = self.queries.get(workspace_id, query) {
             return Ok(vector.to_vec());
         }
-        let vector = self
-            .embedder
-            .embed(&[query.to_owned()])
-            .await?
-            .pop()
-            .unwrap_or_default();
+        let vector = self.embedder.embed_query(query).await?;
         if !vector.is_empty() {
             self.queries.put(workspace_id, query, Arc::from(vector.as_slice()));
         }

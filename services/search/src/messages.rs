@@ -463,22 +463,44 @@ async fn hybrid_candidates(
     search: &MessageSearch,
     filter: &Filter,
 ) -> Result<Option<Ranked>> {
-    let (vector, embed_error) = match semantic.embed_query(workspace_id, query).await {
-        Ok(vector) => (Some(vector), None),
-        Err(error) => (None, Some(error)),
-    };
-    let Some(hits) = semantic
-        .vectors
-        .hybrid_query(
-            &messages_namespace(workspace_id),
-            vector.as_deref(),
-            &lexical_query(query, named, semantic.vectors.shares_term_statistics()),
-            candidate_count(search),
-            &vector_filter(search),
-        )
-        .await?
-    else {
-        return Ok(None);
+    let namespace = messages_namespace(workspace_id);
+    let lexical = lexical_query(query, named, semantic.vectors.shares_term_statistics());
+    let (count, vector_filter) = (candidate_count(search), vector_filter(search));
+    let (hits, embed_error) = if semantic.vectors.ranks_in_process() {
+        // The words are ranked while the query is embedded, on another core.
+        let by_words = semantic
+            .vectors
+            .hybrid_query(&namespace, None, &lexical, count, &vector_filter);
+        let by_meaning = async {
+            match semantic.embed_query(workspace_id, query).await {
+                Ok(vector) => semantic
+                    .vectors
+                    .query(&namespace, &vector, count, &vector_filter, None)
+                    .await
+                    .map(|hits| (hits, None)),
+                Err(error) => Ok((Vec::new(), Some(error))),
+            }
+        };
+        let (by_words, by_meaning) = tokio::join!(by_words, by_meaning);
+        let Some(mut hits) = by_words? else {
+            return Ok(None);
+        };
+        let (dense, embed_error) = by_meaning?;
+        hits.dense = dense;
+        (hits, embed_error)
+    } else {
+        let (vector, embed_error) = match semantic.embed_query(workspace_id, query).await {
+            Ok(vector) => (Some(vector), None),
+            Err(error) => (None, Some(error)),
+        };
+        let hits = semantic
+            .vectors
+            .hybrid_query(&namespace, vector.as_deref(), &lexical, count, &vector_filter)
+            .await?;
+        let Some(hits) = hits else {
+            return Ok(None);
+        };
+        (hits, embed_error)
     };
     let mut lists = rows_in_order(store, workspace_id, &[hits.lexical, hits.dense], search, filter).await?;
     lists[1].lends_to_neighbours = true;

@@ -50,6 +50,10 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
     let (store, vectors) = open(dir.path()).await;
     assert!(vectors.ranks_full_text().await.unwrap());
     assert!(vectors.indexes_text_at_once());
+    assert!(
+        vectors.ranks_in_process(),
+        "search ranks the words while it embeds the query"
+    );
     let first = store
         .create_messages(
             "w",

@@ -78,7 +78,9 @@ pub use layer::ConfigLayer;
 pub use limits::{LimitsConfig, LimitsLayer};
 pub use llm::{LlmConfig, LlmEndpoint, LlmLayer, LlmProvider, LlmRole, ModelRef, RoleModels, parse_model_chain};
 pub use queue::{DreamConfig, NatsConfig, QueueConfig, QueueLayer};
-pub use search::{EmbeddingConfig, EmbeddingProvider, LOCAL_MODELS, QdrantConfig, SearchConfig, SearchLayer};
+pub use search::{
+    EmbeddingConfig, EmbeddingProvider, LOCAL_MODELS, QdrantConfig, QueryPrecision, SearchConfig, SearchLayer,
+};
 pub use secret::Secret;
 pub use server::{DEFAULT_REST_LISTEN, RestListen, Role, ServerConfig, ServerLayer, parse_roles};
 pub use store::{StoreConfig, StoreLayer};

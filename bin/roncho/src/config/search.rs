@@ -16,6 +16,7 @@ section! {
         embedding_model: String,
         embedding_dimensions: usize,
         embedding_api_key: String,
+        embedding_query_precision: QueryPrecision,
         qdrant_url: String,
         qdrant_api_key: String,
         qdrant_collection: String,
@@ -38,6 +39,16 @@ pub enum EmbeddingProvider {
     TestHashing,
 }
 
+/// How the local model embeds search queries.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum QueryPrecision {
+    /// An 8-bit copy of the encoder where the CPU has AVX-512 VNNI (else float).
+    Int8,
+    /// The float model, as stored texts are.
+    Float,
+}
+
 /// Where embeddings come from and where vectors live.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SearchConfig {
@@ -57,6 +68,8 @@ pub struct EmbeddingConfig {
     pub model: String,
     pub dimensions: Option<usize>,
     pub api_key: Option<Secret>,
+    /// How the local model embeds search queries.
+    pub query_precision: QueryPrecision,
     /// Directories `auto` looks in for a local model, in order: each place's
     /// bge-small-en-v1.5 (the default), then its all-MiniLM-L6-v2.
     pub search_dirs: Vec<PathBuf>,
@@ -97,6 +110,7 @@ impl SearchLayer {
                 .unwrap_or_else(|| "text-embedding-3-small".to_owned()),
             dimensions: self.embedding_dimensions,
             api_key: self.embedding_api_key.as_ref().map(Secret::from),
+            query_precision: self.embedding_query_precision.unwrap_or(QueryPrecision::Int8),
             search_dirs,
         };
         if embedding.provider == EmbeddingProvider::Openai && embedding.dimensions.is_none() {

@@ -256,7 +256,7 @@ fn docs_configuration_lists_every_setting_once_in_its_section_under_its_names() 
 
 /// A value of each kind a setting can take, as an env variable's text
 /// and as TOML.
-const SAMPLES: [(&str, &str); 7] = [
+const SAMPLES: [(&str, &str); 8] = [
     ("7", "7"),
     ("true", "true"),
     ("0.5", "0.5"),
@@ -264,6 +264,7 @@ const SAMPLES: [(&str, &str); 7] = [
     ("json", "\"json\""),
     ("test-hashing", "\"test-hashing\""),
     ("openai", "\"openai\""),
+    ("float", "\"float\""),
 ];
 
 /// The first sample value `read` accepts for a setting.

@@ -9,6 +9,13 @@ use crate::Result;
 pub trait Embedder: Send + Sync + 'static {
     /// Returns one vector per text, in order, each of [`Embedder::dimensions`] floats.
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>>;
+    /// Returns the vector of one search query. By default what
+    /// [`Embedder::embed`] returns; an embedder may answer from a cheaper
+    /// copy of its model whose vectors agree with its own (a query waits on
+    /// one short text, while stored texts come in batches).
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        Ok(self.embed(&[text.to_owned()]).await?.pop().unwrap_or_default())
+    }
     /// Returns the length of every vector this embedder produces.
     fn dimensions(&self) -> usize;
     /// Returns the model's identity (provider and name), recorded beside vectors.

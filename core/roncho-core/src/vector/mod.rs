@@ -98,6 +98,12 @@ pub trait VectorStore: Send + Sync + 'static {
     fn indexes_text_at_once(&self) -> bool {
         false
     }
+    /// Whether [`VectorStore::hybrid_query`]'s two lists cost no more asked
+    /// for apart, each in its own request (the store ranks in process):
+    /// search then ranks a query's words while it embeds the query.
+    fn ranks_in_process(&self) -> bool {
+        false
+    }
     /// Whether the inverse document frequencies of [`VectorStore::hybrid_query`]'s
     /// BM25 are counted over every namespace of the store (Qdrant's
     /// collection: all workspaces) rather than over the queried one.

@@ -1,0 +1,656 @@
+//! An 8-bit copy of a BERT encoder for one text at a time: the search
+//! query's path, where a request waits on one short text.
+//!
+//! Every linear layer's weights are rounded to `i8` with one scale per 32
+//! inputs of an output, and the activations entering a layer with one scale
+//! per 32 inputs of a token. Coarser scales cost accuracy: one per token
+//! moved bge-small's vectors to cosine 0.999 of the float model's, one per
+//! weight row all-MiniLM-L6-v2's to 0.9985; per 32 both stay near 0.9996.
+//! Products run on AVX-512 VNNI (`vpdpbusd`: 64 byte products an
+//! instruction) where the CPU has it; the same integer arithmetic in plain
+//! Rust is the reference the kernel is tested against, and without VNNI
+//! `BertEmbedder` keeps the float model for queries.
+//!
+//! Why: bge-small's 21 M encoder weights are 85 MB as `f32` and 21 MB as
+//! `i8`, which can stay in a server CPU's last-level cache between queries;
+//! the float model's batched kernels spend most of one short text's time
+//! packing and handing work between threads (docs/benchmarks.md, "A
+//! cheaper query embedding", and ADR 0017).
+
+use std::collections::HashMap;
+
+use candle_core::Tensor;
+use roncho_core::embed::dot;
+
+/// Inputs per activation scale: a block of the layer's input.
+const BLOCK: usize = 32;
+/// Outputs per tile: one 512-bit register of `i32`.
+const TILE: usize = 16;
+/// Tokens the kernel computes at once, sharing each load of weights (4
+/// was slower: docs/benchmarks.md).
+const ROWS: usize = 8;
+
+/// Whether this CPU runs the VNNI kernel.
+pub fn has_fast_kernel() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx512f")
+            && std::arch::is_x86_feature_detected!("avx512bw")
+            && std::arch::is_x86_feature_detected!("avx512vnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// Which kernel multiplies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kernel {
+    /// AVX-512 VNNI.
+    Vnni,
+    /// Plain Rust, the same integer arithmetic.
+    Portable,
+}
+
+impl Kernel {
+    /// Returns the fastest kernel this CPU runs.
+    pub fn detect() -> Self {
+        if has_fast_kernel() {
+            Kernel::Vnni
+        } else {
+            Kernel::Portable
+        }
+    }
+}
+
+/// A linear layer `y = x · Wᵀ + b` with `W` in `i8`, one scale per 32
+/// inputs of an output.
+#[derive(Debug)]
+pub struct Linear {
+    inputs: usize,
+    outputs: usize,
+    /// `W` in VNNI order: per tile of 16 outputs, per 4 inputs, per output,
+    /// the 4 weights (`[outputs / 16][inputs / 4][16][4]`).
+    packed: Vec<i8>,
+    /// Per tile, per block of 32 inputs, per output: −128 × the block's
+    /// weight sum (activations are stored as `u8` = `i8` + 128).
+    offsets: Vec<i32>,
+    /// Per tile, per block of 32 inputs, per output: the weights' scale.
+    scales: Vec<f32>,
+    bias: Vec<f32>,
+}
+
+impl Linear {
+    /// Quantizes `weight` (`outputs × inputs`, row-major) and keeps `bias`;
+    /// `None` unless both sizes are multiples of 32 and 16.
+    pub fn new(weight: &[f32], bias: Vec<f32>, outputs: usize, inputs: usize) -> Option<Self> {
+        if !inputs.is_multiple_of(BLOCK)
+            || !outputs.is_multiple_of(TILE)
+            || weight.len() != outputs * inputs
+            || bias.len() != outputs
+        {
+            return None;
+        }
+        let blocks = inputs / BLOCK;
+        let (rows, row_scales) = quantize_rows(weight, BLOCK);
+        let mut packed = Vec::with_capacity(rows.len());
+        let mut offsets = Vec::with_capacity(outputs * blocks);
+        let mut scales = Vec::with_capacity(outputs * blocks);
+        for tile in 0..outputs / TILE {
+            for group in 0..inputs / 4 {
+                for lane in 0..TILE {
+                    let row = &rows[(tile * TILE + lane) * inputs..];
+                    packed.extend_from_slice(&row[group * 4..group * 4 + 4]);
+                }
+            }
+            for block in 0..inputs / BLOCK {
+                for lane in 0..TILE {
+                    let row = &rows[(tile * TILE + lane) * inputs + block * BLOCK..][..BLOCK];
+                    offsets.push(-128 * row.iter().map(|&w| i32::from(w)).sum::<i32>());
+                    scales.push(row_scales[(tile * TILE + lane) * blocks + block]);
+                }
+            }
+        }
+        Some(Self {
+            inputs,
+            outputs,
+            packed,
+            offsets,
+            scales,
+            bias,
+        })
+    }
+
+    /// Returns `x · Wᵀ + b` for the `x.len() / inputs` tokens of `x`.
+    pub fn forward(&self, kernel: Kernel, x: &[f32]) -> Vec<f32> {
+        let tokens = x.len() / self.inputs;
+        let (bytes, scales) = quantize_activations(x);
+        let mut y = vec![0f32; tokens * self.outputs];
+        let input = QuantizedRows {
+            bytes: &bytes,
+            scales: &scales,
+        };
+        match kernel {
+            #[cfg(target_arch = "x86_64")]
+            Kernel::Vnni => vnni::multiply(self, &input, &mut y),
+            _ => self.multiply_portable(&input, &mut y),
+        }
+        for row in y.chunks_mut(self.outputs) {
+            row.iter_mut().zip(&self.bias).for_each(|(value, bias)| *value += bias);
+        }
+        y
+    }
+
+    /// The kernel's arithmetic in plain Rust: per token and output, Σ over
+    /// blocks of (the block's `u8 × i8` dot product + offset) × its scale.
+    fn multiply_portable(&self, input: &QuantizedRows<'_>, out: &mut [f32]) {
+        let blocks = self.inputs / BLOCK;
+        for (token, out) in out.chunks_mut(self.outputs).enumerate() {
+            let bytes = &input.bytes[token * self.inputs..][..self.inputs];
+            for (output, value) in out.iter_mut().enumerate() {
+                let (tile, lane) = (output / TILE, output % TILE);
+                let mut sum = 0f32;
+                for block in 0..blocks {
+                    let at = (tile * blocks + block) * TILE + lane;
+                    let mut dot = self.offsets[at];
+                    for group in block * BLOCK / 4..(block + 1) * BLOCK / 4 {
+                        let weights = &self.packed[((tile * self.inputs / 4 + group) * TILE + lane) * 4..][..4];
+                        for (w, a) in weights.iter().zip(&bytes[group * 4..group * 4 + 4]) {
+                            dot += i32::from(*w) * i32::from(*a);
+                        }
+                    }
+                    sum += dot as f32 * (input.scales[token * blocks + block] * self.scales[at]);
+                }
+                *value = sum;
+            }
+        }
+    }
+}
+
+/// Returns `values` rounded to `i8` with one scale per `width` of them
+/// (the largest magnitude maps to 127), and the scales.
+fn quantize_rows(values: &[f32], width: usize) -> (Vec<i8>, Vec<f32>) {
+    let mut quantized = Vec::with_capacity(values.len());
+    let mut scales = Vec::with_capacity(values.len() / width);
+    for row in values.chunks(width) {
+        let high = row.iter().fold(0f32, |high, v| high.max(v.abs()));
+        let scale = if high > 0.0 { high / 127.0 } else { 1.0 };
+        scales.push(scale);
+        quantized.extend(row.iter().map(|v| (v / scale).round().clamp(-127.0, 127.0) as i8));
+    }
+    (quantized, scales)
+}
+
+/// Returns a layer's input rounded to bytes, one scale per block of 32,
+/// stored as `u8` = `i8` + 128 (VNNI multiplies unsigned by signed bytes),
+/// and the scales. Rounds half away from zero without a call to `round`.
+fn quantize_activations(x: &[f32]) -> (Vec<u8>, Vec<f32>) {
+    let mut bytes = Vec::with_capacity(x.len());
+    let mut scales = Vec::with_capacity(x.len() / BLOCK);
+    for block in x.chunks(BLOCK) {
+        let high = block.iter().fold(0f32, |high, v| high.max(v.abs()));
+        let inverse = if high > 0.0 { 127.0 / high } else { 0.0 };
+        scales.push(high / 127.0);
+        bytes.extend(block.iter().map(|v| {
+            let scaled = v * inverse;
+            ((scaled + 0.5f32.copysign(scaled)) as i32 + 128) as u8
+        }));
+    }
+    (bytes, scales)
+}
+
+/// A layer's input: tokens of bytes, and a scale per block of 32.
+struct QuantizedRows<'a> {
+    bytes: &'a [u8],
+    scales: &'a [f32],
+}
+
+#[cfg(target_arch = "x86_64")]
+mod vnni {
+    use std::arch::x86_64::*;
+
+    use super::{BLOCK, Linear, QuantizedRows, ROWS, TILE};
+
+    /// Multiplies every token of `input` by the layer's weights into `out`.
+    pub(super) fn multiply(layer: &Linear, input: &QuantizedRows<'_>, out: &mut [f32]) {
+        assert!(input.bytes.len() * layer.outputs == out.len() * layer.inputs);
+        assert!(super::has_fast_kernel());
+        #[expect(unsafe_code, reason = "the CPU's AVX-512 VNNI support is checked just above")]
+        unsafe {
+            tiles(layer, input, out)
+        }
+    }
+
+    /// Per tile of 16 outputs, the tokens [`ROWS`] at a time: a tile's
+    /// weights (6–24 KB) are read from memory once and stay in L1 for the
+    /// rest (tokens outermost, every group read all 21 MB again).
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn tiles(layer: &Linear, input: &QuantizedRows<'_>, out: &mut [f32]) {
+        let tokens = input.bytes.len() / layer.inputs;
+        for tile in 0..layer.outputs / TILE {
+            for first in (0..tokens).step_by(ROWS) {
+                match tokens - first {
+                    1 => rows::<1>(layer, tile, first, input, out),
+                    2 => rows::<2>(layer, tile, first, input, out),
+                    3 => rows::<3>(layer, tile, first, input, out),
+                    4 => rows::<4>(layer, tile, first, input, out),
+                    5 => rows::<5>(layer, tile, first, input, out),
+                    6 => rows::<6>(layer, tile, first, input, out),
+                    7 => rows::<7>(layer, tile, first, input, out),
+                    _ => rows::<ROWS>(layer, tile, first, input, out),
+                }
+            }
+        }
+    }
+
+    /// `M` tokens from `first` × one tile: per block of 32 inputs, 8
+    /// `vpdpbusd` per token into `i32` from the block's offset, then scaled
+    /// into `f32` by the token's and the weights' scales.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    fn rows<const M: usize>(layer: &Linear, tile: usize, first: usize, input: &QuantizedRows<'_>, out: &mut [f32]) {
+        let inputs = layer.inputs;
+        let blocks = inputs / BLOCK;
+        let weights = &layer.packed[tile * inputs * TILE..][..inputs * TILE];
+        let offsets = &layer.offsets[tile * blocks * TILE..][..blocks * TILE];
+        let scales = &layer.scales[tile * blocks * TILE..][..blocks * TILE];
+        let bytes = &input.bytes[first * inputs..][..M * inputs];
+        let token_scales = &input.scales[first * blocks..][..M * blocks];
+        let mut sums = [_mm512_setzero_ps(); M];
+        for block in 0..blocks {
+            #[expect(unsafe_code, reason = "16 i32 read within `offsets`, checked by the slice")]
+            let offset = unsafe { _mm512_loadu_si512(offsets[block * TILE..][..TILE].as_ptr().cast()) };
+            #[expect(unsafe_code, reason = "16 f32 read within `scales`, checked by the slice")]
+            let weight_scale = unsafe { _mm512_loadu_ps(scales[block * TILE..][..TILE].as_ptr()) };
+            let block_weights = &weights[block * BLOCK * TILE..][..BLOCK * TILE];
+            // Each token's 32 bytes of this block, as 8 groups of 4.
+            let activations: [[i32; BLOCK / 4]; M] = std::array::from_fn(|token| {
+                let bytes = &bytes[token * inputs + block * BLOCK..][..BLOCK];
+                std::array::from_fn(|group| {
+                    i32::from_le_bytes([
+                        bytes[group * 4],
+                        bytes[group * 4 + 1],
+                        bytes[group * 4 + 2],
+                        bytes[group * 4 + 3],
+                    ])
+                })
+            });
+            let mut dots = [offset; M];
+            for group in 0..BLOCK / 4 {
+                #[expect(unsafe_code, reason = "64 bytes read within `block_weights`, checked by the slice")]
+                let w = unsafe { _mm512_loadu_si512(block_weights[group * 4 * TILE..][..4 * TILE].as_ptr().cast()) };
+                for (dot, activation) in dots.iter_mut().zip(&activations) {
+                    *dot = _mm512_dpbusd_epi32(*dot, _mm512_set1_epi32(activation[group]), w);
+                }
+            }
+            for (token, (sum, dot)) in sums.iter_mut().zip(dots).enumerate() {
+                let scale = _mm512_mul_ps(_mm512_set1_ps(token_scales[token * blocks + block]), weight_scale);
+                *sum = _mm512_fmadd_ps(_mm512_cvtepi32_ps(dot), scale, *sum);
+            }
+        }
+        for (token, sum) in sums.into_iter().enumerate() {
+            let at = &mut out[(first + token) * layer.outputs + tile * TILE..][..TILE];
+            #[expect(unsafe_code, reason = "16 f32 written within `out`, checked by the slice")]
+            unsafe {
+                _mm512_storeu_ps(at.as_mut_ptr(), sum)
+            };
+        }
+    }
+}
+
+/// Layer normalization of each token's `width` values, in place.
+fn layer_norm(x: &mut [f32], width: usize, norm: &Norm) {
+    for row in x.chunks_mut(width) {
+        let mean = dot(row, &norm.ones[..width]) / width as f32;
+        row.iter_mut().for_each(|v| *v -= mean);
+        let variance = dot(row, row) / width as f32;
+        let inverse = 1.0 / (variance + norm.epsilon).sqrt();
+        for ((v, gain), bias) in row.iter_mut().zip(&norm.weight).zip(&norm.bias) {
+            *v = *v * inverse * gain + bias;
+        }
+    }
+}
+
+#[derive(Debug)]
+struct Norm {
+    weight: Vec<f32>,
+    bias: Vec<f32>,
+    epsilon: f32,
+    /// As many ones as weights: a row's sum is its dot product with them.
+    ones: Vec<f32>,
+}
+
+/// GELU in the erf form BERT uses, `0.5 x (1 + erf(x / √2))`, with erf by
+/// Abramowitz and Stegun's 7.1.28 (error below 3e-7): a polynomial and a
+/// division, which the compiler turns into SIMD (a call to `erf` or `exp`
+/// per value would not be).
+fn gelu(values: &mut [f32]) {
+    const A: [f32; 6] = [
+        0.070_523_08,
+        0.042_282_01,
+        0.009_270_527,
+        0.000_152_014_3,
+        0.000_276_567_2,
+        0.000_043_063_8,
+    ];
+    for v in values {
+        let z = v.abs() * std::f32::consts::FRAC_1_SQRT_2;
+        let p = 1.0 + z * (A[0] + z * (A[1] + z * (A[2] + z * (A[3] + z * (A[4] + z * A[5])))));
+        let p2 = p * p;
+        let p4 = p2 * p2;
+        let p8 = p4 * p4;
+        let erf = 1.0 - 1.0 / (p8 * p8);
+        *v = 0.5 * *v * (1.0 + erf.copysign(*v));
+    }
+}
+
+/// One transformer layer.
+#[derive(Debug)]
+struct Layer {
+    /// Query, key and value in one product (`3 × hidden` outputs).
+    qkv: Linear,
+    attention_out: Linear,
+    attention_norm: Norm,
+    intermediate: Linear,
+    output: Linear,
+    output_norm: Norm,
+}
+
+/// The shape of a BERT model.
+#[derive(Debug, Clone, Copy)]
+pub struct Shape {
+    pub hidden: usize,
+    pub heads: usize,
+    pub layers: usize,
+    pub epsilon: f32,
+}
+
+/// BERT's encoder in 8 bits, for one text at a time.
+#[derive(Debug)]
+pub struct Int8Bert {
+    shape: Shape,
+    kernel: Kernel,
+    /// Word embeddings in `i8`, one scale per word.
+    words: Vec<i8>,
+    word_scales: Vec<f32>,
+    positions: Vec<f32>,
+    token_type: Vec<f32>,
+    embedding_norm: Norm,
+    layers: Vec<Layer>,
+}
+
+/// The tensors of a model by name, as `f32`.
+pub type Tensors = HashMap<String, Tensor>;
+
+fn read(tensors: &Tensors, prefix: &str, name: &str) -> Result<Vec<f32>, String> {
+    let key = format!("{prefix}{name}");
+    let tensor = tensors.get(&key).ok_or_else(|| format!("no tensor {key}"))?;
+    tensor
+        .flatten_all()
+        .and_then(|t| t.to_dtype(candle_core::DType::F32))
+        .and_then(|t| t.to_vec1::<f32>())
+        .map_err(|e| format!("{key}: {e}"))
+}
+
+impl Int8Bert {
+    /// Builds the 8-bit encoder from a BERT checkpoint's tensors (with or
+    /// without a `bert.` prefix); an error names what is missing or does not fit.
+    pub fn new(tensors: &Tensors, shape: Shape, kernel: Kernel) -> Result<Self, String> {
+        let prefix = if tensors.contains_key("embeddings.word_embeddings.weight") {
+            ""
+        } else {
+            "bert."
+        };
+        let get = |name: &str| read(tensors, prefix, name);
+        let hidden = shape.hidden;
+        let norm = |name: &str| -> Result<Norm, String> {
+            let weight = get(&format!("{name}.weight"))?;
+            if weight.len() != hidden {
+                return Err(format!(
+                    "{name}: {} weights for a hidden size of {hidden}",
+                    weight.len()
+                ));
+            }
+            Ok(Norm {
+                ones: vec![1.0; weight.len()],
+                weight,
+                bias: get(&format!("{name}.bias"))?,
+                epsilon: shape.epsilon,
+            })
+        };
+        // Outputs stacked: the rows of each name's weight, one after the other.
+        let linear = |names: &[&str]| -> Result<Linear, String> {
+            let mut weight = Vec::new();
+            let mut bias = Vec::new();
+            for name in names {
+                weight.extend(get(&format!("{name}.weight"))?);
+                bias.extend(get(&format!("{name}.bias"))?);
+            }
+            let outputs = bias.len();
+            let inputs = weight.len() / outputs.max(1);
+            Linear::new(&weight, bias, outputs, inputs)
+                .ok_or_else(|| format!("{}: {outputs} × {inputs} does not fit 16 × 32 tiles", names[0]))
+        };
+        let (words, word_scales) = quantize_rows(&get("embeddings.word_embeddings.weight")?, hidden);
+        let layers = (0..shape.layers)
+            .map(|index| {
+                let at = |name: &str| format!("encoder.layer.{index}.{name}");
+                Ok(Layer {
+                    qkv: linear(&[
+                        &at("attention.self.query"),
+                        &at("attention.self.key"),
+                        &at("attention.self.value"),
+                    ])?,
+                    attention_out: linear(&[&at("attention.output.dense")])?,
+                    attention_norm: norm(&at("attention.output.LayerNorm"))?,
+                    intermediate: linear(&[&at("intermediate.dense")])?,
+                    output: linear(&[&at("output.dense")])?,
+                    output_norm: norm(&at("output.LayerNorm"))?,
+                })
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        let fits = |layer: &Linear, inputs: usize, outputs: usize| layer.inputs == inputs && layer.outputs == outputs;
+        if !hidden.is_multiple_of(shape.heads)
+            || !layers.iter().all(|layer| {
+                let inner = layer.intermediate.outputs;
+                fits(&layer.qkv, hidden, 3 * hidden)
+                    && fits(&layer.attention_out, hidden, hidden)
+                    && fits(&layer.intermediate, hidden, inner)
+                    && fits(&layer.output, inner, hidden)
+            })
+        {
+            return Err(format!(
+                "the layers' shapes do not fit a hidden size of {hidden} in {} heads",
+                shape.heads
+            ));
+        }
+        Ok(Self {
+            shape,
+            kernel,
+            words,
+            word_scales,
+            positions: get("embeddings.position_embeddings.weight")?,
+            token_type: get("embeddings.token_type_embeddings.weight")?[..hidden].to_vec(),
+            embedding_norm: norm("embeddings.LayerNorm")?,
+            layers,
+        })
+    }
+
+    /// Returns the last layer's token vectors (`ids.len() × hidden`) for one
+    /// text's token ids; ids beyond the vocabulary or the positions are refused.
+    pub fn forward(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
+        let hidden = self.shape.hidden;
+        let tokens = ids.len();
+        if tokens * hidden > self.positions.len() {
+            return Err(format!("{tokens} tokens exceed the model's positions"));
+        }
+        let mut x = Vec::with_capacity(tokens * hidden);
+        for (position, &id) in ids.iter().enumerate() {
+            let id = id as usize;
+            let word = self
+                .words
+                .get(id * hidden..(id + 1) * hidden)
+                .ok_or_else(|| format!("token id {id} is outside the vocabulary"))?;
+            let scale = self.word_scales[id];
+            let position = &self.positions[position * hidden..][..hidden];
+            x.extend(
+                word.iter()
+                    .zip(position)
+                    .zip(&self.token_type)
+                    .map(|((&w, p), t)| f32::from(w) * scale + p + t),
+            );
+        }
+        layer_norm(&mut x, hidden, &self.embedding_norm);
+        for layer in &self.layers {
+            let qkv = layer.qkv.forward(self.kernel, &x);
+            let context = self.attention(&qkv, tokens);
+            let mut attended = layer.attention_out.forward(self.kernel, &context);
+            attended.iter_mut().zip(&x).for_each(|(a, x)| *a += x);
+            layer_norm(&mut attended, hidden, &layer.attention_norm);
+            let mut inner = layer.intermediate.forward(self.kernel, &attended);
+            gelu(&mut inner);
+            let mut out = layer.output.forward(self.kernel, &inner);
+            out.iter_mut().zip(&attended).for_each(|(o, a)| *o += a);
+            layer_norm(&mut out, hidden, &layer.output_norm);
+            x = out;
+        }
+        Ok(x)
+    }
+
+    /// Self-attention over every token (one text, no padding) from the
+    /// fused query/key/value rows; returns the heads' contexts side by side.
+    fn attention(&self, qkv: &[f32], tokens: usize) -> Vec<f32> {
+        let hidden = self.shape.hidden;
+        let width = hidden / self.shape.heads;
+        let scale = 1.0 / (width as f32).sqrt();
+        let mut context = vec![0f32; tokens * hidden];
+        let mut weights = vec![0f32; tokens];
+        for head in 0..self.shape.heads {
+            let at = head * width;
+            for query in 0..tokens {
+                let q = &qkv[query * 3 * hidden + at..][..width];
+                for (key, weight) in weights.iter_mut().enumerate() {
+                    let k = &qkv[key * 3 * hidden + hidden + at..][..width];
+                    *weight = dot(q, k) * scale;
+                }
+                let high = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                let mut total = 0.0;
+                for weight in &mut weights {
+                    *weight = (*weight - high).exp();
+                    total += *weight;
+                }
+                let out = &mut context[query * hidden + at..][..width];
+                for (key, weight) in weights.iter().enumerate() {
+                    let v = &qkv[key * 3 * hidden + 2 * hidden + at..][..width];
+                    let weight = weight / total;
+                    out.iter_mut().zip(v).for_each(|(o, v)| *o += weight * v);
+                }
+            }
+        }
+        context
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A deterministic pseudo-random sequence in −1..1.
+    fn noise(seed: u64, count: usize) -> Vec<f32> {
+        let mut state = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
+        (0..count)
+            .map(|_| {
+                state = state
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((state >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn float_product(x: &[f32], weight: &[f32], bias: &[f32], inputs: usize) -> Vec<f32> {
+        x.chunks(inputs)
+            .flat_map(|row| {
+                weight
+                    .chunks(inputs)
+                    .zip(bias)
+                    .map(move |(w, b)| row.iter().zip(w).map(|(x, w)| x * w).sum::<f32>() + b)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn an_8_bit_product_stays_within_a_percent_of_the_float_one_on_either_kernel() {
+        let (outputs, inputs) = (48, 96);
+        let weight = noise(1, outputs * inputs);
+        let bias = noise(2, outputs);
+        let layer = Linear::new(&weight, bias.clone(), outputs, inputs).unwrap();
+        // 1 to 11 tokens: a kernel call of each width, and one of 8 plus a remainder.
+        for tokens in [1, 2, 3, 5, 8, 11] {
+            let mut x = noise(3 + tokens as u64, tokens * inputs);
+            // The last token has an outlier in its second block: a scale per
+            // 32 inputs costs that block's precision, not the token's.
+            x[(tokens - 1) * inputs + 40] = 40.0;
+            let exact = float_product(&x, &weight, &bias, inputs);
+            let portable = layer.forward(Kernel::Portable, &x);
+            for (token, (exact, portable)) in exact.chunks(outputs).zip(portable.chunks(outputs)).enumerate() {
+                let spread = exact.iter().map(|v| v * v).sum::<f32>().sqrt();
+                let error = exact
+                    .iter()
+                    .zip(portable)
+                    .map(|(a, b)| (a - b) * (a - b))
+                    .sum::<f32>()
+                    .sqrt();
+                let bound = if token + 1 == tokens { 0.03 } else { 0.01 };
+                assert!(
+                    error < bound * spread,
+                    "token {token} of {tokens}: error {error} of {spread}"
+                );
+            }
+            if has_fast_kernel() {
+                let fast = layer.forward(Kernel::Vnni, &x);
+                for (a, b) in portable.iter().zip(&fast) {
+                    assert!((a - b).abs() <= 1e-4 * (1.0 + a.abs()), "{tokens} tokens: {a} vs {b}");
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn sizes_that_do_not_fit_the_tiles_are_refused() {
+        assert!(Linear::new(&[0.0; 16 * 30], vec![0.0; 16], 16, 30).is_none());
+        assert!(Linear::new(&[0.0; 15 * 32], vec![0.0; 15], 15, 32).is_none());
+        assert!(Linear::new(&[0.0; 16 * 32], vec![0.0; 16], 16, 32).is_some());
+    }
+
+    /// erf(x) to within 1.2e-7 in `f64` (Numerical Recipes' `erfc` by
+    /// Chebyshev fit): the reference for [`gelu`].
+    fn erf(x: f64) -> f64 {
+        let z = x.abs();
+        let t = 1.0 / (1.0 + 0.5 * z);
+        let inner = 1.000_023_68
+            + t * (0.374_091_96
+                + t * (0.096_784_18
+                    + t * (-0.186_288_06
+                        + t * (0.278_868_07
+                            + t * (-1.135_203_98 + t * (1.488_515_87 + t * (-0.822_152_23 + t * 0.170_872_77)))))));
+        let erfc = t * (-z * z - 1.265_512_23 + t * inner).exp();
+        if x >= 0.0 { 1.0 - erfc } else { erfc - 1.0 }
+    }
+
+    #[test]
+    fn gelu_matches_its_definition() {
+        assert!((erf(0.5) - 0.520_499_877_813_046_5).abs() < 2e-7);
+        assert!((erf(-2.0) + 0.995_322_265_018_952_7).abs() < 2e-7);
+        let mut values: Vec<f32> = (-2_000..=2_000).map(|i| i as f32 / 100.0).collect();
+        values.extend([-1e30, -100.0, 1e-8, 100.0, 1e30]);
+        let mut computed = values.clone();
+        gelu(&mut computed);
+        for (x, value) in values.iter().zip(&computed) {
+            let x64 = f64::from(*x);
+            let exact = 0.5 * x64 * (1.0 + erf(x64 / std::f64::consts::SQRT_2));
+            let error = (f64::from(*value) - exact).abs();
+            assert!(error <= 4e-6 * x64.abs().max(1.0), "gelu({x}) = {value} vs {exact}");
+        }
+    }
+}
