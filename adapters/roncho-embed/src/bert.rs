@@ -7,7 +7,7 @@
 //! does. Nothing is fetched at run time.
 //!
 //! A search query (one short text) is embedded by an 8-bit copy of the
-//! encoder where the CPU has AVX-512 VNNI ([`crate::int8`]): its vectors
+//! encoder where the CPU has AVX-512 VNNI or AVX2 ([`crate::int8`]): its vectors
 //! agree with the float model's to a cosine of 0.9997 (bge-small), at a
 //! fraction of the time. Stored texts always go through the float model.
 
@@ -164,7 +164,9 @@ impl BertEmbedder {
         let model = BertModel::load(builder, &config).map_err(|e| model_error(dir, "model.safetensors", e))?;
         let pooling = Pooling::of(dir)?;
         let queries = match precision {
-            QueryPrecision::Int8 if Kernel::detect() == Kernel::Vnni => int8_encoder(&weights, &config),
+            QueryPrecision::Int8 if Kernel::detect() != Kernel::Portable => {
+                int8_encoder(&weights, &config, Kernel::detect())
+            }
             _ => None,
         };
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
@@ -321,7 +323,7 @@ impl Embedder for BertEmbedder {
 /// The 8-bit copy of the encoder in `weights`, or `None` (logged) where
 /// the model is not one it copies: another activation, or shapes that do
 /// not fit its tiles. Queries then take the float model.
-fn int8_encoder(weights: &Path, config: &Config) -> Option<Int8Bert> {
+fn int8_encoder(weights: &Path, config: &Config, kernel: Kernel) -> Option<Int8Bert> {
     let built = if config.hidden_act == HiddenAct::Gelu {
         candle_core::safetensors::load(weights, &Device::Cpu)
             .map_err(|e| e.to_string())
@@ -332,7 +334,7 @@ fn int8_encoder(weights: &Path, config: &Config) -> Option<Int8Bert> {
                     layers: config.num_hidden_layers,
                     epsilon: config.layer_norm_eps as f32,
                 };
-                Int8Bert::new(&tensors, shape, Kernel::Vnni)
+                Int8Bert::new(&tensors, shape, kernel)
             })
     } else {
         Err(format!("hidden_act {:?} is not gelu", config.hidden_act))
