@@ -207,6 +207,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             embedder_description: why,
         });
     };
+    let mut warm = None;
     let (vectors, where_vectors): (Arc<dyn VectorStore>, String) = match &config.search.qdrant {
         Some(qdrant) => {
             let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
@@ -218,10 +219,11 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
                 format!("qdrant {} collection {}", qdrant.url, qdrant.collection),
             )
         }
-        None => (
-            Arc::new(SqlVectorStore::new(store.clone())),
-            "exact vector store".to_owned(),
-        ),
+        None => {
+            let vectors = SqlVectorStore::new(store.clone());
+            warm = Some(vectors.clone());
+            (Arc::new(vectors), "exact vector store".to_owned())
+        }
     };
     match vectors
         .check_dimensions(embedder.dimensions(), &embedder.model_id())
@@ -234,6 +236,14 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             tracing::warn!(%reason, "the vector store is unreachable at start-up; rows stay pending until it returns");
         }
         Err(error) => return Err(error).with_context(|| format!("checking the vector store ({where_vectors})")),
+    }
+    if let Some(warm) = warm.filter(|_| config.server.roles.contains(&Role::Recall)) {
+        // What a restart's first search would wait for, loaded before it comes.
+        tokio::spawn(async move {
+            if let Err(error) = warm.warm().await {
+                tracing::warn!(%error, "search indexes were not loaded at start-up; each search loads its own");
+            }
+        });
     }
     // The embedded vector store ranks words itself: SQLite's FTS5 rests.
     store.maintain_full_text_index(!vectors.indexes_text_at_once()).await?;
