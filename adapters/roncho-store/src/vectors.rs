@@ -836,6 +836,9 @@ impl VectorStore for SqlVectorStore {
             ids.iter().for_each(|id| loaded.remove(id));
         }
         if let Some(text) = self.if_text_indexed(namespace).await {
+            // After any catch-up under way: one that read these rows before
+            // they were deleted must not add them back after their removal.
+            let _gate = text.catch_up.lock().await;
             let mut index = text.index.write().map_err(poisoned)?;
             ids.iter().for_each(|id| index.remove(id));
         }
