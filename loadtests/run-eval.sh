@@ -7,6 +7,8 @@
 #
 #   loadtests/run-eval.sh [file.json ...]
 #   RONCHO_EVAL_BACKENDS=embedded loadtests/run-eval.sh    one backend
+#   RONCHO_EVAL_DUMP=dir loadtests/run-eval.sh    also writes each question's
+#     evidence and ranking to dir/<backend>-<file>.jsonl, to see what was missed
 set -euo pipefail
 cd "$(dirname "$0")/.."
 port=50972
@@ -48,7 +50,9 @@ run() { # label serve-args...
   echo "# vectors synced $((SECONDS - started)) s after ingest"
   for file in "${files[@]}"; do
     echo "## $label: $(basename "$file")"
-    "$eval_bin" locomo --target http://127.0.0.1:$port --data "$file" --phase query --run-id "$label"
+    local dump=()
+    [ -z "${RONCHO_EVAL_DUMP:-}" ] || dump=(--dump "$RONCHO_EVAL_DUMP/$label-$(basename "$file" .json).jsonl")
+    "$eval_bin" locomo --target http://127.0.0.1:$port --data "$file" --phase query --run-id "$label" "${dump[@]}"
   done
   stop_server
 }
