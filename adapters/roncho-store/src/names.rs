@@ -60,6 +60,11 @@ pub(crate) struct Fields {
 }
 
 impl Fields {
+    /// Whether every row passes (the filter is empty).
+    pub fn passes_everything(&self) -> bool {
+        self.all
+    }
+
     /// Whether a row of `[session, peer, level]` passes, as [`VectorFilter::matches`].
     pub fn matches(&self, row: [u32; 3]) -> bool {
         let within = |allowed: &Option<Vec<u32>>, value: u32| {

@@ -96,6 +96,35 @@ fn hamming(a: &[u64], b: &[u64]) -> u32 {
     a.iter().zip(b).map(|(x, y)| (x ^ y).count_ones()).sum()
 }
 
+/// Writes the sign distance of each row of `range` to `distances` (a row
+/// that fails `passes`: one more than any) and counts the rows at each
+/// distance in `at_distance`. `WORDS` is the words per row, or 0 for
+/// `query.len()` read at run time.
+#[inline(always)]
+fn count_distances<const WORDS: usize>(
+    signs: &[u64],
+    query: &[u64],
+    range: std::ops::Range<usize>,
+    passes: &impl Fn(&usize) -> bool,
+    distances: &mut Vec<u16>,
+    at_distance: &mut [usize],
+) {
+    let words = query.len();
+    let beyond = words * 64 + 1;
+    for (position, row) in range.zip(signs.chunks_exact(words)) {
+        let distance = if !passes(&position) {
+            beyond
+        } else if WORDS == 0 {
+            hamming(row, query) as usize
+        } else {
+            let (row, query): (&[u64; WORDS], &[u64; WORDS]) = (row.try_into().unwrap(), query.try_into().unwrap());
+            hamming(row, query) as usize
+        };
+        distances.push(distance as u16);
+        at_distance[distance] += 1;
+    }
+}
+
 /// The integer dot product of two code vectors (the compiler vectorises it).
 fn code_dot(a: &[i8], b: &[i8]) -> i32 {
     a.iter().zip(b).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
@@ -211,6 +240,13 @@ impl Namespace {
         self.nearest_by_signs_portable(range, query, keep, passes)
     }
 
+    /// Two passes over the rows' signs instead of a running shortlist:
+    /// the first writes each row's distance (a row that fails the filter
+    /// lies beyond any) and counts the rows at each distance; those counts
+    /// give the distance within which `keep` rows lie, and the second pass
+    /// takes the rows nearer than it, then those at it in order. Distances
+    /// are small integers, so no row is compared with a shortlist, and
+    /// ties are broken by position as the running shortlist broke them.
     #[inline(always)]
     fn nearest_by_signs_portable(
         &self,
@@ -220,13 +256,42 @@ impl Namespace {
         passes: &impl Fn(&usize) -> bool,
     ) -> Vec<(f32, usize)> {
         let words = query.len();
-        nearest(
-            range.filter(passes),
-            keep,
-            #[inline(always)]
-            |position| hamming(Self::row(&self.signs, words, position), query) as f32,
-            |a, b| a.cmp(&b),
-        )
+        let beyond = words * 64 + 1;
+        let mut distances: Vec<u16> = Vec::with_capacity(range.len());
+        let mut at_distance = vec![0_usize; beyond + 1];
+        let signs = &self.signs[range.start * words..range.end * words];
+        // The common sizes with the row's length known, so its words are
+        // read without a loop (384 dimensions: 6 words).
+        match words {
+            6 => count_distances::<6>(signs, query, range.clone(), passes, &mut distances, &mut at_distance),
+            12 => count_distances::<12>(signs, query, range.clone(), passes, &mut distances, &mut at_distance),
+            _ => count_distances::<0>(signs, query, range.clone(), passes, &mut distances, &mut at_distance),
+        }
+        // The distance within which `keep` rows lie, and how many rows at it to take.
+        let mut nearer = 0;
+        let mut bound = beyond;
+        let mut at_bound = 0;
+        for (distance, &count) in at_distance[..beyond].iter().enumerate() {
+            if nearer + count >= keep {
+                (bound, at_bound) = (distance, keep - nearer);
+                break;
+            }
+            nearer += count;
+        }
+        if bound == beyond {
+            at_bound = 0;
+        }
+        let mut found = Vec::with_capacity(nearer + at_bound);
+        for (position, &distance) in range.zip(&distances) {
+            let distance = usize::from(distance);
+            if distance < bound || (distance == bound && at_bound > 0) {
+                if distance == bound {
+                    at_bound -= 1;
+                }
+                found.push((distance as f32, position));
+            }
+        }
+        found
     }
 
     fn scan(&self, query: &[f32], top_k: usize, filter: &VectorFilter, max_distance: Option<f32>) -> Vec<VectorHit> {
@@ -255,7 +320,8 @@ impl Namespace {
         };
         let candidates = (top_k * OVERSAMPLE).max(MIN_CANDIDATES);
         let fields = self.names.compile(filter);
-        let passes = |position: &usize| fields.matches(self.fields[*position]);
+        let everything = fields.passes_everything();
+        let passes = |position: &usize| everything || fields.matches(self.fields[*position]);
         let rows = self.ids.len();
         let mut shortlist = if by_signs {
             let mut query_signs = vec![0_u64; sign_words(dimensions)];
@@ -966,6 +1032,56 @@ mod tests {
             namespace.scan_staged(query, 10, &VectorFilter::default(), None, true)
         });
         assert!(recall >= 0.95, "recall {recall}");
+    }
+
+    #[test]
+    fn the_sign_stage_keeps_the_nearest_rows_that_pass_ties_by_position() {
+        // 16 dimensions, so that many rows share each distance, and 384 (six words a row).
+        for dimensions in [16, 384] {
+            the_sign_stage_keeps_the_nearest_rows_of(dimensions);
+        }
+    }
+
+    fn the_sign_stage_keeps_the_nearest_rows_of(dimensions: usize) {
+        let mut state = 0x2545_F491_4F6C_DD1D_u64;
+        let mut namespace = Namespace::default();
+        for i in 0..5_000 {
+            let session = if i % 3 == 0 { "odd" } else { "s" };
+            namespace.put(record(&format!("v{i}"), random(&mut state, dimensions), session));
+        }
+        let filter = VectorFilter {
+            session_ids: Some(vec!["s".into()]),
+            ..VectorFilter::default()
+        };
+        for filter in [VectorFilter::default(), filter] {
+            let fields = namespace.names.compile(&filter);
+            let passes = |position: &usize| fields.matches(namespace.fields[*position]);
+            let query = random(&mut state, dimensions);
+            let mut query_signs = vec![0_u64; sign_words(dimensions)];
+            signs(&query, &mut query_signs);
+            for (range, keep) in [(0..5_000, 100), (1_000..3_000, 7), (0..5_000, 4_999), (10..20, 50)] {
+                let mut expected: Vec<(u32, usize)> = range
+                    .clone()
+                    .filter(&passes)
+                    .map(|position| {
+                        let words = query_signs.len();
+                        (
+                            hamming(&namespace.signs[position * words..(position + 1) * words], &query_signs),
+                            position,
+                        )
+                    })
+                    .collect();
+                expected.sort_unstable();
+                expected.truncate(keep);
+                let mut found: Vec<(u32, usize)> = namespace
+                    .nearest_by_signs(range.clone(), &query_signs, keep, &passes)
+                    .into_iter()
+                    .map(|(distance, position)| (distance as u32, position))
+                    .collect();
+                found.sort_unstable();
+                assert_eq!(found, expected, "{range:?} keep {keep} {filter:?}");
+            }
+        }
     }
 
     /// The int8 shortlist with exact rescoring finds what an exact scan finds.
