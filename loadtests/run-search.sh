@@ -39,7 +39,10 @@ run() { # label messages corpus provider serve-args...
   fi
   echo "# $label: $messages messages ($corpus) written and synced in $((SECONDS - started)) s"
   [ -z "${RONCHO_QDRANT_COLLECTION:-}" ] || qdrant_indexed
-  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search --corpus "$corpus"
+  # RONCHO_SEARCH_ARGS: more arguments for the search phase, e.g.
+  # `--new-queries --concurrency 1` (no query answered from the embedding cache, one client).
+  # shellcheck disable=SC2086
+  "$loadtest" --target "http://127.0.0.1:$port" --label "$label" search --corpus "$corpus" ${RONCHO_SEARCH_ARGS:-}
   stop_server
   rm -rf "$work"/data-*
 }

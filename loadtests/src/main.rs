@@ -88,6 +88,11 @@ enum Scenario {
         /// The corpus `search-ingest` wrote, for matching queries.
         #[arg(long, value_enum, default_value_t = Corpus::Zipf)]
         corpus: Corpus,
+        /// Makes each query's text new (its number appended), so that no
+        /// search is answered from the server's cache of query embeddings:
+        /// each one pays for embedding a new query, as a first question does.
+        #[arg(long)]
+        new_queries: bool,
     },
     /// Time from CreateMessages to the derived observation being returned by
     /// QueryConclusions (needs a running deriver), one message at a time.
@@ -605,10 +610,28 @@ async fn search_ingest(
     }])
 }
 
+/// The queries of a search run.
+#[derive(Debug, Clone, Copy)]
+struct Queries {
+    corpus: Corpus,
+    count: usize,
+    /// Each query's text made new ([`Scenario::Search`]'s `new_queries`).
+    new: bool,
+}
+
+impl Queries {
+    /// The text of query `index` (`number`, counted over the run, makes it new).
+    fn text(&self, index: usize, number: usize) -> String {
+        match self.new {
+            true => format!("{} (question {number})", self.corpus.query(index)),
+            false => self.corpus.query(index),
+        }
+    }
+}
+
 async fn search(
     target: &Target,
-    corpus: Corpus,
-    queries: usize,
+    run: Queries,
     concurrency: usize,
     workspace: &str,
     context_tokens: i32,
@@ -620,7 +643,7 @@ async fn search(
     RecallServiceClient::new(channel.clone())
         .search_messages(pb::SearchMessagesRequest {
             workspace_id: workspace.to_owned(),
-            query: corpus.query(1_000_003),
+            query: run.corpus.query(1_000_003),
             limit: 10,
             ..Default::default()
         })
@@ -632,13 +655,13 @@ async fn search(
     for client_index in 0..concurrency {
         let mut client = RecallServiceClient::new(channel.clone());
         let workspace = workspace.to_owned();
-        let mine = queries / concurrency + usize::from(client_index < queries % concurrency);
+        let mine = run.count / concurrency + usize::from(client_index < run.count % concurrency);
         tasks.push(tokio::spawn(async move {
             let mut latencies = histogram();
             let mut modes = std::collections::BTreeSet::new();
             for query_index in 0..mine {
                 let index = client_index * 7919 + query_index * 31;
-                let query = corpus.query(index);
+                let query = run.text(index, client_index * run.count + query_index);
                 let start = Instant::now();
                 let response = client
                     .search_messages(pb::SearchMessagesRequest {
@@ -759,7 +782,15 @@ async fn main() -> anyhow::Result<()> {
             workspace,
             context_tokens,
             corpus,
-        } => search(&target, corpus, queries, concurrency.max(1), &workspace, context_tokens).await?,
+            new_queries,
+        } => {
+            let queries = Queries {
+                corpus,
+                count: queries,
+                new: new_queries,
+            };
+            search(&target, queries, concurrency.max(1), &workspace, context_tokens).await?
+        }
     };
     let reports: Vec<_> = phases.iter().map(Phase::report).collect();
     if cli.json {
