@@ -4,10 +4,14 @@
 //! # Layout in Qdrant
 //! All namespaces share one collection (default `roncho`): one unnamed dense
 //! vector per point, cosine distance, and for messages a sparse vector
-//! `text` of BM25 term weights ([`roncho_core::lexical`]) that Qdrant scales
-//! by each term's inverse document frequency (the `Idf` modifier), so one
+//! `text` of BM25 term weights ([`roncho_core::lexical`]), so one
 //! `QueryBatch` request returns both the nearest and the best full-text
-//! candidates (ADR 0007). Each point's payload carries
+//! candidates (ADR 0007). A query's terms carry their inverse document
+//! frequencies over the queried workspace ([`TermWeighting::Query`]), counted
+//! by the reconciler in the database: Qdrant's own `Idf` modifier would count
+//! them over every workspace of the collection, and a collection made with it
+//! (before the counts) keeps it ([`TermWeighting::Collection`]). Each point's
+//! payload carries
 //! - `ns`: the roncho namespace (`msg/{workspace}` or `doc/{ws}/{observer}/{observed}`),
 //!   indexed as a keyword with `is_tenant`, so Qdrant co-locates and filters by it;
 //! - `rid`: the roncho id of the message or conclusion;
@@ -40,7 +44,7 @@ use qdrant_client::qdrant::{
     vectors_config, vectors_output,
 };
 use roncho_core::lexical::SparseVector;
-use roncho_core::vector::{HybridHits, VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_core::{Error, Result};
 use tokio::sync::OnceCell;
 
@@ -95,12 +99,17 @@ pub struct QdrantVectorStore {
 }
 
 /// What a collection holds: its dense vectors' size, the model recorded
-/// when it was made, and whether it has the lexical `text` vector.
+/// when it was made, and whether it has the lexical `text` vector (and how
+/// it is weighed).
 #[derive(Debug, Clone, PartialEq)]
 struct Layout {
     size: usize,
     model: Option<String>,
     lexical: bool,
+    /// Whether Qdrant scales the `text` vector by each term's IDF over the
+    /// whole collection (the `Idf` modifier: collections made before
+    /// per-workspace term counts); else the query's values carry it.
+    collection_idf: bool,
 }
 
 impl std::fmt::Debug for QdrantVectorStore {
@@ -185,15 +194,24 @@ impl QdrantVectorStore {
                     self.collection
                 ))
             })?;
-        let lexical = config
+        let text = config
             .as_ref()
             .and_then(|config| config.params.as_ref())
             .and_then(|params| params.sparse_vectors_config.as_ref())
-            .is_some_and(|sparse| sparse.map.contains_key(LEXICAL));
+            .and_then(|sparse| sparse.map.get(LEXICAL));
+        let (lexical, collection_idf) = (
+            text.is_some(),
+            text.is_some_and(|params| params.modifier == Some(Modifier::Idf.into())),
+        );
         let model = config
             .and_then(|config| config.metadata.get(META_MODEL).cloned())
             .and_then(string_value);
-        Ok(Some(Layout { size, model, lexical }))
+        Ok(Some(Layout {
+            size,
+            model,
+            lexical,
+            collection_idf,
+        }))
     }
 
     /// Creates the collection and its payload indexes; another process
@@ -225,10 +243,9 @@ impl QdrantVectorStore {
                 sparse_vectors_config: Some(SparseVectorConfig {
                     map: HashMap::from([(
                         LEXICAL.to_owned(),
-                        SparseVectorParams {
-                            modifier: Some(Modifier::Idf.into()),
-                            ..Default::default()
-                        },
+                        // No `Idf` modifier: it would count terms over every
+                        // workspace; queries carry the workspace's own.
+                        SparseVectorParams::default(),
                     )]),
                 }),
                 metadata,
@@ -398,12 +415,24 @@ fn payload(namespace: &str, record: &VectorRecord) -> HashMap<String, Value> {
 #[async_trait]
 impl VectorStore for QdrantVectorStore {
     async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
-        let Layout { size, model, lexical } = self.ensure(dimensions, Some(model_id)).await?.clone();
+        let Layout {
+            size,
+            model,
+            lexical,
+            collection_idf,
+        } = self.ensure(dimensions, Some(model_id)).await?.clone();
         if !lexical {
             tracing::warn!(
                 collection = %self.collection,
                 "qdrant collection has no `text` sparse vector (made by an older roncho): full-text ranking stays \
                  in the database; see docs/operations.md to move to a new collection"
+            );
+        } else if collection_idf {
+            tracing::warn!(
+                collection = %self.collection,
+                "qdrant collection weighs words over every workspace in it (made before per-workspace term \
+                 counts): one tenant's writes move another's ranking by words; see docs/operations.md to move \
+                 to a new collection"
             );
         }
         if size != dimensions {
@@ -502,13 +531,17 @@ impl VectorStore for QdrantVectorStore {
         Self::hits(namespace, response.result, |score| 1.0 - score)
     }
 
-    /// True for a collection with the `text` vector, and for none yet (it
-    /// will be made with it).
-    /// Qdrant's IDF modifier counts a term over the whole collection.
-    fn shares_term_statistics(&self) -> bool {
-        true
+    /// The query's, but for a collection made with the `Idf` modifier
+    /// (before per-workspace counts), which counts over the whole collection.
+    async fn term_weighting(&self) -> Result<TermWeighting> {
+        Ok(match self.describe_cached().await? {
+            Some(layout) if layout.collection_idf => TermWeighting::Collection,
+            _ => TermWeighting::Query,
+        })
     }
 
+    /// True for a collection with the `text` vector, and for none yet (it
+    /// will be made with it).
     async fn ranks_full_text(&self) -> Result<bool> {
         Ok(self.describe_cached().await?.is_none_or(|layout| layout.lexical))
     }

@@ -4,12 +4,13 @@
 //! The in-process stand-in serves only the tests of faults: a second model
 //! with another size, an outage, an unreachable server.
 
+use std::collections::HashMap;
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use roncho_core::Error;
 use roncho_core::lexical;
 use roncho_core::vector::contract::Check;
-use roncho_core::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::vector::{TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_qdrant::standin::StandIn;
 use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
 
@@ -200,7 +201,18 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
         .await
         .unwrap();
 
-    let query = lexical::query("Kittens on a sofa?");
+    assert_eq!(
+        vectors.term_weighting().await.unwrap(),
+        TermWeighting::Query,
+        "a new collection counts no terms over the collection: queries carry the workspace's"
+    );
+    // Weighed as search weighs it: by the workspace's counts (9 messages).
+    let word = |word: &str| lexical::query(word).indices[0];
+    let counts = lexical::TermCounts {
+        documents: 9,
+        frequencies: HashMap::from([(word("kitten"), 3), (word("sofa"), 9)]),
+    };
+    let query = lexical::weighted(&lexical::query("Kittens on a sofa?"), &counts);
     let all = VectorFilter::default();
     let hits = vectors
         .hybrid_query("msg/ws", Some(&[0.0, 1.0]), &query, 5, &all)
@@ -245,5 +257,51 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
         .unwrap();
     assert!(hits.dense.is_empty());
     assert_eq!(hit_ids(&hits.lexical)[..3], ["kittens", "kitten-once", "elsewhere"]);
+    vectors.drop_collection().await.unwrap();
+}
+
+/// A collection made before per-workspace term counts has Qdrant's `Idf`
+/// modifier on its `text` vector: its points' words were never counted in
+/// the database, so it keeps weighing words over the collection (search then
+/// leaves the names a query asks about out of its words) until it is moved
+/// to a new one (docs/operations.md).
+#[tokio::test]
+async fn a_collection_made_with_the_idf_modifier_keeps_weighing_over_the_collection() {
+    use qdrant_client::qdrant::{
+        CreateCollection, Distance, Modifier, SparseVectorConfig, SparseVectorParams, VectorParams, VectorsConfig,
+        vectors_config,
+    };
+    let Some(url) = real_qdrant_url() else { return };
+    let options = options(url.clone());
+    let client = qdrant_client::Qdrant::from_url(&url)
+        .skip_compatibility_check()
+        .build()
+        .unwrap();
+    client
+        .create_collection(CreateCollection {
+            collection_name: options.collection.clone(),
+            vectors_config: Some(VectorsConfig {
+                config: Some(vectors_config::Config::Params(VectorParams {
+                    size: 2,
+                    distance: Distance::Cosine.into(),
+                    ..Default::default()
+                })),
+            }),
+            sparse_vectors_config: Some(SparseVectorConfig {
+                map: HashMap::from([(
+                    "text".to_owned(),
+                    SparseVectorParams {
+                        modifier: Some(Modifier::Idf.into()),
+                        ..Default::default()
+                    },
+                )]),
+            }),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    let vectors = QdrantVectorStore::connect(&options).unwrap();
+    assert!(vectors.ranks_full_text().await.unwrap());
+    assert_eq!(vectors.term_weighting().await.unwrap(), TermWeighting::Collection);
     vectors.drop_collection().await.unwrap();
 }

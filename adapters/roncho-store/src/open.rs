@@ -194,7 +194,8 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
 }
 
 /// Vacuums the tables an erasure deletes rows from (Postgres).
-const VACUUM_ERASED_TABLES: &str = "VACUUM messages, message_text, message_unindexed, message_sync, documents, \
+const VACUUM_ERASED_TABLES: &str = "VACUUM messages, message_text, message_unindexed, message_sync, message_terms, \
+     workspace_terms, documents, \
      conclusion_sources, session_summaries, work_tasks, peer_cards, sessions, peers, vectors, vector_tombstones";
 
 /// How often the vacuumer looks for completed erasures.

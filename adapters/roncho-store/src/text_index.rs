@@ -214,8 +214,7 @@ impl TextIndex {
                 let postings = self.postings.get(dimension)?;
                 // Qdrant's `Idf` modifier; removed documents still count until compaction.
                 let frequency = postings.ordinals.len() as f32;
-                let idf = (((documents - frequency).max(0.0) + 0.5) / (frequency + 0.5) + 1.0).ln();
-                let weight = idf * value;
+                let weight = lexical::idf(documents, frequency) * value;
                 Some(Term {
                     postings,
                     weight,
@@ -342,7 +341,7 @@ mod tests {
                 continue;
             };
             let frequency = postings.ordinals.len() as f32;
-            let idf = (((documents - frequency).max(0.0) + 0.5) / (frequency + 0.5) + 1.0).ln();
+            let idf = lexical::idf(documents, frequency);
             for (ordinal, weight) in postings.ordinals.iter().zip(&postings.weights) {
                 *scores.entry(*ordinal).or_default() += idf * value * weight;
             }

@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use roncho_core::store::{Health, SyncLedger};
-use roncho_core::vector::VectorStore;
+use roncho_core::vector::{TermWeighting, VectorStore};
 use serde_json::{Value, json};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -268,23 +268,28 @@ async fn vector_store_check(config: &Config) -> Check {
     options.timeout = Duration::from_secs(3);
     let health = match roncho_qdrant::QdrantVectorStore::connect(&options) {
         Ok(store) => match store.health().await {
-            Ok(version) => store.ranks_full_text().await.map(|lexical| (version, lexical)),
+            Ok(version) => match (store.ranks_full_text().await, store.term_weighting().await) {
+                (Ok(lexical), Ok(weighting)) => Ok((version, lexical, weighting)),
+                (Err(error), _) | (_, Err(error)) => Err(error),
+            },
             Err(error) => Err(error),
         },
         Err(error) => Err(error),
     };
     match health {
-        Ok((version, lexical)) => Check {
+        Ok((version, lexical, weighting)) => Check {
             name: "vector store",
             ok: true,
             detail: format!(
                 "qdrant {version} at {}, collection {}; full text ranked {}",
                 roncho_store::redact_url(&qdrant.url),
                 qdrant.collection,
-                if lexical {
-                    "in qdrant"
-                } else {
-                    "by the database (the collection predates lexical vectors: see docs/operations.md)"
+                match (lexical, weighting) {
+                    (false, _) => "by the database (the collection predates lexical vectors: see docs/operations.md)",
+                    (true, TermWeighting::Collection) =>
+                        "in qdrant, words weighed over every workspace of the collection (it predates \
+                         per-workspace term counts: see docs/operations.md)",
+                    (true, _) => "in qdrant, words weighed over each workspace",
                 }
             ),
         },

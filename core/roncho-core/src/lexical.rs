@@ -9,9 +9,11 @@
 //! Porter tokenizer do, and hashed to a 32-bit dimension. A document's value
 //! for a term is BM25's term-frequency part; the store multiplies it by the
 //! term's inverse document frequency at query time, so a query's terms all
-//! weigh 1 and the score is BM25.
+//! weigh 1 and the score is BM25. A store that counts no frequencies of its
+//! own per workspace is given them in the query instead ([`weighted`]): each
+//! term weighs its IDF over the workspace's messages ([`TermCounts`]).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::OnceLock;
 
 use rust_stemmers::{Algorithm, Stemmer};
@@ -70,6 +72,39 @@ pub fn query(text: &str) -> SparseVector {
             .map(|term| (dimension(&stem(term)), 1.0))
             .collect(),
     )
+}
+
+/// BM25's inverse document frequency of a term that `frequency` of
+/// `documents` documents hold, as Qdrant's `Idf` modifier counts it.
+pub fn idf(documents: f32, frequency: f32) -> f32 {
+    (((documents - frequency).max(0.0) + 0.5) / (frequency + 0.5) + 1.0).ln()
+}
+
+/// How many of a workspace's messages hold some terms: BM25's statistics
+/// counted per workspace, so a neighbour's messages never move its ranking.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct TermCounts {
+    /// The workspace's messages whose terms are counted.
+    pub documents: u64,
+    /// By dimension: how many of those hold the term (absent: none).
+    pub frequencies: HashMap<u32, u64>,
+}
+
+/// Returns `query` with each term weighing its IDF over `counts`: the
+/// query of a store that applies no IDF itself scores BM25 over the
+/// workspace. Terms no counted message holds match nothing and are left out.
+pub fn weighted(query: &SparseVector, counts: &TermCounts) -> SparseVector {
+    let documents = counts.documents as f32;
+    let (indices, values) = query
+        .indices
+        .iter()
+        .zip(&query.values)
+        .filter_map(|(&dimension, &value)| {
+            let frequency = *counts.frequencies.get(&dimension)?;
+            (frequency > 0).then(|| (dimension, value * idf(documents, frequency as f32)))
+        })
+        .unzip();
+    SparseVector { indices, values }
 }
 
 /// Lower-cased runs of letters and digits.
@@ -136,6 +171,24 @@ mod tests {
         assert!(once < twice && twice < many && many < K1 + 1.0);
         let long = format!("kitten {}", "shelter adoption paperwork ".repeat(10));
         assert!(value(&document(&long), "kitten").unwrap() < once);
+    }
+
+    #[test]
+    fn a_weighted_query_weighs_rare_terms_more_and_drops_unheld_ones() {
+        let query = query("kitten sofa carburetor");
+        let dimension = |word: &str| dimension(&stem(word));
+        let counts = TermCounts {
+            documents: 100,
+            frequencies: HashMap::from([(dimension("kitten"), 2), (dimension("sofa"), 90)]),
+        };
+        let weighted = weighted(&query, &counts);
+        let kitten = value(&weighted, "kitten").unwrap();
+        let sofa = value(&weighted, "sofa").unwrap();
+        assert!(kitten > sofa && sofa > 0.0, "{weighted:?}");
+        assert_eq!(kitten, idf(100.0, 2.0));
+        assert_eq!(value(&weighted, "carburetor"), None, "no message holds it");
+        assert!(weighted.indices.windows(2).all(|pair| pair[0] < pair[1]));
+        assert!(super::weighted(&query, &TermCounts::default()).is_empty());
     }
 
     #[test]

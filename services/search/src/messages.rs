@@ -14,7 +14,7 @@ use std::collections::HashMap;
 use roncho_core::filter::Filter;
 use roncho_core::lexical::{self, SparseVector};
 use roncho_core::model::{Message, MessageSearch, PageRequest, PeerKind};
-use roncho_core::vector::{VectorFilter, VectorHit, messages_namespace};
+use roncho_core::vector::{TermWeighting, VectorFilter, VectorHit, messages_namespace};
 use roncho_core::{Error, Result};
 
 use crate::SearchStore;
@@ -544,7 +544,9 @@ async fn hybrid_candidates(
     filter: &Filter,
 ) -> Result<Option<Ranked>> {
     let namespace = messages_namespace(workspace_id);
-    let lexical = lexical_query(query, named, semantic.vectors.shares_term_statistics());
+    let weighting = semantic.vectors.term_weighting().await?;
+    let lexical = lexical_query(query, named, weighting == TermWeighting::Collection);
+    let weigh = |lexical: SparseVector| weighed(store, workspace_id, lexical, weighting);
     let (count, vector_filter) = (candidate_count(search, filter), vector_filter(search));
     let rows = |hits: Vec<VectorHit>| async move {
         let mut lists = rows_in_order(store, workspace_id, &[hits], search, filter).await?;
@@ -554,6 +556,7 @@ async fn hybrid_candidates(
         // The words are ranked, and their rows read, while the query is
         // embedded on another core; the meaning's rows are read after.
         let by_words = async {
+            let lexical = weigh(lexical).await?;
             match semantic
                 .vectors
                 .hybrid_query(&namespace, None, &lexical, count, &vector_filter)
@@ -586,8 +589,11 @@ async fn hybrid_candidates(
             embed_error,
         }));
     }
-    // One request for both lists (Qdrant), after the embedding.
-    let (vector, embed_error) = match semantic.embed_query(workspace_id, query).await {
+    // One request for both lists (Qdrant), after the embedding; the words'
+    // statistics are read meanwhile.
+    let (embedded, lexical) = tokio::join!(semantic.embed_query(workspace_id, query), weigh(lexical));
+    let lexical = lexical?;
+    let (vector, embed_error) = match embedded {
         Ok(vector) => (Some(vector), None),
         Err(error) => (None, Some(error)),
     };
@@ -603,8 +609,25 @@ async fn hybrid_candidates(
     Ok(Some(Ranked { lists, embed_error }))
 }
 
+/// `lexical` as the vector store ranks it: where it keeps no term
+/// statistics per workspace ([`TermWeighting::Query`]), each term weighs its
+/// IDF over the workspace's messages, counted in the database.
+async fn weighed(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    lexical: SparseVector,
+    weighting: TermWeighting,
+) -> Result<SparseVector> {
+    if weighting != TermWeighting::Query || lexical.is_empty() {
+        return Ok(lexical);
+    }
+    let counts = store.term_counts(workspace_id, &lexical.indices).await?;
+    Ok(lexical::weighted(&lexical, &counts))
+}
+
 /// The query's lexical vector; without the words of the peers it names
-/// where the store counts term statistics over every workspace (Qdrant). A
+/// where the store counts term statistics over every workspace (a Qdrant
+/// collection made with the `Idf` modifier, [`TermWeighting::Collection`]). A
 /// speaker's name is in each of their lexical texts (`speaker: text`), so
 /// in half of a two-person workspace's messages, yet rare across a
 /// collection of many workspaces: its IDF there outweighs the question's

@@ -2,12 +2,14 @@
 //! cannot match yet.
 
 use crate::db::{SqlStore, execute, fetch_optional};
+use crate::ports::sync::MESSAGE_TERM;
 use crate::rows;
 use crate::sql::{Dialect, Sql};
 use crate::tx::vectors::push_perspective;
 use crate::tx::vectors::text_vector;
 use async_trait::async_trait;
 use roncho_core::filter::Filter;
+use roncho_core::lexical::TermCounts;
 use roncho_core::model::{Message, MessageSearch};
 use roncho_core::store::TextSearch;
 use roncho_core::{Error, Result};
@@ -54,6 +56,26 @@ impl TextSearch for SqlStore {
             Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
             None => unindexed,
         })
+    }
+
+    async fn term_counts(&self, workspace_id: &str, terms: &[u32]) -> Result<TermCounts> {
+        let mut sql = Sql::new("SELECT term, documents FROM workspace_terms WHERE workspace_name = ");
+        let wanted: Vec<i64> = std::iter::once(MESSAGE_TERM)
+            .chain(terms.iter().map(|&term| i64::from(term)))
+            .collect();
+        sql.bind(workspace_id).push(" AND term IN ").push_list(&wanted);
+        let mut counts = TermCounts::default();
+        for row in self.read(&sql).await? {
+            let (term, documents): (i64, i64) = (rows::get(&row, "term")?, rows::get(&row, "documents")?);
+            let documents = u64::try_from(documents).unwrap_or(0);
+            match u32::try_from(term) {
+                Ok(term) => {
+                    counts.frequencies.insert(term, documents);
+                }
+                Err(_) => counts.documents = documents,
+            }
+        }
+        Ok(counts)
     }
 
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {

@@ -20,7 +20,15 @@ use roncho_core::store::SyncLedger;
 use roncho_core::vector::documents_namespace;
 use roncho_core::vector::messages_namespace;
 use sqlx::Row;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The term counting a message itself in `message_terms` and `workspace_terms`
+/// (a term dimension is a `u32`, never negative): its row counts the
+/// workspace's counted messages.
+pub(crate) const MESSAGE_TERM: i64 = -1;
+
+/// Rows of `workspace_terms` written by one statement (three binds each).
+const TERM_ROWS_PER_STATEMENT: usize = 1_000;
 
 /// Where a kind's vector sync state lives: messages in their queue
 /// (`message_sync`, a row while not synced; migration 0019), conclusions
@@ -178,6 +186,87 @@ impl SyncLedger for SqlStore {
             sql.push_list(&rows.iter().map(|(_, row_id)| *row_id).collect::<Vec<i64>>());
             sql.push(" RETURNING message_id) ");
             push_index_taken(&mut sql);
+            execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await
+    }
+
+    #[tracing::instrument(name = "store.count_terms", skip_all, fields(messages = messages.len()))]
+    async fn count_terms(&self, messages: &[(String, Vec<u32>)]) -> Result<()> {
+        if messages.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.begin_rebuildable().await?;
+        let mut sql = Sql::new("SELECT public_id, id, workspace_name FROM messages WHERE public_id IN ");
+        sql.push_list(&messages.iter().map(|(id, _)| id.clone()).collect::<Vec<_>>());
+        let read = |found: Vec<sqlx::any::AnyRow>| {
+            found
+                .iter()
+                .map(|row| {
+                    let public_id: String = rows::get(row, "public_id")?;
+                    Ok((public_id, (rows::get(row, "id")?, rows::get(row, "workspace_name")?)))
+                })
+                .collect::<Result<BTreeMap<String, (i64, String)>>>()
+        };
+        let mut messages_found = read(crate::db::fetch_all(tx.conn(), &sql).await?)?;
+        if self.dialect() == Dialect::Postgres && !messages_found.is_empty() {
+            // Serialised per workspace, in one order, with the uncounting of
+            // deletes (migration 0024's trigger): no row locks are held while
+            // waiting, and the rows read again after it are those no delete
+            // removed. One deleted later is uncounted by its trigger.
+            let workspaces: BTreeSet<&str> = messages_found
+                .values()
+                .map(|(_, workspace)| workspace.as_str())
+                .collect();
+            for workspace in workspaces {
+                let mut lock = Sql::new("SELECT pg_advisory_xact_lock(hashtextextended('workspace_terms/' || ");
+                lock.bind(workspace).push(", 0))");
+                execute(tx.conn(), &lock).await?;
+            }
+            messages_found = read(crate::db::fetch_all(tx.conn(), &sql).await?)?;
+        }
+        // Each message's terms, and itself (MESSAGE_TERM).
+        let mut counted: BTreeMap<i64, (&str, Vec<i64>)> = BTreeMap::new();
+        for (id, terms) in messages {
+            if let Some((row_id, workspace)) = messages_found.get(id) {
+                let terms = std::iter::once(MESSAGE_TERM).chain(terms.iter().map(|&term| i64::from(term)));
+                counted.insert(*row_id, (workspace.as_str(), terms.collect()));
+            }
+        }
+        if counted.is_empty() {
+            return tx.commit().await;
+        }
+        let mut sql = Sql::new("INSERT INTO message_terms (message_id, terms) VALUES ");
+        for (at, (row_id, (_, terms))) in counted.iter().enumerate() {
+            let json = serde_json::to_string(terms).map_err(|error| roncho_core::Error::Internal(error.to_string()))?;
+            sql.push(if at == 0 { "(" } else { ", (" });
+            sql.bind(*row_id).push(", ").bind(json).push(")");
+        }
+        // Counted once, however often it is synced: only new rows come back.
+        sql.push(" ON CONFLICT (message_id) DO NOTHING RETURNING message_id");
+        let mut held: BTreeMap<(&str, i64), i64> = BTreeMap::new();
+        for row in crate::db::fetch_all(tx.conn(), &sql).await? {
+            let (workspace, terms) = &counted[&rows::get::<i64>(&row, "message_id")?];
+            for term in terms {
+                *held.entry((workspace, *term)).or_default() += 1;
+            }
+        }
+        let held: Vec<((&str, i64), i64)> = held.into_iter().collect();
+        for chunk in held.chunks(TERM_ROWS_PER_STATEMENT) {
+            let mut sql = Sql::new("INSERT INTO workspace_terms (workspace_name, term, documents) VALUES ");
+            for (at, ((workspace, term), documents)) in chunk.iter().enumerate() {
+                sql.push(if at == 0 { "(" } else { ", (" });
+                sql.bind(*workspace)
+                    .push(", ")
+                    .bind(*term)
+                    .push(", ")
+                    .bind(*documents)
+                    .push(")");
+            }
+            sql.push(
+                " ON CONFLICT (workspace_name, term) DO UPDATE \
+                 SET documents = workspace_terms.documents + excluded.documents",
+            );
             execute(tx.conn(), &sql).await?;
         }
         tx.commit().await

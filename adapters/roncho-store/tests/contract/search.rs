@@ -1,5 +1,9 @@
 //! [`TextSearch`]: full-text search and what an index behind leaves out.
 
+use std::collections::HashMap;
+
+use roncho_core::lexical::{self, TermCounts};
+
 use super::*;
 
 store_contract_suite!(
@@ -7,6 +11,7 @@ store_contract_suite!(
     the_unsynced_tail_is_searched_within_its_bound,
     words_are_searchable_at_once_and_indexed_off_the_write_path,
     searches_count_what_an_unsynced_vector_store_cannot_return,
+    terms_are_counted_once_per_workspace_and_leave_with_their_messages,
 ;
 );
 
@@ -271,4 +276,77 @@ async fn searches_count_what_an_unsynced_vector_store_cannot_return(store: &dyn 
     store.mark_synced(SyncKind::Message, &synced).await.unwrap();
     assert_eq!(store.vector_sync_gap("w", &scoped(Some(&["s1"])), 10).await.unwrap(), 5);
     assert_eq!(store.vector_sync_gap("other", &scoped(None), 10).await.unwrap(), 0);
+}
+
+async fn terms_are_counted_once_per_workspace_and_leave_with_their_messages(store: &dyn Store) {
+    let texts = [
+        ("alice", "a kitten from the shelter"),
+        ("bob", "the red sofa"),
+        ("alice", "another kitten"),
+    ];
+    let created = store
+        .create_messages(
+            "w",
+            "s1",
+            texts.iter().map(|(peer, text)| new_message(peer, text)).collect(),
+        )
+        .await
+        .unwrap();
+    let later = store
+        .create_messages("w", "s2", vec![new_message("bob", "a kitten on the sofa")])
+        .await
+        .unwrap();
+    let neighbour = store
+        .create_messages("other", "s1", vec![new_message("carol", "kitten kitten kitten")])
+        .await
+        .unwrap();
+    // What the reconciler counts: the lexical vector Qdrant is given.
+    let terms = |peer: &str, text: &str| lexical::document(&format!("{peer}: {text}")).indices;
+    let mut counted: Vec<(String, Vec<u32>)> = created
+        .iter()
+        .zip(texts)
+        .map(|(message, (peer, text))| (message.id.clone(), terms(peer, text)))
+        .collect();
+    counted.push((neighbour[0].id.clone(), terms("carol", "kitten kitten kitten")));
+    store.count_terms(&counted).await.unwrap();
+    store.count_terms(&counted[..2]).await.unwrap();
+    let word = |word: &str| lexical::query(word).indices[0];
+    let (kitten, sofa, carburetor) = (word("kitten"), word("sofa"), word("carburetor"));
+    let counts = |workspace: &'static str| async move {
+        store.term_counts(workspace, &[kitten, sofa, carburetor]).await.unwrap()
+    };
+    assert_eq!(
+        counts("w").await,
+        TermCounts {
+            documents: 3,
+            frequencies: HashMap::from([(kitten, 2), (sofa, 1)]),
+        },
+        "each message once, however often synced; none of the other workspace's"
+    );
+    assert_eq!(counts("other").await.documents, 1);
+    assert_eq!(counts("nowhere").await, TermCounts::default());
+
+    store
+        .count_terms(&[(later[0].id.clone(), terms("bob", "a kitten on the sofa"))])
+        .await
+        .unwrap();
+    assert_eq!(counts("w").await.frequencies, HashMap::from([(kitten, 3), (sofa, 2)]));
+
+    // Deleting a message uncounts it; a deleted one is not counted again.
+    store.delete_message("w", "s1", &created[1].id).await.unwrap();
+    store.count_terms(&counted[1..2]).await.unwrap();
+    assert_eq!(
+        counts("w").await,
+        TermCounts {
+            documents: 3,
+            frequencies: HashMap::from([(kitten, 3), (sofa, 1)]),
+        }
+    );
+    // Erased, a workspace's words leave no count behind.
+    store.delete_session("w", "s1").await.unwrap();
+    store.delete_session("w", "s2").await.unwrap();
+    assert_eq!(counts("w").await, TermCounts::default());
+    let all_terms: Vec<u32> = counted.iter().flat_map(|(_, terms)| terms.clone()).collect();
+    assert_eq!(store.term_counts("w", &all_terms).await.unwrap(), TermCounts::default());
+    assert_eq!(counts("other").await.frequencies, HashMap::from([(kitten, 1)]));
 }

@@ -167,26 +167,16 @@ async fn qdrant_ranks_full_text_once_synced_and_the_database_the_unsynced_tail()
     setup.finish().await;
 }
 
-/// Qdrant counts a word's IDF over the whole collection, every workspace of
-/// the deployment: a speaker's name, in each of their lexical texts
-/// (`speaker: text`) but rare elsewhere, would outrank the question's own
-/// words. The words of the peers a query names stay out of its lexical
-/// query; the named-peer list carries them.
-#[tokio::test]
-async fn a_named_peer_does_not_outweigh_the_question_in_a_shared_collection() {
-    let Some(setup) = Setup::start("names").await else {
-        return;
-    };
-
-    // Another workspace of the collection talks of trains all the time.
-    let trains: Vec<pb::MessageCreate> = (0..200)
+/// Writes `count` messages of `peer` to workspace `x`, all about trains.
+async fn trains_elsewhere(channel: &Channel, count: usize) {
+    let trains: Vec<pb::MessageCreate> = (0..count)
         .map(|i| pb::MessageCreate {
             peer_id: "carol".into(),
             content: format!("Train {i} left the station on time"),
             ..Default::default()
         })
         .collect();
-    let mut ingest = roncho_proto::v1::ingest_service_client::IngestServiceClient::new(setup.served.channel.clone());
+    let mut ingest = roncho_proto::v1::ingest_service_client::IngestServiceClient::new(channel.clone());
     for batch in trains.chunks(100) {
         ingest
             .create_messages(pb::CreateMessagesRequest {
@@ -198,26 +188,52 @@ async fn a_named_peer_does_not_outweigh_the_question_in_a_shared_collection() {
             .await
             .unwrap();
     }
-    support::write_as(
+}
+
+/// One Qdrant collection holds every workspace, and Qdrant's own `Idf`
+/// modifier would count a word over all of them: a neighbour talking of
+/// trains all the time made "trains" weigh next to nothing in another
+/// workspace. BM25's statistics are the workspace's own instead (the
+/// reconciler counts each message's terms in the database; search weighs
+/// the query by them): the neighbour moves nothing.
+#[tokio::test]
+async fn a_neighbouring_workspace_never_moves_a_ranking_by_words() {
+    let Some(setup) = Setup::start("neighbours").await else {
+        return;
+    };
+    let written = support::write_as(
         &setup.served.channel,
-        "bob",
-        &["Good morning", "I had pancakes", "The weather is nice", "See you later"],
+        "alice",
+        &[
+            "The trains were late again today",
+            "My garden roses bloomed",
+            "The garden needs water every single morning",
+            "I had pancakes",
+        ],
     )
     .await;
-    let late = support::write_as(&setup.served.channel, "alice", &["The trains were late again today"]).await;
-    while setup.store.sync_counts(SyncKind::Message).await.unwrap().pending > 0 {
-        setup.reconciler.pass().await.unwrap();
-    }
-
+    let sync = || async {
+        while setup.store.sync_counts(SyncKind::Message).await.unwrap().pending > 0 {
+            setup.reconciler.pass().await.unwrap();
+        }
+    };
+    sync().await;
     // Words alone (no query vector), so the lexical list decides.
     setup.embedder.set_up(false);
-    let found = search(&setup.served.channel, "What did Bob hear about trains?", 5).await;
-    assert_eq!(found.mode, "full_text", "{found:?}");
+    let before = search(&setup.served.channel, "trains in the garden", 5).await;
+    assert_eq!(before.mode, "full_text", "{before:?}");
     assert_eq!(
-        ids(&found),
-        [late[0].id.as_str()],
-        "the question's words rank, not the rare name: {found:?}"
+        ids(&before),
+        [&written[0].id, &written[1].id, &written[2].id].map(String::as_str),
+        "the workspace's rarer word first: {before:?}"
     );
+
+    setup.embedder.set_up(true);
+    trains_elsewhere(&setup.served.channel, 200).await;
+    sync().await;
+    setup.embedder.set_up(false);
+    let after = search(&setup.served.channel, "trains in the garden", 5).await;
+    assert_eq!(ids(&after), ids(&before), "{after:?}");
 
     setup.finish().await;
 }

@@ -5,6 +5,7 @@ use async_trait::async_trait;
 
 use crate::Result;
 use crate::filter::Filter;
+use crate::lexical::TermCounts;
 use crate::model::{Message, MessageSearch};
 
 #[async_trait]
@@ -34,4 +35,9 @@ pub trait TextSearch: Send + Sync + 'static {
     /// return because they are not synced to it yet, beyond the store's
     /// `newest` rows (which [`TextSearch::search_unsynced_messages`] reads).
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64>;
+    /// How many of the workspace's messages counted by
+    /// [`crate::store::SyncLedger::count_terms`] hold each of `terms`, and how
+    /// many are counted: BM25's statistics for a vector store that keeps none
+    /// per workspace.
+    async fn term_counts(&self, workspace_id: &str, terms: &[u32]) -> Result<TermCounts>;
 }

@@ -15,6 +15,12 @@ pub trait SyncLedger: Send + Sync + 'static {
     /// Marks rows, by id and the sync version read with them, as having
     /// their vector; a row whose version moved since keeps waiting.
     async fn mark_synced(&self, kind: SyncKind, rows: &[(String, i64)]) -> Result<()>;
+    /// Counts the terms of messages, `(id, its lexical vector's dimensions)`,
+    /// whose lexical vectors a vector store without term statistics of its
+    /// own per workspace now holds ([`crate::store::TextSearch::term_counts`]).
+    /// A message is counted once however often it is synced; deleting it
+    /// uncounts it, and a message deleted already is not counted.
+    async fn count_terms(&self, messages: &[(String, Vec<u32>)]) -> Result<()>;
     /// Records a failed attempt; rows reaching `max_attempts` become `failed`.
     async fn mark_sync_failed(&self, kind: SyncKind, ids: &[String], error: &str, max_attempts: i64) -> Result<()>;
     /// Counts rows of `kind` by sync state.

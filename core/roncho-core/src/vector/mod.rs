@@ -69,6 +69,20 @@ pub struct HybridHits {
     pub lexical: Vec<VectorHit>,
 }
 
+/// Where the inverse document frequencies of a hybrid query's BM25 come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TermWeighting {
+    /// The store counts them over the queried namespace (the embedded store).
+    Namespace,
+    /// The store counts them over every namespace: a Qdrant collection made
+    /// with the `Idf` modifier, before per-workspace counts (all workspaces).
+    Collection,
+    /// The query carries them: the store applies none; the reconciler counts
+    /// terms per workspace ([`crate::store::SyncLedger::count_terms`]) and
+    /// search weighs a query by them ([`crate::lexical::weighted`]).
+    Query,
+}
+
 #[async_trait]
 pub trait VectorStore: Send + Sync + 'static {
     /// Checks that stored vectors have `dimensions` and records it for a new
@@ -104,11 +118,10 @@ pub trait VectorStore: Send + Sync + 'static {
     fn ranks_in_process(&self) -> bool {
         false
     }
-    /// Whether the inverse document frequencies of [`VectorStore::hybrid_query`]'s
-    /// BM25 are counted over every namespace of the store (Qdrant's
-    /// collection: all workspaces) rather than over the queried one.
-    fn shares_term_statistics(&self) -> bool {
-        false
+    /// Where [`VectorStore::hybrid_query`]'s BM25 takes each term's inverse
+    /// document frequency from.
+    async fn term_weighting(&self) -> Result<TermWeighting> {
+        Ok(TermWeighting::Namespace)
     }
     /// Returns, in one request, the `top_k` nearest records by `dense` (none
     /// without it: the embedder failed) and the `top_k` best by BM25 for
