@@ -7,7 +7,8 @@
 //!   all-MiniLM-L6-v2, in process, no network at run time; [`int8`], the
 //!   8-bit copy of its encoder that embeds search queries.
 //! - [`hashing`]: a deterministic hashing embedder, for tests only.
-//! - [`testing`]: an embedder that can be switched off, for outage tests.
+//! - [`testing`]: an embedder that can be switched off, for outage tests;
+//!   the hashing embedder at a real model's query cost, for benchmarks.
 //! - [`cache`]: a cache of embeddings of identical text in front of any of them.
 
 #[cfg(feature = "candle")]

@@ -72,9 +72,15 @@ pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<
         EmbeddingProvider::None => return Ok(None),
         EmbeddingProvider::TestHashing => {
             tracing::warn!("using the test hashing embedder: semantic search quality is meaningless");
-            Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(
-                embedding.dimensions.unwrap_or(256),
-            ))
+            let dimensions = embedding.dimensions.unwrap_or(256);
+            match embedding.model_dir.clone() {
+                // A benchmark's: the model embeds each query too, at its cost.
+                Some(dir) => Arc::new(roncho_embed::testing::QueryCostEmbedder::new(
+                    dimensions,
+                    local(dir).await?,
+                )),
+                None => Arc::new(roncho_embed::hashing::TestHashingEmbedder::new(dimensions)),
+            }
         }
         EmbeddingProvider::Openai => {
             let mut openai = roncho_embed::openai::OpenAiConfig::new(

@@ -165,30 +165,64 @@ pub async fn search(
         limit: search.limit * CANDIDATE_DEPTH,
         ..search.clone()
     };
-    let named = match &search.peer_id {
-        Some(_) => Named::default(),
-        None => named_peers(store, workspace_id, query).await?,
-    };
-    let results = |lists, fusion, mode, degraded_reason| SearchResults {
-        messages: fuse(lists, fusion, &named.asked_about)
+    // The peers the query names are looked up beside the candidates: only fusion needs them.
+    let (named, found) = tokio::join!(
+        named_peers(store, workspace_id, query, search),
+        candidates_of(store, semantic, workspace_id, query, &candidates, filter),
+    );
+    let (named, found) = (named?, found?);
+    Ok(SearchResults {
+        messages: fuse(found.lists, found.fusion, &named.asked_about)
             .into_iter()
             .take(limit)
             .collect(),
-        mode,
-        degraded_reason,
-    };
+        mode: found.mode,
+        degraded_reason: found.degraded_reason,
+    })
+}
+
+/// What fusion is given.
+struct Candidates {
+    lists: Vec<Ranking>,
+    fusion: Fusion,
+    /// Which sources answered.
+    mode: SearchMode,
+    /// Why the search ran degraded; empty when it did not.
+    degraded_reason: String,
+}
+
+impl Candidates {
+    fn new(lists: Vec<Ranking>, fusion: Fusion, mode: SearchMode, degraded_reason: String) -> Self {
+        Self {
+            lists,
+            fusion,
+            mode,
+            degraded_reason,
+        }
+    }
+}
+
+/// Finds the candidates of every source that answers.
+async fn candidates_of(
+    store: &dyn SearchStore,
+    semantic: Option<&Semantic>,
+    workspace_id: &str,
+    query: &str,
+    candidates: &MessageSearch,
+    filter: &Filter,
+) -> Result<Candidates> {
     let Some(semantic) = semantic else {
-        let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
-        return Ok(results(
+        let (full_text, gap) = database_full_text(store, workspace_id, candidates, filter).await?;
+        return Ok(Candidates::new(
             vec![Ranking::unscored(full_text)],
             Fusion::Rank,
             SearchMode::FullText,
             with_gap(NO_EMBEDDER.to_owned(), gap, TEXT_BEHIND),
         ));
     };
-    let degraded = |lists, fusion, error: Error| {
+    let degraded = |lists, fusion, error: Error| -> Candidates {
         tracing::warn!(%error, "semantic search unavailable; answering from full text");
-        results(
+        Candidates::new(
             lists,
             fusion,
             SearchMode::FullText,
@@ -204,22 +238,14 @@ pub async fn search(
                 return Ok((Vec::new(), 0));
             }
             let (found, gap) = tokio::join!(
-                store.search_unsynced_messages(workspace_id, &candidates, filter, UNSYNCED_SCAN),
-                store.vector_sync_gap(workspace_id, &candidates, UNSYNCED_SCAN),
+                store.search_unsynced_messages(workspace_id, candidates, filter, UNSYNCED_SCAN),
+                store.vector_sync_gap(workspace_id, candidates, UNSYNCED_SCAN),
             );
             Ok::<_, Error>((found?, gap?))
         };
         let (unsynced, hybrid) = tokio::join!(
             unsynced,
-            hybrid_candidates(
-                store,
-                semantic,
-                workspace_id,
-                query,
-                &named.mentioned,
-                &candidates,
-                filter
-            ),
+            hybrid_candidates(store, semantic, workspace_id, query, candidates, filter),
         );
         let (unsynced, sync_gap) = unsynced?;
         let unsynced_gap = |reason: String| with_gap(reason, sync_gap, VECTORS_BEHIND);
@@ -230,7 +256,7 @@ pub async fn search(
                     lists.push(Ranking::unscored(unsynced));
                 }
                 let mut found = match embed_error {
-                    None => results(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
+                    None => Candidates::new(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
                     // Words alone, still ranked by the vector store at a bounded cost.
                     Some(error) => degraded(lists, Fusion::Score, error),
                 };
@@ -239,7 +265,7 @@ pub async fn search(
             }
             Ok(None) => {}
             Err(error) => {
-                let (full_text, gap) = database_full_text(store, workspace_id, &candidates, filter).await?;
+                let (full_text, gap) = database_full_text(store, workspace_id, candidates, filter).await?;
                 let mut found = degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error);
                 found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
                 return Ok(found);
@@ -248,13 +274,13 @@ pub async fn search(
     }
     // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
     let (full_text, semantic_hits) = tokio::join!(
-        database_full_text(store, workspace_id, &candidates, filter),
-        semantic_candidates(store, semantic, workspace_id, query, &candidates, filter),
+        database_full_text(store, workspace_id, candidates, filter),
+        semantic_candidates(store, semantic, workspace_id, query, candidates, filter),
     );
     let (full_text, gap) = full_text?;
     let full_text = Ranking::unscored(full_text);
     let mut found = match semantic_hits {
-        Ok(hits) => results(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
+        Ok(hits) => Candidates::new(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
         Err(error) => degraded(vec![full_text], Fusion::Rank, error),
     };
     found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
@@ -442,9 +468,18 @@ struct Named {
 }
 
 /// Returns the peers of the workspace that `query` names (their id's
-/// words, split at `-` and `_`, appear in it in order, ignoring case).
-/// Workspaces of more than [`NAMED_PEER_SCAN`] peers are not scanned.
-async fn named_peers(store: &dyn SearchStore, workspace_id: &str, query: &str) -> Result<Named> {
+/// words, split at `-` and `_`, appear in it in order, ignoring case);
+/// none where the search is of one peer's messages. Workspaces of more
+/// than [`NAMED_PEER_SCAN`] peers are not scanned.
+async fn named_peers(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    query: &str,
+    search: &MessageSearch,
+) -> Result<Named> {
+    if search.peer_id.is_some() {
+        return Ok(Named::default());
+    }
     let page = PageRequest::from_wire(1, NAMED_PEER_SCAN as i32, false)?;
     let peers = match store.list_peers(workspace_id, PeerKind::Peer, &Filter::All, page).await {
         Ok(peers) => peers,
@@ -539,13 +574,19 @@ async fn hybrid_candidates(
     semantic: &Semantic,
     workspace_id: &str,
     query: &str,
-    named: &[String],
     search: &MessageSearch,
     filter: &Filter,
 ) -> Result<Option<Ranked>> {
     let namespace = messages_namespace(workspace_id);
     let weighting = semantic.vectors.term_weighting().await?;
-    let lexical = lexical_query(query, named, weighting == TermWeighting::Collection);
+    let lexical = match weighting {
+        // Only a collection's shared statistics need the names out of the query before it is sent.
+        TermWeighting::Collection => {
+            let named = named_peers(store, workspace_id, query, search).await?;
+            lexical_query(query, &named.mentioned)
+        }
+        TermWeighting::Namespace | TermWeighting::Query => lexical::query(query),
+    };
     let weigh = |lexical: SparseVector| weighed(store, workspace_id, lexical, weighting);
     let (count, vector_filter) = (candidate_count(search, filter), vector_filter(search));
     let rows = |hits: Vec<VectorHit>| async move {
@@ -625,17 +666,17 @@ async fn weighed(
     Ok(lexical::weighted(&lexical, &counts))
 }
 
-/// The query's lexical vector; without the words of the peers it names
-/// where the store counts term statistics over every workspace (a Qdrant
+/// The query's lexical vector without the words of the peers it names, for
+/// a store that counts term statistics over every workspace (a Qdrant
 /// collection made with the `Idf` modifier, [`TermWeighting::Collection`]). A
 /// speaker's name is in each of their lexical texts (`speaker: text`), so
 /// in half of a two-person workspace's messages, yet rare across a
 /// collection of many workspaces: its IDF there outweighs the question's
 /// own words (docs/benchmarks.md, "Fusing by score"). The named-peer list
 /// carries the names instead.
-fn lexical_query(query: &str, named: &[String], shared_statistics: bool) -> SparseVector {
+fn lexical_query(query: &str, named: &[String]) -> SparseVector {
     let words = lexical::query(query);
-    if !shared_statistics || named.is_empty() {
+    if named.is_empty() {
         return words;
     }
     let names: Vec<u32> = named.iter().flat_map(|peer| lexical::query(peer).indices).collect();
@@ -860,17 +901,16 @@ mod tests {
     }
 
     #[test]
-    fn named_peers_leave_the_lexical_query_only_where_statistics_span_workspaces() {
+    fn named_peers_leave_the_lexical_query_sent_to_shared_statistics() {
         let query = "What did Caroline-Smith paint at the lake?";
         let named = ["Caroline-Smith".to_owned()];
-        assert_eq!(lexical_query(query, &named, false), lexical::query(query));
-        assert_eq!(lexical_query(query, &[], true), lexical::query(query));
+        assert_eq!(lexical_query(query, &[]), lexical::query(query));
         assert_eq!(
-            lexical_query(query, &named, true),
+            lexical_query(query, &named),
             lexical::query("What did paint at the lake?")
         );
         assert_eq!(
-            lexical_query("Caroline Smith?", &named, true),
+            lexical_query("Caroline Smith?", &named),
             lexical::query("Caroline Smith?"),
             "a query of names alone keeps them"
         );
