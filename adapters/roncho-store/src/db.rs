@@ -240,6 +240,70 @@ impl SqlStore {
             .map_err(db_error)
     }
 
+    /// The messages of `from_where` (`messages m WHERE …`, no `LIMIT`) in
+    /// `order_by`'s order. On SQLite they come back in one row, as one JSON
+    /// array: sqlx's SQLite driver hands each row from its connection's
+    /// thread to the caller's task, two thread switches a row, which cost a
+    /// page of 100 messages more than all the rest of its work (issue 37,
+    /// docs/benchmarks.md).
+    pub(crate) async fn read_messages(&self, from_where: Sql, order_by: &str) -> Result<Vec<Message>> {
+        if self.dialect != Dialect::Sqlite {
+            let select = Sql {
+                text: format!(
+                    "SELECT {} FROM {} ORDER BY {order_by}",
+                    rows::MESSAGE_COLUMNS,
+                    from_where.text
+                ),
+                binds: from_where.binds,
+            };
+            return self.read(&select).await?.iter().map(rows::message).collect();
+        }
+        let select = Sql {
+            text: format!(
+                "SELECT json_group_array(json_array({}) ORDER BY {order_by}) AS page FROM {}",
+                rows::MESSAGE_JSON_COLUMNS,
+                from_where.text
+            ),
+            binds: from_where.binds,
+        };
+        match self.read_optional(&select).await? {
+            Some(row) => rows::messages_from_json(&rows::get::<String>(&row, "page")?),
+            None => Ok(Vec::new()),
+        }
+    }
+
+    /// `(seq_in_session, token_count)` of the messages of `from_where`
+    /// (`messages m WHERE …`), newest first, `limit` at most; on SQLite in
+    /// one row, as [`SqlStore::read_messages`] reads them.
+    pub(crate) async fn read_token_counts(&self, from_where: Sql, limit: i64) -> Result<Vec<(i64, i64)>> {
+        let text = format!(
+            "SELECT m.seq_in_session AS seq, m.token_count AS tokens FROM {} ORDER BY m.seq_in_session DESC LIMIT ",
+            from_where.text
+        );
+        let mut select = Sql {
+            text,
+            binds: from_where.binds,
+        };
+        select.bind(limit);
+        if self.dialect != Dialect::Sqlite {
+            return self
+                .read(&select)
+                .await?
+                .iter()
+                .map(|row| Ok((rows::get(row, "seq")?, rows::get(row, "tokens")?)))
+                .collect();
+        }
+        select.text = format!(
+            "SELECT json_group_array(json_array(seq, tokens) ORDER BY seq DESC) AS walk FROM ({}) walked",
+            select.text
+        );
+        match self.read_optional(&select).await? {
+            Some(row) => serde_json::from_str(&rows::get::<String>(&row, "walk")?)
+                .map_err(|error| Error::Internal(format!("decoding token counts: {error}"))),
+            None => Ok(Vec::new()),
+        }
+    }
+
     /// Runs the count and the page query of `FROM ... WHERE ...` in `from_where`.
     pub(crate) async fn paged<T>(
         &self,

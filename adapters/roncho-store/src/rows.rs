@@ -76,6 +76,35 @@ pub fn message(row: &AnyRow) -> Result<Message> {
     })
 }
 
+/// [`MESSAGE_COLUMNS`] as the elements of a JSON array (SQLite's
+/// `json_array`): the metadata as an object, not its text.
+pub const MESSAGE_JSON_COLUMNS: &str = "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, json(m.metadata), m.created_at, m.token_count, m.seq_in_session";
+
+/// Decodes a JSON array of [`MESSAGE_JSON_COLUMNS`] arrays.
+pub fn messages_from_json(page: &str) -> Result<Vec<Message>> {
+    type Columns = (String, String, String, String, String, JsonObject, i64, i64, i64);
+    let rows: Vec<Columns> =
+        serde_json::from_str(page).map_err(|error| Error::Internal(format!("decoding messages: {error}")))?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(id, workspace_id, session_id, peer_id, content, metadata, created_at, token_count, seq_in_session)| {
+                Message {
+                    id,
+                    workspace_id,
+                    session_id,
+                    peer_id,
+                    content,
+                    metadata,
+                    created_at,
+                    token_count,
+                    seq_in_session,
+                }
+            },
+        )
+        .collect())
+}
+
 pub fn webhook(row: &AnyRow) -> Result<WebhookEndpoint> {
     Ok(WebhookEndpoint {
         id: get(row, "id")?,

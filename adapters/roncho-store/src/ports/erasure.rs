@@ -614,6 +614,16 @@ async fn erase_messages(
     for message in erased {
         by_session.entry(&message.session).or_default().push(message.seq);
     }
+    for (session, seqs) in &by_session {
+        let mut count = Sql::new("UPDATE sessions SET message_count = message_count - ");
+        count
+            .bind(i64::try_from(seqs.len()).unwrap_or(i64::MAX))
+            .push(" WHERE workspace_name = ")
+            .bind(workspace_id)
+            .push(" AND name = ")
+            .bind(*session);
+        execute(conn, &count).await?;
+    }
     if !whole_sessions {
         for (session, seqs) in &by_session {
             reembed_next_turns(conn, workspace_id, session, seqs, counts).await?;

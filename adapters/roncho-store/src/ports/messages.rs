@@ -16,10 +16,69 @@ use roncho_core::store::Messages;
 use roncho_core::{Error, Result};
 use sqlx::Row;
 
-/// Messages read in the first page of a context walk, and the most in one.
-const CONTEXT_FIRST_PAGE: i64 = 64;
+/// Sequence numbers and token counts read in the first page of a context
+/// walk (a 4,000-token budget of 50-token messages needs 80), and the most in one.
+const CONTEXT_FIRST_PAGE: i64 = 128;
 
 const CONTEXT_MAX_PAGE: i64 = 4096;
+
+/// How a session's messages are numbered: sequence numbers handed out
+/// (`last_seq`) and messages held (`message_count`, migration 0025).
+struct Numbering {
+    last_seq: i64,
+    messages: i64,
+}
+
+impl Numbering {
+    /// Whether every number from 1 to `last_seq` is a message: nothing was erased.
+    fn is_gapless(&self) -> bool {
+        self.messages == self.last_seq
+    }
+
+    /// The first and last sequence number of `page` of a gapless session.
+    fn page_range(&self, page: PageRequest) -> (i64, i64) {
+        let skipped = page.offset();
+        if page.reverse {
+            let last = self.last_seq.saturating_sub(skipped);
+            (last.saturating_sub(page.size).saturating_add(1), last)
+        } else {
+            (skipped.saturating_add(1), skipped.saturating_add(page.size))
+        }
+    }
+}
+
+impl SqlStore {
+    /// The session's numbering; `NotFound` when it does not exist or was deleted.
+    async fn session_numbering(&self, workspace_id: &str, session_id: &str) -> Result<Numbering> {
+        let mut sql = Sql::new("SELECT is_active, last_seq, message_count FROM sessions WHERE workspace_name = ");
+        sql.bind(workspace_id).push(" AND name = ").bind(session_id);
+        let row = self
+            .read_optional(&sql)
+            .await?
+            .ok_or_else(|| Error::not_found("session", session_id))?;
+        if rows::get::<i64>(&row, "is_active")? == 0 {
+            return Err(Error::not_found("session", session_id));
+        }
+        Ok(Numbering {
+            last_seq: rows::get(&row, "last_seq")?,
+            messages: rows::get(&row, "message_count")?,
+        })
+    }
+}
+
+/// `messages m WHERE …` of a session's messages numbered `first..=last`.
+fn seq_range(workspace_id: &str, session_id: &str, first: i64, last: i64) -> Sql {
+    let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
+    from_where
+        .bind(workspace_id)
+        .push(" AND m.session_name = ")
+        .bind(session_id)
+        .push(" AND m.seq_in_session >= ")
+        .bind(first)
+        .push(" AND m.seq_in_session <= ")
+        .bind(last);
+    from_where
+}
 
 #[async_trait]
 impl Messages for SqlStore {
@@ -95,9 +154,16 @@ impl Messages for SqlStore {
         filter: &Filter,
         page: PageRequest,
     ) -> Result<Page<Message>> {
-        {
-            let mut conn = self.pool.acquire().await.map_err(db_error)?;
-            load_session(&mut conn, workspace_id, session_id).await?;
+        let numbering = self.session_numbering(workspace_id, session_id).await?;
+        if *filter == Filter::All && numbering.is_gapless() {
+            // The page is a range of sequence numbers: read by the index, no
+            // OFFSET walk past the pages before it, no COUNT.
+            let (first, last) = numbering.page_range(page);
+            let order = format!("m.seq_in_session {}", direction(page));
+            let items = self
+                .read_messages(seq_range(workspace_id, session_id, first, last), &order)
+                .await?;
+            return Ok(Page::new(items, numbering.messages, page));
         }
         let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
         from_where
@@ -181,64 +247,72 @@ impl Messages for SqlStore {
         token_budget: i64,
         from_seq: i64,
     ) -> Result<Vec<Message>> {
-        {
-            let mut conn = self.pool().acquire().await.map_err(db_error)?;
-            load_session(&mut conn, workspace_id, session_id).await?;
-        }
         if token_budget <= 0 {
+            self.session_numbering(workspace_id, session_id).await?;
             return Ok(Vec::new());
         }
-        // Walk back from the newest message in growing pages (the unique
-        // (workspace, session, seq) index serves each), stopping at the first
-        // message that no longer fits: cost follows the budget, not the session.
-        let mut newest_first: Vec<Message> = Vec::new();
+        // Walk back from the newest message over sequence numbers and token
+        // counts alone, in growing pages (the unique (workspace, session,
+        // seq) index serves each), to the first message that no longer
+        // fits; then read the rows that fit, and only those, in one query:
+        // cost follows the budget, not the session.
         let mut used = 0_i64;
-        let mut before: Option<i64> = None;
+        let mut span: Option<(i64, i64)> = None;
         let mut page = CONTEXT_FIRST_PAGE;
-        loop {
-            let mut sql = Sql::new(&format!(
-                "SELECT {} FROM messages m WHERE m.workspace_name = ",
-                rows::MESSAGE_COLUMNS
-            ));
-            sql.bind(workspace_id).push(" AND m.session_name = ").bind(session_id);
-            sql.push(" AND m.seq_in_session >= ").bind(from_seq);
-            if let Some(before) = before {
-                sql.push(" AND m.seq_in_session < ").bind(before);
+        'walk: loop {
+            let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
+            from_where
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(session_id);
+            from_where.push(" AND m.seq_in_session >= ").bind(from_seq);
+            if let Some((oldest, _)) = span {
+                from_where.push(" AND m.seq_in_session < ").bind(oldest);
             }
-            sql.push(" ORDER BY m.seq_in_session DESC LIMIT ").bind(page);
-            let rows = self.read(&sql).await?;
-            let fetched = rows.len() as i64;
-            for row in &rows {
-                let message = rows::message(row)?;
-                if used + message.token_count > token_budget {
-                    newest_first.reverse();
-                    return Ok(newest_first);
+            let counts = self.read_token_counts(from_where, page).await?;
+            if counts.is_empty() && span.is_none() {
+                // No message to walk: the session may not exist (a session
+                // with messages does; it is checked only when there are none).
+                self.session_numbering(workspace_id, session_id).await?;
+            }
+            for &(seq, tokens) in &counts {
+                if used + tokens > token_budget {
+                    break 'walk;
                 }
-                used += message.token_count;
-                newest_first.push(message);
+                used += tokens;
+                span = Some((seq, span.map_or(seq, |(_, newest)| newest)));
             }
-            if fetched < page {
-                newest_first.reverse();
-                return Ok(newest_first);
+            if (counts.len() as i64) < page {
+                break;
             }
-            before = newest_first.last().map(|message| message.seq_in_session);
             page = (page * 4).min(CONTEXT_MAX_PAGE);
         }
+        let Some((oldest, newest)) = span else {
+            return Ok(Vec::new());
+        };
+        self.read_messages(seq_range(workspace_id, session_id, oldest, newest), "m.seq_in_session")
+            .await
     }
 
     async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>> {
-        {
-            let mut conn = self.pool().acquire().await.map_err(db_error)?;
-            load_session(&mut conn, workspace_id, session_id).await?;
-        }
+        // The session and its summaries in one query: a row of NULLs when it has none.
         let mut sql = Sql::new(
-            "SELECT summary_type, content, message_public_id, message_seq, token_count, created_at \
-             FROM session_summaries WHERE workspace_name = ",
+            "SELECT s.is_active, ss.summary_type, ss.content, ss.message_public_id, ss.message_seq, \
+             ss.token_count, ss.created_at FROM sessions s LEFT JOIN session_summaries ss \
+             ON ss.workspace_name = s.workspace_name AND ss.session_name = s.name WHERE s.workspace_name = ",
         );
-        sql.bind(workspace_id).push(" AND session_name = ").bind(session_id);
+        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
+        let rows = self.read(&sql).await?;
+        if rows.first().map_or(Ok(true), |row| {
+            rows::get::<i64>(row, "is_active").map(|active| active == 0)
+        })? {
+            return Err(Error::not_found("session", session_id));
+        }
         let mut summaries = Vec::new();
-        for row in self.read(&sql).await? {
-            let kind: String = row.try_get("summary_type").map_err(db_error)?;
+        for row in &rows {
+            let Some(kind) = rows::get::<Option<String>>(row, "summary_type")? else {
+                continue;
+            };
             let Some(kind) = SummaryKind::from_name(&kind) else {
                 return Err(Error::Internal(format!("unknown summary type `{kind}` stored")));
             };

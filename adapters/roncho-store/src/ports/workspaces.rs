@@ -282,7 +282,7 @@ impl Workspaces for SqlStore {
             insert_messages(tx.conn(), &copies, &configurations).await?;
         }
         let mut last_seq = Sql::new("UPDATE sessions SET last_seq = ");
-        last_seq.bind(copied);
+        last_seq.bind(copied).push(", message_count = ").bind(copied);
         last_seq
             .push(" WHERE workspace_name = ")
             .bind(workspace_id)

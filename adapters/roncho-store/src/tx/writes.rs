@@ -378,6 +378,8 @@ pub(crate) async fn allocate_seq(
 ) -> Result<i64> {
     let mut sql = Sql::new("UPDATE sessions SET last_seq = last_seq + ");
     sql.bind(count)
+        .push(", message_count = message_count + ")
+        .bind(count)
         .push(" WHERE workspace_name = ")
         .bind(workspace_id)
         .push(" AND name = ")

@@ -8,6 +8,7 @@ store_contract_suite!(
     a_batch_past_the_bind_limit_is_written_whole,
     context_messages_fit_the_token_budget,
     context_messages_walk_back_across_pages,
+    pages_and_contexts_skip_what_was_erased,
     session_summaries_are_set_replaced_and_bound_context,
     message_scans_grep_date_and_window,
     idempotent_writes_happen_once_and_twins_wait_for_the_first,
@@ -175,6 +176,78 @@ async fn context_messages_walk_back_across_pages(store: &dyn Store) {
     let tail = store.context_messages("w", "s", budget, from).await.unwrap();
     assert_eq!(tail.len(), 50, "nothing before from_seq");
     assert_eq!(tail[0].content, "m650");
+}
+
+/// Every page, both ways, of a session as written (its messages numbered
+/// 1..n, read as ranges of numbers), after deletes left gaps (read past an
+/// offset), after more writes, and of a clone of it: the same messages as
+/// one ordered list of them all cut into pages. The context walks over the
+/// gaps too.
+async fn pages_and_contexts_skip_what_was_erased(store: &dyn Store) {
+    let batch: Vec<_> = (1..=35)
+        .map(|i| new_message(["alice", "bob"][i % 2], &format!("line {i}")))
+        .collect();
+    let created = store.create_messages("w", "s", batch).await.unwrap();
+    let check = |session: &'static str, expected: Vec<String>| async move {
+        for size in [1, 7, 10, 100] {
+            for reverse in [false, true] {
+                let mut want = expected.clone();
+                if reverse {
+                    want.reverse();
+                }
+                let pages = (want.len() as i64 + size - 1) / size;
+                let mut got = Vec::new();
+                for number in 1..=pages + 1 {
+                    let request = PageRequest {
+                        reverse,
+                        ..page(number, size)
+                    };
+                    let listed = store.list_messages("w", session, &all(), request).await.unwrap();
+                    assert_eq!(
+                        (listed.total, listed.pages),
+                        (want.len() as i64, pages),
+                        "{session} size {size}"
+                    );
+                    got.extend(listed.items.into_iter().map(|m| m.content));
+                }
+                assert_eq!(got, want, "{session}: size {size}, reverse {reverse}");
+            }
+        }
+    };
+    let mut lines: Vec<String> = (1..=35).map(|i| format!("line {i}")).collect();
+    check("s", lines.clone()).await;
+
+    for gone in [4, 16, 34] {
+        store.delete_message("w", "s", &created[gone].id).await.unwrap();
+    }
+    lines.retain(|line| !["line 5", "line 17", "line 35"].contains(&line.as_str()));
+    check("s", lines.clone()).await;
+    let tokens = created[0].token_count;
+    let context = store.context_messages("w", "s", 4 * tokens, 0).await.unwrap();
+    assert_eq!(
+        context.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["line 31", "line 32", "line 33", "line 34"],
+        "the context steps over the erased newest message"
+    );
+
+    let more: Vec<_> = (36..=40).map(|i| new_message("alice", &format!("line {i}"))).collect();
+    store.create_messages("w", "s", more).await.unwrap();
+    lines.extend((36..=40).map(|i| format!("line {i}")));
+    check("s", lines.clone()).await;
+
+    let clone = store.clone_session("w", "s", None).await.unwrap();
+    let clone_id: &'static str = Box::leak(clone.id.into_boxed_str());
+    check(clone_id, lines.clone()).await;
+    assert_eq!(
+        store
+            .list_messages("w", clone_id, &all(), page(4, 10))
+            .await
+            .unwrap()
+            .items[0]
+            .seq_in_session,
+        31,
+        "a clone is numbered anew, without gaps"
+    );
 }
 
 async fn session_summaries_are_set_replaced_and_bound_context(store: &dyn Store) {

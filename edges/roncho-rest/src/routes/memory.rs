@@ -223,11 +223,8 @@ pub(super) async fn peer_context(
 
 /// Beyond Honcho's shape, only when a budget left something out: what it left out.
 fn with_omitted(reply: &mut Value, omitted: Omitted) {
-    if omitted != Omitted::default() {
-        reply["omitted"] = json!({
-            "conclusions": omitted.conclusions,
-            "peer_card_lines": omitted.card_lines,
-        });
+    if let Some(omitted) = OmittedReply::of(omitted) {
+        reply["omitted"] = json!(omitted);
     }
 }
 
@@ -277,16 +274,43 @@ pub(super) async fn session_context(
         }
     }
     let context = call!(rest.recall, caller, request, get_session_context);
-    let messages: Vec<wire::Message> = context.messages.into_iter().map(wire::Message::from).collect();
-    let mut reply = json!({
-        "id": context.id,
-        "messages": messages,
-        "summary": context.summary.map(wire::Summary::from),
-        "peer_representation": context.representation,
-        "peer_card": context.peer_card,
-    });
-    with_omitted(&mut reply, context.omitted);
-    ok(reply)
+    // Serialized straight from the rows, with no JSON tree between: an agent asks for it every turn.
+    ok(SessionContextReply {
+        id: context.id,
+        messages: context.messages.into_iter().map(wire::Message::from).collect(),
+        summary: context.summary.map(wire::Summary::from),
+        peer_representation: context.representation,
+        peer_card: context.peer_card,
+        omitted: OmittedReply::of(context.omitted),
+    })
+}
+
+/// Honcho's `SessionContext`, and what the budget left out when it left something.
+#[derive(serde::Serialize)]
+struct SessionContextReply {
+    id: String,
+    messages: Vec<wire::Message>,
+    summary: Option<wire::Summary>,
+    peer_representation: Option<String>,
+    peer_card: Option<Vec<String>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    omitted: Option<OmittedReply>,
+}
+
+#[derive(serde::Serialize)]
+struct OmittedReply {
+    conclusions: i64,
+    peer_card_lines: i64,
+}
+
+impl OmittedReply {
+    /// What was left out; `None` when nothing was.
+    fn of(omitted: Omitted) -> Option<Self> {
+        (omitted != Omitted::default()).then_some(Self {
+            conclusions: omitted.conclusions,
+            peer_card_lines: omitted.card_lines,
+        })
+    }
 }
 
 pub(super) async fn session_summaries(
