@@ -571,16 +571,23 @@ impl Namespace {
             let keep = (rows / SIGN_SHORTLIST_SHARE)
                 .max(floor)
                 .min(MAX_SIGN_SHORTLIST.max(floor));
+            // Each half's rows nearest by signs are ranked by their codes on
+            // that half's thread: the best `candidates` of either half hold
+            // the best of both, and are rescored exactly below.
+            let by_codes = |by_signs: Vec<(f32, usize)>| {
+                let positions: Vec<usize> = by_signs.into_iter().map(|(_, position)| position).collect();
+                by_codes(&mut self.prefetching(&positions), candidates)
+            };
             // Without a filter, a test the compiler sees is always true.
-            let by_signs = if everything {
+            if everything {
                 split_scan(rows, |range| {
-                    self.nearest_by_signs(range, &query_signs, keep, &|_: &usize| true)
+                    by_codes(self.nearest_by_signs(range, &query_signs, keep, &|_: &usize| true))
                 })
             } else {
-                split_scan(rows, |range| self.nearest_by_signs(range, &query_signs, keep, &passes))
-            };
-            let positions: Vec<usize> = by_signs.into_iter().map(|(_, position)| position).collect();
-            by_codes(&mut self.prefetching(&positions), candidates)
+                split_scan(rows, |range| {
+                    by_codes(self.nearest_by_signs(range, &query_signs, keep, &passes))
+                })
+            }
         } else {
             split_scan(rows, |range| by_codes(&mut range.filter(passes), candidates))
         };

@@ -186,19 +186,19 @@ impl Messages for SqlStore {
         if ids.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sql = Sql::new(&format!(
-            "SELECT {} FROM messages m WHERE {} = ",
-            rows::MESSAGE_COLUMNS,
+        let mut from_where = Sql::new(&format!(
+            "messages m WHERE {} = ",
             self.dialect().unindexed("m.workspace_name")
         ));
-        sql.bind(workspace_id).push(" AND m.public_id IN ");
-        sql.push_list(ids);
+        from_where.bind(workspace_id).push(" AND m.public_id IN ");
+        from_where.push_list(ids);
         if let Some(observer) = peer_perspective {
-            crate::tx::vectors::push_perspective(&mut sql, observer);
+            crate::tx::vectors::push_perspective(&mut from_where, observer);
         }
-        sql.push(" AND ");
-        render_filter(&mut sql, self.dialect(), filter, "m")?;
-        self.read(&sql).await?.iter().map(rows::message).collect()
+        from_where.push(" AND ");
+        render_filter(&mut from_where, self.dialect(), filter, "m")?;
+        // Callers order the rows themselves (by their hits' ranks).
+        self.read_messages(from_where, "m.id").await
     }
 
     async fn scan_messages(&self, workspace_id: &str, scan: &MessageScan) -> Result<Vec<Message>> {
