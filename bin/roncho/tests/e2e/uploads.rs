@@ -226,6 +226,8 @@ async fn any_mangled_pdf_is_read_or_refused_cleanly() {
         std::sync::atomic::AtomicUsize::new(0),
         std::sync::atomic::AtomicUsize::new(0),
     );
+    // Each refusal's reason, counted: what a run that refuses everything says.
+    let reasons = std::sync::Mutex::new(std::collections::BTreeMap::<String, usize>::new());
     let outcome = runner.run(&mangled, |bytes| {
         let outcome = tokio::task::block_in_place(|| {
             runtime.block_on(roncho_core::files::PdfReader::text(&reader, bytes.clone()))
@@ -234,8 +236,9 @@ async fn any_mangled_pdf_is_read_or_refused_cleanly() {
             Ok(_) => {
                 read.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             }
-            Err(roncho_core::Error::InvalidArgument { field, .. }) => {
+            Err(roncho_core::Error::InvalidArgument { field, reason }) => {
                 refused.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                *reasons.lock().unwrap().entry(reason).or_default() += 1;
                 prop_assert_eq!(field, "file");
             }
             Err(other) => prop_assert!(false, "{other:?} for a PDF of {} bytes", bytes.len()),
@@ -248,7 +251,8 @@ async fn any_mangled_pdf_is_read_or_refused_cleanly() {
     let (read, refused) = (read.into_inner(), refused.into_inner());
     assert!(
         read > 0 && refused > 0,
-        "both outcomes occur: {read} read, {refused} refused"
+        "both outcomes occur: {read} read, {refused} refused, for these reasons: {:?}",
+        reasons.into_inner().unwrap()
     );
 }
 
