@@ -819,6 +819,72 @@ mod tests {
         }
     }
 
+    /// A small BERT's tensors (hidden 64 in 2 heads, 2 layers) from noise.
+    fn small_bert() -> (Tensors, Shape) {
+        let (hidden, inner, vocabulary, positions) = (64, 128, 40, 32);
+        let mut tensors = Tensors::new();
+        let mut seed = 7;
+        let mut put = |name: String, rows: usize, columns: usize, scale: f32| {
+            seed += 1;
+            let values: Vec<f32> = noise(seed, rows * columns).iter().map(|v| v * scale).collect();
+            let tensor = Tensor::from_vec(values, rows * columns, &candle_core::Device::Cpu).unwrap();
+            tensors.insert(name, tensor);
+        };
+        put("embeddings.word_embeddings.weight".into(), vocabulary, hidden, 1.0);
+        put("embeddings.position_embeddings.weight".into(), positions, hidden, 0.1);
+        put("embeddings.token_type_embeddings.weight".into(), 2, hidden, 0.1);
+        let norm = |put: &mut dyn FnMut(String, usize, usize, f32), name: &str| {
+            put(format!("{name}.weight"), 1, hidden, 0.1);
+            put(format!("{name}.bias"), 1, hidden, 0.1);
+        };
+        norm(&mut put, "embeddings.LayerNorm");
+        for layer in 0..2 {
+            let at = |name: &str| format!("encoder.layer.{layer}.{name}");
+            for (name, outputs, inputs) in [
+                ("attention.self.query", hidden, hidden),
+                ("attention.self.key", hidden, hidden),
+                ("attention.self.value", hidden, hidden),
+                ("attention.output.dense", hidden, hidden),
+                ("intermediate.dense", inner, hidden),
+                ("output.dense", hidden, inner),
+            ] {
+                put(at(&format!("{name}.weight")), outputs, inputs, 0.2);
+                put(at(&format!("{name}.bias")), 1, outputs, 0.1);
+            }
+            norm(&mut put, &at("attention.output.LayerNorm"));
+            norm(&mut put, &at("output.LayerNorm"));
+        }
+        let shape = Shape {
+            hidden,
+            heads: 2,
+            layers: 2,
+            epsilon: 1e-12,
+        };
+        (tensors, shape)
+    }
+
+    /// The whole encoder, whichever copy of its float steps the kernel
+    /// picks (AVX-512, AVX2 with FMA, the baseline), gives the same vectors.
+    #[test]
+    fn every_kernels_encoder_gives_the_portable_vectors() {
+        let (tensors, shape) = small_bert();
+        let portable = Int8Bert::new(&tensors, shape, Kernel::Portable).unwrap();
+        for tokens in [1, 5, 9, 16] {
+            let ids: Vec<u32> = (0..tokens).map(|at| (at * 7 % 40) as u32).collect();
+            let expected = portable.forward(&ids).unwrap();
+            for kernel in Kernel::available() {
+                let vectors = Int8Bert::new(&tensors, shape, kernel).unwrap().forward(&ids).unwrap();
+                assert_eq!(vectors.len(), expected.len());
+                for (a, b) in expected.iter().zip(&vectors) {
+                    assert!(
+                        (a - b).abs() <= 1e-3 * (1.0 + a.abs()),
+                        "{kernel:?}, {tokens} tokens: {a} vs {b}"
+                    );
+                }
+            }
+        }
+    }
+
     #[test]
     fn sizes_that_do_not_fit_the_tiles_are_refused() {
         assert!(Linear::new(&[0.0; 16 * 30], vec![0.0; 16], 16, 30).is_none());
