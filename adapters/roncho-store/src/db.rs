@@ -202,17 +202,41 @@ impl SqlStore {
         self.begin_write().await
     }
 
+    /// SQLite: opens the writer connection and `pooled` connections for
+    /// reads now, on the calling thread, where otherwise each would be
+    /// opened by the first caller that needs it. SQLite runs each
+    /// connection on a thread of its own, started by the thread that opens
+    /// it, and a thread starts at its parent's priority (Linux): opened by
+    /// a background role, whose threads run below the requests' priority, a
+    /// connection would serve requests at that priority for the life of the
+    /// process. Opened by start-up, every one runs at the process's.
+    pub(crate) async fn open_every_connection(&self, pooled: u32) -> Result<()> {
+        if let Some(writer) = &self.writer {
+            self.open_writer(&mut *writer.lock().await).await?;
+        }
+        let mut opened = Vec::with_capacity(pooled as usize);
+        for _ in 0..pooled {
+            opened.push(self.pool.acquire().await.map_err(db_error)?);
+        }
+        Ok(())
+    }
+
+    /// SQLite's writer connection, opened if it is not.
+    async fn open_writer<'g>(&self, guard: &'g mut Option<AnyConnection>) -> Result<&'g mut AnyConnection> {
+        if guard.is_none() {
+            // The pool's connection, with its pragmas, becomes the writer's own.
+            *guard = Some(self.pool.acquire().await.map_err(db_error)?.detach());
+        }
+        Ok(guard.as_mut().expect("the writer connection was just opened"))
+    }
+
     /// Begins a write transaction on SQLite's writer connection (opening it
     /// at the first write), and returns the connection.
     pub(crate) async fn begin_on_writer<'g>(
         &self,
         guard: &'g mut Option<AnyConnection>,
     ) -> Result<&'g mut AnyConnection> {
-        if guard.is_none() {
-            // The pool's connection, with its pragmas, becomes the writer's own.
-            *guard = Some(self.pool.acquire().await.map_err(db_error)?.detach());
-        }
-        let connection = guard.as_mut().expect("the writer connection was just opened");
+        let connection = self.open_writer(guard).await?;
         // A transaction left open (its writer's future was dropped midway) is rolled back first.
         abandon(connection);
         // IMMEDIATE takes the write lock up front instead of failing to upgrade later.

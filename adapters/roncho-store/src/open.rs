@@ -129,6 +129,10 @@ mod redaction_tests {
     }
 }
 
+/// How long a pooled Postgres connection may sit idle before it is pinged
+/// on its way out of the pool.
+const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
+
 /// Connects to the database the options name; does not migrate.
 pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
     sqlx::any::install_default_drivers();
@@ -153,9 +157,16 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .map_err(|error| Error::invalid("database_url", error.to_string()))?
         .log_statements(tracing::log::LevelFilter::Trace)
         .log_slow_statements(tracing::log::LevelFilter::Warn, Duration::from_secs(1));
+    // sqlx pings a connection when it goes back to the pool, and by default
+    // again when it is taken out: a round trip to the server (or to SQLite's
+    // thread) before every statement. A connection used in the last second
+    // is taken as it is; one idle longer is pinged first (Postgres), so one
+    // a database restart broke is replaced, not handed to a request. A
+    // SQLite connection is a thread of this process: nothing to test.
     let pool_options = AnyPoolOptions::new()
         .max_connections(options.max_connections)
-        .acquire_timeout(options.acquire_timeout);
+        .acquire_timeout(options.acquire_timeout)
+        .test_before_acquire(false);
     let pool_options = match dialect {
         Dialect::Sqlite => {
             enable_wal(&connect_options, &location).await?;
@@ -165,20 +176,35 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
             // pages) and each connection caches 16 MiB of pages instead of 2 MiB.
             // Deleted content is overwritten with zeros (`secure_delete`): an
             // erased message is not left in free space for a reader of the file.
-            pool_options.after_connect(|connection, _| {
-                Box::pin(async move {
-                    connection
-                        .execute(
-                            "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
+            // Every connection is opened here, at start-up, and kept: each
+            // runs on a thread of its own, which takes the priority of the
+            // thread that opened it, and a connection opened later by a
+            // background role (run below the requests' priority) would then
+            // serve requests at that priority (see `open_every_connection`).
+            pool_options
+                .idle_timeout(None)
+                .max_lifetime(None)
+                .after_connect(|connection, _| {
+                    Box::pin(async move {
+                        connection
+                            .execute(
+                                "PRAGMA busy_timeout = 10000; PRAGMA synchronous = NORMAL; PRAGMA foreign_keys = ON; \
                              PRAGMA mmap_size = 1073741824; PRAGMA cache_size = -16384; \
                              PRAGMA wal_autocheckpoint = 16384; PRAGMA secure_delete = ON;",
-                        )
-                        .await?;
-                    Ok(())
+                            )
+                            .await?;
+                        Ok(())
+                    })
                 })
-            })
         }
-        Dialect::Postgres => pool_options,
+        Dialect::Postgres => pool_options.before_acquire(|connection, metadata| {
+            Box::pin(async move {
+                if metadata.idle_for < PING_IDLE_AFTER {
+                    return Ok(true);
+                }
+                sqlx::Connection::ping(connection).await.map(|()| true)
+            })
+        }),
     };
     let pool: AnyPool = pool_options
         .connect_with(connect_options)
@@ -186,7 +212,10 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
     let store = SqlStore::new(pool.clone(), dialect, location);
     match dialect {
-        Dialect::Sqlite => spawn_checkpointer(pool, store.erased_bytes.clone()),
+        Dialect::Sqlite => {
+            store.open_every_connection(options.max_connections).await?;
+            spawn_checkpointer(pool, store.erased_bytes.clone());
+        }
         Dialect::Postgres if options.vacuum_after_erasure => spawn_vacuumer(pool, store.erased_bytes.clone()),
         Dialect::Postgres => {}
     }

@@ -268,6 +268,72 @@ struct Workers {
     running: JoinSet<()>,
     /// The ids under which the queue workers claim units.
     ids: Vec<String>,
+    /// Where they run: threads of their own, below the requests' priority.
+    background: Background,
+}
+
+impl Workers {
+    fn spawn(&mut self, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        self.running.spawn_on(work, self.background.handle());
+    }
+}
+
+/// How much lower than the requests' threads the background threads run
+/// (a nice value: at 10 the OS gives a busy background thread about a
+/// tenth of a core that requests want, and all of an idle one).
+const BACKGROUND_NICE: i32 = 10;
+
+/// The runtime the background roles (reconciler, text indexer, dreamer,
+/// deriver) run on: as many threads as the requests' runtime, each at
+/// [`BACKGROUND_NICE`], so a burst of derivation or indexing does not
+/// take the cores from the calls an agent waits on. Their blocking work
+/// (embedding, extraction) runs on this runtime's blocking threads, which
+/// are lowered too. Shut down without waiting when dropped, so it may be
+/// dropped inside the requests' runtime.
+struct Background(Option<tokio::runtime::Runtime>);
+
+impl Background {
+    fn start() -> anyhow::Result<Self> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .thread_name("roncho-background")
+            .on_thread_start(lower_this_threads_priority)
+            .enable_all()
+            .build()
+            .context("starting the background runtime")?;
+        Ok(Background(Some(runtime)))
+    }
+
+    fn handle(&self) -> &tokio::runtime::Handle {
+        self.0
+            .as_ref()
+            .expect("the background runtime runs until dropped")
+            .handle()
+    }
+}
+
+impl Drop for Background {
+    fn drop(&mut self) {
+        if let Some(runtime) = self.0.take() {
+            runtime.shutdown_background();
+        }
+    }
+}
+
+/// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`]
+/// (Linux keeps a nice value per thread; threads it starts inherit it).
+fn lower_this_threads_priority() {
+    #[cfg(target_os = "linux")]
+    {
+        // SAFETY: gettid and setpriority take and return plain integers.
+        #[expect(unsafe_code, reason = "libc's setpriority has no safe binding")]
+        let lowered = unsafe {
+            let thread = libc::syscall(libc::SYS_gettid) as libc::id_t;
+            libc::setpriority(libc::PRIO_PROCESS, thread, BACKGROUND_NICE)
+        };
+        if lowered != 0 {
+            tracing::debug!(error = %std::io::Error::last_os_error(), "background thread kept its priority");
+        }
+    }
 }
 
 /// Starts the reconciler and text indexer, the dreamer and the deriver, as
@@ -283,14 +349,15 @@ fn start_workers(
     let mut workers = Workers {
         running: JoinSet::new(),
         ids: Vec::new(),
+        background: Background::start()?,
     };
     if let Some(reconciler) = &runtime.reconciler {
-        workers.running.spawn(reconciler.clone().run(shutdown.clone()));
+        workers.spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
     if let Some(indexer) = &runtime.text_indexer {
-        workers.running.spawn(indexer.clone().run(shutdown.clone()));
+        workers.spawn(indexer.clone().run(shutdown.clone()));
         let nudged = indexer.clone();
         nudges.push(Arc::new(move || nudged.nudge()));
     }
@@ -342,7 +409,7 @@ fn start_dreamer(
         LlmConfig::max_tokens(config.llm.as_ref(), LlmRole::Dream),
         worker_config,
     ));
-    workers.running.spawn(worker.clone().run(shutdown.clone()));
+    workers.spawn(worker.clone().run(shutdown.clone()));
     nudges.push(Arc::new(move || worker.nudge()));
     Ok(())
 }
@@ -417,7 +484,7 @@ fn start_deriver(
         worker = worker.with_listener(Arc::new(scheduler));
     }
     let worker = Arc::new(worker);
-    workers.running.spawn(worker.clone().run(shutdown.clone()));
+    workers.spawn(worker.clone().run(shutdown.clone()));
     nudges.push(Arc::new(move || worker.nudge()));
     Ok(())
 }

@@ -20,6 +20,17 @@ use roncho_core::{Error, Result};
 /// (docs/benchmarks.md); past it the reply says how many were left out.
 pub const SESSION_TEXT_SCAN: i64 = 5_000;
 
+/// Postgres: a session-scoped search whose sessions hold at most this many
+/// messages reads every one of them along the session's index and matches
+/// each by its stored words (or, not indexed yet, on the fly), instead of
+/// ranking every match of the words across the store: its cost follows
+/// the session, not the workspace (issue 37).
+pub const SESSION_READ_WHOLE: i64 = 5_000;
+
+/// Postgres: how many of the store's best-ranked indexed matches, per hit
+/// asked for, a search reads first (see [`TopMatches`]).
+const BEST_FIRST_FACTOR: i64 = 8;
+
 /// Most unindexed messages counted for a search's gap report.
 const GAP_COUNT_LIMIT: i64 = 1_000_000;
 
@@ -163,9 +174,52 @@ impl SqlStore {
             }
             (Dialect::Sqlite, _) => sqlite_matches(search, unsynced_newest, &conditions)?,
             (Dialect::Postgres, Some(newest)) => postgres_pending_matches(search, newest, &conditions)?,
-            (Dialect::Postgres, None) => postgres_matches(workspace_id, search, &conditions)?,
+            (Dialect::Postgres, None) => return self.postgres_search(workspace_id, search, &conditions).await,
         };
         self.read(&sql).await?.iter().map(rows::message).collect()
+    }
+
+    /// Postgres, the whole scope: by the plan whose cost follows the scope
+    /// (see [`postgres_session_rows`] and [`postgres_matches`]).
+    async fn postgres_search(
+        &self,
+        workspace_id: &str,
+        search: &MessageSearch,
+        conditions: &Conditions<'_>,
+    ) -> Result<Vec<Message>> {
+        if let Some(sessions) = &search.session_ids
+            && self.messages_in_sessions(workspace_id, sessions).await? <= SESSION_READ_WHOLE
+        {
+            let sql = postgres_session_rows(workspace_id, sessions, search, conditions)?;
+            return self.read(&sql).await?.iter().map(rows::message).collect();
+        }
+        // The best-ranked indexed matches of every workspace first: when
+        // enough of them are in scope they are the scope's best, and no
+        // other match's row is read.
+        let best = TopMatches::Best(search.limit.saturating_mul(BEST_FIRST_FACTOR));
+        let rows = self
+            .read(&postgres_matches(workspace_id, search, conditions, best)?)
+            .await?;
+        let in_scope = match rows.first() {
+            Some(row) => rows::get::<i64>(row, "indexed_in_scope")?,
+            None => 0,
+        };
+        let rows = if in_scope >= search.limit {
+            rows
+        } else {
+            self.read(&postgres_matches(workspace_id, search, conditions, TopMatches::All)?)
+                .await?
+        };
+        rows.iter().map(rows::message).collect()
+    }
+
+    /// How many messages `sessions` of `workspace_id` hold.
+    async fn messages_in_sessions(&self, workspace_id: &str, sessions: &[String]) -> Result<i64> {
+        let mut sql = Sql::new(
+            "SELECT CAST(COALESCE(SUM(message_count), 0) AS BIGINT) AS n FROM sessions WHERE workspace_name = ",
+        );
+        sql.bind(workspace_id).push(" AND name IN ").push_list(sessions);
+        self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))
     }
 
     /// Counts the messages of `search`'s scope listed in `queue` (a table
@@ -226,7 +280,7 @@ fn push_unsynced_among_newest(sql: &mut Sql, newest: i64) {
 }
 
 /// What [`SqlStore::search_text`] adds to every branch: the search's scope and filter.
-type Conditions<'a> = dyn Fn(&mut Sql) -> Result<()> + 'a;
+type Conditions<'a> = dyn Fn(&mut Sql) -> Result<()> + Sync + 'a;
 
 /// SQLite: FTS5's matches, ranked by bm25 (among the unsynced newest rows
 /// when `unsynced_newest`).
@@ -277,7 +331,7 @@ fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Co
     push_unsynced_among_newest(&mut sql, newest);
     conditions(&mut sql)?;
     sql.push(&format!(
-        " ORDER BY ts_rank_cd(COALESCE(t.search_vector, {}), to_tsquery('english', ",
+        " ORDER BY ts_rank(COALESCE(t.search_vector, {}), to_tsquery('english', ",
         text_vector("m")
     ))
     .bind(query)
@@ -286,8 +340,65 @@ fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Co
     Ok(sql)
 }
 
+/// Which of the text-indexed matches [`postgres_matches`] reads.
+#[derive(Debug, Clone, Copy)]
+enum TopMatches {
+    /// Every match, each one's row read and tested against the scope.
+    All,
+    /// The store's best this many, ranked before any row is read. Those in
+    /// scope are the scope's best when there are at least as many as the
+    /// search's limit (the column `indexed_in_scope` says how many): a
+    /// match in scope ranked below them is below the store's best too.
+    Best(i64),
+}
+
+/// Postgres: a session-scoped search over every message of its sessions
+/// (at most [`SESSION_READ_WHOLE`], newest first), each matched by its
+/// stored words, or on the fly while it is not indexed.
+fn postgres_session_rows(
+    workspace_id: &str,
+    sessions: &[String],
+    search: &MessageSearch,
+    conditions: &Conditions<'_>,
+) -> Result<Sql> {
+    let query = search.terms.join(" | ");
+    let mut sql = Sql::new(&format!(
+        "SELECT {}, ts_rank(COALESCE(t.search_vector, {}), to_tsquery('english', ",
+        rows::MESSAGE_COLUMNS,
+        text_vector("m")
+    ));
+    sql.bind(query.as_str())
+        .push(")) AS rank FROM (SELECT * FROM messages s WHERE s.workspace_name = ")
+        .bind(workspace_id)
+        .push(" AND s.session_name IN ")
+        .push_list(sessions);
+    // Twice the bound: messages written since the sessions were counted are
+    // read too. Each row is read once, along the session's index.
+    sql.push(" ORDER BY s.seq_in_session DESC LIMIT ")
+        .bind(2 * SESSION_READ_WHOLE)
+        .push(
+            ") m LEFT JOIN LATERAL (SELECT search_vector FROM message_text t WHERE t.message_id = m.id OFFSET 0) t \
+             ON true WHERE (t.search_vector @@ to_tsquery('english', ",
+        )
+        .bind(query.as_str())
+        .push(&format!(
+            ") OR (t.search_vector IS NULL AND {} @@ to_tsquery('english', ",
+            text_vector("m")
+        ))
+        .bind(query.as_str())
+        .push(")))");
+    conditions(&mut sql)?;
+    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ").bind(search.limit);
+    Ok(sql)
+}
+
 /// Postgres, the whole scope.
-fn postgres_matches(workspace_id: &str, search: &MessageSearch, conditions: &Conditions<'_>) -> Result<Sql> {
+fn postgres_matches(
+    workspace_id: &str,
+    search: &MessageSearch,
+    conditions: &Conditions<'_>,
+    top: TopMatches,
+) -> Result<Sql> {
     // The text-indexed rows through the GIN index, and the newest
     // rows still waiting for the text indexer matched on the fly
     // (see migration 0016): a message is searchable by its words as
@@ -301,29 +412,39 @@ fn postgres_matches(workspace_id: &str, search: &MessageSearch, conditions: &Con
             .push(")");
         Ok(())
     };
-    // The indexed rows: the GIN index's matches first, ranked,
-    // then each one's message by primary key. The `OFFSET 0`
-    // fences keep the plan so whatever the planner knows: without
-    // statistics it started from the workspace's messages (every
-    // row tested, or hashed: the whole workspace read per search).
+    // The indexed rows: the GIN index's matches first, ranked (all,
+    // or the best of the store, as `top` says), then each one's
+    // message by primary key. The `OFFSET 0` and `LIMIT` fences keep
+    // the plan so whatever the planner knows: without statistics it
+    // started from the workspace's messages (every row tested, or
+    // hashed: the whole workspace read per search). How many of them
+    // are in scope comes back with every row (`indexed_in_scope`).
     let mut sql = Sql::new(&format!(
-        "SELECT * FROM ((SELECT {}, m.id AS row_id, hits.rank FROM \
-         (SELECT message_id, ts_rank_cd(search_vector, to_tsquery('english', ",
+        "WITH indexed AS (SELECT {}, m.id AS row_id, hits.rank FROM \
+         (SELECT message_id, ts_rank(search_vector, to_tsquery('english', ",
         rows::MESSAGE_COLUMNS
     ));
     sql.bind(query.as_str())
         .push(")) AS rank FROM message_text WHERE search_vector @@ to_tsquery('english', ")
         .bind(query.as_str())
-        .push(
-            ") OFFSET 0) hits CROSS JOIN LATERAL \
-             (SELECT * FROM messages m WHERE m.id = hits.message_id OFFSET 0) m WHERE 1 = 1",
-        );
-    close_branch(&mut sql)?;
+        .push(")");
+    match top {
+        TopMatches::All => sql.push(" OFFSET 0"),
+        TopMatches::Best(best) => sql.push(" ORDER BY rank DESC, message_id DESC LIMIT ").bind(best),
+    };
+    sql.push(
+        ") hits CROSS JOIN LATERAL \
+         (SELECT * FROM messages m WHERE m.id = hits.message_id OFFSET 0) m WHERE 1 = 1",
+    );
+    conditions(&mut sql)?;
+    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
+        .bind(search.limit)
+        .push(") SELECT *, (SELECT COUNT(*) FROM indexed) AS indexed_in_scope FROM ((SELECT * FROM indexed)");
     // The newest rows not indexed yet, matched on the fly; the
     // bound on `m.id` itself is what keeps `to_tsvector` off
     // older rows whichever way the planner goes.
     sql.push(&format!(
-        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, to_tsquery('english', ",
         rows::MESSAGE_COLUMNS,
         text_vector("m")
     ));
@@ -347,7 +468,7 @@ fn postgres_matches(workspace_id: &str, search: &MessageSearch, conditions: &Con
     // `text_index_gap`.
     if let Some(sessions) = &search.session_ids {
         sql.push(&format!(
-            " UNION ALL (SELECT {}, m.id AS row_id, ts_rank_cd({}, to_tsquery('english', ",
+            " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, to_tsquery('english', ",
             rows::MESSAGE_COLUMNS,
             text_vector("m")
         ));

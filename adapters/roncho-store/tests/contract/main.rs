@@ -190,6 +190,36 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
     fixture.finish().await;
 }
 
+/// A pooled connection is not pinged before each statement, only after a
+/// second idle: those a database restart broke meanwhile are replaced
+/// before a statement would fail on them.
+#[tokio::test]
+async fn postgres_connections_a_restart_broke_are_replaced_before_use() {
+    use roncho_core::store::Health;
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    let mut options = StoreOptions::new(database.url.clone());
+    options.max_connections = 4;
+    let store = roncho_store::connect(&options).await.unwrap();
+    let (a, b, c, d) = tokio::join!(store.ping(), store.ping(), store.ping(), store.ping());
+    for pinged in [a, b, c, d] {
+        pinged.unwrap();
+    }
+    // Every backend ends, as at a restart.
+    database.set_available(false).await;
+    database.set_available(true).await;
+    tokio::time::sleep(std::time::Duration::from_millis(1_200)).await;
+    for attempt in 0..8 {
+        store
+            .ping()
+            .await
+            .unwrap_or_else(|error| panic!("statement {attempt} after the restart: {error}"));
+    }
+    store.close().await;
+    database.drop_database().await;
+}
+
 #[tokio::test]
 async fn postgres_erasure_vacuum_reclaims_the_touched_tables() {
     let Some(database) = FreshDatabase::create().await else {

@@ -12,8 +12,62 @@ store_contract_suite!(
     words_are_searchable_at_once_and_indexed_off_the_write_path,
     searches_count_what_an_unsynced_vector_store_cannot_return,
     terms_are_counted_once_per_workspace_and_leave_with_their_messages,
+    a_neighbours_better_matches_do_not_hide_a_workspaces_own,
 ;
 );
+
+/// Postgres ranks the store's best indexed matches before reading any row
+/// (`TopMatches::Best`), and reads every match when too few of those are
+/// in scope: another workspace's better matches must not hide this one's.
+async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn Store) {
+    for start in (0..400).step_by(100) {
+        let batch = (start..start + 100)
+            .map(|i| new_message("bob", &format!("kiwi kiwi kiwi kiwi {i}")))
+            .collect();
+        store.create_messages("busy", "s", batch).await.unwrap();
+    }
+    let alice = (0..3)
+        .map(|i| new_message("alice", &format!("one kiwi for alice {i}")))
+        .collect();
+    store.create_messages("busy", "t", alice).await.unwrap();
+    let own = (0..12)
+        .map(|i| new_message("alice", &format!("one kiwi in message {i}")))
+        .collect();
+    store.create_messages("w", "s", own).await.unwrap();
+    if let Some(mark) = store.text_index_mark().await.unwrap() {
+        while store.index_text(mark, 10_000).await.unwrap() > 0 {}
+    }
+    // Equal ranks within each workspace: the newest first.
+    let expected = |from: usize, text: &dyn Fn(usize) -> String| (from - 9..=from).rev().map(text).collect::<Vec<_>>();
+    let kiwi = search("kiwi");
+    assert_eq!(
+        found(store, "w", &kiwi, &all()).await,
+        expected(11, &|i| format!("one kiwi in message {i}")),
+        "below the neighbour's best, still this workspace's best ten"
+    );
+    assert_eq!(
+        found(store, "busy", &kiwi, &all()).await,
+        expected(399, &|i| format!("kiwi kiwi kiwi kiwi {i}"))
+    );
+    let in_session = MessageSearch {
+        session_ids: Some(vec!["s".to_owned()]),
+        ..search("kiwi")
+    };
+    assert_eq!(
+        found(store, "w", &in_session, &all()).await,
+        expected(11, &|i| format!("one kiwi in message {i}"))
+    );
+    // A scope inside the workspace that holds fewer than the limit, none
+    // of them among the store's best.
+    let by_alice = MessageSearch {
+        peer_id: Some("alice".to_owned()),
+        ..search("kiwi")
+    };
+    assert_eq!(
+        found(store, "busy", &by_alice, &all()).await,
+        ["one kiwi for alice 2", "one kiwi for alice 1", "one kiwi for alice 0"]
+    );
+}
 
 async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
     store

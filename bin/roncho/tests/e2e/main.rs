@@ -21,6 +21,8 @@ mod llm_deriver;
 #[cfg(feature = "candle")]
 mod meaning;
 mod metrics;
+#[cfg(target_os = "linux")]
+mod priorities;
 mod qdrant;
 mod qdrant_ranking;
 mod readiness;
