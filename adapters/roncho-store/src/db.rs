@@ -33,6 +33,40 @@ pub struct SqlStore {
     pub(crate) full_text_maintained: std::sync::atomic::AtomicBool,
     /// Erasures committed, for the checkpointer that overwrites their bytes.
     pub(crate) erased_bytes: Arc<ErasedBytes>,
+    /// Rows taken off the sync and text-index queues (Postgres), for the
+    /// vacuumer that clears what they leave dead.
+    pub(crate) queue_removals: Arc<QueueRemovals>,
+}
+
+/// Rows deleted from Postgres' queue tables (`message_sync`,
+/// `message_unindexed`) by this process, and how many of them the last
+/// vacuum covered. Every synced or indexed message leaves a dead row there,
+/// and until a vacuum each one costs every "is anything behind?" probe of
+/// a search (a million of them: 55 ms a search, with Postgres' autovacuum
+/// off or behind).
+#[derive(Debug, Default)]
+pub(crate) struct QueueRemovals {
+    removed: std::sync::atomic::AtomicU64,
+    vacuumed: std::sync::atomic::AtomicU64,
+}
+
+impl QueueRemovals {
+    /// Records `rows` deleted from a queue table (committed).
+    pub(crate) fn note(&self, rows: u64) {
+        self.removed.fetch_add(rows, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// The rows deleted so far, if at least `threshold` of them came since
+    /// the last vacuum.
+    pub(crate) fn due(&self, threshold: u64) -> Option<u64> {
+        let removed = self.removed.load(std::sync::atomic::Ordering::SeqCst);
+        (removed - self.vacuumed.load(std::sync::atomic::Ordering::SeqCst) >= threshold).then_some(removed)
+    }
+
+    /// Records that a vacuum begun after `removed` deletions covered them.
+    pub(crate) fn covered(&self, removed: u64) {
+        self.vacuumed.fetch_max(removed, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Deletes of erased data committed, and how many of them a truncating
@@ -138,6 +172,7 @@ impl SqlStore {
             grouped_writes: std::sync::atomic::AtomicU64::default(),
             full_text_maintained: std::sync::atomic::AtomicBool::new(true),
             erased_bytes: Arc::default(),
+            queue_removals: Arc::default(),
         }
     }
 

@@ -11,7 +11,7 @@ use sqlx::{AnyPool, ConnectOptions, Executor};
 
 use std::sync::Arc;
 
-use crate::db::{ErasedBytes, SqlStore};
+use crate::db::{ErasedBytes, QueueRemovals, SqlStore};
 use crate::sql::Dialect;
 
 static POSTGRES_MIGRATIONS: Migrator = sqlx::migrate!("./migrations/postgres");
@@ -216,8 +216,11 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
             store.open_every_connection(options.max_connections).await?;
             spawn_checkpointer(pool, store.erased_bytes.clone());
         }
-        Dialect::Postgres if options.vacuum_after_erasure => spawn_vacuumer(pool, store.erased_bytes.clone()),
-        Dialect::Postgres => {}
+        Dialect::Postgres => spawn_vacuumer(
+            pool,
+            options.vacuum_after_erasure.then(|| store.erased_bytes.clone()),
+            store.queue_removals.clone(),
+        ),
     }
     Ok(store)
 }
@@ -227,14 +230,25 @@ const VACUUM_ERASED_TABLES: &str = "VACUUM messages, message_text, message_unind
      workspace_terms, documents, \
      conclusion_sources, session_summaries, work_tasks, peer_cards, sessions, peers, vectors, vector_tombstones";
 
-/// How often the vacuumer looks for completed erasures.
+/// The queue tables the reconciler takes rows off (Postgres).
+const VACUUM_QUEUE_TABLES: &str = "VACUUM message_sync, message_unindexed";
+
+/// Rows taken off the queue tables after which they are vacuumed.
+const QUEUE_VACUUM_AFTER: u64 = 10_000;
+
+/// How often the vacuumer looks for completed erasures and queue removals.
 const VACUUM_EVERY: Duration = Duration::from_secs(5);
 
-/// Vacuums the tables erasures touch, at most every [`VACUUM_EVERY`], after
-/// erasures committed since the last vacuum, until the pool closes: dead
-/// rows' space is reclaimed (and their index entries removed) for later
-/// writes to overwrite, instead of waiting for autovacuum's thresholds.
-fn spawn_vacuumer(pool: AnyPool, erased: Arc<ErasedBytes>) {
+/// Vacuums, at most every [`VACUUM_EVERY`] and until the pool closes:
+/// - with `erased` (`vacuum_after_erasure`), the tables erasures touch,
+///   after erasures committed since the last vacuum: dead rows' space is
+///   reclaimed (and their index entries removed) for later writes to
+///   overwrite, instead of waiting for autovacuum's thresholds;
+/// - the queue tables, once [`QUEUE_VACUUM_AFTER`] rows were taken off
+///   them since the last vacuum: a search asks whether anything is behind
+///   the newest messages, and each dead row left there costs that probe
+///   until a vacuum (autovacuum may be off, or behind a sync of millions).
+fn spawn_vacuumer(pool: AnyPool, erased: Option<Arc<ErasedBytes>>, queues: Arc<QueueRemovals>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(VACUUM_EVERY);
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
@@ -243,22 +257,40 @@ fn spawn_vacuumer(pool: AnyPool, erased: Arc<ErasedBytes>) {
             if pool.is_closed() {
                 return;
             }
-            let Some(committed) = erased.uncovered() else {
-                continue;
-            };
-            let started = std::time::Instant::now();
-            match pool.execute(VACUUM_ERASED_TABLES).await {
-                Ok(_) => {
-                    erased.covered(committed);
-                    tracing::info!(
-                        seconds = started.elapsed().as_secs_f64(),
-                        "vacuumed the tables erasures touched (erasure_vacuum)"
-                    );
-                }
-                Err(error) => tracing::warn!(%error, "vacuum after erasure failed; retried"),
+            if let Some(erased) = &erased
+                && let Some(committed) = erased.uncovered()
+                && vacuum(
+                    &pool,
+                    VACUUM_ERASED_TABLES,
+                    "the tables erasures touched (erasure_vacuum)",
+                )
+                .await
+            {
+                erased.covered(committed);
+            }
+            if let Some(removed) = queues.due(QUEUE_VACUUM_AFTER)
+                && vacuum(&pool, VACUUM_QUEUE_TABLES, "the sync and text-index queues").await
+            {
+                queues.covered(removed);
             }
         }
     });
+}
+
+/// Runs `statement` (a VACUUM of `what`), logging how long it took or why
+/// it failed (it is tried again at the next tick); returns whether it ran.
+async fn vacuum(pool: &AnyPool, statement: &'static str, what: &str) -> bool {
+    let started = std::time::Instant::now();
+    match pool.execute(statement).await {
+        Ok(_) => {
+            tracing::info!(seconds = started.elapsed().as_secs_f64(), "vacuumed {what}");
+            true
+        }
+        Err(error) => {
+            tracing::warn!(%error, "vacuuming {what} failed; retried");
+            false
+        }
+    }
 }
 
 /// How often the WAL is copied back into the database file.

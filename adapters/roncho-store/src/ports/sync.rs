@@ -174,10 +174,11 @@ impl SyncLedger for SqlStore {
                 .or_default()
                 .push(*row_id);
         }
+        let mut removed = 0;
         for (version, row_ids) in &by_version {
             let mut sql = Sql::new("DELETE FROM message_sync WHERE version = ");
             sql.bind(*version).push(" AND message_id IN ").push_list(row_ids);
-            execute(tx.conn(), &sql).await?;
+            removed += execute(tx.conn(), &sql).await?;
         }
         if self.dialect() == Dialect::Postgres && !rows.is_empty() {
             // The words of those the text indexer has not reached are indexed
@@ -186,9 +187,13 @@ impl SyncLedger for SqlStore {
             sql.push_list(&rows.iter().map(|(_, row_id)| *row_id).collect::<Vec<i64>>());
             sql.push(" RETURNING message_id) ");
             push_index_taken(&mut sql);
-            execute(tx.conn(), &sql).await?;
+            removed += execute(tx.conn(), &sql).await?;
         }
-        tx.commit().await
+        tx.commit().await?;
+        if self.dialect() == Dialect::Postgres {
+            self.queue_removals.note(removed);
+        }
+        Ok(())
     }
 
     #[tracing::instrument(name = "store.count_terms", skip_all, fields(messages = messages.len()))]
@@ -376,6 +381,7 @@ impl SyncLedger for SqlStore {
         let mut tx = self.begin_rebuildable().await?;
         let indexed = execute(tx.conn(), &sql).await?;
         tx.commit().await?;
+        self.queue_removals.note(indexed);
         Ok(indexed)
     }
 

@@ -190,6 +190,28 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
     fixture.finish().await;
 }
 
+/// How many times `table` was vacuumed by a VACUUM statement.
+async fn vacuum_count(store: &SqlStore, table: &str) -> i64 {
+    let row = sqlx::query("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = $1")
+        .bind(table)
+        .fetch_one(store.pool())
+        .await
+        .unwrap();
+    sqlx::Row::get::<i64, _>(&row, "n")
+}
+
+/// `table`'s vacuum count once it is above zero, or zero after 15 s.
+async fn vacuumed(store: &SqlStore, table: &str) -> i64 {
+    for _ in 0..150 {
+        let count = vacuum_count(store, table).await;
+        if count > 0 {
+            return count;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    0
+}
+
 /// A pooled connection is not pinged before each statement, only after a
 /// second idle: those a database restart broke meanwhile are replaced
 /// before a statement would fail on them.
@@ -229,29 +251,54 @@ async fn postgres_erasure_vacuum_reclaims_the_touched_tables() {
     options.vacuum_after_erasure = true;
     let store = roncho_store::connect(&options).await.unwrap();
     roncho_store::migrate(&store).await.unwrap();
-    let vacuums = || async {
-        let row = sqlx::query("SELECT vacuum_count AS n FROM pg_stat_user_tables WHERE relname = 'messages'")
-            .fetch_one(store.pool())
-            .await
-            .unwrap();
-        sqlx::Row::get::<i64, _>(&row, "n")
-    };
     let written = store
         .create_messages("w", "s", vec![new_message("alice", "erase me")])
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_secs(6)).await;
-    assert_eq!(vacuums().await, 0, "nothing erased, nothing vacuumed");
+    assert_eq!(
+        vacuum_count(&store, "messages").await,
+        0,
+        "nothing erased, nothing vacuumed"
+    );
     store.delete_message("w", "s", &written[0].id).await.unwrap();
-    let mut count = 0;
-    for _ in 0..150 {
-        count = vacuums().await;
-        if count > 0 {
-            break;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    assert_eq!(vacuumed(&store, "messages").await, 1, "vacuumed once after the erasure");
+    store.close().await;
+    database.drop_database().await;
+}
+
+/// Every message synced or indexed leaves a dead row in a queue table,
+/// which each search's "is anything behind?" probe pays for until a
+/// vacuum: the store vacuums them after 10,000 removals, not before.
+#[tokio::test]
+async fn postgres_vacuums_its_queue_tables_after_many_removals() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    let store = roncho_store::connect(&StoreOptions::new(database.url.clone()))
+        .await
+        .unwrap();
+    roncho_store::migrate(&store).await.unwrap();
+    for start in (0..10_000).step_by(500) {
+        let batch = (start..start + 500)
+            .map(|i| new_message("alice", &format!("message {i}")))
+            .collect();
+        store.create_messages("w", "s", batch).await.unwrap();
     }
-    assert_eq!(count, 1, "vacuumed once after the erasure");
+    let mark = store.text_index_mark().await.unwrap().unwrap();
+    assert_eq!(store.index_text(mark, 9_000).await.unwrap(), 9_000);
+    tokio::time::sleep(std::time::Duration::from_secs(6)).await;
+    assert_eq!(
+        vacuum_count(&store, "message_unindexed").await,
+        0,
+        "9,000 removed: not vacuumed yet"
+    );
+    while store.index_text(mark, 5_000).await.unwrap() > 0 {}
+    assert_eq!(
+        vacuumed(&store, "message_unindexed").await,
+        1,
+        "vacuumed once past 10,000 removals"
+    );
     store.close().await;
     database.drop_database().await;
 }

@@ -12,6 +12,16 @@ use std::time::{Duration, Instant};
 
 use crate::processes::{connect, free_address, terminate};
 
+/// A child process killed if the test ends before stopping it.
+struct KilledOnDrop(std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Each thread of process `pid`: its name (as the kernel keeps it, 15
 /// bytes at most) and its nice value.
 fn threads_of(pid: u32) -> Vec<(String, i64)> {
@@ -35,17 +45,19 @@ fn threads_of(pid: u32) -> Vec<(String, i64)> {
 async fn background_roles_run_below_requests_and_sqlite_threads_do_not_inherit_it() {
     let dir = tempfile::tempdir().unwrap();
     let listen = free_address();
-    let mut server = Command::new(env!("CARGO_BIN_EXE_roncho"))
-        .args(["serve", "--listen", &listen, "--rest-listen", "off", "--log", "warn"])
-        .arg("--data-dir")
-        .arg(dir.path())
-        .env("RONCHO_EMBEDDING_PROVIDER", "test-hashing")
-        .env("RONCHO_EMBEDDING_DIMENSIONS", "32")
-        .env_remove("RONCHO_EMBEDDING_MODEL_DIR")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starting roncho serve");
+    let mut server = KilledOnDrop(
+        Command::new(env!("CARGO_BIN_EXE_roncho"))
+            .args(["serve", "--listen", &listen, "--rest-listen", "off", "--log", "warn"])
+            .arg("--data-dir")
+            .arg(dir.path())
+            .env("RONCHO_EMBEDDING_PROVIDER", "test-hashing")
+            .env("RONCHO_EMBEDDING_DIMENSIONS", "32")
+            .env_remove("RONCHO_EMBEDDING_MODEL_DIR")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("starting roncho serve"),
+    );
     let channel = connect(&listen).await;
     for batch in 0..20 {
         let texts: Vec<String> = (0..20)
@@ -77,7 +89,7 @@ async fn background_roles_run_below_requests_and_sqlite_threads_do_not_inherit_i
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 
-    let threads = threads_of(server.id());
+    let threads = threads_of(server.0.id());
     let mut by_kind: BTreeMap<&str, Vec<i64>> = BTreeMap::new();
     for (name, nice) in &threads {
         let kind = if name.starts_with("roncho-backgrou") {
@@ -103,6 +115,6 @@ async fn background_roles_run_below_requests_and_sqlite_threads_do_not_inherit_i
     // The writer and the pool's sixteen, each opened at start-up.
     assert!(by_kind["sqlite"].len() >= 17, "{by_kind:?}");
 
-    assert!(terminate(&mut server, Duration::from_secs(20)).await.success());
+    assert!(terminate(&mut server.0, Duration::from_secs(20)).await.success());
     store.close().await;
 }
