@@ -133,6 +133,24 @@ mod redaction_tests {
 /// on its way out of the pool.
 const PING_IDLE_AFTER: Duration = Duration::from_secs(1);
 
+/// `database_url` with the settings every roncho connection to Postgres
+/// starts with, as startup parameters (each pooled connection has them from
+/// the start):
+/// - `jit = off`: Postgres compiles a statement whose estimated cost passes
+///   `jit_above_cost` to machine code before running it. A search's plan
+///   estimated without statistics (or with a long queue) passed it, and
+///   compiling took 18 ms of a 22 ms search; roncho's statements are short
+///   and many, never worth compiling (issue 37, docs/benchmarks.md).
+/// - `statement_timeout`, when set.
+fn postgres_url(database_url: &str, statement_timeout: Option<Duration>) -> String {
+    let mut settings = String::from("-c%20jit%3Doff");
+    if let Some(timeout) = statement_timeout {
+        settings.push_str(&format!("%20-c%20statement_timeout%3D{}", timeout.as_millis().max(1)));
+    }
+    let separator = if database_url.contains('?') { '&' } else { '?' };
+    format!("{database_url}{separator}options={settings}")
+}
+
 /// Connects to the database the options name; does not migrate.
 pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
     sqlx::any::install_default_drivers();
@@ -141,17 +159,9 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
     if dialect == Dialect::Sqlite {
         create_parent_dir(&options.database_url)?;
     }
-    let url = match (dialect, options.statement_timeout) {
-        // A startup parameter: every pooled connection has it from the start.
-        (Dialect::Postgres, Some(timeout)) => {
-            let separator = if options.database_url.contains('?') { '&' } else { '?' };
-            format!(
-                "{}{separator}options=-c%20statement_timeout%3D{}",
-                options.database_url,
-                timeout.as_millis().max(1)
-            )
-        }
-        _ => options.database_url.clone(),
+    let url = match dialect {
+        Dialect::Postgres => postgres_url(&options.database_url, options.statement_timeout),
+        Dialect::Sqlite => options.database_url.clone(),
     };
     let connect_options = AnyConnectOptions::from_str(&url)
         .map_err(|error| Error::invalid("database_url", error.to_string()))?

@@ -316,7 +316,12 @@ fn with_gap(reason: String, gap: i64, why: &str) -> String {
     if gap == 0 {
         return reason;
     }
-    let behind = format!("results are partial: {gap} messages of this scope {why}");
+    let at_least = if gap >= roncho_core::store::GAP_COUNT_LIMIT {
+        "at least "
+    } else {
+        ""
+    };
+    let behind = format!("results are partial: {at_least}{gap} messages of this scope {why}");
     if reason.is_empty() {
         behind
     } else {
@@ -792,10 +797,16 @@ mod tests {
     #[test]
     fn partial_results_say_how_many_messages_they_left_out_and_why() {
         assert_eq!(with_gap(NO_EMBEDDER.to_owned(), 0, TEXT_BEHIND), NO_EMBEDDER);
-        let reason = with_gap(NO_EMBEDDER.to_owned(), 45_000, TEXT_BEHIND);
+        let reason = with_gap(NO_EMBEDDER.to_owned(), 999, TEXT_BEHIND);
         assert!(reason.starts_with(NO_EMBEDDER), "{reason}");
         assert!(
-            reason.contains("results are partial: 45000 messages of this scope are not indexed"),
+            reason.contains("results are partial: 999 messages of this scope are not indexed"),
+            "{reason}"
+        );
+        // The store counts up to its limit: a count there means at least.
+        let reason = with_gap(String::new(), roncho_core::store::GAP_COUNT_LIMIT, TEXT_BEHIND);
+        assert!(
+            reason.starts_with("results are partial: at least 1000 messages of this scope are not indexed"),
             "{reason}"
         );
         let reason = with_gap(String::new(), 7, VECTORS_BEHIND);

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::lexical::TermCounts;
 use roncho_core::model::{Message, MessageSearch};
-use roncho_core::store::TextSearch;
+use roncho_core::store::{GAP_COUNT_LIMIT, TextSearch};
 use roncho_core::{Error, Result};
 
 /// Postgres: unindexed messages of a session-scoped search's sessions
@@ -27,12 +27,14 @@ pub const SESSION_TEXT_SCAN: i64 = 5_000;
 /// the session, not the workspace (issue 37).
 pub const SESSION_READ_WHOLE: i64 = 5_000;
 
+/// How many of a queue's newest entries a gap count of a scope wider than
+/// sessions reads before it walks the scope instead (see
+/// `SqlStore::waiting_in_scope`).
+const GAP_QUEUE_WINDOW: i64 = 10_000;
+
 /// Postgres: how many of the store's best-ranked indexed matches, per hit
 /// asked for, a search reads first (see [`TopMatches`]).
 const BEST_FIRST_FACTOR: i64 = 8;
-
-/// Most unindexed messages counted for a search's gap report.
-const GAP_COUNT_LIMIT: i64 = 1_000_000;
 
 #[async_trait]
 impl TextSearch for SqlStore {
@@ -60,13 +62,21 @@ impl TextSearch for SqlStore {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
-        let unindexed = self
-            .waiting_in_scope(workspace_id, search, "message_unindexed", crate::tx::vectors::TEXT_TAIL)
-            .await?;
-        Ok(match search.session_ids {
-            Some(_) => (unindexed - SESSION_TEXT_SCAN).max(0),
-            None => unindexed,
-        })
+        // A session-scoped search matches its sessions' newest
+        // SESSION_TEXT_SCAN unindexed messages on the fly: the gap is past them.
+        let covered = if search.session_ids.is_some() {
+            SESSION_TEXT_SCAN
+        } else {
+            0
+        };
+        self.waiting_in_scope(
+            workspace_id,
+            search,
+            "message_unindexed",
+            crate::tx::vectors::TEXT_TAIL,
+            covered,
+        )
+        .await
     }
 
     async fn term_counts(&self, workspace_id: &str, terms: &[u32]) -> Result<TermCounts> {
@@ -90,7 +100,7 @@ impl TextSearch for SqlStore {
     }
 
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {
-        self.waiting_in_scope(workspace_id, search, "message_sync", newest)
+        self.waiting_in_scope(workspace_id, search, "message_sync", newest, 0)
             .await
     }
 }
@@ -179,26 +189,26 @@ impl SqlStore {
         self.read(&sql).await?.iter().map(rows::message).collect()
     }
 
-    /// Postgres, the whole scope: by the plan whose cost follows the scope
-    /// (see [`postgres_session_rows`] and [`postgres_matches`]).
+    /// Postgres, the whole scope: the best-ranked indexed matches first
+    /// (see [`TopMatches`]), from the words of the search's sessions or
+    /// from the index of words, whichever costs less (see [`Words`]).
     async fn postgres_search(
         &self,
         workspace_id: &str,
         search: &MessageSearch,
         conditions: &Conditions<'_>,
     ) -> Result<Vec<Message>> {
-        if let Some(sessions) = &search.session_ids
-            && self.messages_in_sessions(workspace_id, sessions).await? <= SESSION_READ_WHOLE
-        {
-            let sql = postgres_session_rows(workspace_id, sessions, search, conditions)?;
-            return self.read(&sql).await?.iter().map(rows::message).collect();
-        }
-        // The best-ranked indexed matches of every workspace first: when
-        // enough of them are in scope they are the scope's best, and no
-        // other match's row is read.
+        let words = match &search.session_ids {
+            Some(sessions) if self.messages_in_sessions(workspace_id, sessions).await? <= SESSION_READ_WHOLE => {
+                Words::OfSessions(sessions)
+            }
+            _ => Words::Matching,
+        };
+        // When enough of the best matches are in scope they are the scope's
+        // best, and no other match's row is read.
         let best = TopMatches::Best(search.limit.saturating_mul(BEST_FIRST_FACTOR));
         let rows = self
-            .read(&postgres_matches(workspace_id, search, conditions, best)?)
+            .read(&postgres_matches(workspace_id, search, conditions, words, best)?)
             .await?;
         let in_scope = match rows.first() {
             Some(row) => rows::get::<i64>(row, "indexed_in_scope")?,
@@ -207,8 +217,14 @@ impl SqlStore {
         let rows = if in_scope >= search.limit {
             rows
         } else {
-            self.read(&postgres_matches(workspace_id, search, conditions, TopMatches::All)?)
-                .await?
+            self.read(&postgres_matches(
+                workspace_id,
+                search,
+                conditions,
+                words,
+                TopMatches::All,
+            )?)
+            .await?
         };
         rows.iter().map(rows::message).collect()
     }
@@ -223,43 +239,79 @@ impl SqlStore {
     }
 
     /// Counts the messages of `search`'s scope listed in `queue` (a table
-    /// keyed by `message_id`) below the store's newest `tail`: one probe
-    /// when none is.
+    /// keyed by `message_id`) below the store's newest `tail`, past the
+    /// first `covered` of them and up to [`GAP_COUNT_LIMIT`]; one probe of
+    /// the queue's key when none is. A scope of sessions is walked along its
+    /// index (its cost is the sessions' size); a wider one from the queue's
+    /// newest [`GAP_QUEUE_WINDOW`] entries, where a backlog's messages are,
+    /// and along its own index only when the backlog is longer and the
+    /// window held too few of its messages.
     async fn waiting_in_scope(
         &self,
         workspace_id: &str,
         search: &MessageSearch,
         queue: &str,
         tail: i64,
+        covered: i64,
     ) -> Result<i64> {
         if search.session_ids.as_ref().is_some_and(Vec::is_empty) {
             return Ok(0);
         }
-        let mut behind = Sql::new(&format!(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {queue} WHERE message_id <= (SELECT MAX(id) FROM messages) - "
-        ));
-        behind.bind(tail).push(" LIMIT 1) any_behind");
-        if self
-            .read_optional(&behind)
-            .await?
-            .map_or(Ok(0), |row| rows::count(&row))?
-            == 0
-        {
+        let count = |sql: Sql| async move { self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row)) };
+        // How many of the queue's entries lie below the tail, up to `most`.
+        let queued = |most: i64| {
+            let mut sql = Sql::new(&format!(
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM {queue} WHERE message_id <= (SELECT MAX(id) FROM messages) - "
+            ));
+            sql.bind(tail).push(" LIMIT ").bind(most).push(") queued");
+            count(sql)
+        };
+        if queued(1).await? == 0 {
             return Ok(0);
         }
-        let mut sql = Sql::new(&format!(
-            "SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m JOIN {queue} q ON q.message_id = m.id \
-             WHERE m.id <= (SELECT MAX(id) FROM messages) - "
-        ));
-        sql.bind(tail).push(" AND m.workspace_name = ").bind(workspace_id);
-        if let Some(sessions) = &search.session_ids {
-            sql.push(" AND m.session_name IN ").push_list(sessions);
+        let wanted = covered.saturating_add(GAP_COUNT_LIMIT);
+        let in_scope = |sql: &mut Sql| {
+            sql.push(" WHERE m.workspace_name = ").bind(workspace_id);
+            if let Some(sessions) = &search.session_ids {
+                sql.push(" AND m.session_name IN ").push_list(sessions);
+            }
+            if let Some(peer_id) = &search.peer_id {
+                sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
+            }
+        };
+        if search.session_ids.is_none() {
+            let mut sql = Sql::new(&format!(
+                "SELECT COUNT(*) AS n FROM (SELECT 1 FROM (SELECT message_id FROM {queue} \
+                 WHERE message_id <= (SELECT MAX(id) FROM messages) - "
+            ));
+            sql.bind(tail)
+                .push(" ORDER BY message_id DESC LIMIT ")
+                .bind(GAP_QUEUE_WINDOW)
+                // Each entry's message by primary key (SQLite has no LATERAL,
+                // and walks the subquery's rows first on its own).
+                .push(match self.dialect() {
+                    Dialect::Postgres => {
+                        ") q CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = q.message_id OFFSET 0) m"
+                    }
+                    Dialect::Sqlite => ") q JOIN messages m ON m.id = q.message_id",
+                });
+            in_scope(&mut sql);
+            sql.push(" LIMIT ").bind(wanted).push(") behind");
+            let found = count(sql).await?;
+            if found >= wanted || queued(GAP_QUEUE_WINDOW + 1).await? <= GAP_QUEUE_WINDOW {
+                return Ok((found - covered).max(0));
+            }
         }
-        if let Some(peer_id) = &search.peer_id {
-            sql.push(" AND m.peer_name = ").bind(peer_id.as_str());
-        }
-        sql.push(" LIMIT ").bind(GAP_COUNT_LIMIT).push(") behind");
-        self.read_optional(&sql).await?.map_or(Ok(0), |row| rows::count(&row))
+        let mut sql = Sql::new("SELECT COUNT(*) AS n FROM (SELECT 1 FROM messages m");
+        in_scope(&mut sql);
+        sql.push(" AND m.id <= (SELECT MAX(id) FROM messages) - ")
+            .bind(tail)
+            .push(&format!(
+                " AND EXISTS (SELECT 1 FROM {queue} q WHERE q.message_id = m.id) LIMIT "
+            ))
+            .bind(wanted)
+            .push(") behind");
+        Ok((count(sql).await? - covered).max(0))
     }
 }
 
@@ -319,25 +371,42 @@ fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Co
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM messages m LEFT JOIN LATERAL \
          (SELECT search_vector FROM message_text t WHERE t.message_id = m.id OFFSET 0) t ON true \
-         WHERE (t.search_vector @@ to_tsquery('english', ",
+         WHERE (t.search_vector @@ ",
         rows::MESSAGE_COLUMNS
     ));
-    sql.bind(query.as_str())
-        .push(") OR (t.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
+    sql.push_tsquery(&query)
+        .push(" OR (t.search_vector IS NULL AND m.id > (SELECT MAX(id) FROM messages) - ")
         .bind(crate::tx::vectors::TEXT_TAIL)
-        .push(&format!(" AND {} @@ to_tsquery('english', ", text_vector("m")))
-        .bind(query.as_str())
-        .push(")))");
+        .push(&format!(" AND {} @@ ", text_vector("m")))
+        .push_tsquery(&query)
+        .push("))");
     push_unsynced_among_newest(&mut sql, newest);
     conditions(&mut sql)?;
     sql.push(&format!(
-        " ORDER BY ts_rank(COALESCE(t.search_vector, {}), to_tsquery('english', ",
+        " ORDER BY ts_rank(COALESCE(t.search_vector, {}), ",
         text_vector("m")
     ))
-    .bind(query)
-    .push(")) DESC, m.id DESC LIMIT ")
+    .push_tsquery(&query)
+    .push(") DESC, m.id DESC LIMIT ")
     .bind(search.limit);
     Ok(sql)
+}
+
+/// Postgres: a search's words, as an English `tsquery`.
+trait PushTsQuery {
+    /// Pushes `query` parsed by `to_tsquery` once per statement: a scalar
+    /// subquery (an InitPlan). Written bare, `to_tsquery` of a bound value
+    /// is folded into a constant only in a custom plan; in the generic plan
+    /// Postgres keeps for a prepared statement from its sixth run on, it
+    /// parsed the words again for every row tested or ranked (a workspace
+    /// search of 36,000 matches: 28 ms, then 131 ms; docs/benchmarks.md).
+    fn push_tsquery(&mut self, query: &str) -> &mut Self;
+}
+
+impl PushTsQuery for Sql {
+    fn push_tsquery(&mut self, query: &str) -> &mut Self {
+        self.push("(SELECT to_tsquery('english', ").bind(query).push("))")
+    }
 }
 
 /// Which of the text-indexed matches [`postgres_matches`] reads.
@@ -345,51 +414,26 @@ fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Co
 enum TopMatches {
     /// Every match, each one's row read and tested against the scope.
     All,
-    /// The store's best this many, ranked before any row is read. Those in
-    /// scope are the scope's best when there are at least as many as the
-    /// search's limit (the column `indexed_in_scope` says how many): a
-    /// match in scope ranked below them is below the store's best too.
+    /// The workspace's (or sessions') best this many, ranked before any
+    /// message row is read. Those in scope (the search's peer, perspective
+    /// and filter) are the scope's best when there are at least as many as
+    /// the search's limit (the column `indexed_in_scope` says how many): a
+    /// match in scope ranked below them is below these best too.
     Best(i64),
 }
 
-/// Postgres: a session-scoped search over every message of its sessions
-/// (at most [`SESSION_READ_WHOLE`], newest first), each matched by its
-/// stored words, or on the fly while it is not indexed.
-fn postgres_session_rows(
-    workspace_id: &str,
-    sessions: &[String],
-    search: &MessageSearch,
-    conditions: &Conditions<'_>,
-) -> Result<Sql> {
-    let query = search.terms.join(" | ");
-    let mut sql = Sql::new(&format!(
-        "SELECT {}, ts_rank(COALESCE(t.search_vector, {}), to_tsquery('english', ",
-        rows::MESSAGE_COLUMNS,
-        text_vector("m")
-    ));
-    sql.bind(query.as_str())
-        .push(")) AS rank FROM (SELECT * FROM messages s WHERE s.workspace_name = ")
-        .bind(workspace_id)
-        .push(" AND s.session_name IN ")
-        .push_list(sessions);
-    // Twice the bound: messages written since the sessions were counted are
-    // read too. Each row is read once, along the session's index.
-    sql.push(" ORDER BY s.seq_in_session DESC LIMIT ")
-        .bind(2 * SESSION_READ_WHOLE)
-        .push(
-            ") m LEFT JOIN LATERAL (SELECT search_vector FROM message_text t WHERE t.message_id = m.id OFFSET 0) t \
-             ON true WHERE (t.search_vector @@ to_tsquery('english', ",
-        )
-        .bind(query.as_str())
-        .push(&format!(
-            ") OR (t.search_vector IS NULL AND {} @@ to_tsquery('english', ",
-            text_vector("m")
-        ))
-        .bind(query.as_str())
-        .push(")))");
-    conditions(&mut sql)?;
-    sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ").bind(search.limit);
-    Ok(sql)
+/// Where [`postgres_matches`] finds the indexed messages holding the
+/// search's words (`message_text`, which carries each message's workspace
+/// and session: migration 0026).
+#[derive(Debug, Clone, Copy)]
+enum Words<'a> {
+    /// The GIN index's matches of the words, those of the workspace (and
+    /// sessions) kept: the cost follows the store's matches.
+    Matching,
+    /// Every indexed message of these sessions, read as one range of the
+    /// (workspace, session) index and each tested for the words: the cost
+    /// follows the sessions (at most [`SESSION_READ_WHOLE`] messages).
+    OfSessions(&'a [String]),
 }
 
 /// Postgres, the whole scope.
@@ -397,6 +441,7 @@ fn postgres_matches(
     workspace_id: &str,
     search: &MessageSearch,
     conditions: &Conditions<'_>,
+    words: Words<'_>,
     top: TopMatches,
 ) -> Result<Sql> {
     // The text-indexed rows through the GIN index, and the newest
@@ -412,22 +457,44 @@ fn postgres_matches(
             .push(")");
         Ok(())
     };
-    // The indexed rows: the GIN index's matches first, ranked (all,
-    // or the best of the store, as `top` says), then each one's
-    // message by primary key. The `OFFSET 0` and `LIMIT` fences keep
-    // the plan so whatever the planner knows: without statistics it
-    // started from the workspace's messages (every row tested, or
-    // hashed: the whole workspace read per search). How many of them
-    // are in scope comes back with every row (`indexed_in_scope`).
+    // The indexed rows: the matches of the workspace (and sessions)
+    // first, found as `words` says and ranked (all, or the best, as
+    // `top` says), then each one's message by primary key. The `OFFSET
+    // 0` and `LIMIT` fences keep the plan so whatever the planner knows:
+    // without statistics it started from the workspace's messages
+    // (every row tested, or hashed: the whole workspace read per
+    // search), and the (workspace, session) index must not stand in for
+    // the GIN index's matches, nor the reverse. How many of them are in
+    // scope comes back with every row (`indexed_in_scope`).
     let mut sql = Sql::new(&format!(
         "WITH indexed AS (SELECT {}, m.id AS row_id, hits.rank FROM \
-         (SELECT message_id, ts_rank(search_vector, to_tsquery('english', ",
+         (SELECT message_id, ts_rank(search_vector, ",
         rows::MESSAGE_COLUMNS
     ));
-    sql.bind(query.as_str())
-        .push(")) AS rank FROM message_text WHERE search_vector @@ to_tsquery('english', ")
-        .bind(query.as_str())
-        .push(")");
+    sql.push_tsquery(&query).push(") AS rank FROM ");
+    match words {
+        Words::Matching => {
+            sql.push(
+                "(SELECT message_id, workspace_name, session_name, search_vector FROM message_text \
+                 WHERE search_vector @@ ",
+            )
+            .push_tsquery(&query)
+            .push(" OFFSET 0) t WHERE workspace_name = ")
+            .bind(workspace_id);
+            if let Some(sessions) = &search.session_ids {
+                sql.push(" AND session_name IN ").push_list(sessions);
+            }
+        }
+        Words::OfSessions(sessions) => {
+            sql.push("(SELECT message_id, search_vector FROM message_text WHERE workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND session_name IN ")
+                .push_list(sessions)
+                .push(" OFFSET 0) t WHERE search_vector @@ ")
+                .push_tsquery(&query)
+                .push("");
+        }
+    }
     match top {
         TopMatches::All => sql.push(" OFFSET 0"),
         TopMatches::Best(best) => sql.push(" ORDER BY rank DESC, message_id DESC LIMIT ").bind(best),
@@ -440,40 +507,44 @@ fn postgres_matches(
     sql.push(" ORDER BY rank DESC, m.id DESC LIMIT ")
         .bind(search.limit)
         .push(") SELECT *, (SELECT COUNT(*) FROM indexed) AS indexed_in_scope FROM ((SELECT * FROM indexed)");
-    // The newest rows not indexed yet, matched on the fly; the
-    // bound on `m.id` itself is what keeps `to_tsvector` off
-    // older rows whichever way the planner goes.
+    // The newest rows not indexed yet, matched on the fly: read from
+    // the queue's key, so `to_tsvector` reaches no older row and, with
+    // the queue empty, no row is read (the scope's own index, which the
+    // planner took without statistics, read a session's every row).
     sql.push(&format!(
-        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, to_tsquery('english', ",
+        " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, ",
         rows::MESSAGE_COLUMNS,
         text_vector("m")
     ));
-    sql.bind(query.as_str())
-        .push(")) AS rank FROM messages m WHERE m.id > (SELECT MAX(id) FROM messages) - ")
-        .bind(crate::tx::vectors::TEXT_TAIL)
+    sql.push_tsquery(&query)
         .push(
-            " AND m.id IN (SELECT message_id FROM message_unindexed \
+            ") AS rank FROM (SELECT message_id FROM message_unindexed \
              WHERE message_id > (SELECT MAX(id) FROM messages) - ",
         )
         .bind(crate::tx::vectors::TEXT_TAIL)
-        .push(&format!(") AND {} @@ to_tsquery('english', ", text_vector("m")))
-        .bind(query.as_str())
-        .push(")");
+        .push(
+            " OFFSET 0) tail CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = tail.message_id OFFSET 0) m \
+             WHERE ",
+        )
+        .push(&format!("{} @@ ", text_vector("m")))
+        .push_tsquery(&query)
+        .push("");
     close_branch(&mut sql)?;
     // A session-scoped search also matches its sessions' own
     // older unindexed rows on the fly (the newest
     // SESSION_TEXT_SCAN of them, read along the session's
     // index), so a session's words are found while the indexer
     // is behind or absent; what is left out is reported by
-    // `text_index_gap`.
+    // `text_index_gap`. The walk is skipped as a whole (one probe
+    // of the queue's key) when no message that old waits.
     if let Some(sessions) = &search.session_ids {
         sql.push(&format!(
-            " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, to_tsquery('english', ",
+            " UNION ALL (SELECT {}, m.id AS row_id, ts_rank({}, ",
             rows::MESSAGE_COLUMNS,
             text_vector("m")
         ));
-        sql.bind(query.as_str())
-            .push(")) AS rank FROM (SELECT s.id FROM messages s WHERE s.workspace_name = ");
+        sql.push_tsquery(&query)
+            .push(") AS rank FROM (SELECT s.id FROM messages s WHERE s.workspace_name = ");
         sql.bind(workspace_id)
             .push(" AND s.session_name IN ")
             .push_list(sessions);
@@ -481,13 +552,15 @@ fn postgres_matches(
             .bind(crate::tx::vectors::TEXT_TAIL)
             .push(
                 " AND EXISTS (SELECT 1 FROM message_unindexed u WHERE u.message_id = s.id) \
-                 ORDER BY s.seq_in_session DESC LIMIT ",
+                 AND EXISTS (SELECT 1 FROM message_unindexed WHERE message_id <= (SELECT MAX(id) FROM messages) - ",
             )
+            .bind(crate::tx::vectors::TEXT_TAIL)
+            .push(") ORDER BY s.seq_in_session DESC LIMIT ")
             .bind(SESSION_TEXT_SCAN)
             .push(") scope CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = scope.id OFFSET 0) m WHERE ")
-            .push(&format!("{} @@ to_tsquery('english', ", text_vector("m")))
-            .bind(query.as_str())
-            .push(")");
+            .push(&format!("{} @@ ", text_vector("m")))
+            .push_tsquery(&query)
+            .push("");
         close_branch(&mut sql)?;
     }
     sql.push(") found ORDER BY rank DESC, row_id DESC LIMIT ")

@@ -471,7 +471,8 @@ impl SqlStore {
 /// Indexes the words of the messages in the CTE `taken` (Postgres).
 fn push_index_taken(sql: &mut Sql) {
     sql.push(&format!(
-        "INSERT INTO message_text (message_id, search_vector) SELECT m.id, {} FROM messages m \
+        "INSERT INTO message_text (message_id, workspace_name, session_name, search_vector) \
+         SELECT m.id, m.workspace_name, m.session_name, {} FROM messages m \
          JOIN taken ON m.id = taken.message_id ON CONFLICT (message_id) DO NOTHING",
         crate::tx::vectors::text_vector("m")
     ));

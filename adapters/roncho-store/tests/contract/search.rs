@@ -30,6 +30,10 @@ async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn St
         .map(|i| new_message("alice", &format!("one kiwi for alice {i}")))
         .collect();
     store.create_messages("busy", "t", alice).await.unwrap();
+    let alice_in_s = (0..2)
+        .map(|i| new_message("alice", &format!("one kiwi via alice s{i}")))
+        .collect();
+    store.create_messages("busy", "s", alice_in_s).await.unwrap();
     let own = (0..12)
         .map(|i| new_message("alice", &format!("one kiwi in message {i}")))
         .collect();
@@ -65,7 +69,27 @@ async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn St
     };
     assert_eq!(
         found(store, "busy", &by_alice, &all()).await,
-        ["one kiwi for alice 2", "one kiwi for alice 1", "one kiwi for alice 0"]
+        [
+            "one kiwi via alice s1",
+            "one kiwi via alice s0",
+            "one kiwi for alice 2",
+            "one kiwi for alice 1",
+            "one kiwi for alice 0"
+        ]
+    );
+    // The same inside a session: its best are all another peer's.
+    let in_s = |peer_id: Option<&str>| MessageSearch {
+        session_ids: Some(vec!["s".to_owned()]),
+        peer_id: peer_id.map(str::to_owned),
+        ..search("kiwi")
+    };
+    assert_eq!(
+        found(store, "busy", &in_s(Some("alice")), &all()).await,
+        ["one kiwi via alice s1", "one kiwi via alice s0"]
+    );
+    assert_eq!(
+        found(store, "busy", &in_s(None), &all()).await,
+        expected(399, &|i| format!("kiwi kiwi kiwi kiwi {i}"))
     );
 }
 

@@ -45,7 +45,7 @@ pub use import::Import;
 pub use memory::Memory;
 pub use messages::Messages;
 pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
-pub use search::TextSearch;
+pub use search::{GAP_COUNT_LIMIT, TextSearch};
 pub use sync::SyncLedger;
 pub use webhooks::Webhooks;
 pub use workspaces::{SessionPeers, Workspaces};
