@@ -21,10 +21,10 @@ use roncho_core::{Error, Result};
 pub const SESSION_TEXT_SCAN: i64 = 5_000;
 
 /// Postgres: a session-scoped search whose sessions hold at most this many
-/// messages reads every one of them along the session's index and matches
-/// each by its stored words (or, not indexed yet, on the fly), instead of
-/// ranking every match of the words across the store: its cost follows
-/// the session, not the workspace (issue 37).
+/// messages reads their indexed words as one range of the (workspace,
+/// session) index and tests each (its unindexed are matched on the fly),
+/// instead of ranking every match of the words in the workspace: its cost
+/// follows the session, not the workspace (issue 37).
 pub const SESSION_READ_WHOLE: i64 = 5_000;
 
 /// How many of a queue's newest entries a gap count of a scope wider than
