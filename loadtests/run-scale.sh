@@ -2,7 +2,7 @@
 # Search at scale in the distributed mode: ingest, recall and reconciler as
 # separate release processes over one Postgres (fresh database), NATS
 # JetStream and the real Qdrant (../shared/tools/qdrant; fresh collection),
-# where Qdrant ranks full text and vectors in one request (ADR 0007).
+# where Qdrant ranks full text and vectors, two queries at once (ADR 0007).
 # Vectors come from the test hashing embedder at 384 dimensions (MiniLM's
 # size): this measures search cost, not quality, and leaves out embedding
 # the query (measured in docs/benchmarks.md).

@@ -38,10 +38,9 @@ use qdrant_client::qdrant::{
     CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
     FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, Memory, Modifier, NamedVectors,
     PayloadIndexParams, PointId, PointStruct, PointsIdsList, PointsSelector, QuantizationConfig, QuantizationType,
-    Query, QueryBatchPoints, QueryPoints, ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig,
-    SparseVectorParams, UpsertPoints, Value, Vector, VectorInput, VectorParams, Vectors, VectorsConfig,
-    WithPayloadSelector, payload_index_params, points_selector, quantization_config, value, vector_output,
-    vectors_config, vectors_output,
+    Query, QueryPoints, ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig, SparseVectorParams,
+    UpsertPoints, Value, Vector, VectorInput, VectorParams, Vectors, VectorsConfig, WithPayloadSelector,
+    payload_index_params, points_selector, quantization_config, value, vector_output, vectors_config, vectors_output,
 };
 use roncho_core::lexical::SparseVector;
 use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
@@ -574,34 +573,27 @@ impl VectorStore for QdrantVectorStore {
             with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
             ..Default::default()
         };
-        let mut query_points = Vec::new();
-        if let Some(dense) = dense {
-            query_points.push(query(Query::new_nearest(dense.to_vec()), None));
-        }
-        if !lexical.is_empty() {
-            let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
-            query_points.push(query(Query::new_nearest(words), Some(LEXICAL)));
-        }
-        if query_points.is_empty() {
-            return Ok(Some(HybridHits::default()));
-        }
-        let response = self
-            .client
-            .query_batch(QueryBatchPoints {
-                collection_name: self.collection.clone(),
-                query_points,
-                ..Default::default()
-            })
-            .await
-            .map_err(|error| qdrant_error("query_batch", error))?;
-        // The answers come in the order of the queries.
-        let mut lists = response.result.into_iter().map(|list| list.result);
-        let dense = if dense.is_some() {
-            lists.next().unwrap_or_default()
-        } else {
-            Vec::new()
+        // Two requests at once, not one batch: Qdrant answers a batch's
+        // queries one after the other, and the meaning and the words of a
+        // query are ranked by different indexes, each on a core of its own.
+        let ranked = |points: Option<QueryPoints>| async move {
+            match points {
+                Some(points) => self
+                    .client
+                    .query(points)
+                    .await
+                    .map(|response| response.result)
+                    .map_err(|error| qdrant_error("query", error)),
+                None => Ok(Vec::new()),
+            }
         };
-        let words = lists.next().unwrap_or_default();
+        let words = (!lexical.is_empty()).then(|| {
+            let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
+            query(Query::new_nearest(words), Some(LEXICAL))
+        });
+        let meaning = dense.map(|dense| query(Query::new_nearest(dense.to_vec()), None));
+        let (dense, words) = tokio::join!(ranked(meaning), ranked(words));
+        let (dense, words) = (dense?, words?);
         Ok(Some(HybridHits {
             dense: Self::hits(namespace, dense, |score| 1.0 - score)?,
             lexical: Self::hits(namespace, words, |score| -score)?,
