@@ -48,6 +48,8 @@ pub struct SqlStore {
 pub(crate) struct QueueRemovals {
     removed: std::sync::atomic::AtomicU64,
     vacuumed: std::sync::atomic::AtomicU64,
+    /// `removed` at the previous [`QueueRemovals::due`].
+    seen: std::sync::atomic::AtomicU64,
 }
 
 impl QueueRemovals {
@@ -57,10 +59,16 @@ impl QueueRemovals {
     }
 
     /// The rows deleted so far, if at least `threshold` of them came since
-    /// the last vacuum.
+    /// the last vacuum, or if some did and none since the previous call:
+    /// the queue has gone quiet, and the last rows of a sync would
+    /// otherwise stay dead until the next `threshold` (a million synced
+    /// messages left 1,106 pages of them, each search's probes reading
+    /// them; docs/benchmarks.md).
     pub(crate) fn due(&self, threshold: u64) -> Option<u64> {
         let removed = self.removed.load(std::sync::atomic::Ordering::SeqCst);
-        (removed - self.vacuumed.load(std::sync::atomic::Ordering::SeqCst) >= threshold).then_some(removed)
+        let waiting = removed - self.vacuumed.load(std::sync::atomic::Ordering::SeqCst);
+        let quiet = self.seen.swap(removed, std::sync::atomic::Ordering::SeqCst) == removed;
+        (waiting >= threshold || (waiting > 0 && quiet)).then_some(removed)
     }
 
     /// Records that a vacuum begun after `removed` deletions covered them.
@@ -489,6 +497,23 @@ pub(crate) fn abandon(connection: &mut AnyConnection) {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn queue_tables_are_due_past_the_threshold_or_once_removals_stop() {
+        let queues = super::QueueRemovals::default();
+        assert_eq!(queues.due(10), None, "nothing removed");
+        queues.note(3);
+        assert_eq!(queues.due(10), None, "removals going on");
+        queues.note(3);
+        assert_eq!(queues.due(10), None, "still going on");
+        assert_eq!(queues.due(10), Some(6), "quiet since the last look");
+        queues.covered(6);
+        assert_eq!(queues.due(10), None, "all covered");
+        queues.note(12);
+        assert_eq!(queues.due(10), Some(18), "past the threshold, though not quiet");
+        queues.covered(18);
+        assert_eq!(queues.due(10), None);
+    }
+
     #[test]
     fn restarts_and_broken_connections_are_transient_other_errors_are_not() {
         for code in ["57P01", "57P03", "08006", "08001", "53300", "40001", "40P01", "5"] {

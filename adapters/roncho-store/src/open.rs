@@ -255,9 +255,10 @@ const VACUUM_EVERY: Duration = Duration::from_secs(5);
 ///   reclaimed (and their index entries removed) for later writes to
 ///   overwrite, instead of waiting for autovacuum's thresholds;
 /// - the queue tables, once [`QUEUE_VACUUM_AFTER`] rows were taken off
-///   them since the last vacuum: a search asks whether anything is behind
-///   the newest messages, and each dead row left there costs that probe
-///   until a vacuum (autovacuum may be off, or behind a sync of millions).
+///   them since the last vacuum, or fewer once none was for a whole
+///   interval: a search asks whether anything is behind the newest
+///   messages, and each dead row left there costs that probe until a
+///   vacuum (autovacuum may be off, or behind a sync of millions).
 fn spawn_vacuumer(pool: AnyPool, erased: Option<Arc<ErasedBytes>>, queues: Arc<QueueRemovals>) {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(VACUUM_EVERY);
