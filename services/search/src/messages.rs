@@ -572,8 +572,8 @@ struct Ranked {
 }
 
 /// Returns the best full-text matches and the nearest messages, ranked by a
-/// vector store that ranks full text in one request (the matches alone when
-/// the query cannot be embedded); `None` if it does not rank full text.
+/// vector store that ranks full text (the matches alone when the query
+/// cannot be embedded); `None` if it does not rank full text.
 async fn hybrid_candidates(
     store: &dyn SearchStore,
     semantic: &Semantic,
@@ -598,59 +598,56 @@ async fn hybrid_candidates(
         let mut lists = rows_in_order(store, workspace_id, &[hits], search, filter).await?;
         Ok::<_, Error>(lists.remove(0))
     };
+    // Each query goes out as soon as its own input is ready: the words once
+    // their statistics are read, the meaning once the query is embedded.
+    let by_words = async {
+        let lexical = weigh(lexical).await?;
+        semantic
+            .vectors
+            .hybrid_query(&namespace, None, &lexical, count, &vector_filter)
+            .await
+    };
+    let by_meaning = async {
+        match semantic.embed_query(workspace_id, query).await {
+            Ok(vector) => semantic
+                .vectors
+                .query(&namespace, &vector, count, &vector_filter, None)
+                .await
+                .map(|hits| (hits, None)),
+            Err(error) => Ok((Vec::new(), Some(error))),
+        }
+    };
     if semantic.vectors.ranks_in_process() {
         // The words are ranked, and their rows read, while the query is
         // embedded on another core; the meaning's rows are read after.
         let by_words = async {
-            let lexical = weigh(lexical).await?;
-            match semantic
-                .vectors
-                .hybrid_query(&namespace, None, &lexical, count, &vector_filter)
-                .await?
-            {
+            match by_words.await? {
                 Some(hits) => rows(hits.lexical).await.map(Some),
                 None => Ok(None),
             }
         };
         let by_meaning = async {
-            match semantic.embed_query(workspace_id, query).await {
-                Ok(vector) => {
-                    let hits = semantic
-                        .vectors
-                        .query(&namespace, &vector, count, &vector_filter, None)
-                        .await?;
-                    Ok((rows(hits).await?, None))
-                }
-                Err(error) => Ok((Ranking::unscored(Vec::new()), Some(error))),
-            }
+            let (hits, embed_error) = by_meaning.await?;
+            Ok::<_, Error>((rows(hits).await?, embed_error))
         };
         let (by_words, by_meaning) = tokio::join!(by_words, by_meaning);
         let Some(words) = by_words? else {
             return Ok(None);
         };
-        let (mut meaning, embed_error): (Ranking, Option<Error>) = by_meaning?;
+        let (mut meaning, embed_error) = by_meaning?;
         meaning.lends_to_neighbours = true;
         return Ok(Some(Ranked {
             lists: vec![words, meaning],
             embed_error,
         }));
     }
-    // One request for both lists (Qdrant), after the embedding; the words'
-    // statistics are read meanwhile.
-    let (embedded, lexical) = tokio::join!(semantic.embed_query(workspace_id, query), weigh(lexical));
-    let lexical = lexical?;
-    let (vector, embed_error) = match embedded {
-        Ok(vector) => (Some(vector), None),
-        Err(error) => (None, Some(error)),
-    };
-    let hits = semantic
-        .vectors
-        .hybrid_query(&namespace, vector.as_deref(), &lexical, count, &vector_filter)
-        .await?;
-    let Some(hits) = hits else {
+    // A remote store (Qdrant): both lists' rows in one read, after both.
+    let (by_words, by_meaning) = tokio::join!(by_words, by_meaning);
+    let Some(words) = by_words? else {
         return Ok(None);
     };
-    let mut lists = rows_in_order(store, workspace_id, &[hits.lexical, hits.dense], search, filter).await?;
+    let (meaning, embed_error) = by_meaning?;
+    let mut lists = rows_in_order(store, workspace_id, &[words.lexical, meaning], search, filter).await?;
     lists[1].lends_to_neighbours = true;
     Ok(Some(Ranked { lists, embed_error }))
 }

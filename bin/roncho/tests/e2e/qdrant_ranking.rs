@@ -9,17 +9,25 @@
 //! found by them (Qdrant indexed them); a row that gained words only in
 //! Postgres is not (Postgres did not rank the workspace). The same holds
 //! with the embedder down: Qdrant still ranks the query's words. A message
-//! written after the sync is found at once (the unsynced tail).
+//! written after the sync is found at once (the unsynced tail). And the
+//! query's words go to Qdrant without waiting for its embedding.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use async_trait::async_trait;
 use roncho::config::Role;
 use roncho::server::Services;
+use roncho_core::Result;
+use roncho_core::embed::Embedder;
+use roncho_core::lexical::SparseVector;
 use roncho_core::model::SyncKind;
 use roncho_core::store::SyncLedger;
+use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
+use tokio::sync::Notify;
 use tonic::transport::Channel;
 
 use crate::support;
@@ -235,5 +243,132 @@ async fn a_neighbouring_workspace_never_moves_a_ranking_by_words() {
     let after = search(&setup.served.channel, "trains in the garden", 5).await;
     assert_eq!(ids(&after), ids(&before), "{after:?}");
 
+    setup.finish().await;
+}
+
+/// Qdrant, telling when a query of words alone goes out.
+struct WordsTold {
+    qdrant: Arc<roncho_qdrant::QdrantVectorStore>,
+    words_sent: Arc<Notify>,
+}
+
+#[async_trait]
+impl VectorStore for WordsTold {
+    async fn check_dimensions(&self, dimensions: usize, model_id: &str) -> Result<()> {
+        self.qdrant.check_dimensions(dimensions, model_id).await
+    }
+
+    async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()> {
+        self.qdrant.upsert(namespace, records).await
+    }
+
+    async fn query(
+        &self,
+        namespace: &str,
+        vector: &[f32],
+        top_k: usize,
+        filter: &VectorFilter,
+        max_distance: Option<f32>,
+    ) -> Result<Vec<VectorHit>> {
+        self.qdrant.query(namespace, vector, top_k, filter, max_distance).await
+    }
+
+    async fn ranks_full_text(&self) -> Result<bool> {
+        self.qdrant.ranks_full_text().await
+    }
+
+    async fn term_weighting(&self) -> Result<TermWeighting> {
+        self.qdrant.term_weighting().await
+    }
+
+    async fn hybrid_query(
+        &self,
+        namespace: &str,
+        dense: Option<&[f32]>,
+        lexical: &SparseVector,
+        top_k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Option<HybridHits>> {
+        if dense.is_none() {
+            self.words_sent.notify_one();
+        }
+        self.qdrant.hybrid_query(namespace, dense, lexical, top_k, filter).await
+    }
+
+    async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
+        self.qdrant.delete(namespace, ids).await
+    }
+
+    async fn delete_namespace(&self, namespace: &str) -> Result<()> {
+        self.qdrant.delete_namespace(namespace).await
+    }
+}
+
+/// The test embedder, whose search queries wait until their words have
+/// gone to Qdrant (a slow model's embedding, which the words need not wait for).
+struct AfterTheWords {
+    inner: roncho_embed::hashing::TestHashingEmbedder,
+    words_sent: Arc<Notify>,
+}
+
+#[async_trait]
+impl Embedder for AfterTheWords {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.inner.embed(texts).await
+    }
+
+    async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
+        self.words_sent.notified().await;
+        self.inner.embed_query(text).await
+    }
+
+    fn dimensions(&self) -> usize {
+        self.inner.dimensions()
+    }
+
+    fn model_id(&self) -> String {
+        self.inner.model_id()
+    }
+}
+
+/// A hybrid search sends the query's words to Qdrant as soon as their
+/// statistics are read, while the query is still being embedded: with a
+/// search whose embedding waits for that, it answers, by both lists.
+#[tokio::test]
+async fn a_querys_words_go_to_qdrant_while_it_is_embedded() {
+    let Some(setup) = Setup::start("words_first").await else {
+        return;
+    };
+    let written = support::write_as(
+        &setup.served.channel,
+        "alice",
+        &["The kitten sleeps on the sofa", "Trains were late today"],
+    )
+    .await;
+    setup.reconciler.pass().await.unwrap();
+
+    let words_sent = Arc::new(Notify::new());
+    let services = Services {
+        semantic: Some(roncho_search::Semantic::new(
+            Arc::new(AfterTheWords {
+                inner: roncho_embed::hashing::TestHashingEmbedder::new(64),
+                words_sent: words_sent.clone(),
+            }),
+            Arc::new(WordsTold {
+                qdrant: setup.qdrant.clone(),
+                words_sent,
+            }),
+        )),
+        ..Services::store_only(setup.store.clone())
+    };
+    let served = support::serve(services, &Role::ALL).await;
+    let found = tokio::time::timeout(Duration::from_secs(30), search(&served.channel, "kitten", 5))
+        .await
+        .expect("the words' query waited for the embedding, which waited for it");
+    assert_eq!(found.mode, "hybrid", "{found:?}");
+    assert!(found.degraded_reason.is_empty(), "{found:?}");
+    assert_eq!(ids(&found)[0], written[0].id, "{found:?}");
+
+    served.shutdown.cancel();
     setup.finish().await;
 }

@@ -112,9 +112,10 @@ pub trait VectorStore: Send + Sync + 'static {
     fn indexes_text_at_once(&self) -> bool {
         false
     }
-    /// Whether [`VectorStore::hybrid_query`]'s two lists cost no more asked
-    /// for apart, each in its own request (the store ranks in process):
-    /// search then ranks a query's words while it embeds the query.
+    /// Whether [`VectorStore::hybrid_query`] ranks in process, where a
+    /// list's rows are best read as soon as it is ranked: search then reads
+    /// the rows of a query's words while it embeds the query, and those of
+    /// a remote store's two lists in one read after both.
     fn ranks_in_process(&self) -> bool {
         false
     }
