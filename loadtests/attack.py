@@ -17,6 +17,14 @@ Attacks, each against loopback only:
                messages was erased
   data files   the data directory scanned for erased text once the erasure's
                receipt says its bytes were overwritten (60 s at most)
+  watch        100,000 health Watch streams asked for on 400 connections
+               (no key needed), RSS before, with them and after they close
+  stages       each stage of a connection started and not finished: HTTP/2's
+               opening at several byte offsets on gRPC and REST, an HTTP/1
+               head, a body on REST and on /mcp (a peer key's); each must be
+               closed within its timeout
+  webhooks metered
+               TestWebhook called as fast as possible: refused past its rate
 
 Needs grpcio (the Python client's venv). Standard library otherwise.
 """
@@ -360,6 +368,100 @@ def replay_and_data_files(args):
            f"{args.data_dir}: {found or 'none'}")
 
 
+async def watch_flood(args, connections=400, per_connection=250):
+    """Health Watch streams need no key: ask for `connections` ×
+    `per_connection` of them, hold what is granted, then let all go."""
+    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    baseline = rss_mb(args.pid)
+    channels = [grpc.aio.insecure_channel(args.grpc, options=[("grpc.use_local_subchannel_pool", 1),
+                                                             ("grpc.http2.max_pings_without_data", 0)])
+                for _ in range(connections)]
+    granted, refused, other = [], 0, []
+
+    async def one(channel):
+        nonlocal refused
+        call = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest())
+        try:
+            await asyncio.wait_for(call.read(), timeout=30)
+            granted.append(call)
+        except grpc.aio.AioRpcError as error:
+            if error.code() == grpc.StatusCode.RESOURCE_EXHAUSTED:
+                refused += 1
+            else:
+                other.append(error.code().name)
+        except asyncio.TimeoutError:
+            other.append("no answer in 30 s")
+            call.cancel()
+
+    started = time.monotonic()
+    for channel in channels:
+        await asyncio.gather(*(one(channel) for _ in range(per_connection)))
+    asked = time.monotonic() - started
+    during = rss_mb(args.pid)
+    for call in granted:
+        call.cancel()
+    for channel in channels:
+        await channel.close()
+    # The server hands freed memory back once the flood has passed (a check every 5 s).
+    await asyncio.sleep(12)
+    after = rss_mb(args.pid)
+    held = not other and len(granted) <= 2_048 and after <= baseline * 1.2 + 1
+    report("health Watch streams", held,
+           f"{connections * per_connection} asked on {connections} connections in {asked:.0f} s: {len(granted)} "
+           f"granted, {refused} refused, other {sorted(set(other))[:3] or 'none'}; RSS {baseline:.0f} MB before, "
+           f"{during:.0f} MB with them, {after:.0f} MB after")
+
+
+async def stages(args, key):
+    """Every stage of a connection started and left unfinished is closed
+    within its timeout, whatever bytes of it arrived."""
+    host, grpc_port = args.grpc.rsplit(":", 1)
+    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
+    opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100])
+    cases = []
+    for offset in (1, 12, 23, 24, 30, 33, 38):
+        cases.append((f"gRPC, HTTP/2 opening cut at {offset}", host, grpc_port, opening[:offset], args.header_timeout))
+        cases.append((f"REST, HTTP/2 opening cut at {offset}", rest_host, rest_port, opening[:offset],
+                      args.header_timeout))
+    cases.append(("REST, half a head", rest_host, rest_port, b"POST /v3/workspaces HTTP/1.1\r\nHost: 127.0.0.1\r\nCont",
+                  args.header_timeout))
+    for path in ("/v3/workspaces/quiet/sessions/list", "/mcp"):
+        head = (f"POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n"
+                "Content-Type: application/json\r\nAccept: application/json, text/event-stream\r\n"
+                "Content-Length: 100000\r\n\r\n{").encode()
+        cases.append((f"a body that never comes on {path}", rest_host, rest_port, head, args.body_timeout))
+
+    async def one(name, to_host, port, data, timeout):
+        reader, writer = await asyncio.open_connection(to_host, int(port), local_addr=("127.0.0.9", 0))
+        writer.write(data)
+        await writer.drain()
+        started = time.monotonic()
+        try:
+            while await asyncio.wait_for(reader.read(4096), timeout=timeout + 10):
+                pass
+            return name, True, time.monotonic() - started
+        except (asyncio.TimeoutError, OSError):
+            return name, False, time.monotonic() - started
+        finally:
+            writer.close()
+
+    outcomes = await asyncio.gather(*(one(*case) for case in cases))
+    still_open = [name for name, closed, _ in outcomes if not closed]
+    slowest = max(seconds for _, _, seconds in outcomes)
+    report("unfinished connection stages", not still_open,
+           f"{len(cases)} stages left unfinished, each closed within its timeout + {slowest - max(args.header_timeout, args.body_timeout):.1f} s "
+           f"at most; still open: {still_open or 'none'}")
+
+
+def webhook_tests_metered(args):
+    statuses = {}
+    for _ in range(200):
+        status, _ = rest_call(args.rest, "GET", "/v3/workspaces/loud/webhooks/test", args.loud)
+        statuses[status] = statuses.get(status, 0) + 1
+    report("TestWebhook metered", statuses.get(429, 0) > 0 and statuses.get(200, 0) <= 60,
+           f"200 calls from one workspace's key: {statuses}")
+
+
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--flood":
         rest, grpc_target, sources, count, wait = sys.argv[2:7]
@@ -380,6 +482,9 @@ def main():
     protobuf(args)
     asyncio.run(half_open(args))
     asyncio.run(slow_bodies(args))
+    asyncio.run(stages(args, args.loud))
+    asyncio.run(watch_flood(args))
+    webhook_tests_metered(args)
     replay_and_data_files(args)
     failed = [name for name, held, _ in results if not held]
     print(f"attacks: {len(results) - len(failed)} held, {len(failed)} got through {failed or ''}")

@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
-# Replays an afternoon's attacks against the release build with keys on, and
-# prints what held (loadtests/attack.py): webhook spellings of loopback
-# against a listener on it, malformed and deeply nested protobuf, half-open
+# Replays the attacks against the release build with keys on, and prints
+# what held (loadtests/attack.py): webhook spellings of loopback against a
+# listener on it, malformed and deeply nested protobuf, half-open
 # connections on the REST and gRPC listeners (RSS before, during, after),
-# slow bodies from one workspace's key while another workspace works, a
-# retry after an erasure, and a scan of the data directory for erased text.
+# slow bodies from one workspace's key while another workspace works, every
+# connection stage left unfinished, 100,000 health Watch streams (RSS
+# before, during, after), TestWebhook floods, a retry after an erasure, and
+# a scan of the data directory for erased text. The browser's attacks are
+# clients/browser/run-attack.sh's (a real Chromium), the neighbours' and
+# the proxy's bin/roncho/tests/e2e/boundaries.rs.
 # Exits 1 when anything got through. Loopback only: the flood comes from
 # 127.0.0.2.. so that the checks from 127.0.0.1 are another client.
 #
@@ -18,9 +22,9 @@ grpc_port=$(free_port)
 rest_port=$(free_port)
 
 venv=${RONCHO_CACHE:-$HOME/.cache/roncho}/venv-python-client
-if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import grpc" 2>/dev/null; then
-  python3 -m venv "$venv"
-  "$venv/bin/pip" install -q grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-status==1.85.1
+if [ ! -x "$venv/bin/python" ] || ! "$venv/bin/python" -c "import grpc, grpc_health" 2>/dev/null; then
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q grpcio==1.85.1 grpcio-tools==1.85.1 grpcio-status==1.85.1 grpcio-health-checking==1.85.1
 fi
 
 # Short enough body timeout for the run to take a minute; the others at their defaults.

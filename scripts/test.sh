@@ -63,3 +63,6 @@ clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 HONCHO_SDK_VERSION=newest clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # The official Python MCP client (PyPI mcp, pinned) against `roncho mcp` (stdio) and `/mcp` (HTTP).
 clients/mcp/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
+# Pages of other origins in a real headless Chromium (Debian's) against a
+# zero-setup server: they neither write nor read, rebinding included.
+clients/browser/run-attack.sh "$CARGO_TARGET_DIR/debug/roncho"

@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+pub mod tunnel;
 pub mod webhook;
 
 /// Longest `Retry-After` waited out within a request.

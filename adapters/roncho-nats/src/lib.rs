@@ -177,6 +177,9 @@ struct Buffer {
     units: HashMap<String, Deliveries>,
     /// Units claimed here: key → lease deadline.
     held: HashMap<String, Instant>,
+    /// Which workspace had the last claim here: erasures first, then the
+    /// workspaces take turns.
+    turns: roncho_core::queue::Turns,
 }
 
 impl Buffer {
@@ -188,7 +191,7 @@ impl Buffer {
             .filter(|(key, _)| self.held.get(*key).is_none_or(|deadline| *deadline <= now))
             .filter_map(|(key, tasks)| Some((*tasks.keys().next()?, key, tasks)))
             .collect();
-        units.sort_unstable_by_key(|(first, _, _)| *first);
+        units = self.turns.order(units, |(first, key, _)| (key.as_str(), *first));
         units
             .into_iter()
             .take(CANDIDATES)
@@ -875,6 +878,7 @@ impl Inner {
                 }
             }
             buffer.held.insert(claim.work_unit_key.clone(), Instant::now() + lease);
+            buffer.turns.claimed(&claim.work_unit_key);
         }
         Ok(claim)
     }

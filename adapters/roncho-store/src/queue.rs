@@ -33,12 +33,17 @@ const MAX_FAILURES: i64 = 100;
 #[derive(Debug, Clone)]
 pub struct SqlWorkQueue {
     store: Arc<SqlStore>,
+    /// Which workspace had the last claim here: the next looks on from it.
+    turns: Arc<roncho_core::queue::Turns>,
 }
 
 impl SqlWorkQueue {
     /// Returns the queue in `store`'s database.
     pub fn new(store: Arc<SqlStore>) -> Self {
-        Self { store }
+        Self {
+            store,
+            turns: Arc::default(),
+        }
     }
 
     /// The store whose tables hold the queue.
@@ -346,6 +351,48 @@ fn push_filter(sql: &mut Sql, filter: &StatusFilter) {
     }
 }
 
+/// Where a claim looks for ready work (see [`roncho_core::queue::Turns`]).
+enum Turn<'a> {
+    /// Erasures, oldest first.
+    Erasures,
+    /// Any, oldest first (before any claim).
+    Oldest,
+    /// The workspaces after this one, in order, each's oldest first.
+    After(&'a str),
+    /// Every workspace, in order, each's oldest first.
+    FromFirst,
+}
+
+/// Returns up to [`CLAIM_CANDIDATES`] work units of `task_types` whose
+/// oldest pending task is ready and that nobody holds, where `turn` says.
+async fn ready_heads(conn: &mut AnyConnection, task_types: &[&str], now: i64, turn: Turn<'_>) -> Result<Vec<String>> {
+    let mut sql = Sql::new("SELECT t.work_unit_key FROM work_tasks t WHERE t.state = 'pending' AND t.task_type IN ");
+    let types: Vec<String> = task_types.iter().map(|kind| (*kind).to_owned()).collect();
+    sql.push_list(&types).push(" AND t.available_at <= ").bind(now);
+    if let Turn::After(last) = turn {
+        sql.push(" AND t.workspace_name > ").bind(last);
+    }
+    sql.push(
+        " AND NOT EXISTS (SELECT 1 FROM work_tasks e WHERE e.state = 'pending' \
+         AND e.work_unit_key = t.work_unit_key AND e.id < t.id) \
+         AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
+    )
+    .bind(now);
+    sql.push(match turn {
+        Turn::Erasures | Turn::Oldest => ") ORDER BY t.id LIMIT ",
+        Turn::After(_) | Turn::FromFirst => ") ORDER BY t.workspace_name, t.id LIMIT ",
+    })
+    .bind(CLAIM_CANDIDATES);
+    sql.query(Dialect::of(conn))?
+        .fetch_all(&mut *conn)
+        .await
+        .map_err(db_error)?
+        .iter()
+        .map(|row| row.try_get("work_unit_key"))
+        .collect::<std::result::Result<_, _>>()
+        .map_err(db_error)
+}
+
 /// Leases the first of `candidates` (work unit keys, in preference order)
 /// that nobody holds and whose next pending task is ready — and, where a
 /// candidate names the task ids delivered to this worker, has been
@@ -499,31 +546,28 @@ impl WorkQueue for SqlWorkQueue {
         }
         let now = now_micros();
         let mut tx = self.store.begin_write().await?;
-        // Units whose oldest pending task is ready and that nobody holds.
-        let mut sql =
-            Sql::new("SELECT t.work_unit_key FROM work_tasks t WHERE t.state = 'pending' AND t.task_type IN ");
-        let types: Vec<String> = task_types.iter().map(|kind| (*kind).to_owned()).collect();
-        sql.push_list(&types).push(" AND t.available_at <= ").bind(now);
-        sql.push(
-            " AND NOT EXISTS (SELECT 1 FROM work_tasks e WHERE e.state = 'pending' \
-             AND e.work_unit_key = t.work_unit_key AND e.id < t.id) \
-             AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ",
-        )
-        .bind(now)
-        .push(") ORDER BY t.id LIMIT ")
-        .bind(CLAIM_CANDIDATES);
-        let candidates: Vec<String> = sql
-            .query(self.store.dialect())?
-            .fetch_all(tx.conn())
-            .await
-            .map_err(db_error)?
-            .iter()
-            .map(|row| row.try_get("work_unit_key"))
-            .collect::<std::result::Result<_, _>>()
-            .map_err(db_error)?;
+        // Erasures first; then the workspaces after the last one claimed,
+        // then from the first around to it (see `Turns`).
+        let last = self.turns.last();
+        let mut candidates = Vec::new();
+        if task_types.contains(&roncho_core::queue::FIRST) {
+            candidates = ready_heads(tx.conn(), &[roncho_core::queue::FIRST], now, Turn::Erasures).await?;
+        }
+        if candidates.is_empty() {
+            candidates = match &last {
+                None => ready_heads(tx.conn(), task_types, now, Turn::Oldest).await?,
+                Some(last) => ready_heads(tx.conn(), task_types, now, Turn::After(last)).await?,
+            };
+        }
+        if candidates.is_empty() && last.is_some() {
+            candidates = ready_heads(tx.conn(), task_types, now, Turn::FromFirst).await?;
+        }
         let candidates = candidates.iter().map(|key| (key.as_str(), None)).collect();
         let claim = claim_first(tx.conn(), worker, candidates, max, lease).await?;
         tx.commit().await?;
+        if let Some(claim) = &claim {
+            self.turns.claimed(&claim.work_unit_key);
+        }
         Ok(claim)
     }
 

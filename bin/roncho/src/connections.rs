@@ -11,12 +11,16 @@
 //!   descriptor back at once. The process cap is kept below the descriptor
 //!   limit with room for the store's pool, the resolver and the workers.
 //!   When a flood has passed, freed memory is handed back to the system.
-//! - A [`Guarded`] connection must send its first bytes (HTTP/2's 24-byte
-//!   preface on gRPC) within the handshake timeout, or it is closed.
+//! - A [`Guarded`] connection must finish its opening within the handshake
+//!   timeout, or it is closed, whatever bytes of it arrived: HTTP/2's
+//!   preface and first SETTINGS frame on gRPC, and on the HTTP listeners
+//!   its first byte, or the preface and SETTINGS when it speaks HTTP/2.
 //! - HTTP/1 listeners ([`serve_http`]) close a connection whose request
 //!   head does not arrive within the header timeout; the timer also runs
 //!   while a kept-alive connection waits for its next request, which makes
-//!   it the idle timeout too.
+//!   it the idle timeout too. A connection is established (no longer
+//!   evicted for others) once a whole request arrived, its body included,
+//!   or was answered: one holding a request head is not.
 //!
 //! docs/security.md, "Connections", lists each limit and its setting.
 
@@ -39,7 +43,7 @@ use tokio_util::sync::CancellationToken;
 /// resolver, NATS, Qdrant, model providers, log files and a margin.
 pub const DESCRIPTOR_HEADROOM: u64 = 1_024;
 
-/// The bytes an HTTP/2 client sends first (its connection preface).
+/// The length of the bytes an HTTP/2 client sends first (its connection preface).
 pub const HTTP2_PREFACE_BYTES: usize = 24;
 
 /// Connection-level limits of a process.
@@ -98,8 +102,8 @@ impl ConnectionLimits {
 #[derive(Debug, Default)]
 pub struct ConnectionStats {
     open: AtomicUsize,
-    /// The most open since memory was last handed back.
-    peak: AtomicUsize,
+    /// Connections accepted, ever (refused ones included).
+    accepted: AtomicU64,
     refused_process: AtomicU64,
     refused_address: AtomicU64,
     evicted: AtomicU64,
@@ -110,6 +114,11 @@ impl ConnectionStats {
     /// Connections open now.
     pub fn open(&self) -> usize {
         self.open.load(Ordering::Relaxed)
+    }
+
+    /// Connections accepted since the process started, refused ones included.
+    pub fn accepted(&self) -> u64 {
+        self.accepted.load(Ordering::Relaxed)
     }
 
     /// Connections closed at accept because the process was at its cap.
@@ -155,9 +164,40 @@ impl Established {
     }
 }
 
-/// Connections past this many open, once down to a quarter of it, hand
-/// freed memory back to the system.
-const TRIM_AFTER_PEAK: usize = 1_024;
+/// Connections and calls past this many since memory was last handed
+/// back make a flood: once it has passed, freed memory is handed back.
+const FLOOD: u64 = 1_024;
+/// What is still open or in flight when a flood counts as passed.
+const QUIET: u64 = 64;
+/// How often the process looks for a flood that passed.
+const FLOOD_CHECK_INTERVAL: Duration = Duration::from_secs(5);
+
+/// Hands freed memory back to the system after any flood has passed —
+/// connections, requests or calls that need no key, let in or refused —
+/// so RSS returns near its baseline: glibc keeps freed pages in its
+/// arenas (after 20,000 connections or 100,000 health streams came and
+/// went, RSS stayed at its peak). Runs until `shutdown`.
+pub async fn hand_back_after_floods(
+    connections: Arc<ConnectionStats>,
+    calls: Arc<roncho_gate::admission::AdmissionStats>,
+    shutdown: CancellationToken,
+) {
+    let activity = || connections.accepted() + calls.calls();
+    let mut since = activity();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            () = tokio::time::sleep(FLOOD_CHECK_INTERVAL) => {}
+        }
+        let now = activity();
+        let busy = connections.open() + calls.in_flight() + calls.open_in_flight();
+        if now.saturating_sub(since) >= FLOOD && u64::try_from(busy).unwrap_or(u64::MAX) <= QUIET {
+            tracing::debug!(calls = now - since, "a flood passed: handing freed memory back");
+            hand_back_memory();
+            since = now;
+        }
+    }
+}
 
 /// Counts open connections per process and per client address, shared by
 /// every listener of the process.
@@ -200,7 +240,7 @@ impl ConnectionGate {
     /// the address cap); `None` when there is none to take.
     pub fn admit(&self, peer: IpAddr) -> Option<ConnectionPermit> {
         let open = self.stats.open.fetch_add(1, Ordering::AcqRel) + 1;
-        self.stats.peak.fetch_max(open, Ordering::Relaxed);
+        self.stats.accepted.fetch_add(1, Ordering::Relaxed);
         let mut permit = ConnectionPermit {
             gate: self.clone(),
             address: None,
@@ -318,29 +358,14 @@ pub struct ConnectionPermit {
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        let stats = &self.gate.stats;
-        let open = stats.open.fetch_sub(1, Ordering::AcqRel) - 1;
+        self.gate.stats.open.fetch_sub(1, Ordering::AcqRel);
         if let Some(address) = &self.address {
             self.gate.per_address.give_back(address);
-        }
-        // A flood has passed: the memory its connections held is free in
-        // the allocator, which keeps it unless told to give it back.
-        let peak = stats.peak.load(Ordering::Relaxed);
-        if peak >= TRIM_AFTER_PEAK
-            && open <= peak / 4
-            && stats
-                .peak
-                .compare_exchange(peak, open, Ordering::AcqRel, Ordering::Relaxed)
-                .is_ok()
-        {
-            hand_back_memory();
         }
     }
 }
 
-/// Returns the allocator's free memory to the system (glibc keeps freed
-/// pages in its arenas: after 20,000 connections came and went, RSS stayed
-/// at its peak), off the async threads.
+/// Returns the allocator's free memory to the system, off the async threads.
 #[cfg_attr(
     all(target_os = "linux", target_env = "gnu"),
     expect(unsafe_code, reason = "glibc's malloc_trim has no safe binding")
@@ -359,22 +384,102 @@ fn hand_back_memory() {
 /// What a connection must send first, and what that makes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FirstBytes {
-    /// HTTP/2's preface: once it came, the connection is established.
+    /// HTTP/2's preface and its first SETTINGS frame, whole: once they
+    /// came, the connection is established.
     Http2Preface,
-    /// Any byte (the protocol is told from the first ones); the server
-    /// marks the connection established when a whole request arrived.
+    /// Any byte (the protocol is told from the first ones); when they are
+    /// HTTP/2's preface, the preface and its SETTINGS frame, whole. The
+    /// server marks the connection established when a whole request arrived.
     Any,
 }
 
+/// The bytes an HTTP/2 client sends first (its connection preface).
+const HTTP2_PREFACE: &[u8; HTTP2_PREFACE_BYTES] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+/// An HTTP/2 frame header's length, and the SETTINGS frame's type.
+const FRAME_HEADER_BYTES: usize = 9;
+const SETTINGS_FRAME: u8 = 0x4;
+
+/// How far a connection's opening has come: the stage that must be
+/// finished, whatever bytes of it arrived, within the handshake timeout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opening {
+    /// No byte yet, of a connection that may speak either protocol.
+    AnyFirstByte,
+    /// This many bytes of HTTP/2's preface arrived.
+    Preface(usize),
+    /// The preface came; this many bytes of the SETTINGS frame's header.
+    SettingsHeader([u8; FRAME_HEADER_BYTES], usize),
+    /// This many bytes of the SETTINGS frame's payload are still to come.
+    SettingsPayload(usize),
+}
+
+/// What a connection's opening bytes came to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Opened {
+    /// More is awaited.
+    Awaiting,
+    /// HTTP/2's preface and SETTINGS came whole.
+    Http2,
+    /// Something else (HTTP/1, or bytes the protocol will refuse): its own
+    /// timeouts take over.
+    Other,
+}
+
+impl Opening {
+    fn new(first: FirstBytes) -> Self {
+        match first {
+            FirstBytes::Http2Preface => Opening::Preface(0),
+            FirstBytes::Any => Opening::AnyFirstByte,
+        }
+    }
+
+    /// Takes `bytes`, the next ones the connection sent.
+    fn feed(&mut self, bytes: &[u8]) -> Opened {
+        for &byte in bytes {
+            *self = match *self {
+                // HTTP/1 begins with a method, which is never `PRI`'s `P`
+                // followed by the rest of the preface.
+                Opening::AnyFirstByte | Opening::Preface(0) if byte != HTTP2_PREFACE[0] => return Opened::Other,
+                Opening::AnyFirstByte => Opening::Preface(1),
+                Opening::Preface(seen) if byte != HTTP2_PREFACE[seen] => return Opened::Other,
+                Opening::Preface(seen) if seen + 1 == HTTP2_PREFACE_BYTES => {
+                    Opening::SettingsHeader([0; FRAME_HEADER_BYTES], 0)
+                }
+                Opening::Preface(seen) => Opening::Preface(seen + 1),
+                Opening::SettingsHeader(mut header, seen) => {
+                    header[seen] = byte;
+                    if seen + 1 < FRAME_HEADER_BYTES {
+                        Opening::SettingsHeader(header, seen + 1)
+                    } else if header[3] != SETTINGS_FRAME {
+                        // A protocol error HTTP/2 itself answers.
+                        return Opened::Other;
+                    } else {
+                        let length =
+                            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+                        match length {
+                            0 => return Opened::Http2,
+                            length => Opening::SettingsPayload(length),
+                        }
+                    }
+                }
+                Opening::SettingsPayload(1) => return Opened::Http2,
+                Opening::SettingsPayload(left) => Opening::SettingsPayload(left - 1),
+            };
+        }
+        Opened::Awaiting
+    }
+}
+
 /// A connection that holds its place while open and fails its reads when
-/// its first bytes do not arrive within the handshake timeout (`TimedOut`)
-/// or the gate closed it to make room (`ConnectionAborted`), which closes it.
+/// its opening (see [`FirstBytes`]) does not arrive whole within the
+/// handshake timeout (`TimedOut`) or the gate closed it to make room
+/// (`ConnectionAborted`), which closes it.
 pub struct Guarded<S> {
     inner: S,
     permit: ConnectionPermit,
-    /// Bytes still awaited, and by when; `None` once they came.
-    first: Option<(usize, Pin<Box<tokio::time::Sleep>>)>,
-    /// Whether the first bytes establish the connection.
+    /// The opening still awaited, and by when; `None` once it came.
+    opening: Option<(Opening, Pin<Box<tokio::time::Sleep>>)>,
+    /// Whether HTTP/2's opening establishes the connection.
     establishes: bool,
 }
 
@@ -382,15 +487,11 @@ impl<S> Guarded<S> {
     /// Wraps `inner`, which must send `first` within the handshake timeout.
     pub fn new(inner: S, permit: ConnectionPermit, first: FirstBytes) -> Self {
         let timeout = permit.gate.limits.handshake_timeout;
-        let (bytes, establishes) = match first {
-            FirstBytes::Http2Preface => (HTTP2_PREFACE_BYTES, true),
-            FirstBytes::Any => (1, false),
-        };
         Self {
             inner,
             permit,
-            first: Some((bytes, Box::pin(tokio::time::sleep(timeout)))),
-            establishes,
+            opening: Some((Opening::new(first), Box::pin(tokio::time::sleep(timeout)))),
+            establishes: first == FirstBytes::Http2Preface,
         }
     }
 
@@ -420,29 +521,38 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(context, buf);
-        let Some((awaited, deadline)) = &mut this.first else {
+        let Some((opening, deadline)) = &mut this.opening else {
             return polled;
         };
         match polled {
             Poll::Ready(Ok(())) => {
-                let read = buf.filled().len() - before;
-                *awaited = awaited.saturating_sub(read);
-                if *awaited == 0 || read == 0 {
-                    this.first = None;
-                    if this.establishes && read > 0 {
-                        state.established.store(true, Ordering::Release);
+                let read = &buf.filled()[before..];
+                let opened = match read.is_empty() {
+                    // The end: nothing more to wait for.
+                    true => Opened::Other,
+                    false => opening.feed(read),
+                };
+                match opened {
+                    Opened::Awaiting => {}
+                    Opened::Http2 => {
+                        this.opening = None;
+                        if this.establishes {
+                            state.established.store(true, Ordering::Release);
+                        }
                     }
+                    Opened::Other => this.opening = None,
                 }
                 Poll::Ready(Ok(()))
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => {
                 if deadline.as_mut().poll(context).is_ready() {
-                    this.first = None;
+                    this.opening = None;
                     this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
                     return Poll::Ready(Err(io::Error::new(
                         io::ErrorKind::TimedOut,
-                        "the connection's first bytes did not arrive within the handshake timeout",
+                        "the connection's opening (its first bytes, HTTP/2's preface and settings) did not arrive \
+                         within the handshake timeout",
                     )));
                 }
                 Poll::Pending
@@ -495,6 +605,16 @@ pub trait HttpListener: Send + 'static {
     fn accept(&mut self) -> impl Future<Output = Option<(Guarded<Self::Stream>, SocketAddr)>> + Send;
 }
 
+/// What an HTTP listener of the process applies: its connections' limits,
+/// the browser rules, and the door (for metrics and probes, the places of
+/// calls that need no key).
+#[derive(Debug, Clone)]
+pub struct HttpEdge {
+    pub gate: ConnectionGate,
+    pub browsers: Arc<roncho_gate::BrowserPolicy>,
+    pub door: roncho_gate::Door,
+}
+
 /// Plain TCP connections let in by a gate.
 pub struct GatedListener {
     listener: TcpListener,
@@ -523,7 +643,9 @@ impl HttpListener for GatedListener {
 }
 
 /// Serves `app` over HTTP/1.1 or HTTP/2 on `listener` until `shutdown`,
-/// then lets the requests in progress finish. HTTP/1 request heads must
+/// then lets the requests in progress finish. Every request is judged by
+/// `browsers` first (web pages of other origins, hosts that are not this
+/// server's). HTTP/1 request heads must
 /// arrive within `header_timeout` (also the keep-alive idle timeout);
 /// HTTP/2 connections that stop answering pings are dropped. Each request
 /// carries its peer's address as the gate's [`roncho_gate::Peer`], which
@@ -532,8 +654,10 @@ pub async fn serve_http<L: HttpListener>(
     mut listener: L,
     app: axum::Router,
     header_timeout: Duration,
+    browsers: Arc<roncho_gate::BrowserPolicy>,
     shutdown: CancellationToken,
 ) {
+    let app = crate::browsers::guard(app, browsers);
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder
@@ -557,12 +681,28 @@ pub async fn serve_http<L: HttpListener>(
         };
         let info = roncho_gate::Peer(peer);
         let app = app.clone();
-        // A connection that sent a whole request head is not evicted for another.
+        // A connection that sent a whole request (or was answered) is not
+        // evicted for another; one that holds a head and a body to come is.
         let established = io.established();
         let service = hyper::service::service_fn(move |mut request: http::Request<hyper::body::Incoming>| {
-            established.mark();
             request.extensions_mut().insert(info);
-            tower_service::Service::call(&mut app.clone(), request.map(axum::body::Body::new))
+            let established = established.clone();
+            let request = match http_body::Body::is_end_stream(request.body()) {
+                true => {
+                    established.mark();
+                    request.map(axum::body::Body::new)
+                }
+                false => request.map(|body| {
+                    let marks = MarkWhenDone(established.clone());
+                    axum::body::Body::new(roncho_gate::SlotBody::new(body, Some(marks)))
+                }),
+            };
+            let call = tower_service::Service::call(&mut app.clone(), request);
+            async move {
+                let response = call.await;
+                established.mark();
+                response
+            }
         });
         let connection = builder.serve_connection_with_upgrades(TokioIo::new(io), service);
         let connection = graceful.watch(connection.into_owned());
@@ -574,6 +714,16 @@ pub async fn serve_http<L: HttpListener>(
     }
     drop(listener);
     graceful.shutdown().await;
+}
+
+/// Marks its connection established when dropped: held by a request body
+/// until the body has arrived whole (or is given up after the answer).
+struct MarkWhenDone(Established);
+
+impl Drop for MarkWhenDone {
+    fn drop(&mut self) {
+        self.0.mark();
+    }
 }
 
 #[cfg(test)]
@@ -636,6 +786,64 @@ mod tests {
         assert!(limits.max_per_address <= limits.max_open);
     }
 
+    /// HTTP/2's preface and a SETTINGS frame with one setting.
+    fn http2_opening() -> Vec<u8> {
+        let mut bytes = HTTP2_PREFACE.to_vec();
+        bytes.extend([0, 0, 6, SETTINGS_FRAME, 0, 0, 0, 0, 0]);
+        bytes.extend([0, 3, 0, 0, 0, 100]);
+        bytes
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_opening_stopped_at_any_byte_is_closed_at_the_handshake_timeout() {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let gate = ConnectionGate::new(ConnectionLimits {
+            handshake_timeout: Duration::from_secs(5),
+            ..ConnectionLimits::default()
+        });
+        let opening = http2_opening();
+        for first in [FirstBytes::Http2Preface, FirstBytes::Any] {
+            for sent in 0..opening.len() {
+                if first == FirstBytes::Any && sent == 0 {
+                    // Silence is the other test's.
+                    continue;
+                }
+                let (mut client, server) = tokio::io::duplex(256);
+                let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), first);
+                client.write_all(&opening[..sent]).await.unwrap();
+                let mut buf = vec![0; 256];
+                let outcome = tokio::time::timeout(Duration::from_secs(6), async {
+                    loop {
+                        match guarded.read(&mut buf).await {
+                            Ok(0) => return Ok(()),
+                            Ok(_) => continue,
+                            Err(error) => return Err(error.kind()),
+                        }
+                    }
+                })
+                .await
+                .unwrap_or_else(|_| panic!("{first:?} stopped after {sent} bytes: still open past the timeout"));
+                assert_eq!(outcome, Err(io::ErrorKind::TimedOut), "{first:?} after {sent} bytes");
+                assert!(!guarded.permit.state.established.load(Ordering::Acquire));
+            }
+        }
+        // HTTP/1 is told from its first byte: its own header timeout takes over.
+        let (mut client, server) = tokio::io::duplex(256);
+        let mut guarded = Guarded::new(
+            server,
+            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            FirstBytes::Any,
+        );
+        client.write_all(b"POST /v3/workspaces HT").await.unwrap();
+        let mut buf = vec![0; 256];
+        assert_eq!(guarded.read(&mut buf).await.unwrap(), 22);
+        assert!(
+            tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf))
+                .await
+                .is_err()
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn a_connection_silent_past_the_handshake_timeout_is_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -665,12 +873,12 @@ mod tests {
             gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
             FirstBytes::Http2Preface,
         );
-        client2.write_all(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n--").await.unwrap();
-        let mut preface = [0; 26];
+        client2.write_all(&http2_opening()).await.unwrap();
+        let mut preface = [0; 39];
         guarded.read_exact(&mut preface).await.unwrap();
         assert!(
             guarded.permit.state.established.load(Ordering::Acquire),
-            "the preface establishes it"
+            "the preface and settings establish it"
         );
         let quiet = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
         assert!(quiet.is_err(), "no deadline once the first bytes came");

@@ -1,9 +1,11 @@
 //! The `roncho` binary: one process that runs any set of roles.
 //!
 //! # Layout
+//! - [`browsers`]: the browser rules in front of every HTTP router.
 //! - [`config`]: typed configuration, layered defaults < file < env < flags.
 //! - [`connections`]: connection-level limits of every listener.
 //! - [`import`]: `roncho import --from-honcho`, a Honcho v3 database into the store.
+//! - [`local_key`]: a key for a loopback server, kept in the data directory.
 //! - [`metrics`]: Prometheus metrics at `/metrics`.
 //! - [`node`]: a process started in named steps (`roncho serve`).
 //! - [`pdf`]: PDF text in a memory- and time-limited child process.
@@ -14,9 +16,11 @@
 //! - [`tls`]: TLS and mutual TLS on the gRPC listener, reloaded as files change.
 //! - [`wiring`]: the ports a configuration asks for.
 
+pub mod browsers;
 pub mod config;
 pub mod connections;
 pub mod import;
+pub mod local_key;
 pub mod metrics;
 pub mod node;
 pub mod observe;

@@ -192,6 +192,9 @@ struct CommonFlags {
     /// Serves a non-loopback address without authentication: anyone who reaches it can do anything.
     #[arg(long)]
     insecure_no_auth: bool,
+    /// Requires keys with a secret generated into the data directory (admin key in <data-dir>/auth/admin.key).
+    #[arg(long)]
+    local_key: bool,
     /// PEM certificate chain: serve gRPC over TLS (env RONCHO_TLS_CERT_FILE).
     #[arg(long)]
     tls_cert_file: Option<PathBuf>,
@@ -228,6 +231,7 @@ impl CommonFlags {
         flags.search.qdrant_url = self.qdrant_url.clone();
         flags.auth.auth_jwt_secret = self.auth_jwt_secret.clone();
         flags.auth.insecure_no_auth = self.insecure_no_auth.then_some(true);
+        flags.auth.local_key = self.local_key.then_some(true);
         flags.telemetry.log = self.log.clone();
         flags
     }
@@ -384,9 +388,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 }
 
 /// `roncho mcp`: MCP on stdio, over a roncho server's REST edge (`--addr`)
-/// or over an embedded server in this process, private to it (loopback,
-/// ports of its own). Answers `initialize` at once; the embedded server
-/// starts meanwhile, and the first tool call waits for it.
+/// or over an embedded server in this process, private to it (no port:
+/// its REST router is called in process). Answers `initialize` at once;
+/// the embedded server starts meanwhile, and the first tool call waits
+/// for it.
 async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Result<()> {
     let profile = roncho_mcp::Profile::parse(&mcp.profile)
         .with_context(|| format!("--profile `{}`: expected `honcho` or `memory`", mcp.profile))?;
@@ -418,13 +423,16 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
     }
     if flags.listen.is_some() || flags.rest_listen.is_some() {
         anyhow::bail!(
-            "roncho mcp listens on loopback ports of its own (MCP is on stdio): drop --listen and --rest-listen; \
-             for MCP over HTTP, `roncho serve` serves /mcp on its REST port"
+            "roncho mcp opens no port (MCP is on stdio, and its memory is reached in process): drop --listen and \
+             --rest-listen; for MCP over HTTP, `roncho serve` serves /mcp on its REST port"
         );
     }
-    // Private to this process: loopback, ports of its own.
-    flags.listen = Some(SocketAddr::from(([127, 0, 0, 1], 0)));
     let config = flags.load()?;
+    // A server with a local key keeps its admin key in its data directory.
+    let key = match (&key, &mcp.addr) {
+        (None, Some(_)) => roncho::local_key::admin_key(&config.store.data_dir)?,
+        _ => key,
+    };
     let (upstream, server) = match &mcp.addr {
         Some(addr) => {
             let _logs = Telemetry::init(&config, false)?;
@@ -432,15 +440,14 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
             (upstream, None)
         }
         None => {
-            let rest = std::net::TcpListener::bind(("127.0.0.1", 0)).context("binding the embedded REST edge")?;
-            let base = format!("http://{}", rest.local_addr()?);
+            // Private to this process: no listener, the REST router called
+            // in process, so no other process on the machine reaches it.
+            let (handed, started) = tokio::sync::watch::channel(None);
             let stop = CancellationToken::new();
             let launch = Launch {
-                rest: Some(Arc::new(rest)),
+                rest: Some(roncho::server::RestEdge::InProcess(Arc::new(handed))),
                 stop: stop.clone(),
             };
-            let mut config = config;
-            config.server.rest_listen = None;
             let server = tokio::spawn(async move {
                 let result = serve(config, launch).await;
                 if let Err(error) = &result {
@@ -450,8 +457,7 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
                 }
                 result
             });
-            let upstream = roncho_mcp::Upstream::remote(&base).map_err(|error| anyhow::anyhow!("{error}"))?;
-            (upstream, Some((server, stop)))
+            (roncho_mcp::Upstream::Starting(started), Some((server, stop)))
         }
     };
     let mut server_handler = roncho_mcp::McpServer::new(upstream, profile, defaults);
@@ -498,7 +504,7 @@ mod tests {
             let section = ConfigLayer::section_of(&key).unwrap_or_else(|| panic!("--{flag} names no setting"));
             let parsed = SAMPLES.iter().find_map(|sample| {
                 let mut arguments = vec!["roncho".to_owned(), "serve".to_owned(), format!("--{flag}")];
-                if flag != "insecure-no-auth" {
+                if !matches!(flag, "insecure-no-auth" | "local-key") {
                     arguments.push((*sample).to_owned());
                 }
                 Cli::try_parse_from(arguments).ok()

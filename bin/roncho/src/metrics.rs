@@ -532,10 +532,11 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
 }
 
 /// Serves `GET /metrics` until `shutdown`, refreshing the database gauges
-/// every `every`.
+/// every `every`, behind `edge` (each call takes one of the places of
+/// calls that need no key).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    gate: crate::connections::ConnectionGate,
+    edge: crate::connections::HttpEdge,
     metrics: Arc<Metrics>,
     store: Arc<dyn GaugeStore>,
     ledger: Option<roncho_store::SqlWorkQueue>,
@@ -556,9 +557,10 @@ pub async fn serve(
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, "serving metrics at /metrics");
-    let header_timeout = gate.limits().header_timeout;
-    let listener = crate::connections::GatedListener::new(listener, gate);
-    crate::connections::serve_http(listener, router(metrics), header_timeout, shutdown).await;
+    let header_timeout = edge.gate.limits().header_timeout;
+    let listener = crate::connections::GatedListener::new(listener, edge.gate);
+    let app = roncho_rest::open(router(metrics), edge.door);
+    crate::connections::serve_http(listener, app, header_timeout, edge.browsers, shutdown).await;
     refresher.abort();
     Ok(())
 }

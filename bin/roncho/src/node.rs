@@ -24,10 +24,18 @@ const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 /// (the defaults), or inside `roncho mcp`.
 #[derive(Default)]
 pub struct Launch {
-    /// The REST edge's listener, bound already (instead of `rest_listen`).
-    pub rest: Option<Arc<std::net::TcpListener>>,
+    /// Where the REST edge is served instead of `rest_listen`, if anywhere.
+    pub rest: Option<crate::server::RestEdge>,
     /// Stops the server as a signal would.
     pub stop: CancellationToken,
+}
+
+impl Launch {
+    /// Returns whether the server listens on no port (only the REST
+    /// router, handed to this process).
+    fn in_process(&self) -> bool {
+        matches!(self.rest, Some(crate::server::RestEdge::InProcess(_)))
+    }
 }
 
 /// Runs the configured roles until a signal (or `launch.stop`), then stops
@@ -38,9 +46,14 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     tracing::info!(config = %config.redacted(), "starting roncho");
     let access = Access::load(&config)?;
     let runtime = open_store_and_search(&config).await?;
-    let listener = tokio::net::TcpListener::bind(config.server.listen)
-        .await
-        .with_context(|| format!("binding {}", config.server.listen))?;
+    let listener = match launch.in_process() {
+        true => None,
+        false => Some(
+            tokio::net::TcpListener::bind(config.server.listen)
+                .await
+                .with_context(|| format!("binding {}", config.server.listen))?,
+        ),
+    };
     let shutdown = Shutdown::on_signal(launch.stop.clone());
     let mut services = build_services(&config, access, &runtime, launch.rest)?;
     serve_metrics(&config, &runtime, &mut services, &shutdown.token).await?;
@@ -137,19 +150,20 @@ fn build_services(
     config: &Config,
     access: Access,
     runtime: &Runtime,
-    rest: Option<Arc<std::net::TcpListener>>,
+    rest: Option<crate::server::RestEdge>,
 ) -> anyhow::Result<Services> {
     let mut services = Services::store_only(runtime.store.clone());
     services.keys = access.keys;
     services.tls = access.tls;
     services.health_listen = config.server.health_listen;
-    services.rest_listener = match rest {
-        Some(listener) => Some(listener),
-        None => rest_listener(config.server.rest_listen)?,
+    services.rest = match rest {
+        Some(rest) => Some(rest),
+        None => rest_listener(config.server.rest_listen)?.map(crate::server::RestEdge::Listener),
     };
     services.allow_private_webhooks = config.webhooks.allow_private_addresses;
     services.idempotency_window = config.store.idempotency_window;
     services.reflection = config.server.grpc_reflection;
+    services.browsers = config.server.browsers();
     services.pdf = Some(Arc::new(crate::pdf::SandboxedPdf::new(
         std::env::current_exe().context("finding this binary for the PDF reader")?,
         config.limits.pdf_memory_mb,
@@ -218,10 +232,10 @@ async fn serve_metrics(
         .await
         .with_context(|| format!("binding the metrics address {address}"))?;
     let ledger = roncho_store::SqlWorkQueue::new(runtime.store.clone());
-    let (store, stop, gate) = (runtime.store.clone(), shutdown.clone(), services.connections.clone());
+    let (store, stop, edge) = (runtime.store.clone(), shutdown.clone(), services.http_edge());
     tokio::spawn(async move {
         let refresh = std::time::Duration::from_secs(15);
-        let served = crate::metrics::serve(listener, gate, metrics, store, Some(ledger), refresh, stop);
+        let served = crate::metrics::serve(listener, edge, metrics, store, Some(ledger), refresh, stop);
         if let Err(error) = served.await {
             tracing::error!(%error, "the metrics server stopped");
         }
@@ -415,7 +429,8 @@ fn start_dreamer(
 }
 
 /// The derivation worker: observations and summaries (by model or
-/// extractive), webhook delivery, and dream scheduling when dreams can run.
+/// extractive) and dream scheduling when dreams can run; and the webhook
+/// lane beside it.
 fn start_deriver(
     config: &Config,
     runtime: &Runtime,
@@ -439,15 +454,27 @@ fn start_deriver(
         ..worker_config(config)
     };
     workers.ids.push(worker_config.worker_id.clone());
-    let webhooks = roncho_http::webhook::WebhookSender::new(
+    let mut webhooks = roncho_http::webhook::WebhookSender::new(
         config.webhooks.secret.as_ref().map(|secret| secret.expose()),
         config.webhooks.timeout,
         config.webhooks.allow_private_addresses,
     )
     .map_err(|error| anyhow::anyhow!("webhook delivery: {error}"))?;
+    if let Some(proxy) = config.webhooks.delivery_proxy()? {
+        webhooks = webhooks.with_proxy(proxy);
+    }
+    // Webhook deliveries wait on receivers the tenants chose: a lane of their own.
+    let lane = Arc::new(roncho_deriver::webhooks::WebhookLane::new(
+        runtime.store.clone(),
+        queue.clone(),
+        webhooks,
+        worker_config.clone(),
+        config.webhooks.lane,
+    ));
+    workers.spawn(lane.clone().run(shutdown.clone()));
+    nudges.push(Arc::new(move || lane.nudge()));
     let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
-        .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary))
-        .with_webhooks(webhooks);
+        .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
     let deriver = crate::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
     let summarizer = crate::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
     let model_or_extractive = |llm: &Option<Arc<dyn roncho_llm::Llm>>| {
@@ -492,7 +519,7 @@ fn start_deriver(
 /// Serves the listeners until shutdown, then lets requests in flight
 /// finish within the grace period.
 async fn serve_listeners(
-    listener: tokio::net::TcpListener,
+    listener: Option<tokio::net::TcpListener>,
     services: Services,
     config: &Config,
     shutdown: &CancellationToken,

@@ -60,8 +60,8 @@ pub struct Services {
     pub tls: Option<Arc<crate::tls::ReloadingTls>>,
     /// A plain-text address that serves health checks alone.
     pub health_listen: Option<std::net::SocketAddr>,
-    /// Where the Honcho v3 REST edge is served (bound already); `None`: nowhere.
-    pub rest_listener: Option<Arc<std::net::TcpListener>>,
+    /// Where the Honcho v3 REST edge is served; `None`: nowhere.
+    pub rest: Option<RestEdge>,
     /// Bounds on requests in flight and their duration.
     pub admission: Admission,
     /// Bounds on open connections and how long they may stay silent, on
@@ -77,6 +77,19 @@ pub struct Services {
     pub idempotency_window: std::time::Duration,
     /// Serve gRPC server reflection (the API's shape, to anyone).
     pub reflection: bool,
+    /// Which web pages may call the HTTP routes, and under which host names
+    /// a server without keys answers.
+    pub browsers: roncho_gate::BrowserPolicy,
+}
+
+/// Where the Honcho v3 REST edge is served.
+#[derive(Clone)]
+pub enum RestEdge {
+    /// On this listener, bound already.
+    Listener(Arc<std::net::TcpListener>),
+    /// Nowhere on the network: its router is handed to this process (what
+    /// `roncho mcp` embedded calls), and no other listener is opened.
+    InProcess(Arc<tokio::sync::watch::Sender<Option<axum::Router>>>),
 }
 
 /// A dependency readiness watches: its name and a check that says why it
@@ -111,6 +124,27 @@ pub const LIVENESS: &str = "liveness";
 pub const READINESS: &str = "readiness";
 
 impl Services {
+    /// Returns the browser rules of every HTTP listener: hosts are checked
+    /// when the server answers without keys.
+    pub fn browsers(&self) -> Arc<roncho_gate::BrowserPolicy> {
+        Arc::new(self.browsers.clone().checking_hosts(self.keys.is_none()))
+    }
+
+    /// Returns the door every HTTP and gRPC call passes: authentication
+    /// with these keys, admission with these limits.
+    pub fn door(&self) -> roncho_gate::Door {
+        roncho_gate::Door::new(Authenticator::new(self.keys.clone()), self.admission.clone())
+    }
+
+    /// Returns what every HTTP listener of the process applies.
+    pub fn http_edge(&self) -> crate::connections::HttpEdge {
+        crate::connections::HttpEdge {
+            gate: self.connections.clone(),
+            browsers: self.browsers(),
+            door: self.door(),
+        }
+    }
+
     /// Returns services over a store alone: full-text search, no reconciler.
     pub fn store_only(store: Arc<SqlStore>) -> Self {
         Self {
@@ -131,7 +165,7 @@ impl Services {
             keys: None,
             tls: None,
             health_listen: None,
-            rest_listener: None,
+            rest: None,
             admission: Admission::new(Limits::default()),
             connections: crate::connections::ConnectionGate::new(crate::connections::ConnectionLimits::default()),
             rates: Arc::new(RateLimiter::default()),
@@ -139,14 +173,16 @@ impl Services {
             allow_private_webhooks: false,
             idempotency_window: roncho_ingest::DEFAULT_IDEMPOTENCY_WINDOW,
             reflection: true,
+            browsers: roncho_gate::BrowserPolicy::default(),
         }
     }
 }
 
-/// Serves the roles on `listener` until `shutdown` is cancelled, then lets
-/// in-flight requests finish.
+/// Serves the roles on `listener` (and the REST edge where `services`
+/// says) until `shutdown` is cancelled, then lets in-flight requests
+/// finish. Without a listener, only the REST router is served, in process.
 pub async fn run(
-    listener: TcpListener,
+    listener: Option<TcpListener>,
     services: Services,
     roles: &[Role],
     shutdown: CancellationToken,
@@ -188,13 +224,28 @@ pub async fn run(
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
     let (router, rest, served) = mount_roles(router, &edge, &services, roles);
+    tokio::spawn(crate::connections::hand_back_after_floods(
+        services.connections.stats(),
+        services.admission.stats(),
+        shutdown.clone(),
+    ));
     let served = report_serving(&health_reporter, &served, &services, &shutdown).await;
     if let Some(address) = services.health_listen {
         serve_health_only(address, health_service, &services, &shutdown).await?;
     }
-    if let Some(rest_listener) = &services.rest_listener {
-        serve_rest(rest_listener, rest, &services, &shutdown)?;
+    match &services.rest {
+        Some(RestEdge::Listener(rest_listener)) => serve_rest(rest_listener, rest, &services, &shutdown)?,
+        Some(RestEdge::InProcess(handed)) => {
+            let router = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+            handed.send_replace(Some(router));
+        }
+        None => {}
     }
+    let Some(listener) = listener else {
+        tracing::info!("serving in process only: no listener");
+        shutdown.cancelled().await;
+        return Ok(());
+    };
     let address = listener.local_addr()?;
     tracing::info!(
         %address,
@@ -379,7 +430,13 @@ async fn serve_health_only(
         .await
         .with_context(|| format!("binding the health address {address}"))?;
     tracing::info!(%address, "serving gRPC health checks in plain text");
-    let health_only = tonic::transport::Server::builder().add_service(health_service.clone());
+    // Probes need no key, and take the places of such calls like any other.
+    let health_only = tonic::transport::Server::builder()
+        .layer(EdgeLayer::new(
+            services.admission.clone(),
+            Authenticator::new(services.keys.clone()),
+        ))
+        .add_service(health_service.clone());
     let stop = shutdown.clone();
     let incoming = services
         .connections
@@ -408,11 +465,12 @@ fn serve_rest(
     let listener = TcpListener::from_std(listener)?;
     let address = listener.local_addr()?;
     let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
-    app = app
-        .clone()
-        .merge(mcp_routes(app, services, !address.ip().is_loopback(), shutdown));
+    app = app.clone().merge(mcp_routes(app, services, shutdown));
     if let Some(metrics) = &services.metrics {
-        app = app.merge(crate::metrics::router(metrics.clone()));
+        app = app.merge(roncho_rest::open(
+            crate::metrics::router(metrics.clone()),
+            services.door(),
+        ));
     }
     tracing::info!(
         %address,
@@ -423,15 +481,16 @@ fn serve_rest(
     let stop = shutdown.clone();
     let gate = services.connections.clone();
     let header_timeout = gate.limits().header_timeout;
+    let browsers = services.browsers();
     match &services.tls {
         // The gRPC listener's certificate (and client CA), reloaded with it.
         Some(tls) => {
             let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
-            tokio::spawn(serve_http(listener, app, header_timeout, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, browsers, stop));
         }
         None => {
             let listener = GatedListener::new(listener, gate);
-            tokio::spawn(serve_http(listener, app, header_timeout, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, browsers, stop));
         }
     }
     Ok(())
@@ -439,31 +498,19 @@ fn serve_rest(
 
 /// MCP over Streamable HTTP beside the REST edge, whose routes its tools
 /// call in process: `/mcp` (Honcho's tools) and `/mcp/memory` (the memory
-/// profile). With keys on, a request without a usable key is 401 before MCP.
-fn mcp_routes(rest: axum::Router, services: &Services, any_host: bool, stop: &CancellationToken) -> axum::Router {
+/// profile), behind the same door as REST: authenticated (401 before MCP
+/// without a usable key), admitted, its body and its run held to their
+/// deadlines.
+fn mcp_routes(rest: axum::Router, services: &Services, stop: &CancellationToken) -> axum::Router {
     use roncho_mcp::{Defaults, McpServer, Profile, Upstream};
-    let gate = services.keys.clone().map(|keys| {
-        let authenticator = Authenticator::new(Some(keys));
-        Arc::new(move |headers: &http::HeaderMap| {
-            authenticator
-                .authenticate(headers)
-                .map(drop)
-                .map_err(|error| format!("{error}; send `Authorization: Bearer <roncho key>`"))
-        }) as roncho_mcp::Gate
-    });
     let upstream = Upstream::Local(rest);
-    [("/mcp", Profile::Honcho), ("/mcp/memory", Profile::Memory)]
+    let routes = [("/mcp", Profile::Honcho), ("/mcp/memory", Profile::Memory)]
         .into_iter()
         .fold(axum::Router::new(), |router, (path, profile)| {
             let server = McpServer::new(upstream.clone(), profile, Defaults::default());
-            router.merge(roncho_mcp::http_router(
-                path,
-                server,
-                gate.clone(),
-                any_host,
-                stop.clone(),
-            ))
-        })
+            router.merge(roncho_mcp::http_router(path, server, stop.clone()))
+        });
+    roncho_rest::gated(routes, services.door())
 }
 
 /// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING

@@ -62,6 +62,13 @@ pub async fn checks(config: &Config) -> Vec<Check> {
 /// Whether callers must present keys.
 fn auth_check(config: &Config) -> Check {
     let (ok, detail) = match (config.auth.enabled(), config.server.listen.ip().is_loopback()) {
+        (true, _) if config.auth.secrets.is_empty() => (
+            true,
+            format!(
+                "keys required: the local key (admin key in {})",
+                crate::local_key::admin_key_path(&config.store.data_dir).display()
+            ),
+        ),
         (true, _) => (
             true,
             format!(

@@ -391,6 +391,9 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
         options
             .consume
             .extend(roncho_deriver::worker::TASK_TYPES.map(str::to_owned));
+        options
+            .consume
+            .extend(roncho_deriver::webhooks::TASK_TYPES.map(str::to_owned));
     }
     if config.server.roles.contains(&Role::Dreamer) && llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
         options
@@ -418,6 +421,10 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
 pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_gate::keys::KeySet>>> {
     if !config.auth.enabled() {
         return Ok(None);
+    }
+    if config.auth.secrets.is_empty() {
+        let secret = crate::local_key::load_or_create(&config.store.data_dir)?;
+        return Ok(Some(Arc::new(roncho_gate::keys::KeySet::new(&[secret])?)));
     }
     let secrets: Vec<&str> = config.auth.secrets.iter().map(|secret| secret.expose()).collect();
     if secrets.iter().any(|secret| secret.len() < 32) {

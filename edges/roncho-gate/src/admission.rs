@@ -5,8 +5,12 @@
 //!   retry delay) instead of queuing it; it also sets the request timeout
 //!   past which calls end `DEADLINE_EXCEEDED`, and the time a request's body
 //!   may take to arrive. A place is held until the reply's last byte (a chat
-//!   stream holds it while it streams). Health checks are never shed. The
-//!   gate applies it to every call, on every wire.
+//!   stream holds it while it streams). The gate applies it to every call,
+//!   on every wire.
+//! - Calls that need no key (health checks and their `Watch` streams,
+//!   reflection, metrics, docs) are never shed for the requests' sake, but
+//!   have places of their own, bounded per process, client address and
+//!   connection: what anyone can open holds bounded memory.
 //! - [`RateLimiter`] holds a token bucket per workspace for each call that
 //!   costs model tokens or heavy work; an empty bucket refuses the call, with
 //!   the time until it refills, before anything is written.
@@ -14,7 +18,7 @@
 //! Limits are per process: N replicas admit N times as much.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -40,6 +44,13 @@ pub struct Limits {
     pub body_timeout: Duration,
     /// The retry delay a shed request is told.
     pub retry_after: Duration,
+    /// Calls that need no key in flight in the process (health checks,
+    /// their `Watch` streams, reflection, metrics, docs).
+    pub max_open_calls: usize,
+    /// Of those, from one client address.
+    pub max_open_calls_per_address: usize,
+    /// Of those, on one connection.
+    pub max_open_calls_per_connection: usize,
 }
 
 impl Default for Limits {
@@ -52,16 +63,26 @@ impl Default for Limits {
             dialectic_timeout: Duration::from_secs(330),
             body_timeout: Duration::from_secs(30),
             retry_after: Duration::from_millis(250),
+            max_open_calls: 2_048,
+            max_open_calls_per_address: 256,
+            max_open_calls_per_connection: 16,
         }
     }
 }
 
-/// Calls that are admitted without limits: probes and tooling.
-const UNLIMITED: [&str; 3] = [
+/// Calls that need no key, by path prefix (gRPC's probes and tooling) or
+/// whole path (the HTTP listeners'): places of their own.
+const OPEN_PREFIXES: [&str; 3] = [
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1.ServerReflection/",
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
+const OPEN_PATHS: [&str; 4] = ["/health", "/docs", "/openapi.json", "/metrics"];
+
+/// Returns whether a call to `path` needs no key (see [`OPEN_PREFIXES`]).
+pub fn is_open(path: &str) -> bool {
+    OPEN_PREFIXES.iter().any(|prefix| path.starts_with(prefix)) || OPEN_PATHS.contains(&path)
+}
 
 /// Calls that may run as long as the dialectic's slowest level.
 const DIALECTIC: &str = "/roncho.v1.DialecticService/";
@@ -73,7 +94,8 @@ pub enum CallClass {
     /// Any call but the dialectic's: `request_timeout`.
     Request,
     /// The dialectic (a model answering, within its level's deadline):
-    /// gRPC's DialecticService, REST's peer and workspace `/chat`.
+    /// gRPC's DialecticService, REST's peer and workspace `/chat`, and MCP
+    /// over HTTP (whose tools include chat).
     Dialectic,
 }
 
@@ -87,7 +109,8 @@ impl CallClass {
             segments.as_slice(),
             ["", "v3", "workspaces", _, "peers", _, "chat"] | ["", "v3", "workspaces", _, "chat"]
         );
-        if path.starts_with(DIALECTIC) || rest_chat {
+        let mcp = matches!(segments.as_slice(), ["", "mcp"] | ["", "mcp", _]);
+        if path.starts_with(DIALECTIC) || rest_chat || mcp {
             CallClass::Dialectic
         } else {
             CallClass::Request
@@ -141,6 +164,10 @@ pub struct AdmissionStats {
     shed_connection: AtomicU64,
     shed_workspace: AtomicU64,
     timed_out: AtomicU64,
+    open_in_flight: AtomicUsize,
+    shed_open: AtomicU64,
+    /// Every call let in or refused, ever: how busy the process has been.
+    calls: AtomicU64,
 }
 
 impl AdmissionStats {
@@ -168,6 +195,21 @@ impl AdmissionStats {
     pub fn timed_out(&self) -> u64 {
         self.timed_out.load(Ordering::Relaxed)
     }
+
+    /// Calls that need no key in flight now (a `Watch` stream while it lasts).
+    pub fn open_in_flight(&self) -> usize {
+        self.open_in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Calls that need no key refused at one of their limits.
+    pub fn shed_open(&self) -> u64 {
+        self.shed_open.load(Ordering::Relaxed)
+    }
+
+    /// Every call admitted or refused since the process started.
+    pub fn calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
 }
 
 /// Bounds requests in flight and their duration (see the module docs).
@@ -177,6 +219,8 @@ pub struct Admission {
     stats: Arc<AdmissionStats>,
     connections: Arc<Tally<SocketAddr>>,
     workspaces: Arc<Tally<String>>,
+    open_connections: Arc<Tally<SocketAddr>>,
+    open_addresses: Arc<Tally<IpAddr>>,
 }
 
 impl Admission {
@@ -187,6 +231,8 @@ impl Admission {
             stats: Arc::default(),
             connections: Arc::default(),
             workspaces: Arc::default(),
+            open_connections: Arc::default(),
+            open_addresses: Arc::default(),
         }
     }
 
@@ -197,13 +243,60 @@ impl Admission {
 
     /// Admits a request for `path` on `connection` (its peer's address)
     /// of `workspace` (the workspace its key is bound to; `None` for admin
-    /// keys and servers without keys): `None` for calls never limited
-    /// (probes), a slot held until the call ends, or why it is refused.
-    pub fn admit(&self, path: &str, connection: Option<SocketAddr>, workspace: Option<&str>) -> Result<Option<Slot>> {
-        if UNLIMITED.iter().any(|prefix| path.starts_with(prefix)) {
-            return Ok(None);
+    /// keys and servers without keys): a slot held until the call ends
+    /// (from the open calls' places for calls that need no key), or why
+    /// it is refused.
+    pub fn admit(&self, path: &str, connection: Option<SocketAddr>, workspace: Option<&str>) -> Result<Slot> {
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        if is_open(path) {
+            return self.take_open_slot(connection);
         }
-        self.take_slot(connection, workspace).map(Some)
+        self.take_slot(connection, workspace)
+    }
+
+    /// Takes one of the open calls' places for a call on `connection`.
+    fn take_open_slot(&self, connection: Option<SocketAddr>) -> Result<Slot> {
+        let shed = |reason: &str| {
+            self.stats.shed_open.fetch_add(1, Ordering::Relaxed);
+            Error::Throttled {
+                reason: reason.to_owned(),
+                retry_after: self.limits.retry_after,
+            }
+        };
+        let in_flight = self.stats.open_in_flight.fetch_add(1, Ordering::AcqRel);
+        let mut slot = Slot {
+            layer: self.clone(),
+            open: true,
+            connection: None,
+            workspace: None,
+        };
+        if in_flight >= self.limits.max_open_calls {
+            return Err(shed(
+                "the server is at its limit of health, reflection and metrics calls",
+            ));
+        }
+        let Some(connection) = connection else {
+            return Ok(slot);
+        };
+        if !self
+            .open_addresses
+            .take(&connection.ip(), self.limits.max_open_calls_per_address)
+        {
+            return Err(shed(
+                "this address is at its limit of health, reflection and metrics calls",
+            ));
+        }
+        if !self
+            .open_connections
+            .take(&connection, self.limits.max_open_calls_per_connection)
+        {
+            self.open_addresses.give_back(&connection.ip());
+            return Err(shed(
+                "this connection is at its limit of health, reflection and metrics calls",
+            ));
+        }
+        slot.connection = Some(connection);
+        Ok(slot)
     }
 
     /// Returns how long a call to `path` may run, on any wire (see
@@ -239,6 +332,7 @@ impl Admission {
         let in_flight = self.stats.in_flight.fetch_add(1, Ordering::AcqRel);
         let mut slot = Slot {
             layer: self.clone(),
+            open: false,
             connection: None,
             workspace: None,
         };
@@ -275,12 +369,30 @@ impl Admission {
 #[derive(Debug)]
 pub struct Slot {
     layer: Admission,
+    /// One of the places of calls that need no key.
+    open: bool,
     connection: Option<SocketAddr>,
     workspace: Option<String>,
 }
 
+impl Slot {
+    /// Returns whether the call needs no key (a probe, reflection,
+    /// metrics, docs): it runs without the requests' time limit.
+    pub fn is_open(&self) -> bool {
+        self.open
+    }
+}
+
 impl Drop for Slot {
     fn drop(&mut self) {
+        if self.open {
+            self.layer.stats.open_in_flight.fetch_sub(1, Ordering::AcqRel);
+            if let Some(connection) = &self.connection {
+                self.layer.open_connections.give_back(connection);
+                self.layer.open_addresses.give_back(&connection.ip());
+            }
+            return;
+        }
         self.layer.stats.in_flight.fetch_sub(1, Ordering::AcqRel);
         if let Some(workspace) = &self.workspace {
             self.layer.workspaces.give_back(workspace);
@@ -304,14 +416,23 @@ pub enum RateClass {
     Dreams,
     /// `CloneSession`: copies a whole session.
     Clones,
+    /// `TestWebhook`, `CreateWebhook`: requests to the network (deliveries
+    /// to every endpoint, a name looked up).
+    Webhooks,
+    /// Background work a call leaves behind: erasures (`Delete*`,
+    /// `RemoveScopeSession`) and scope backfills (`AddScopeSessions`).
+    Jobs,
 }
 
 impl RateClass {
-    pub const ALL: [RateClass; 4] = [
+    pub const ALL: [RateClass; 7] = [
         RateClass::Chat,
         RateClass::Messages,
         RateClass::Uploads,
         RateClass::Dreams,
+        RateClass::Clones,
+        RateClass::Webhooks,
+        RateClass::Jobs,
     ];
 
     /// Returns the class's name in configuration and metrics.
@@ -322,6 +443,8 @@ impl RateClass {
             RateClass::Uploads => "uploads",
             RateClass::Dreams => "dreams",
             RateClass::Clones => "clones",
+            RateClass::Webhooks => "webhooks",
+            RateClass::Jobs => "jobs",
         }
     }
 }
@@ -479,6 +602,8 @@ mod tests {
             "/roncho.v1.DialecticService/ChatStream",
             "/v3/workspaces/w/peers/alice/chat",
             "/v3/workspaces/w/chat",
+            "/mcp",
+            "/mcp/memory",
         ] {
             assert_eq!(CallClass::of(path), CallClass::Dialectic, "{path}");
         }
@@ -496,6 +621,61 @@ mod tests {
     }
 
     use super::*;
+
+    #[test]
+    fn calls_that_need_no_key_have_bounded_places_of_their_own() {
+        let admission = Admission::new(Limits {
+            max_in_flight: 1,
+            max_open_calls: 5,
+            max_open_calls_per_address: 3,
+            max_open_calls_per_connection: 2,
+            ..Limits::default()
+        });
+        let connection = |address: &str| Some(address.parse::<SocketAddr>().unwrap());
+        let watch = "/grpc.health.v1.Health/Watch";
+        // A request's place does not take a probe's, nor the other way round.
+        let _request = admission
+            .admit("/roncho.v1.RecallService/ListPeers", None, None)
+            .unwrap();
+        let first = admission.admit(watch, connection("10.0.0.1:1"), None).unwrap();
+        assert!(first.is_open());
+        let _second = admission.admit(watch, connection("10.0.0.1:1"), None).unwrap();
+        for (path, from) in [
+            (watch, "10.0.0.1:1"),
+            (
+                "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+                "10.0.0.1:1",
+            ),
+        ] {
+            assert!(
+                admission.admit(path, connection(from), None).is_err(),
+                "the connection's cap"
+            );
+        }
+        let _third = admission.admit("/metrics", connection("10.0.0.1:2"), None).unwrap();
+        assert!(
+            admission.admit("/health", connection("10.0.0.1:3"), None).is_err(),
+            "the address's cap, whichever connection"
+        );
+        let _fourth = admission.admit(watch, connection("10.0.0.2:1"), None).unwrap();
+        let _fifth = admission.admit(watch, connection("10.0.0.3:1"), None).unwrap();
+        assert!(
+            admission.admit(watch, connection("10.0.0.4:1"), None).is_err(),
+            "the process's cap"
+        );
+        assert_eq!(admission.stats().open_in_flight(), 5);
+        assert_eq!(admission.stats().shed_open(), 4);
+        drop(first);
+        admission
+            .admit(watch, connection("10.0.0.1:3"), None)
+            .expect("a place given back is taken again");
+        assert!(
+            admission
+                .admit("/roncho.v1.RecallService/ListPeers", None, None)
+                .is_err(),
+            "requests have their own cap"
+        );
+    }
 
     #[test]
     fn buckets_refill_over_a_minute_and_refuse_with_the_wait() {

@@ -169,24 +169,18 @@ use serde_json::Value;
 needs! {
     ingest::GetOrCreateWorkspace => |r| vec![Need::Workspace(&r.id)];
     ingest::UpdateWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::DeleteWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::GetOrCreatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.id)];
     ingest::UpdatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
-    ingest::DeletePeer => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::GetOrCreateSession => |r| vec![Need::Session(&r.workspace_id, &r.id)];
     ingest::UpdateSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::DeleteSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::RemoveSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::SetSessionPeerConfig => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::UpdateMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::DeleteMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::CreateConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::DeleteConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
-    ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::DeleteWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::TestWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWorkspaces => |_r| vec![Need::Admin];
     recall::GetErasureReceipt => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListPeers => |r| vec![Need::Workspace(&r.workspace_id)];
@@ -209,8 +203,6 @@ needs! {
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::AddScopeSessions => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListScopes => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::GetScope => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
@@ -261,6 +253,16 @@ metered! {
         [Uploads: 1, Messages: upload_messages(r)];
     ingest::CloneSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Clones: 1];
     roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], [Dreams: 1];
+    // Calls that reach out to the network, or leave work behind them.
+    ingest::TestWebhook => |r| vec![Need::Workspace(&r.workspace_id)], [Webhooks: 1];
+    ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id)], [Webhooks: 1];
+    ingest::DeleteWorkspace => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
+    ingest::DeletePeer => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
+    ingest::DeleteSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Jobs: 1];
+    ingest::DeleteMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Jobs: 1];
+    ingest::AddScopeSessions => |r| vec![Need::Workspace(&r.workspace_id)],
+        [Jobs: u32::try_from(r.session_ids.len().max(1)).unwrap_or(u32::MAX)];
+    ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
 }
 
 impl Authorize for recall::SearchMessages {

@@ -77,15 +77,17 @@ where
     }
 }
 
-/// A reply body that holds its request's place in flight until it ends.
-pub struct SlotBody<B> {
+/// A body that holds something until it ends (or is dropped): a reply
+/// holds its request's place in flight ([`Slot`]); a request body can hold
+/// what marks its connection as having sent a whole request.
+pub struct SlotBody<B, H = Slot> {
     body: B,
-    slot: Option<Slot>,
+    slot: Option<H>,
 }
 
-impl<B> SlotBody<B> {
+impl<B, H> SlotBody<B, H> {
     /// Returns `body` holding `slot` until it ends.
-    pub fn new(body: B, slot: Option<Slot>) -> Self {
+    pub fn new(body: B, slot: Option<H>) -> Self {
         Self { body, slot }
     }
 
@@ -95,7 +97,7 @@ impl<B> SlotBody<B> {
     }
 }
 
-impl<B> http_body::Body for SlotBody<B>
+impl<B, H: Unpin> http_body::Body for SlotBody<B, H>
 where
     B: http_body::Body + Unpin,
 {

@@ -62,12 +62,12 @@ pub struct Door {
 pub struct Pass {
     /// The authenticated caller; `None` for calls that need none (probes).
     pub caller: Option<Caller>,
-    /// The place in flight, held until the reply's last byte; `None` for
-    /// calls never limited.
+    /// The place in flight, held until the reply's last byte.
     pub slot: Option<Slot>,
-    /// How long the call may run; `None` for calls never limited.
+    /// How long the call may run; `None` for calls that need no key (a
+    /// health `Watch` stream lasts).
     pub timeout: Option<Duration>,
-    /// How long its body may take to arrive; `None` for calls never limited.
+    /// How long its body may take to arrive.
     pub body_timeout: Option<Duration>,
 }
 
@@ -94,12 +94,14 @@ impl Door {
         let connection = request.extensions().get::<Peer>().map(|peer| peer.0);
         let workspace = caller.as_ref().and_then(Caller::workspace);
         let slot = self.admission.admit(path, connection, workspace)?;
-        let limited = slot.is_some();
+        // Calls that need no key run as long as they like (a health
+        // `Watch` stream), in a place of their own; their bodies arrive in time.
+        let limited = !slot.is_open();
         Ok(Pass {
             caller,
-            slot,
+            slot: Some(slot),
             timeout: limited.then(|| self.admission.timeout(path)),
-            body_timeout: limited.then(|| self.admission.body_timeout()),
+            body_timeout: Some(self.admission.body_timeout()),
         })
     }
 

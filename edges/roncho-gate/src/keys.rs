@@ -57,6 +57,17 @@ struct Header {
 
 const HEADER: &str = r#"{"alg":"HS256","typ":"JWT"}"#;
 
+/// Returns a new secret of 32 random bytes from the system's generator,
+/// hex-encoded.
+pub fn random_secret() -> Result<String> {
+    use ring::rand::SecureRandom;
+    let mut bytes = [0u8; 32];
+    ring::rand::SystemRandom::new()
+        .fill(&mut bytes)
+        .map_err(|_| Error::Internal("the system's random generator failed".into()))?;
+    Ok(bytes.iter().map(|byte| format!("{byte:02x}")).collect())
+}
+
 impl KeySet {
     /// Returns the key set of these secrets (the first signs); none may be empty.
     pub fn new<S: AsRef<[u8]>>(secrets: &[S]) -> Result<Self> {

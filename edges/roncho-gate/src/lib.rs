@@ -9,14 +9,17 @@
 //! - [`keys`]: API keys (HS256 JWTs), verification and minting.
 //! - [`edge`]: each call authorized, metered, then run.
 //! - [`body`]: a request body's deadline; a reply body holding its place.
+//! - [`browser`]: what a web page in the user's browser may call.
 
 pub mod admission;
 pub mod authz;
 pub mod body;
+pub mod browser;
 pub mod door;
 pub mod edge;
 pub mod keys;
 
 pub use body::{BODY_DEADLINE_REASON, BoxError, DeadlineBody, SlotBody};
+pub use browser::{BrowserPolicy, Verdict};
 pub use door::{Authenticator, Door, Pass, Peer, hide_internal};
 pub use edge::Edge;

@@ -203,65 +203,25 @@ pub async fn serve_stdio(server: McpServer) -> Result<(), String> {
     Ok(())
 }
 
-/// Checks a request's key before any MCP handling: `Err(reason)` answers 401.
-pub type Gate = Arc<dyn Fn(&http::HeaderMap) -> Result<(), String> + Send + Sync>;
-
 /// `/mcp`: Streamable HTTP, stateless (every request carries its key and
-/// its defaults in headers). `gate` refuses requests without a usable key
-/// with 401 and `WWW-Authenticate`, before MCP; `any_host` lets Host headers
-/// other than loopback names in (a server reached by its DNS name; keys
-/// protect it, where loopback-only serving guards against DNS rebinding).
-pub fn http_router(
-    path: &str,
-    server: McpServer,
-    gate: Option<Gate>,
-    any_host: bool,
-    stop: tokio_util::sync::CancellationToken,
-) -> axum::Router {
+/// its defaults in headers). Authentication, admission, deadlines and
+/// which hosts and origins are served are the server's gate for every HTTP
+/// route, mounted around this router, not MCP's own.
+pub fn http_router(path: &str, server: McpServer, stop: tokio_util::sync::CancellationToken) -> axum::Router {
     use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
     use rmcp::transport::{StreamableHttpServerConfig, StreamableHttpService};
 
-    let mut config = StreamableHttpServerConfig::default()
+    let config = StreamableHttpServerConfig::default()
         .with_legacy_session_mode(false)
         .with_json_response(true)
-        .with_cancellation_token(stop);
-    if any_host {
-        config = config.disable_allowed_hosts();
-    }
+        .with_cancellation_token(stop)
+        .disable_allowed_hosts();
     let service = StreamableHttpService::new(
         move || Ok(server.clone()),
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    let router = axum::Router::new().route_service(path, service);
-    match gate {
-        None => router,
-        Some(gate) => router.layer(axum::middleware::from_fn(
-            move |request: axum::extract::Request, next: axum::middleware::Next| {
-                let gate = gate.clone();
-                async move {
-                    match gate(request.headers()) {
-                        Ok(()) => next.run(request).await,
-                        Err(reason) => unauthorized(&reason),
-                    }
-                }
-            },
-        )),
-    }
-}
-
-fn unauthorized(reason: &str) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let mut response = (
-        http::StatusCode::UNAUTHORIZED,
-        axum::Json(serde_json::json!({ "error": reason })),
-    )
-        .into_response();
-    response.headers_mut().insert(
-        http::header::WWW_AUTHENTICATE,
-        HeaderValue::from_static("Bearer realm=\"roncho\""),
-    );
-    response
+    axum::Router::new().route_service(path, service)
 }
 
 #[cfg(test)]

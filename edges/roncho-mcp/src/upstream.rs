@@ -22,6 +22,9 @@ pub enum Upstream {
     Remote { client: reqwest::Client, base: String },
     /// The REST router of this process.
     Local(axum::Router),
+    /// The REST router of a server starting in this process (`roncho mcp`
+    /// embedded: no listener, every call in process); calls wait for it.
+    Starting(tokio::sync::watch::Receiver<Option<axum::Router>>),
 }
 
 impl std::fmt::Debug for Upstream {
@@ -29,6 +32,7 @@ impl std::fmt::Debug for Upstream {
         match self {
             Self::Remote { base, .. } => write!(formatter, "Upstream::Remote({base})"),
             Self::Local(_) => formatter.write_str("Upstream::Local"),
+            Self::Starting(_) => formatter.write_str("Upstream::Starting"),
         }
     }
 }
@@ -177,43 +181,20 @@ impl Upstream {
                 let bytes = response.bytes().await.map_err(|error| (unreachable(&error), None))?;
                 (status, headers, bytes)
             }
-            Self::Local(router) => {
-                let mut request = http::Request::builder()
-                    .method(call.method.clone())
-                    .uri(call.path_and_query())
-                    .header(http::header::CONTENT_TYPE, "application/json");
-                if let Some(authorization) = authorization {
-                    request = request.header(http::header::AUTHORIZATION, authorization.clone());
-                }
-                let body = match &call.body {
-                    Some(body) => axum::body::Body::from(body.to_string()),
-                    None => axum::body::Body::empty(),
-                };
-                let request = request.body(body).map_err(|error| {
-                    let message = format!("building the request: {error}");
-                    (ApiError { status: 0, message }, None)
-                })?;
-                let mut router = router.clone();
-                std::future::poll_fn(|context| {
-                    <axum::Router as tower_service::Service<http::Request<axum::body::Body>>>::poll_ready(
-                        &mut router,
-                        context,
-                    )
-                })
-                .await
-                .map_err(|never| match never {})?;
-                let response = tower_service::Service::call(&mut router, request)
+            Self::Starting(started) => {
+                let router = started
+                    .clone()
+                    .wait_for(Option::is_some)
                     .await
-                    .map_err(|never| match never {})?;
-                let (status, headers) = (response.status(), response.headers().clone());
-                let bytes = axum::body::to_bytes(response.into_body(), MAX_REPLY_BYTES)
-                    .await
-                    .map_err(|error| {
-                        let message = format!("reading the reply: {error}");
+                    .map_err(|_| {
+                        let message = "the embedded roncho server stopped before it served".to_owned();
                         (ApiError { status: 0, message }, None)
-                    })?;
-                (status, headers, bytes)
+                    })?
+                    .clone()
+                    .unwrap_or_default();
+                call_router(router, call, authorization).await?
             }
+            Self::Local(router) => call_router(router.clone(), call, authorization).await?,
         };
         let json = if bytes.is_empty() {
             None
@@ -241,6 +222,45 @@ impl Upstream {
             retry_after(&headers),
         ))
     }
+}
+
+/// Sends `call` to `router`, in this process, as one REST request.
+async fn call_router(
+    mut router: axum::Router,
+    call: &Call,
+    authorization: Option<&HeaderValue>,
+) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), (ApiError, Option<Duration>)> {
+    let mut request = http::Request::builder()
+        .method(call.method.clone())
+        .uri(call.path_and_query())
+        .header(http::header::CONTENT_TYPE, "application/json");
+    if let Some(authorization) = authorization {
+        request = request.header(http::header::AUTHORIZATION, authorization.clone());
+    }
+    let body = match &call.body {
+        Some(body) => axum::body::Body::from(body.to_string()),
+        None => axum::body::Body::empty(),
+    };
+    let request = request.body(body).map_err(|error| {
+        let message = format!("building the request: {error}");
+        (ApiError { status: 0, message }, None)
+    })?;
+    std::future::poll_fn(|context| {
+        <axum::Router as tower_service::Service<http::Request<axum::body::Body>>>::poll_ready(&mut router, context)
+    })
+    .await
+    .map_err(|never| match never {})?;
+    let response = tower_service::Service::call(&mut router, request)
+        .await
+        .map_err(|never| match never {})?;
+    let (status, headers) = (response.status(), response.headers().clone());
+    let bytes = axum::body::to_bytes(response.into_body(), MAX_REPLY_BYTES)
+        .await
+        .map_err(|error| {
+            let message = format!("reading the reply: {error}");
+            (ApiError { status: 0, message }, None)
+        })?;
+    Ok((status, headers, bytes))
 }
 
 fn retryable(status: u16) -> bool {

@@ -65,6 +65,7 @@ impl IntoResponse for RestError {
                     Error::Throttled { retry_after, .. } => Some(retry_after.as_secs_f64().ceil().max(1.0)),
                     _ => None,
                 };
+                let unauthenticated = matches!(error, Error::Unauthenticated(_));
                 let detail = match error {
                     Error::Internal(detail) => roncho_gate::hide_internal(&detail),
                     other => other.to_string(),
@@ -74,6 +75,13 @@ impl IntoResponse for RestError {
                     && let Ok(value) = http::HeaderValue::from_str(&format!("{seconds}"))
                 {
                     response.headers_mut().insert(http::header::RETRY_AFTER, value);
+                }
+                // What a 401 must say (RFC 9110): how to authenticate.
+                if unauthenticated {
+                    response.headers_mut().insert(
+                        http::header::WWW_AUTHENTICATE,
+                        http::HeaderValue::from_static("Bearer realm=\"roncho\""),
+                    );
                 }
                 response
             }

@@ -1,6 +1,7 @@
-//! Request parts as FastAPI reads them: a JSON body whatever its content
-//! type, query parameters, both failing with FastAPI's 422 shape that names
-//! where the request went wrong.
+//! Request parts as FastAPI reads them: a JSON body (under a JSON content
+//! type: 415 otherwise, so no request a browser sends without asking
+//! writes), query parameters, both failing with FastAPI's 422 shape that
+//! names where the request went wrong.
 
 use axum::extract::{FromRequest, FromRequestParts, Request};
 use http::request::Parts;
@@ -24,16 +25,68 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for Body<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         // Over the router's body limit: 413, as for any unreadable body its
         // own status; one that did not arrive within the body timeout: 408.
+        let json = is_json(request.headers());
         let bytes = axum::body::Bytes::from_request(request, state)
             .await
             .map_err(body_rejection)?;
-        let text: &[u8] = if bytes.iter().all(u8::is_ascii_whitespace) {
-            b"null"
-        } else {
-            &bytes
-        };
-        parse(text).map(Body)
+        if bytes.iter().all(u8::is_ascii_whitespace) {
+            return parse(b"null").map(Body);
+        }
+        if !json {
+            return Err(RestError::Http(
+                http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "a request body must be JSON, sent as `Content-Type: application/json`".to_owned(),
+            ));
+        }
+        parse(&bytes).map(Body)
     }
+}
+
+/// Returns whether `headers` say the body is JSON: `application/json` or
+/// `application/<anything>+json`, with any parameters.
+pub fn is_json(headers: &http::HeaderMap) -> bool {
+    let Some(value) = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+    else {
+        return false;
+    };
+    let essence = value.split(';').next().unwrap_or_default().trim().to_ascii_lowercase();
+    essence == "application/json" || (essence.starts_with("application/") && essence.ends_with("+json"))
+}
+
+/// Returns the refusal of a request whose body is not JSON, on any route:
+/// a body (or a content type) other than JSON, where only the upload route
+/// takes a multipart form. 415 before any route runs, so no request a
+/// browser sends without a preflight (`text/plain`, a form) reaches one.
+pub fn refuse_non_json<B: http_body::Body>(request: &http::Request<B>) -> Option<RestError> {
+    use http::Method;
+    if matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS) {
+        return None;
+    }
+    let headers = request.headers();
+    let content_type = headers.get(http::header::CONTENT_TYPE);
+    let empty = request.body().size_hint().exact() == Some(0);
+    match content_type {
+        None if empty => None,
+        Some(_) if is_json(headers) => None,
+        Some(value) if request.uri().path().ends_with("/upload") && is_multipart(value) => None,
+        _ => Some(RestError::Http(
+            http::StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "a request body must be JSON, sent as `Content-Type: application/json` (a file upload as \
+             `multipart/form-data`)"
+                .to_owned(),
+        )),
+    }
+}
+
+fn is_multipart(value: &http::HeaderValue) -> bool {
+    value.to_str().is_ok_and(|value| {
+        value
+            .split(';')
+            .next()
+            .is_some_and(|essence| essence.trim().eq_ignore_ascii_case("multipart/form-data"))
+    })
 }
 
 /// The error for a body that could not be read.
@@ -132,6 +185,34 @@ mod tests {
         assert_eq!(detail["type"], "missing");
         assert_eq!(detail["loc"], json!(["body", "messages", 1, "peer_id"]));
         assert_eq!(detail["msg"], "Field required");
+    }
+
+    #[test]
+    fn only_json_content_types_are_json() {
+        let headers = |value: &str| {
+            let mut headers = http::HeaderMap::new();
+            headers.insert(http::header::CONTENT_TYPE, value.parse().unwrap());
+            headers
+        };
+        for json in [
+            "application/json",
+            "Application/JSON; charset=utf-8",
+            "application/vnd.api+json",
+        ] {
+            assert!(is_json(&headers(json)), "{json}");
+        }
+        for other in [
+            "text/plain",
+            "text/plain; charset=utf-8",
+            "application/x-www-form-urlencoded",
+            "multipart/form-data; boundary=x",
+            "text/json",
+            "application/jsonx",
+            "",
+        ] {
+            assert!(!is_json(&headers(other)), "{other}");
+        }
+        assert!(!is_json(&http::HeaderMap::new()));
     }
 
     #[test]

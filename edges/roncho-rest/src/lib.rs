@@ -118,12 +118,12 @@ impl Rest {
     /// Returns the router: Honcho's routes, each admitted and authenticated
     /// first; `/health` and the like stay open.
     pub fn router(self, authenticator: Authenticator, admission: Admission) -> axum::Router {
-        let door = Door::new(authenticator, admission);
-        routes::v3(self.clone())
+        let routes = routes::v3(self.clone())
             .merge(routes::extensions(self))
-            .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES))
-            .layer(axum::middleware::from_fn_with_state(door, admit_and_authenticate))
-            .merge(routes::open())
+            .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES));
+        let door = Door::new(authenticator, admission);
+        gated(routes, door.clone())
+            .merge(open(routes::open(), door))
             // FastAPI's answer to a path it has no route for.
             .fallback(|| async {
                 (
@@ -159,10 +159,38 @@ fn rest_body_error(error: Error) -> BoxError {
     Box::new(error)
 }
 
+/// Returns `routes` behind the gate's door: every request authenticated
+/// and admitted, its body and its run held to their deadlines, each
+/// refusal in Honcho's shape. Honcho's routes pass it, and so does MCP over
+/// HTTP (`/mcp`), which the binary mounts beside them.
+pub fn gated(routes: axum::Router, door: Door) -> axum::Router {
+    routes.layer(axum::middleware::from_fn_with_state(
+        (door, true),
+        admit_and_authenticate,
+    ))
+}
+
+/// Returns `routes`, which need no key (`/health`, `/docs`, `/metrics`),
+/// behind the door's places for such calls: bounded per process, client
+/// address and connection.
+pub fn open(routes: axum::Router, door: Door) -> axum::Router {
+    routes.layer(axum::middleware::from_fn_with_state(
+        (door, false),
+        admit_and_authenticate,
+    ))
+}
+
 /// The gate's door before any handler: authentication, admission, the
 /// request's deadline and its body's, each refusal in Honcho's shape.
-async fn admit_and_authenticate(State(door): State<Door>, request: Request, next: Next) -> Response {
-    let pass = match door.enter(&request, true) {
+async fn admit_and_authenticate(
+    State((door, authenticate)): State<(Door, bool)>,
+    request: Request,
+    next: Next,
+) -> Response {
+    if let Some(refusal) = extract::refuse_non_json(&request) {
+        return refusal.into_response();
+    }
+    let pass = match door.enter(&request, authenticate) {
         Ok(pass) => pass,
         Err(error) => return RestError::from(error).into_response(),
     };

@@ -43,6 +43,10 @@ app.kubernetes.io/component: {{ .role }}
 {{- if .Values.insecureNoAuth }}
 - name: RONCHO_INSECURE_NO_AUTH
   value: "true"
+{{- /* Without keys a server answers only to addresses, localhost and these
+       names (DNS rebinding): every role's Service name, in each spelling. */}}
+- name: RONCHO_ALLOWED_HOSTS
+  value: {{ include "roncho.serviceHosts" . | quote }}
 {{- end }}
 {{- with .Values.extraEnv }}
 {{ toYaml . }}
@@ -52,4 +56,17 @@ app.kubernetes.io/component: {{ .role }}
 {{/* The port probes use: the plain-text health port when the API port speaks TLS. */}}
 {{- define "roncho.probePort" -}}
 {{- if .Values.tls.enabled -}}{{ .Values.tls.healthPort }}{{- else -}}{{ .Values.grpcPort }}{{- end -}}
+{{- end -}}
+
+{{/* Every role's Service, as the cluster's DNS names it: name, name.namespace, name.namespace.svc, name.namespace.svc.cluster.local. */}}
+{{- define "roncho.serviceHosts" -}}
+{{- $root := . -}}
+{{- $hosts := list -}}
+{{- range $role, $spec := .Values.roles }}
+{{- if and $spec.enabled $spec.service }}
+{{- $name := printf "%s-%s" (include "roncho.fullname" $root) $role }}
+{{- $hosts = concat $hosts (list $name (printf "%s.%s" $name $root.Release.Namespace) (printf "%s.%s.svc" $name $root.Release.Namespace) (printf "%s.%s.svc.cluster.local" $name $root.Release.Namespace)) }}
+{{- end }}
+{{- end }}
+{{- join "," $hosts -}}
 {{- end -}}

@@ -4,7 +4,8 @@
 //! Writing messages enqueues their work (representation and summary tasks,
 //! by Honcho's observer rules) in the same transaction; the [`worker`]
 //! processes it and `GetQueueStatus` reports the queue. The same worker
-//! delivers webhook events ([`webhooks`]) and carries large erasures on.
+//! carries large erasures on; webhook events have a lane of their own
+//! ([`webhooks`]).
 
 use std::sync::Arc;
 

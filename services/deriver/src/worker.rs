@@ -24,10 +24,9 @@ use roncho_core::embed::{Embedder, cosine};
 use roncho_core::filter;
 use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
-use roncho_core::store::{DerivationHealth, Erasure, Memory, Messages, Outcome, Scopes, Webhooks};
+use roncho_core::store::{DerivationHealth, Erasure, Memory, Messages, Outcome, Scopes};
 use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
 use roncho_core::{Error, Result, representation, tokens};
-use roncho_http::webhook::WebhookSender;
 use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -36,18 +35,16 @@ use tokio_util::sync::CancellationToken;
 
 roncho_core::store_view! {
     /// The store as the deriver's work uses it: messages and summaries,
-    /// memory, erasures and scope backfills carried on, webhook endpoints.
-    pub trait DeriverStore: Messages, Memory, Erasure, Scopes, Webhooks, DerivationHealth
+    /// memory, erasures and scope backfills carried on.
+    pub trait DeriverStore: Messages, Memory, Erasure, Scopes, DerivationHealth
 }
 
 /// The task types this worker handles: derivation, summaries, the
-/// erasures delete requests left to the background, and webhook events.
-pub const TASK_TYPES: [&str; 5] = ["representation", "summary", "deletion", "webhook", "scope_backfill"];
+/// erasures delete requests left to the background, and scope backfills.
+/// Webhook events have a lane of their own ([`crate::webhooks`]).
+pub const TASK_TYPES: [&str; 4] = ["representation", "summary", "deletion", "scope_backfill"];
 
 pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
-
-/// How long a webhook delivery waits for its receiver (Honcho's 30 s).
-pub const DEFAULT_WEBHOOK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Reply budgets of a derivation call and of a long summary (a short one gets at most 1,000).
 const DEFAULT_MAX_TOKENS: (u32, u32) = (2_000, 4_000);
@@ -82,8 +79,6 @@ pub struct Worker {
     on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Told which collections gained observations (the dream scheduler).
     listener: Option<Arc<dyn CollectionListener>>,
-    /// Delivers webhook events.
-    webhooks: WebhookSender,
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -121,14 +116,7 @@ impl Worker {
             semantic: None,
             on_saved: None,
             listener: None,
-            webhooks: WebhookSender::new(None, DEFAULT_WEBHOOK_TIMEOUT, false).expect("an HTTP client with defaults"),
         }
-    }
-
-    /// Delivers webhook events with `sender` (its secret signs them).
-    pub fn with_webhooks(mut self, sender: WebhookSender) -> Self {
-        self.webhooks = sender;
-        self
     }
 
     /// Gives derivation calls and long summaries these reply budgets.
@@ -195,9 +183,6 @@ impl roncho_worker::Handler for Worker {
     }
 
     async fn process(&self, claim: &Claim) -> Result<()> {
-        if task_type(&claim.work_unit_key) == "webhook" {
-            return self.deliver_webhooks(claim).await;
-        }
         // Keys are `type:workspace:session:...`; ids cannot hold `:`.
         let mut parts = claim.work_unit_key.splitn(4, ':');
         let (_, workspace, session) = (parts.next(), parts.next(), parts.next());
@@ -276,24 +261,6 @@ impl Worker {
                 }
             }
         }
-    }
-
-    /// Delivers a claim's webhook events (`webhook:{workspace}:{endpoint}`)
-    /// in order; those delivered before one fails are completed at once, so
-    /// the retry sends only the rest.
-    async fn deliver_webhooks(&self, claim: &Claim) -> Result<()> {
-        let workspace = claim.work_unit_key.split(':').nth(1).unwrap_or_default();
-        let mut delivered = Vec::new();
-        for task in &claim.tasks {
-            if let Err(error) = crate::webhooks::deliver(self.store.as_ref(), &self.webhooks, workspace, task).await {
-                if !delivered.is_empty() {
-                    self.queue.complete(claim, &delivered).await?;
-                }
-                return Err(error);
-            }
-            delivered.push(task.id);
-        }
-        Ok(())
     }
 
     /// Extracts each message of a representation task into its observers' collections.

@@ -162,13 +162,18 @@ async fn process_claimed(
         Err(error) if is_outage(&error) => {
             let deferrals = claim.tasks.first().map_or(0, |task| task.deferrals);
             let delay = outage_delay(config, deferrals, &error);
-            tracing::warn!(
-                work_unit = %claim.work_unit_key,
-                %error,
-                deferrals,
-                retry_in = ?delay,
-                "an outage stopped the work; postponed without spending an attempt"
-            );
+            if matches!(error, roncho_core::Error::Throttled { .. }) {
+                // A limit doing its work (a busy receiver, a rate), not an outage.
+                tracing::debug!(work_unit = %claim.work_unit_key, %error, retry_in = ?delay, "work waits its turn");
+            } else {
+                tracing::warn!(
+                    work_unit = %claim.work_unit_key,
+                    %error,
+                    deferrals,
+                    retry_in = ?delay,
+                    "an outage stopped the work; postponed without spending an attempt"
+                );
+            }
             queue.defer(claim, &ids, &error.to_string(), delay).await?;
         }
         Err(error) => {

@@ -18,6 +18,10 @@ section! {
         auth_jwt_previous_secrets: String,
         /// Serve a non-loopback address without authentication anyway.
         insecure_no_auth: bool,
+        /// Require keys without an operator's secret: one is generated into
+        /// the data directory at first start, with an admin key beside it
+        /// (owner-only files), which the CLI and `roncho mcp --addr` read.
+        local_key: bool,
     }
 }
 
@@ -32,6 +36,9 @@ pub struct AuthConfig {
     pub secrets: Vec<Secret>,
     /// Serving a non-loopback address without authentication was asked for.
     pub insecure_no_auth: bool,
+    /// Without `secrets`, keys are verified with the data directory's
+    /// local secret ([`crate::local_key`]).
+    pub local_key: bool,
 }
 
 impl AuthLayer {
@@ -58,6 +65,7 @@ impl AuthLayer {
         Ok(AuthConfig {
             secrets,
             insecure_no_auth: self.insecure_no_auth.unwrap_or(false),
+            local_key: self.local_key.unwrap_or(false),
         })
     }
 }
@@ -65,7 +73,7 @@ impl AuthLayer {
 impl AuthConfig {
     /// Returns whether keys are required.
     pub fn enabled(&self) -> bool {
-        !self.secrets.is_empty()
+        !self.secrets.is_empty() || self.local_key
     }
 
     /// Returns why serving the non-loopback `address` is refused: no

@@ -37,6 +37,11 @@ section! {
         rate_limit_dreams_per_minute: u32,
         /// Per workspace and minute: CloneSession calls.
         rate_limit_clones_per_minute: u32,
+        /// Per workspace and minute: TestWebhook and CreateWebhook calls.
+        rate_limit_webhooks_per_minute: u32,
+        /// Per workspace and minute: calls that leave background work
+        /// (deletes, sessions added to or taken out of scopes).
+        rate_limit_jobs_per_minute: u32,
         /// Longest an uploaded PDF may take to read.
         upload_pdf_timeout_secs: u64,
         /// Memory (address space) a PDF's reader may use, in MiB.
@@ -68,6 +73,8 @@ pub struct LimitsConfig {
     pub uploads_per_minute: u32,
     pub dreams_per_minute: u32,
     pub clones_per_minute: u32,
+    pub webhooks_per_minute: u32,
+    pub jobs_per_minute: u32,
     /// Longest an uploaded PDF may take to read.
     pub pdf_timeout: Duration,
     /// Address space of the process reading one PDF, in MiB.
@@ -98,6 +105,8 @@ impl LimitsLayer {
             uploads_per_minute: self.rate_limit_uploads_per_minute.unwrap_or(60),
             dreams_per_minute: self.rate_limit_dreams_per_minute.unwrap_or(10),
             clones_per_minute: self.rate_limit_clones_per_minute.unwrap_or(30),
+            webhooks_per_minute: self.rate_limit_webhooks_per_minute.unwrap_or(30),
+            jobs_per_minute: self.rate_limit_jobs_per_minute.unwrap_or(600),
             pdf_timeout: Duration::from_secs(self.upload_pdf_timeout_secs.unwrap_or(30).max(1)),
             pdf_memory_mb: self.upload_pdf_memory_mb.unwrap_or(1024).max(64),
             pdf_concurrency: self.upload_pdf_concurrency.unwrap_or(2).max(1),
@@ -148,6 +157,8 @@ impl LimitsConfig {
             (RateClass::Uploads, self.uploads_per_minute),
             (RateClass::Dreams, self.dreams_per_minute),
             (RateClass::Clones, self.clones_per_minute),
+            (RateClass::Webhooks, self.webhooks_per_minute),
+            (RateClass::Jobs, self.jobs_per_minute),
         ])
     }
 }

@@ -125,7 +125,7 @@ impl Config {
             search: layer.search.resolve(&store.data_dir, home)?,
             llm: layer.llm.resolve()?,
             limits: layer.limits.resolve(dialectic_timeouts),
-            webhooks: layer.webhooks.resolve(),
+            webhooks: layer.webhooks.resolve()?,
             telemetry: layer.telemetry.resolve(&server.roles)?,
             server,
             store,

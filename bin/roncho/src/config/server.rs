@@ -29,6 +29,13 @@ section! {
         tls_client_ca_file: PathBuf,
         shutdown_grace_secs: u64,
         startup_timeout_secs: u64,
+        /// Origins (`https://app.example.com`, comma-separated) whose web
+        /// pages may call the HTTP routes, with CORS; unset: none but the
+        /// server's own.
+        allowed_origins: String,
+        /// Host names (comma-separated) a server without keys answers
+        /// under, beside loopback names; unset: loopback names only.
+        allowed_hosts: String,
     }
 }
 
@@ -51,6 +58,10 @@ pub struct ServerConfig {
     /// How long start-up waits for unreachable dependencies (the database,
     /// NATS) before giving up.
     pub startup_timeout: Duration,
+    /// Origins whose web pages may call the HTTP routes.
+    pub allowed_origins: Vec<String>,
+    /// Host names served beside loopback ones by a server without keys.
+    pub allowed_hosts: Vec<String>,
 }
 
 impl ServerLayer {
@@ -70,6 +81,17 @@ impl ServerLayer {
             (None, None) => None,
             _ => bail!("tls_cert_file and tls_key_file go together"),
         };
+        let list = |text: Option<String>| -> Vec<String> {
+            text.iter()
+                .flat_map(|text| text.split(','))
+                .map(str::trim)
+                .filter(|item| !item.is_empty())
+                .map(str::to_owned)
+                .collect()
+        };
+        let (allowed_origins, allowed_hosts) = (list(self.allowed_origins), list(self.allowed_hosts));
+        // Checked now: a typo stops start-up, not every browser call.
+        roncho_gate::BrowserPolicy::new(&allowed_origins, &allowed_hosts).map_err(anyhow::Error::msg)?;
         Ok(ServerConfig {
             listen: self.listen.unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 50051))),
             health_listen: self.health_listen,
@@ -79,7 +101,17 @@ impl ServerLayer {
             shutdown_grace: Duration::from_secs(self.shutdown_grace_secs.unwrap_or(10)),
             startup_timeout: Duration::from_secs(self.startup_timeout_secs.unwrap_or(120)),
             roles,
+            allowed_origins,
+            allowed_hosts,
         })
+    }
+}
+
+impl ServerConfig {
+    /// Returns the browser rules the settings give.
+    pub fn browsers(&self) -> roncho_gate::BrowserPolicy {
+        roncho_gate::BrowserPolicy::new(&self.allowed_origins, &self.allowed_hosts)
+            .expect("checked when the configuration was resolved")
     }
 }
 

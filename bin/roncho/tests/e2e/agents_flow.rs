@@ -222,7 +222,7 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
     let roles = [roncho::config::Role::Dreamer, roncho::config::Role::Dialectic];
-    tokio::spawn(async move { roncho::server::run(listener, services, &roles, token).await });
+    tokio::spawn(async move { roncho::server::run(Some(listener), services, &roles, token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()

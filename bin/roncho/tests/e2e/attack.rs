@@ -210,6 +210,7 @@ struct Guarded {
     served: support::Served,
     rest: std::net::SocketAddr,
     gate: ConnectionGate,
+    admission: Admission,
     keys: Arc<KeySet>,
     _dir: tempfile::TempDir,
 }
@@ -221,10 +222,11 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
     let address = rest.local_addr().unwrap();
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
     let gate = ConnectionGate::new(connections);
+    let admission = Admission::new(limits);
     let services = roncho::server::Services {
-        rest_listener: Some(Arc::new(rest)),
+        rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
         keys: Some(keys.clone()),
-        admission: Admission::new(limits),
+        admission: admission.clone(),
         connections: gate.clone(),
         ..roncho::server::Services::store_only(store)
     };
@@ -233,6 +235,7 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
         served,
         rest: address,
         gate,
+        admission,
         keys,
         _dir: dir,
     }
@@ -508,5 +511,133 @@ async fn a_retry_after_an_erasure_writes_nothing() {
         ["see you at the gym"],
         "the session is as the erasure left it"
     );
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn every_stage_of_a_connection_is_closed_within_its_timeout_whatever_bytes_arrived() {
+    let server = guarded_server(
+        Limits {
+            body_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+        ConnectionLimits {
+            header_timeout: Duration::from_secs(2),
+            handshake_timeout: Duration::from_secs(2),
+            ..ConnectionLimits::default()
+        },
+    )
+    .await;
+    // HTTP/2's opening (the preface, then a SETTINGS frame with one
+    // setting), stopped at every kind of offset, on gRPC and on REST.
+    let mut opening = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+    opening.extend([0, 0, 6, 4, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0, 100]);
+    let mut stalled: Vec<(String, TcpStream)> = Vec::new();
+    for offset in [1, 3, 12, 16, 23, 24, 25, 30, 32, 33, 36, 38] {
+        for (listener, to) in [("gRPC", server.served.address), ("REST", server.rest)] {
+            let mut stream = connect_from("127.0.0.3", to).await.unwrap();
+            stream.write_all(&opening[..offset]).await.unwrap();
+            stalled.push((format!("{listener} after {offset} bytes of HTTP/2's opening"), stream));
+        }
+    }
+    // An HTTP/1 head cut short, and whole heads whose bodies never come:
+    // on REST, and on /mcp (a peer key is enough to get that far).
+    let key = server.key(Some("w"));
+    let heads = [
+        "POST /v3/workspaces HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Le".to_owned(),
+        format!(
+            "POST /v3/workspaces/w/sessions/s/messages HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+             Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n{{\"messages\": ["
+        ),
+        format!(
+            "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 100000\r\n\r\n{{\"jsonrpc\""
+        ),
+        format!(
+            "POST /mcp/memory HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\n\
+             Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n5\r\n{{\"jso\r\n"
+        ),
+    ];
+    for head in heads {
+        let mut stream = connect_from("127.0.0.3", server.rest).await.unwrap();
+        stream.write_all(head.as_bytes()).await.unwrap();
+        stalled.push((head.lines().next().unwrap().to_owned(), stream));
+    }
+    let started = std::time::Instant::now();
+    for (what, stream) in &mut stalled {
+        assert!(
+            closed_within(stream, Duration::from_secs(6)).await,
+            "{what}: still open"
+        );
+    }
+    assert!(
+        started.elapsed() >= Duration::from_millis(1500),
+        "closed for another reason"
+    );
+    // A client that finishes its stages is served meanwhile and after.
+    assert_eq!(server.health().await, 200);
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn unauthenticated_health_watch_streams_are_bounded_per_connection_address_and_process() {
+    let limits = Limits::default();
+    let server = guarded_server(limits, ConnectionLimits::default()).await;
+    let stats = server.admission.stats();
+    // 24 connections from one address, each asking for 40 Watch streams:
+    // 960 asked, at most 16 a connection and 256 for the address live.
+    let mut channels = Vec::new();
+    for _ in 0..24 {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", server.served.address))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap();
+        channels.push(channel);
+    }
+    let mut live = Vec::new();
+    let (mut refused, mut other) = (0, Vec::new());
+    for channel in &channels {
+        for _ in 0..40 {
+            let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+            match health.watch(tonic_health::pb::HealthCheckRequest::default()).await {
+                Ok(stream) => {
+                    let mut stream = stream.into_inner();
+                    match stream.message().await {
+                        Ok(Some(_)) => live.push(stream),
+                        Ok(None) => other.push("ended".to_owned()),
+                        Err(status) if status.code() == Code::ResourceExhausted => refused += 1,
+                        Err(status) => other.push(format!("{status:?}")),
+                    }
+                }
+                Err(status) if status.code() == Code::ResourceExhausted => refused += 1,
+                Err(status) => other.push(format!("{status:?}")),
+            }
+        }
+    }
+    assert!(other.is_empty(), "{other:?}");
+    assert_eq!(live.len(), limits.max_open_calls_per_address, "{refused} refused");
+    assert_eq!(live.len() + refused, 24 * 40);
+    assert_eq!(stats.open_in_flight(), live.len());
+    // Requests keep their own places meanwhile, and probes from elsewhere theirs.
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces",
+            json!({"id": "w"}),
+            &server.key(None),
+        )
+        .await;
+    assert!(matches!(status, 200 | 201), "{status}");
+    // Closed streams give their places back.
+    drop(live);
+    drop(channels);
+    for _ in 0..100 {
+        if stats.open_in_flight() == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(stats.open_in_flight(), 0);
     server.served.shutdown.cancel();
 }

@@ -149,9 +149,9 @@ async fn start(configure: impl FnOnce(roncho_dialectic::Dialectic) -> roncho_dia
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    tokio::spawn(
-        async move { roncho::server::run(listener, services, &[roncho::config::Role::Dialectic], token).await },
-    );
+    tokio::spawn(async move {
+        roncho::server::run(Some(listener), services, &[roncho::config::Role::Dialectic], token).await
+    });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()

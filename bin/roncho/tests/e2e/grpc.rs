@@ -41,7 +41,7 @@ async fn start(roles: &[Role]) -> Server {
             queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(served.clone()))),
             ..roncho::server::Services::store_only(served)
         };
-        roncho::server::run(listener, services, &roles, token).await
+        roncho::server::run(Some(listener), services, &roles, token).await
     });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()

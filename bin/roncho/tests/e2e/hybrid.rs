@@ -107,7 +107,7 @@ async fn outage_degrades_search_and_loses_nothing(
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let server = tokio::spawn(async move { roncho::server::run(listener, services, &Role::ALL, token).await });
+    let server = tokio::spawn(async move { roncho::server::run(Some(listener), services, &Role::ALL, token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()

@@ -10,6 +10,7 @@ mod admission;
 mod agents_flow;
 mod attack;
 mod authorization;
+mod boundaries;
 mod derive_processes;
 mod dialectic;
 mod erasure;

@@ -32,14 +32,16 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let rest_address = rest.local_addr().unwrap();
     let services = roncho::server::Services {
         metrics: Some(metrics.clone()),
-        rest_listener: Some(Arc::new(rest)),
+        rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
         ..roncho::server::Services::store_only(dyn_store.clone())
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    tokio::spawn(async move { roncho::server::run(listener, services, &[roncho::config::Role::Ingest], token).await });
+    tokio::spawn(
+        async move { roncho::server::run(Some(listener), services, &[roncho::config::Role::Ingest], token).await },
+    );
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()
@@ -119,7 +121,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let metrics_address = metrics_listener.local_addr().unwrap();
     tokio::spawn(roncho::metrics::serve(
         metrics_listener,
-        roncho::connections::ConnectionGate::new(roncho::connections::ConnectionLimits::default()),
+        roncho::server::Services::store_only(store.clone()).http_edge(),
         metrics.clone(),
         dyn_store,
         Some(roncho_store::SqlWorkQueue::new(store.clone())),
@@ -203,7 +205,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
 async fn get_metrics(address: std::net::SocketAddr) -> String {
     let mut connection = tokio::net::TcpStream::connect(address).await.unwrap();
     connection
-        .write_all(b"GET /metrics HTTP/1.1\r\nHost: roncho\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .unwrap();
     let mut response = String::new();

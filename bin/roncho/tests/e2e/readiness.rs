@@ -54,7 +54,7 @@ async fn serve(
         readiness_interval: Duration::from_millis(200),
         ..services
     };
-    let server = tokio::spawn(async move { roncho::server::run(listener, services, &[role], token).await });
+    let server = tokio::spawn(async move { roncho::server::run(Some(listener), services, &[role], token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect()

@@ -37,7 +37,7 @@ impl Server {
         let base = format!("http://{}", rest.local_addr().unwrap());
         let keys = authenticated.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
         let services = roncho::server::Services {
-            rest_listener: Some(Arc::new(rest)),
+            rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
             keys: keys.clone(),
             queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone()))),
             ..roncho::server::Services::store_only(store.clone())

@@ -79,7 +79,7 @@ async fn start(server_ca: &Authority, client_ca: Option<&Authority>) -> Server {
     let rest_address = rest.local_addr().unwrap();
     let services = roncho::server::Services {
         tls: Some(tls.clone()),
-        rest_listener: Some(Arc::new(rest)),
+        rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
         ..roncho::server::Services::store_only(Arc::new(store))
     };
     let support::Served { address, shutdown, .. } = support::serve(services, &[Role::Recall]).await;
@@ -284,5 +284,61 @@ async fn silent_connections_do_not_hold_up_other_clients() {
         .unwrap();
     assert!(started.elapsed() < std::time::Duration::from_secs(2));
     drop(silent);
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn half_a_tls_handshake_is_closed_within_its_timeout_whatever_bytes_arrived() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let ca = Authority::new("server CA");
+    let server = start(&ca, None).await;
+    // A real ClientHello, cut at several offsets; and one whole, its
+    // handshake then left unfinished.
+    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+        .with_safe_default_protocol_versions()
+        .unwrap()
+        .with_root_certificates(rustls::RootCertStore::empty())
+        .with_no_client_auth();
+    let name = rustls_pki_types::ServerName::try_from("localhost").unwrap();
+    let mut client = rustls::ClientConnection::new(Arc::new(config), name).unwrap();
+    let mut hello = Vec::new();
+    client.write_tls(&mut hello).unwrap();
+    assert!(hello.len() > 100, "{} bytes", hello.len());
+    let offsets = [1, 5, hello.len() / 2, hello.len() - 1, hello.len()];
+    let mut stalled = Vec::new();
+    for (index, &offset) in offsets.iter().enumerate() {
+        for target in [server.address, server.rest] {
+            // From addresses of their own: the per-address handshake cap is not what closes them.
+            let socket = tokio::net::TcpSocket::new_v4().unwrap();
+            socket
+                .bind(format!("127.0.1.{}:0", index + 1).parse().unwrap())
+                .unwrap();
+            let mut stream = socket.connect(target).await.unwrap();
+            stream.write_all(&hello[..offset]).await.unwrap();
+            stalled.push((offset, target, stream));
+        }
+    }
+    let started = std::time::Instant::now();
+    for (offset, target, stream) in &mut stalled {
+        let mut buf = [0u8; 4096];
+        let closed = tokio::time::timeout(std::time::Duration::from_secs(9), async {
+            loop {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => return,
+                    // The server's half of the handshake; the client never answers it.
+                    Ok(_) => continue,
+                }
+            }
+        })
+        .await;
+        assert!(
+            closed.is_ok(),
+            "{target}: a handshake stopped after {offset} bytes is still open"
+        );
+    }
+    assert!(
+        started.elapsed() >= std::time::Duration::from_secs(3),
+        "closed for another reason"
+    );
     server.shutdown.cancel();
 }

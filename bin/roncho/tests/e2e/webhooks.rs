@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use roncho::config::Role;
 use roncho_core::queue::{StatusFilter, WorkQueue};
+use roncho_deriver::webhooks::{LaneLimits, WebhookLane};
 use roncho_deriver::worker::{Worker, WorkerConfig};
 use roncho_http::webhook::WebhookSender;
 use roncho_proto::v1 as pb;
@@ -58,6 +59,7 @@ fn signed(signature: Option<&str>, body: &str) -> bool {
 struct World {
     queue: Arc<dyn WorkQueue>,
     worker: Worker,
+    lane: WebhookLane,
     served: support::Served,
     _dir: tempfile::TempDir,
 }
@@ -79,11 +81,18 @@ async fn world() -> World {
         ..WorkerConfig::default()
     };
     let dyn_store = store.clone();
-    let worker = Worker::new(dyn_store, queue.clone(), config)
-        .with_webhooks(WebhookSender::new(Some(SECRET), Duration::from_secs(5), true).unwrap());
+    let lane = WebhookLane::new(
+        store.clone(),
+        queue.clone(),
+        WebhookSender::new(Some(SECRET), Duration::from_secs(5), true).unwrap(),
+        config.clone(),
+        LaneLimits::default(),
+    );
+    let worker = Worker::new(dyn_store, queue.clone(), config);
     World {
         queue,
         worker,
+        lane,
         served,
         _dir: dir,
     }
@@ -100,9 +109,9 @@ impl World {
             .unwrap();
     }
 
-    /// Runs the worker until nothing is ready.
+    /// Runs the worker and the webhook lane until nothing is ready.
     async fn drain(&self) {
-        while self.worker.run_once().await.unwrap() {}
+        while self.worker.run_once().await.unwrap() || self.lane.run_once().await.unwrap() {}
     }
 
     async fn status(&self) -> roncho_core::queue::QueueStatus {

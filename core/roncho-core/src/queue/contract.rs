@@ -32,6 +32,7 @@ macro_rules! work_queue_contract {
                 postponing_never_passes_the_latest_time,
                 outages_postpone_without_spending_attempts_and_dead_work_runs_again,
                 tasks_of_many_items_are_counted_and_claimed_by_their_items,
+                erasures_go_first_and_workspaces_take_turns,
             );
         }
     };
@@ -134,6 +135,45 @@ pub async fn tasks_of_many_items_are_counted_and_claimed_by_their_items(queue: &
         .await
         .unwrap();
     assert_eq!((done.counts.completed, done.counts.pending), (6, 1), "{done:?}");
+}
+
+pub async fn erasures_go_first_and_workspaces_take_turns(queue: &dyn WorkQueue) {
+    // One workspace's backlog, enqueued first; then one unit each of two
+    // others; then an erasure, newest of all.
+    let backlog: Vec<NewTask> = (0..6)
+        .map(|index| task(&format!("representation:big:s{index}:bob"), &format!("big{index}")))
+        .collect();
+    queue.enqueue(backlog).await.unwrap();
+    queue
+        .enqueue(vec![
+            task("representation:small:s:bob", "small"),
+            task("summary:tiny:s:bob", "tiny"),
+        ])
+        .await
+        .unwrap();
+    queue
+        .enqueue(vec![task("deletion:zzz:session:s", "erase")])
+        .await
+        .unwrap();
+    let types = ["representation", "summary", "deletion"];
+    let mut claimed = Vec::new();
+    for worker in 0..5 {
+        let claim = queue
+            .claim(&format!("w{worker}"), &types, 10, LEASE)
+            .await
+            .unwrap()
+            .expect("ready work");
+        claimed.push(crate::queue::workspace_of(&claim.work_unit_key).to_owned());
+    }
+    assert_eq!(claimed[0], "zzz", "the erasure goes first: {claimed:?}");
+    let mut turn: Vec<&str> = claimed[1..4].iter().map(String::as_str).collect();
+    turn.sort_unstable();
+    assert_eq!(
+        turn,
+        ["big", "small", "tiny"],
+        "each workspace has a turn before any has two: {claimed:?}"
+    );
+    assert_eq!(claimed[4], "big");
 }
 
 pub async fn one_worker_holds_a_unit_and_others_take_the_rest(queue: &dyn WorkQueue) {

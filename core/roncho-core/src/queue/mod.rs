@@ -10,7 +10,10 @@
 //!   tasks in enqueue order; a task waiting for a retry holds back the tasks
 //!   behind it;
 //! - a task that keeps failing becomes `dead` after the allowed attempts,
-//!   with its last error kept and shown in the status.
+//!   with its last error kept and shown in the status;
+//! - claims are fair ([`Turns`]): erasures first, then the workspaces with
+//!   ready work take turns, so one workspace's backlog delays another's
+//!   work by at most the unit in hand.
 
 use std::time::Duration;
 
@@ -34,6 +37,55 @@ pub const TASK_TYPES: [&str; 6] = [
 /// Returns the task type of a work unit key (`representation:ws:s:peer` → `representation`).
 pub fn task_type(work_unit_key: &str) -> &str {
     work_unit_key.split(':').next().unwrap_or_default()
+}
+
+/// Returns the workspace of a work unit key (its second segment).
+pub fn workspace_of(work_unit_key: &str) -> &str {
+    work_unit_key.split(':').nth(1).unwrap_or_default()
+}
+
+/// The task type claimed before any other: an erasure hides nothing until
+/// it runs to the end, and a tenant's neighbours' work must not hold it up.
+pub const FIRST: &str = "deletion";
+
+/// Whose turn it is: the workspace that had the last claim of a queue (in
+/// this process), from which the next claim looks on, wrapping around.
+#[derive(Debug, Default)]
+pub struct Turns(std::sync::Mutex<Option<String>>);
+
+impl Turns {
+    /// Returns the workspace that had the last claim.
+    pub fn last(&self) -> Option<String> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
+    /// Records that a unit of `work_unit_key`'s workspace was claimed.
+    pub fn claimed(&self, work_unit_key: &str) {
+        if task_type(work_unit_key) == FIRST {
+            return;
+        }
+        *self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()) = Some(workspace_of(work_unit_key).to_owned());
+    }
+
+    /// Orders ready units (work unit key, first task id) for claiming:
+    /// erasures first, oldest first; then the workspace after the last
+    /// one claimed, and so on around, each workspace's units oldest first
+    /// (before any claim, the oldest unit).
+    pub fn order<T>(&self, mut units: Vec<T>, key: impl Fn(&T) -> (&str, i64)) -> Vec<T> {
+        let last = self.last();
+        units.sort_by_cached_key(|unit| {
+            let (work_unit_key, first) = key(unit);
+            let workspace = workspace_of(work_unit_key);
+            // Erasures, then the workspaces after the last one, then the rest.
+            match (task_type(work_unit_key) == FIRST, &last) {
+                (true, _) => (0, String::new(), first),
+                (false, None) => (1, String::new(), first),
+                (false, Some(last)) if workspace > last.as_str() => (1, workspace.to_owned(), first),
+                (false, Some(_)) => (2, workspace.to_owned(), first),
+            }
+        });
+        units
+    }
 }
 
 /// A task to enqueue.
@@ -235,4 +287,48 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// Stops background delivery and hands undelivered work back to the
     /// other workers (on shutdown, after the last claim is released).
     async fn close(&self) {}
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn erasures_go_first_then_workspaces_take_turns() {
+        let turns = Turns::default();
+        let units = vec![
+            ("representation:big:s:p1", 1),
+            ("representation:big:s:p2", 2),
+            ("summary:big:s2:x", 3),
+            ("representation:small:s:p", 40),
+            ("webhook:alpha:e1", 50),
+            ("deletion:zed:session:s", 60),
+        ];
+        let order = |turns: &Turns| -> Vec<&str> {
+            turns
+                .order(units.clone(), |unit| (unit.0, unit.1))
+                .into_iter()
+                .map(|unit| unit.0)
+                .collect()
+        };
+        let first = order(&turns);
+        assert_eq!(first[0], "deletion:zed:session:s");
+        assert_eq!(first[1], "representation:big:s:p1", "no turn yet: the oldest");
+        turns.claimed("representation:big:s:p1");
+        let next = order(&turns);
+        assert_eq!(
+            &next[..2],
+            ["deletion:zed:session:s", "representation:small:s:p"],
+            "{next:?}"
+        );
+        turns.claimed("representation:small:s:p");
+        let wrapped = order(&turns);
+        assert_eq!(
+            &wrapped[..3],
+            ["deletion:zed:session:s", "webhook:alpha:e1", "representation:big:s:p1"],
+            "{wrapped:?}"
+        );
+        turns.claimed("deletion:zed:session:s");
+        assert_eq!(turns.last().as_deref(), Some("small"), "an erasure takes no turn");
+    }
 }

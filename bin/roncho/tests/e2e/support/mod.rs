@@ -23,7 +23,7 @@ pub async fn serve(services: roncho::server::Services, roles: &[Role]) -> Served
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let (token, roles) = (shutdown.clone(), roles.to_vec());
-    tokio::spawn(async move { roncho::server::run(listener, services, &roles, token).await });
+    tokio::spawn(async move { roncho::server::run(Some(listener), services, &roles, token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
         .connect_lazy();
