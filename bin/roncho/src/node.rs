@@ -473,7 +473,21 @@ fn start_deriver(
     ));
     workers.spawn(lane.clone().run(shutdown.clone()));
     nudges.push(Arc::new(move || lane.nudge()));
+    // Erasures have a worker of their own: one neither waits for
+    // derivation nor holds it up.
+    let eraser_config = roncho_deriver::worker::WorkerConfig {
+        worker_id: roncho_deriver::worker::unique_worker_id("eraser"),
+        ..worker_config.clone()
+    };
+    workers.ids.push(eraser_config.worker_id.clone());
+    let eraser = Arc::new(
+        roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), eraser_config)
+            .claiming(&roncho_deriver::worker::ERASURES),
+    );
+    workers.spawn(eraser.clone().run(shutdown.clone()));
+    nudges.push(Arc::new(move || eraser.nudge()));
     let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
+        .claiming(&roncho_deriver::worker::DERIVATION)
         .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
     let deriver = crate::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
     let summarizer = crate::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;

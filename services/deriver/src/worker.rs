@@ -44,6 +44,12 @@ roncho_core::store_view! {
 /// Webhook events have a lane of their own ([`crate::webhooks`]).
 pub const TASK_TYPES: [&str; 4] = ["representation", "summary", "deletion", "scope_backfill"];
 
+/// Of those, what a process's derivation worker claims ...
+pub const DERIVATION: [&str; 3] = ["representation", "summary", "scope_backfill"];
+/// ... and what its erasure worker claims, beside it: a large erasure
+/// neither waits for derivation nor holds it up.
+pub const ERASURES: [&str; 1] = ["deletion"];
+
 pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
 
 /// Reply budgets of a derivation call and of a long summary (a short one gets at most 1,000).
@@ -79,6 +85,8 @@ pub struct Worker {
     on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
     /// Told which collections gained observations (the dream scheduler).
     listener: Option<Arc<dyn CollectionListener>>,
+    /// The task types it claims.
+    task_types: &'static [&'static str],
 }
 
 /// What the deriver model returns (Honcho's `PromptRepresentation`).
@@ -116,7 +124,14 @@ impl Worker {
             semantic: None,
             on_saved: None,
             listener: None,
+            task_types: &TASK_TYPES,
         }
+    }
+
+    /// Claims only `task_types` (of [`TASK_TYPES`]).
+    pub fn claiming(mut self, task_types: &'static [&'static str]) -> Self {
+        self.task_types = task_types;
+        self
     }
 
     /// Gives derivation calls and long summaries these reply budgets.
@@ -179,7 +194,7 @@ impl Worker {
 #[async_trait::async_trait]
 impl roncho_worker::Handler for Worker {
     fn task_types(&self) -> &[&'static str] {
-        &TASK_TYPES
+        self.task_types
     }
 
     async fn process(&self, claim: &Claim) -> Result<()> {

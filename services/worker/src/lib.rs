@@ -141,20 +141,24 @@ async fn process_claimed(
     handler: &dyn Handler,
     claim: &Claim,
 ) -> Result<()> {
-    // Renew the lease every third of it while the work runs (LLM calls can be long).
-    let process = handler.process(claim);
-    tokio::pin!(process);
-    let mut heartbeat = tokio::time::interval(config.lease / 3);
-    heartbeat.tick().await;
-    let outcome = loop {
-        tokio::select! {
-            outcome = &mut process => break outcome,
-            _ = heartbeat.tick() => {
-                if let Err(error) = queue.renew(claim, config.lease).await {
-                    tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
-                }
+    // Renew the lease every third of it while the work runs (LLM calls can
+    // be long). The renewals run beside the work, both polled: a renewal
+    // that waits for the store's writer, which the work may hold in the
+    // middle of a transaction (SQLite has one), must not stop the work from
+    // finishing that transaction.
+    let renewals = async {
+        let mut heartbeat = tokio::time::interval(config.lease / 3);
+        heartbeat.tick().await;
+        loop {
+            heartbeat.tick().await;
+            if let Err(error) = queue.renew(claim, config.lease).await {
+                tracing::warn!(work_unit = %claim.work_unit_key, %error, "could not renew the lease");
             }
         }
+    };
+    let outcome = tokio::select! {
+        outcome = handler.process(claim) => outcome,
+        never = renewals => never,
     };
     let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();
     match outcome {

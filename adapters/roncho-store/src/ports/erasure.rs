@@ -7,6 +7,10 @@
 //! transaction, the receipt updated with it), then its conclusions, then
 //! its own rows; a `deletion` task in the work queue carries on whatever
 //! the request did not finish, so a crash resumes where it stopped.
+//! What it has yet to remove is hidden from the start: the receipt, the
+//! `deletion` task, a session's `is_active = 0` and the scope's queued work
+//! dropped commit together, and every read leaves out the rows of a running
+//! erasure (`tx::erasing`), before any chunk and across a crash.
 //!
 //! For every erased message, in the chunk's transaction:
 //! - the row goes, with its full-text entry; its vector is tombstoned for
@@ -59,15 +63,40 @@ impl Erasure for SqlStore {
     }
 
     async fn begin_erasure(&self, workspace_id: &str, scope: &ErasureScope) -> Result<ErasureReceipt> {
+        if let ErasureScope::Message { message_id, .. } = scope {
+            return Err(Error::Internal(format!(
+                "message {message_id} is erased at once (delete_message)"
+            )));
+        }
         let mut tx = self.begin_write().await?;
+        // Before the target is looked up: it is hidden while its erasure
+        // runs, and a repeated delete (or one after a crash) joins that one.
+        let mut running = Sql::new("SELECT id FROM erasure_receipts WHERE state = 'running' AND workspace_name = ");
+        running
+            .bind(workspace_id)
+            .push(" AND scope = ")
+            .bind(scope.kind())
+            .push(" AND target = ")
+            .bind(scope.target(workspace_id));
+        if let ErasureScope::ScopeSession { session_id, .. } = scope {
+            running.push(" AND session_name = ").bind(session_id.as_str());
+        }
+        if let Some(row) = fetch_optional(tx.conn(), &running).await? {
+            let id: String = rows::get(&row, "id")?;
+            drop(tx);
+            return self.erasure_receipt(workspace_id, &id).await;
+        }
         match scope {
-            ErasureScope::Message { message_id, .. } => {
-                return Err(Error::Internal(format!(
-                    "message {message_id} is erased at once (delete_message)"
-                )));
-            }
+            ErasureScope::Message { .. } => {}
             ErasureScope::Session { session_id } => {
                 load_session(tx.conn(), workspace_id, session_id).await?;
+                // Writes to it stop with the reads (they ask for an active session).
+                let mut inactive = Sql::new("UPDATE sessions SET is_active = 0 WHERE workspace_name = ");
+                inactive
+                    .bind(workspace_id)
+                    .push(" AND name = ")
+                    .bind(session_id.as_str());
+                execute(tx.conn(), &inactive).await?;
             }
             ErasureScope::Peer { peer_id } => {
                 load_peer(tx.conn(), workspace_id, peer_id).await?;
@@ -90,23 +119,14 @@ impl Erasure for SqlStore {
                 crate::tx::scopes::leave_scope(tx.conn(), workspace_id, scope_id, session_id).await?;
             }
         }
-        let mut running = Sql::new("SELECT id FROM erasure_receipts WHERE state = 'running' AND workspace_name = ");
-        running
-            .bind(workspace_id)
-            .push(" AND scope = ")
-            .bind(scope.kind())
-            .push(" AND target = ")
-            .bind(scope.target(workspace_id));
-        if let ErasureScope::ScopeSession { session_id, .. } = scope {
-            running.push(" AND session_name = ").bind(session_id.as_str());
-        }
-        if let Some(row) = fetch_optional(tx.conn(), &running).await? {
-            let id: String = rows::get(&row, "id")?;
-            drop(tx);
-            return self.erasure_receipt(workspace_id, &id).await;
-        }
-        let receipt = self.insert_receipt(tx.conn(), workspace_id, scope).await?;
+        // From this commit on, reads leave the scope out (see
+        // `tx::erasing`), whether or not this process lives to erase it.
+        let mut receipt = self.insert_receipt(tx.conn(), workspace_id, scope).await?;
         crate::tx::tasks::insert_tasks(tx.conn(), &[deletion_task(workspace_id, &receipt)]).await?;
+        // Nor is anything more derived from what it hides.
+        let mut counts = ErasureCounts::default();
+        counts.tasks_dropped += drop_scope_tasks(tx.conn(), workspace_id, scope, &receipt.id).await?;
+        self.save_receipt(tx.conn(), &mut receipt, &counts, false).await?;
         tx.commit().await?;
         Ok(receipt)
     }
@@ -328,32 +348,7 @@ impl SqlStore {
             erase_sources(conn, workspace_id, public, receipt_id, counts).await?;
             return Ok(false);
         }
-        let now = now_micros();
-        let mut tasks = Sql::new("UPDATE work_tasks SET state = 'done', finished_at = ");
-        tasks
-            .bind(now)
-            .push(", last_error = ")
-            .bind(format!("dropped: erased (receipt {receipt_id})"))
-            .push(" WHERE state = 'pending' AND task_type <> 'deletion' AND workspace_name = ")
-            .bind(workspace_id);
-        match scope {
-            ErasureScope::Session { session_id } => {
-                tasks.push(" AND session_name = ").bind(session_id.as_str());
-            }
-            ErasureScope::Peer { peer_id } => {
-                tasks
-                    .push(" AND (sender = ")
-                    .bind(peer_id.as_str())
-                    .push(" OR observer = ")
-                    .bind(peer_id.as_str())
-                    .push(")");
-            }
-            ErasureScope::ScopeSession { scope_id, session_id } => {
-                push_scope_session(&mut tasks, scope_id, session_id);
-            }
-            ErasureScope::Workspace | ErasureScope::Message { .. } => {}
-        }
-        counts.tasks_dropped += i64::try_from(execute(conn, &tasks).await?).unwrap_or(0);
+        counts.tasks_dropped += drop_scope_tasks(conn, workspace_id, scope, receipt_id).await?;
         let count = |table: &str, condition: &str| {
             let mut sql = Sql::new(&format!("SELECT COUNT(*) AS n FROM {table} WHERE workspace_name = "));
             sql.bind(workspace_id).push(condition);
@@ -874,6 +869,41 @@ async fn work_unit_held(conn: &mut AnyConnection, unit: &str) -> Result<bool> {
     let mut sql = Sql::new("SELECT 1 AS held FROM work_leases WHERE work_unit_key = ");
     sql.bind(unit).push(" AND expires_at > ").bind(now_micros());
     Ok(fetch_optional(conn, &sql).await?.is_some())
+}
+
+/// Drops the scope's pending work (its `deletion` task aside): nothing is
+/// derived from what it holds. Returns how many tasks.
+async fn drop_scope_tasks(
+    conn: &mut AnyConnection,
+    workspace_id: &str,
+    scope: &ErasureScope,
+    receipt_id: &str,
+) -> Result<i64> {
+    let mut tasks = Sql::new("UPDATE work_tasks SET state = 'done', finished_at = ");
+    tasks
+        .bind(now_micros())
+        .push(", last_error = ")
+        .bind(format!("dropped: erased (receipt {receipt_id})"))
+        .push(" WHERE state = 'pending' AND task_type <> 'deletion' AND workspace_name = ")
+        .bind(workspace_id);
+    match scope {
+        ErasureScope::Session { session_id } => {
+            tasks.push(" AND session_name = ").bind(session_id.as_str());
+        }
+        ErasureScope::Peer { peer_id } => {
+            tasks
+                .push(" AND (sender = ")
+                .bind(peer_id.as_str())
+                .push(" OR observer = ")
+                .bind(peer_id.as_str())
+                .push(")");
+        }
+        ErasureScope::ScopeSession { scope_id, session_id } => {
+            push_scope_session(&mut tasks, scope_id, session_id);
+        }
+        ErasureScope::Workspace | ErasureScope::Message { .. } => {}
+    }
+    Ok(i64::try_from(execute(conn, &tasks).await?).unwrap_or(0))
 }
 
 /// The scope of a receipt row.

@@ -9,6 +9,7 @@ use crate::tx::conclusions::{insert_conclusion, soft_delete_conclusion};
 use crate::tx::entities::ensure_peer;
 use crate::tx::entities::ensure_workspace;
 use crate::tx::entities::load_peer;
+use crate::tx::erasing::{self, push_not_erasing};
 use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
@@ -40,7 +41,9 @@ impl Memory for SqlStore {
         page: PageRequest,
     ) -> Result<Page<Conclusion>> {
         let mut from_where = Sql::new("documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ");
-        from_where.bind(workspace_id).push(" AND ");
+        from_where.bind(workspace_id);
+        push_not_erasing(&mut from_where, erasing::CONCLUSION);
+        from_where.push(" AND ");
         crate::sql::render_filter(&mut from_where, self.dialect(), filter, "d")?;
         // Newest first by default, as in Honcho.
         let dir = if page.reverse { "ASC" } else { "DESC" };
@@ -130,6 +133,7 @@ impl Memory for SqlStore {
                 .bind(observer_id)
                 .push(" AND d.observed = ")
                 .bind(observed_id);
+            push_not_erasing(&mut sql, erasing::CONCLUSION);
             if let Some(sessions) = &query.allowed_sessions {
                 // Under an allowlist only explicit conclusions are safe: derived ones may rest on other sessions.
                 sql.push(" AND d.level = 'explicit' AND d.session_name IN ");
@@ -167,6 +171,7 @@ impl Memory for SqlStore {
         ));
         sql.bind(workspace_id).push(" AND d.public_id IN ");
         sql.push_list(ids);
+        push_not_erasing(&mut sql, erasing::CONCLUSION);
         self.read(&sql).await?.iter().map(rows::conclusion).collect()
     }
 
@@ -176,10 +181,9 @@ impl Memory for SqlStore {
              (SELECT s.document_id FROM conclusion_sources s WHERE s.workspace_name = ",
             rows::CONCLUSION_COLUMNS
         ));
-        sql.bind(workspace_id)
-            .push(" AND s.source_id = ")
-            .bind(id)
-            .push(") ORDER BY d.created_at, d.id");
+        sql.bind(workspace_id).push(" AND s.source_id = ").bind(id).push(")");
+        push_not_erasing(&mut sql, erasing::CONCLUSION);
+        sql.push(" ORDER BY d.created_at, d.id");
         self.read(&sql).await?.iter().map(rows::conclusion).collect()
     }
 
@@ -199,6 +203,7 @@ impl Memory for SqlStore {
             .bind(observer_id)
             .push(" AND observed = ")
             .bind(observed_id);
+        push_not_erasing(&mut sql, erasing::PEER_CARD);
         self.read_optional(&sql).await?.map(|row| rows::card(&row)).transpose()
     }
 

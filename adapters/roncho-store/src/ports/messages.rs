@@ -4,6 +4,7 @@ use crate::db::{SqlStore, db_error, direction, execute, to_json};
 use crate::rows;
 use crate::sql::{Sql, render_filter};
 use crate::tx::entities::{load_message, load_session};
+use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::vectors::push_perspective;
 use crate::tx::writes::Origin;
 use async_trait::async_trait;
@@ -27,12 +28,16 @@ const CONTEXT_MAX_PAGE: i64 = 4096;
 struct Numbering {
     last_seq: i64,
     messages: i64,
+    /// A peer or the whole workspace is being erased: some of the
+    /// session's messages may be hidden, so its numbers are no page's.
+    erasing: bool,
 }
 
 impl Numbering {
-    /// Whether every number from 1 to `last_seq` is a message: nothing was erased.
+    /// Whether every number from 1 to `last_seq` is a message that can be
+    /// read: nothing was erased, and nothing is being erased.
     fn is_gapless(&self) -> bool {
-        self.messages == self.last_seq
+        self.messages == self.last_seq && !self.erasing
     }
 
     /// The first and last sequence number of `page` of a gapless session.
@@ -48,10 +53,15 @@ impl Numbering {
 }
 
 impl SqlStore {
-    /// The session's numbering; `NotFound` when it does not exist or was deleted.
+    /// The session's numbering; `NotFound` when it does not exist or was
+    /// deleted (or is being erased).
     async fn session_numbering(&self, workspace_id: &str, session_id: &str) -> Result<Numbering> {
-        let mut sql = Sql::new("SELECT is_active, last_seq, message_count FROM sessions WHERE workspace_name = ");
-        sql.bind(workspace_id).push(" AND name = ").bind(session_id);
+        let mut sql = Sql::new(
+            "SELECT s.is_active, s.last_seq, s.message_count, (SELECT COUNT(*) FROM erasure_receipts e \
+             WHERE e.state = 'running' AND e.workspace_name = s.workspace_name \
+             AND e.scope IN ('peer', 'workspace')) AS erasing FROM sessions s WHERE s.workspace_name = ",
+        );
+        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
         let row = self
             .read_optional(&sql)
             .await?
@@ -62,6 +72,7 @@ impl SqlStore {
         Ok(Numbering {
             last_seq: rows::get(&row, "last_seq")?,
             messages: rows::get(&row, "message_count")?,
+            erasing: rows::get::<i64>(&row, "erasing")? > 0,
         })
     }
 }
@@ -170,6 +181,7 @@ impl Messages for SqlStore {
             .bind(workspace_id)
             .push(" AND m.session_name = ")
             .bind(session_id);
+        push_not_erasing(&mut from_where, erasing::MESSAGE);
         self.push_filter(&mut from_where, filter, "m")?;
         let order = format!("m.seq_in_session {}", direction(page));
         self.paged(rows::MESSAGE_COLUMNS, from_where, &order, page, rows::message)
@@ -195,6 +207,7 @@ impl Messages for SqlStore {
         if let Some(observer) = peer_perspective {
             crate::tx::vectors::push_perspective(&mut from_where, observer);
         }
+        push_not_erasing(&mut from_where, erasing::MESSAGE);
         from_where.push(" AND ");
         render_filter(&mut from_where, self.dialect(), filter, "m")?;
         // Callers order the rows themselves (by their hits' ranks).
@@ -216,6 +229,7 @@ impl Messages for SqlStore {
         if let Some(observer) = &scan.peer_perspective {
             push_perspective(&mut sql, observer);
         }
+        push_not_erasing(&mut sql, erasing::MESSAGE);
         if let Some(text) = scan.contains.as_deref().filter(|text| !text.is_empty()) {
             sql.push(" AND LOWER(m.content) LIKE ")
                 .bind(format!("%{}%", escape_like(&text.to_lowercase())))
@@ -269,6 +283,7 @@ impl Messages for SqlStore {
             if let Some((oldest, _)) = span {
                 from_where.push(" AND m.seq_in_session < ").bind(oldest);
             }
+            push_not_erasing(&mut from_where, erasing::MESSAGE);
             let counts = self.read_token_counts(from_where, page).await?;
             if counts.is_empty() && span.is_none() {
                 // No message to walk: the session may not exist (a session
@@ -290,18 +305,25 @@ impl Messages for SqlStore {
         let Some((oldest, newest)) = span else {
             return Ok(Vec::new());
         };
-        self.read_messages(seq_range(workspace_id, session_id, oldest, newest), "m.seq_in_session")
-            .await
+        let mut from_where = seq_range(workspace_id, session_id, oldest, newest);
+        push_not_erasing(&mut from_where, erasing::MESSAGE);
+        self.read_messages(from_where, "m.seq_in_session").await
     }
 
     async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>> {
-        // The session and its summaries in one query: a row of NULLs when it has none.
+        // The session and its summaries in one query: a row of NULLs when it
+        // has none, or while a member's erasure runs (they may quote it).
         let mut sql = Sql::new(
             "SELECT s.is_active, ss.summary_type, ss.content, ss.message_public_id, ss.message_seq, \
              ss.token_count, ss.created_at FROM sessions s LEFT JOIN session_summaries ss \
-             ON ss.workspace_name = s.workspace_name AND ss.session_name = s.name WHERE s.workspace_name = ",
+             ON ss.workspace_name = s.workspace_name AND ss.session_name = s.name \
+             AND NOT EXISTS (SELECT 1 FROM erasure_receipts e JOIN session_peers sp \
+             ON sp.workspace_name = e.workspace_name AND sp.peer_name = e.target \
+             WHERE e.state = 'running' AND e.scope = 'peer' AND e.workspace_name = s.workspace_name \
+             AND sp.session_name = s.name) WHERE s.workspace_name = ",
         );
         sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
+        push_not_erasing(&mut sql, erasing::SESSION);
         let rows = self.read(&sql).await?;
         if rows.first().map_or(Ok(true), |row| {
             rows::get::<i64>(row, "is_active").map(|active| active == 0)

@@ -21,6 +21,7 @@ use crate::sql::{Dialect, Sql};
 use crate::tx::entities::{
     SCOPE_MEMBER, ensure_peer, ensure_workspace, load_scope, load_session, scope_pattern, scope_row, upsert_member,
 };
+use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::tasks::backfill_task;
 use async_trait::async_trait;
 use roncho_core::model::{
@@ -88,6 +89,7 @@ impl Scopes for SqlStore {
             .bind(workspace_id)
             .push(" AND p.name LIKE ")
             .bind(scope_pattern());
+        push_not_erasing(&mut from_where, erasing::PEER);
         let dir = direction(page);
         self.paged(
             rows::PEER_COLUMNS,
@@ -294,6 +296,7 @@ impl SqlStore {
             .bind(workspace_id)
             .push(" AND sp.peer_name IN ")
             .push_list(scope_peers);
+        push_not_erasing(&mut from_where, erasing::SESSION);
         from_where
     }
 }

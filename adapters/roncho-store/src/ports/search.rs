@@ -5,6 +5,7 @@ use crate::db::{SqlStore, execute, fetch_optional};
 use crate::ports::sync::MESSAGE_TERM;
 use crate::rows;
 use crate::sql::{Dialect, Sql};
+use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::vectors::push_perspective;
 use crate::tx::vectors::text_vector;
 use async_trait::async_trait;
@@ -171,6 +172,7 @@ impl SqlStore {
             if let Some(observer) = &search.peer_perspective {
                 push_perspective(sql, observer);
             }
+            push_not_erasing(sql, erasing::MESSAGE);
             sql.push(" AND ");
             crate::sql::render_filter(sql, self.dialect(), filter, "m")
         };

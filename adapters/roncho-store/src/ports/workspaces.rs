@@ -10,6 +10,7 @@ use crate::tx::entities::{
     check_observer_limit, ensure_peer, ensure_session, ensure_workspace, load_message, load_peer, load_session,
     load_workspace, upsert_member,
 };
+use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::writes::MESSAGES_PER_STATEMENT;
 use crate::tx::writes::insert_messages;
 use async_trait::async_trait;
@@ -69,6 +70,7 @@ impl Workspaces for SqlStore {
 
     async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>> {
         let mut from_where = Sql::new("workspaces WHERE 1=1");
+        push_not_erasing(&mut from_where, erasing::WORKSPACE);
         self.push_filter(&mut from_where, filter, "")?;
         let dir = direction(page);
         self.paged(
@@ -139,6 +141,7 @@ impl Workspaces for SqlStore {
             }
             PeerKind::All => {}
         }
+        push_not_erasing(&mut from_where, erasing::PEER);
         self.push_filter(&mut from_where, filter, "p")?;
         let dir = direction(page);
         self.paged(
@@ -228,11 +231,12 @@ impl Workspaces for SqlStore {
         execute(tx.conn(), &members).await?;
 
         // Copied a page at a time: memory stays bounded whatever the session's size.
-        let mut count = Sql::new("SELECT COUNT(*) AS n FROM messages WHERE workspace_name = ");
-        count.bind(workspace_id).push(" AND session_name = ").bind(id);
+        let mut count = Sql::new("SELECT COUNT(*) AS n FROM messages m WHERE m.workspace_name = ");
+        count.bind(workspace_id).push(" AND m.session_name = ").bind(id);
         if let Some(cutoff) = cutoff_seq {
-            count.push(" AND seq_in_session <= ").bind(cutoff);
+            count.push(" AND m.seq_in_session <= ").bind(cutoff);
         }
+        push_not_erasing(&mut count, erasing::MESSAGE);
         let total: i64 = fetch_all(tx.conn(), &count)
             .await?
             .first()
@@ -260,6 +264,7 @@ impl Workspaces for SqlStore {
             if let Some(cutoff) = cutoff_seq {
                 select.push(" AND m.seq_in_session <= ").bind(cutoff);
             }
+            push_not_erasing(&mut select, erasing::MESSAGE);
             select
                 .push(" ORDER BY m.seq_in_session LIMIT ")
                 .bind(i64::try_from(MESSAGES_PER_STATEMENT).unwrap_or(1_000));
@@ -407,6 +412,7 @@ impl Workspaces for SqlStore {
     async fn list_sessions(&self, workspace_id: &str, filter: &Filter, page: PageRequest) -> Result<Page<Session>> {
         let mut from_where = Sql::new("sessions s WHERE s.is_active = 1 AND s.workspace_name = ");
         from_where.bind(workspace_id);
+        push_not_erasing(&mut from_where, erasing::SESSION);
         self.push_filter(&mut from_where, filter, "s")?;
         let dir = direction(page);
         self.paged(
@@ -434,6 +440,7 @@ impl Workspaces for SqlStore {
         from_where.bind(workspace_id);
         from_where.push(" AND EXISTS (SELECT 1 FROM session_peers sp WHERE sp.workspace_name = s.workspace_name AND sp.session_name = s.name AND sp.peer_name = ");
         from_where.bind(peer_id).push(")");
+        push_not_erasing(&mut from_where, erasing::SESSION);
         self.push_filter(&mut from_where, filter, "s")?;
         let dir = direction(page);
         self.paged(
@@ -461,6 +468,7 @@ impl Workspaces for SqlStore {
             .bind(session_id)
             .push(" AND p.name NOT LIKE ")
             .bind(crate::tx::entities::scope_pattern());
+        push_not_erasing(&mut from_where, erasing::PEER);
         let dir = direction(page);
         self.paged(
             rows::PEER_COLUMNS,

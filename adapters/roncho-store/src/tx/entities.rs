@@ -7,6 +7,7 @@ use crate::db::{execute, fetch_optional, to_json};
 use crate::rows;
 use crate::sql::Dialect;
 use crate::sql::Sql;
+use crate::tx::erasing::{self, push_not_erasing};
 use roncho_core::derivation::Member;
 use roncho_core::model::Message;
 use roncho_core::model::Scope;
@@ -43,12 +44,14 @@ pub(crate) async fn ensure_workspace(
     Ok(execute(conn, &sql).await? == 1)
 }
 
+/// Loads workspace `id`; `NOT_FOUND` when absent or being erased.
 pub(crate) async fn load_workspace(conn: &mut AnyConnection, id: &str) -> Result<Workspace> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM workspaces WHERE name = ",
         rows::WORKSPACE_COLUMNS
     ));
     sql.bind(id);
+    push_not_erasing(&mut sql, erasing::WORKSPACE);
     let row = fetch_optional(conn, &sql)
         .await?
         .ok_or_else(|| Error::not_found("workspace", id))?;
@@ -90,12 +93,14 @@ pub(crate) async fn ensure_peer(
     ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
 }
 
+/// Loads a peer; `NOT_FOUND` when absent or being erased.
 pub(crate) async fn load_peer(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Peer> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM peers p WHERE p.workspace_name = ",
         rows::PEER_COLUMNS
     ));
     sql.bind(workspace_id).push(" AND p.name = ").bind(id);
+    push_not_erasing(&mut sql, erasing::PEER);
     let row = fetch_optional(conn, &sql)
         .await?
         .ok_or_else(|| Error::not_found("peer", id))?;
@@ -112,12 +117,14 @@ pub(crate) async fn ensure_session(
     ensure_named(conn, "sessions", workspace_id, id, metadata, configuration).await
 }
 
+/// Loads a session; `NOT_FOUND` when absent, inactive or being erased.
 pub(crate) async fn load_session(conn: &mut AnyConnection, workspace_id: &str, id: &str) -> Result<Session> {
     let mut sql = Sql::new(&format!(
         "SELECT {} FROM sessions s WHERE s.workspace_name = ",
         rows::SESSION_COLUMNS
     ));
     sql.bind(workspace_id).push(" AND s.name = ").bind(id);
+    push_not_erasing(&mut sql, erasing::SESSION);
     let row = fetch_optional(conn, &sql)
         .await?
         .ok_or_else(|| Error::not_found("session", id))?;
@@ -214,6 +221,7 @@ pub(crate) async fn check_observer_limit(conn: &mut AnyConnection, workspace_id:
     Ok(())
 }
 
+/// Loads a message; `NOT_FOUND` when absent or being erased.
 pub(crate) async fn load_message(
     conn: &mut AnyConnection,
     workspace_id: &str,
@@ -229,6 +237,7 @@ pub(crate) async fn load_message(
         .bind(session_id)
         .push(" AND m.public_id = ")
         .bind(id);
+    push_not_erasing(&mut sql, erasing::MESSAGE);
     let row = fetch_optional(conn, &sql)
         .await?
         .ok_or_else(|| Error::not_found("message", id))?;

@@ -9,9 +9,11 @@
 //! - [`conclusions`]: inserting conclusions with live sources.
 //! - [`vectors`]: sync state and tombstones of vectors, and the words indexed.
 //! - [`scopes`]: a session leaving a scope.
+//! - [`erasing`]: what an erasure still running has yet to remove, kept out of reads.
 
 pub(crate) mod conclusions;
 pub(crate) mod entities;
+pub(crate) mod erasing;
 pub(crate) mod idempotency;
 pub(crate) mod scopes;
 pub(crate) mod tasks;

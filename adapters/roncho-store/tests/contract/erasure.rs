@@ -8,6 +8,9 @@ store_contract_suite!(
     peer_delete_removes_its_messages_and_memberships,
     erasing_a_message_reaches_everything_derived_from_it,
     erasing_a_session_or_peer_runs_in_chunks_with_a_receipt,
+    a_session_is_hidden_from_every_read_once_its_erasure_begins,
+    a_peer_is_hidden_from_every_read_once_its_erasure_begins,
+    a_workspace_is_hidden_from_every_read_once_its_erasure_begins,
 ;
     deleted_messages_leave_nothing_in_the_side_tables,
 );
@@ -309,9 +312,12 @@ async fn erasing_a_session_or_peer_runs_in_chunks_with_a_receipt(store: &dyn Sto
     );
     let step = store.continue_erasure("w", &receipt.id, 500).await.unwrap();
     assert_eq!((step.state, step.counts.messages), (ErasureState::Running, 500));
-    assert_eq!(
-        store.list_messages("w", "big", &all(), page(1, 1)).await.unwrap().total,
-        700
+    assert!(
+        matches!(
+            store.list_messages("w", "big", &all(), page(1, 1)).await,
+            Err(Error::NotFound { .. })
+        ),
+        "the 700 left are hidden while they wait"
     );
     let mut done = step;
     while done.state == ErasureState::Running {
@@ -462,4 +468,421 @@ async fn deleted_messages_leave_nothing_in_the_side_tables(store: Arc<SqlStore>)
         Vec::<String>::new(),
         "the deleted messages' words are gone"
     );
+}
+
+/// What `store` returns of message `id`'s text by every read of messages:
+/// its listing, the message itself, search, lookup by id, scans and the
+/// context; empty when none does.
+async fn message_reads(store: &dyn Store, session: &str, id: &str, word: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    if let Ok(listed) = store.list_messages("w", session, &all(), page(1, 100)).await {
+        seen.extend(
+            listed
+                .items
+                .into_iter()
+                .filter(|m| m.id == id)
+                .map(|m| format!("list: {}", m.content)),
+        );
+    }
+    let filtered = filter::parse(&filter::MESSAGE, Some(&object(json!({"peer_id": {"ne": "nobody"}})))).unwrap();
+    if let Ok(listed) = store.list_messages("w", session, &filtered, page(1, 100)).await {
+        seen.extend(
+            listed
+                .items
+                .into_iter()
+                .filter(|m| m.id == id)
+                .map(|m| format!("filtered list: {}", m.content)),
+        );
+    }
+    if let Ok(message) = store.get_message("w", session, id).await {
+        seen.push(format!("get: {}", message.content));
+    }
+    seen.extend(
+        found(store, "w", &search(word), &all())
+            .await
+            .into_iter()
+            .map(|c| format!("search: {c}")),
+    );
+    let in_session = MessageSearch {
+        session_ids: Some(vec![session.to_owned()]),
+        ..search(word)
+    };
+    seen.extend(
+        found(store, "w", &in_session, &all())
+            .await
+            .into_iter()
+            .map(|c| format!("session search: {c}")),
+    );
+    let unsynced = store
+        .search_unsynced_messages("w", &search(word), &all(), 1_000_000)
+        .await
+        .unwrap();
+    seen.extend(unsynced.into_iter().map(|m| format!("unsynced search: {}", m.content)));
+    let by_id = store
+        .messages_by_ids("w", &[id.to_owned()], &all(), None)
+        .await
+        .unwrap();
+    seen.extend(by_id.into_iter().map(|m| format!("by id: {}", m.content)));
+    let scan = MessageScan {
+        contains: Some(word.to_owned()),
+        limit: 100,
+        ..MessageScan::default()
+    };
+    let scanned = store.scan_messages("w", &scan).await.unwrap();
+    seen.extend(scanned.into_iter().map(|m| format!("scan: {}", m.content)));
+    if let Ok(context) = store.context_messages("w", session, 100_000, 0).await {
+        seen.extend(
+            context
+                .into_iter()
+                .filter(|m| m.id == id)
+                .map(|m| format!("context: {}", m.content)),
+        );
+    }
+    seen
+}
+
+/// What `store` returns of conclusion `id` by every read of conclusions.
+async fn conclusion_reads(store: &dyn Store, id: &str, observer: &str, observed: &str, source: &str) -> Vec<String> {
+    let mut seen = Vec::new();
+    let listed = store.list_conclusions("w", &all(), page(1, 100)).await.unwrap();
+    seen.extend(
+        listed
+            .items
+            .into_iter()
+            .filter(|c| c.id == id)
+            .map(|c| format!("list: {}", c.content)),
+    );
+    let query = CollectionQuery {
+        allowed_sessions: None,
+        recent: 100,
+        most_derived: 100,
+    };
+    let collection = store
+        .collection_conclusions("w", observer, observed, &query)
+        .await
+        .unwrap();
+    seen.extend(
+        collection
+            .into_iter()
+            .filter(|c| c.id == id)
+            .map(|c| format!("collection: {}", c.content)),
+    );
+    let by_id = store.conclusions_by_ids("w", &[id.to_owned()]).await.unwrap();
+    seen.extend(by_id.into_iter().map(|c| format!("by id: {}", c.content)));
+    let citing = store.conclusions_citing("w", source).await.unwrap();
+    seen.extend(
+        citing
+            .into_iter()
+            .filter(|c| c.id == id)
+            .map(|c| format!("citing: {}", c.content)),
+    );
+    seen
+}
+
+/// Runs `receipt`'s erasure to its end, as its `deletion` task does.
+async fn run_to_completion(store: &dyn Store, workspace: &str, receipt: &str) -> roncho_core::model::ErasureReceipt {
+    use roncho_core::model::ErasureState;
+    loop {
+        let step = store.continue_erasure(workspace, receipt, 500).await.unwrap();
+        if step.state == ErasureState::Complete {
+            return step;
+        }
+    }
+}
+
+/// From the commit of `begin_erasure` on (the process may die before any
+/// chunk is erased), no read returns the session's messages, summaries or
+/// conclusions; other sessions read as before, and its queued work is
+/// dropped. The erasure then runs to its end as usual.
+async fn a_session_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, ErasureState};
+    store
+        .get_or_create_session(
+            "w",
+            "gone",
+            None,
+            None,
+            vec![
+                ("alice".into(), config(Some(true), Some(true))),
+                ("bob".into(), config(Some(true), Some(true))),
+            ],
+        )
+        .await
+        .unwrap();
+    let gone = store
+        .create_messages(
+            "w",
+            "gone",
+            vec![
+                new_message("alice", "my zanzibar secret"),
+                new_message("bob", "zanzibar noted"),
+            ],
+        )
+        .await
+        .unwrap();
+    let kept = store
+        .create_messages("w", "kept", vec![new_message("alice", "kept words")])
+        .await
+        .unwrap();
+    let mut from_gone = derived("bob", "alice", "alice has a zanzibar secret", &[&gone[0].id]);
+    from_gone.session_id = Some("gone".into());
+    let mut from_kept = derived("bob", "alice", "alice keeps words", &[&kept[0].id]);
+    from_kept.session_id = Some("kept".into());
+    let conclusions = store.create_conclusions("w", vec![from_gone, from_kept]).await.unwrap();
+    store
+        .set_session_summary("w", "gone", SummaryKind::Short, "a zanzibar secret", &gone[1].id, 3)
+        .await
+        .unwrap();
+    assert!(!message_reads(store, "gone", &gone[0].id, "zanzibar").await.is_empty());
+
+    let scope = ErasureScope::Session {
+        session_id: "gone".into(),
+    };
+    let receipt = store.begin_erasure("w", &scope).await.unwrap();
+    assert_eq!(receipt.state, ErasureState::Running);
+    // Nothing of it is erased yet, and none of it is read.
+    assert_eq!(receipt.counts.messages, 0);
+    for message in &gone {
+        assert_eq!(
+            message_reads(store, "gone", &message.id, "zanzibar").await,
+            Vec::<String>::new()
+        );
+    }
+    assert_eq!(
+        conclusion_reads(store, &conclusions[0].id, "bob", "alice", &gone[0].id).await,
+        Vec::<String>::new()
+    );
+    assert!(matches!(
+        store.list_messages("w", "gone", &all(), page(1, 10)).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.context_messages("w", "gone", 1_000, 0).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.session_summaries("w", "gone").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store.clone_session("w", "gone", None).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .create_messages("w", "gone", vec![new_message("alice", "more")])
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+    let sessions = store.list_sessions("w", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(
+        sessions.items.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+        ["kept"]
+    );
+    assert!(store.list_session_peers("w", "gone", page(1, 10)).await.is_err());
+    // The other session reads as before.
+    assert_eq!(
+        message_reads(store, "kept", &kept[0].id, "kept").await.len(),
+        9,
+        "listed twice, got, found three ways, by id, scanned, in context"
+    );
+    assert_eq!(
+        conclusion_reads(store, &conclusions[1].id, "bob", "alice", &kept[0].id)
+            .await
+            .len(),
+        4
+    );
+    // A repeated delete, or one after a crash, joins the erasure.
+    assert_eq!(store.begin_erasure("w", &scope).await.unwrap().id, receipt.id);
+    assert_eq!(store.delete_session("w", "gone").await.unwrap().id, receipt.id);
+    let done = store.erasure_receipt("w", &receipt.id).await.unwrap();
+    assert_eq!(done.state, ErasureState::Complete);
+    assert_eq!(
+        (done.counts.messages, done.counts.conclusions, done.counts.sessions),
+        (2, 1, 1),
+        "{:?}",
+        done.counts
+    );
+    assert!(matches!(
+        store.delete_session("w", "gone").await,
+        Err(Error::NotFound { .. })
+    ));
+    let again = store
+        .create_messages("w", "gone", vec![new_message("alice", "afresh")])
+        .await
+        .unwrap();
+    assert_eq!(again[0].seq_in_session, 1, "a re-created session starts afresh");
+}
+
+/// A peer's erasure hides, at once, its messages in every session, the
+/// conclusions by and about it, its cards, the summaries of its sessions
+/// and the peer itself.
+async fn a_peer_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, ErasureState};
+    let first = store
+        .create_messages(
+            "w",
+            "s1",
+            vec![
+                new_message("dave", "dave opens"),
+                new_message("carol", "carol's zanzibar secret"),
+                new_message("dave", "dave replies"),
+            ],
+        )
+        .await
+        .unwrap();
+    let second = store
+        .create_messages("w", "s2", vec![new_message("carol", "zanzibar again")])
+        .await
+        .unwrap();
+    let mut about = derived("dave", "carol", "carol has a zanzibar secret", &[&first[1].id]);
+    about.session_id = Some("s1".into());
+    let mut own = derived("dave", "dave", "dave replies a lot", &[&first[2].id]);
+    own.session_id = Some("s1".into());
+    let conclusions = store.create_conclusions("w", vec![about, own]).await.unwrap();
+    store
+        .set_peer_card("w", "dave", "carol", vec!["SECRET: zanzibar".into()])
+        .await
+        .unwrap();
+    store
+        .set_session_summary("w", "s1", SummaryKind::Short, "carol said zanzibar", &first[2].id, 3)
+        .await
+        .unwrap();
+
+    let receipt = store
+        .begin_erasure(
+            "w",
+            &ErasureScope::Peer {
+                peer_id: "carol".into(),
+            },
+        )
+        .await
+        .unwrap();
+    assert_eq!((receipt.state, receipt.counts.messages), (ErasureState::Running, 0));
+    assert_eq!(
+        message_reads(store, "s1", &first[1].id, "zanzibar").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        message_reads(store, "s2", &second[0].id, "zanzibar").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        conclusion_reads(store, &conclusions[0].id, "dave", "carol", &first[1].id).await,
+        Vec::<String>::new()
+    );
+    assert_eq!(store.get_peer_card("w", "dave", "carol").await.unwrap(), None);
+    assert!(matches!(
+        store.get_peer_card("w", "carol", "dave").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(store.session_summaries("w", "s1").await.unwrap().is_empty());
+    let listed = store.list_messages("w", "s1", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(
+        (
+            listed.total,
+            listed.items.iter().map(|m| m.content.as_str()).collect::<Vec<_>>()
+        ),
+        (2, vec!["dave opens", "dave replies"])
+    );
+    let context = store.context_messages("w", "s1", 1_000, 0).await.unwrap();
+    assert_eq!(
+        context.iter().map(|m| m.content.as_str()).collect::<Vec<_>>(),
+        ["dave opens", "dave replies"]
+    );
+    let peers = store
+        .list_peers("w", PeerKind::Peer, &all(), page(1, 10))
+        .await
+        .unwrap();
+    assert_eq!(peers.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(), ["dave"]);
+    let members = store.list_session_peers("w", "s1", page(1, 10)).await.unwrap();
+    assert_eq!(
+        members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
+        ["dave"]
+    );
+    // What is not the peer's reads as before.
+    assert_eq!(
+        conclusion_reads(store, &conclusions[1].id, "dave", "dave", &first[2].id)
+            .await
+            .len(),
+        4
+    );
+
+    let done = run_to_completion(store, "w", &receipt.id).await;
+    assert_eq!(
+        (done.counts.messages, done.counts.conclusions, done.counts.peers),
+        (2, 1, 1),
+        "{:?}",
+        done.counts
+    );
+    assert_eq!(
+        store.list_messages("w", "s1", &all(), page(1, 10)).await.unwrap().total,
+        2
+    );
+}
+
+/// A workspace's erasure (its sessions deleted first, their erasures still
+/// running) hides the workspace, its peers and its conclusions at once.
+async fn a_workspace_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, ErasureState};
+    let messages = store
+        .create_messages("w", "s", vec![new_message("alice", "zanzibar in w")])
+        .await
+        .unwrap();
+    store
+        .create_messages("v", "s", vec![new_message("alice", "zanzibar in v")])
+        .await
+        .unwrap();
+    let workspace_wide = store
+        .create_conclusions("w", vec![new_conclusion("alice", "alice", "alice likes zanzibar")])
+        .await
+        .unwrap();
+    let session = store
+        .begin_erasure("w", &ErasureScope::Session { session_id: "s".into() })
+        .await
+        .unwrap();
+    let receipt = store.begin_erasure("w", &ErasureScope::Workspace).await.unwrap();
+    assert_eq!(receipt.state, ErasureState::Running);
+    assert_eq!(
+        message_reads(store, "s", &messages[0].id, "zanzibar").await,
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        conclusion_reads(store, &workspace_wide[0].id, "alice", "alice", "none").await,
+        Vec::<String>::new()
+    );
+    let workspaces = store.list_workspaces(&all(), page(1, 10)).await.unwrap();
+    assert_eq!(
+        workspaces.items.iter().map(|w| w.id.as_str()).collect::<Vec<_>>(),
+        ["v"]
+    );
+    assert_eq!(
+        store
+            .list_peers("w", PeerKind::All, &all(), page(1, 10))
+            .await
+            .unwrap()
+            .total,
+        0
+    );
+    assert!(matches!(
+        store.get_or_create_peer("w", "alice", None, None).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(
+        store.begin_erasure("w", &ErasureScope::Workspace).await.unwrap().id,
+        receipt.id,
+        "a repeated delete joins"
+    );
+    // The other workspace reads as before.
+    assert_eq!(found(store, "v", &search("zanzibar"), &all()).await, ["zanzibar in v"]);
+
+    let done = run_to_completion(store, "w", &receipt.id).await;
+    assert_eq!(
+        (done.counts.messages, done.counts.workspaces),
+        (1, 1),
+        "{:?}",
+        done.counts
+    );
+    run_to_completion(store, "w", &session.id).await;
+    assert_eq!(store.list_workspaces(&all(), page(1, 10)).await.unwrap().total, 1);
 }

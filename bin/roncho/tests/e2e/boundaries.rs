@@ -639,14 +639,7 @@ struct Spawned {
 /// Starts `roncho serve` with `args` and `env` on free loopback ports, its
 /// data in `home`, and waits until it answers.
 async fn spawn_serve(home: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> Spawned {
-    let free_port = || {
-        std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port()
-    };
-    let (grpc, rest) = (free_port(), free_port());
+    let (grpc, rest) = (support::free_port(), support::free_port());
     let (listen, rest_listen) = (format!("127.0.0.1:{grpc}"), format!("127.0.0.1:{rest}"));
     let data = home.join("data");
     let data_dir = data.to_str().unwrap().to_owned();

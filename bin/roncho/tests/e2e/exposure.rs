@@ -11,6 +11,8 @@ use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
 
+use crate::support;
+
 const SECRET: &str = "exposure-test-secret-of-thirty-two-bytes";
 
 /// `roncho <args>` with no `RONCHO_*` from the environment and full-text search.
@@ -27,14 +29,6 @@ fn roncho(args: &[&str], data_dir: &std::path::Path) -> Command {
     command
 }
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
-}
-
 struct Running(Child);
 
 impl Drop for Running {
@@ -46,7 +40,7 @@ impl Drop for Running {
 
 /// Starts `roncho serve` on all interfaces and waits until it answers health checks.
 async fn serve(extra: &[&str], data_dir: &std::path::Path) -> (Running, tonic::transport::Channel) {
-    let port = free_port();
+    let port = support::free_port();
     let listen = format!("0.0.0.0:{port}");
     let mut args = vec!["serve", "--listen", listen.as_str()];
     args.extend_from_slice(extra);
@@ -79,7 +73,7 @@ fn run(command: &mut Command) -> Output {
 #[tokio::test]
 async fn a_non_loopback_address_without_auth_refuses_to_start() {
     let dir = tempfile::tempdir().unwrap();
-    let port = free_port().to_string();
+    let port = support::free_port().to_string();
     let listen = format!("0.0.0.0:{port}");
     let output = run(roncho(&["serve", "--listen", &listen], dir.path()).stdin(Stdio::null()));
     assert!(!output.status.success(), "it started");

@@ -14,6 +14,7 @@ mod boundaries;
 mod derive_processes;
 mod dialectic;
 mod erasure;
+mod erasure_crash;
 mod exposure;
 mod grpc;
 mod hybrid;

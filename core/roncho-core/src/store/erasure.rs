@@ -37,7 +37,9 @@ pub trait Erasure: Send + Sync + 'static {
     /// Starts erasing a session, peer or workspace: checks it exists (a
     /// workspace: that no session is active) and records a running receipt
     /// and the `deletion` task that carries the erasure on in the background.
-    /// An erasure of the same target already running is returned instead.
+    /// From then on no read returns what it erases, though its rows go
+    /// chunk by chunk. An erasure of the same target already running is
+    /// returned instead.
     async fn begin_erasure(&self, workspace_id: &str, scope: &ErasureScope) -> Result<ErasureReceipt>;
     /// Erases the next chunk of a running erasure (at most `max_rows`
     /// messages, then conclusions, then the scope's own rows), in one

@@ -16,6 +16,16 @@ pub struct Served {
     pub shutdown: CancellationToken,
 }
 
+/// Returns a loopback port nothing listens on now.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
 /// Serves `roles` over `services` until `shutdown` is cancelled.
 #[allow(dead_code, reason = "each test binary uses the helpers it needs")]
 pub async fn serve(services: roncho::server::Services, roles: &[Role]) -> Served {
