@@ -25,6 +25,9 @@ Attacks, each against loopback only:
                closed within its timeout
   webhooks metered
                TestWebhook called as fast as possible: refused past its rate
+  idle HTTP/2  connections that open HTTP/2 and keep it alive (SETTINGS,
+               PINGs) without ever asking for anything: closed at the
+               handshake timeout
 
 Needs grpcio (the Python client's venv). Standard library otherwise.
 """
@@ -458,6 +461,50 @@ async def stages(args, key):
            f"at most; still open: {still_open or 'none'}")
 
 
+async def idle_http2(args, count=2_000):
+    """HTTP/2 connections that speak but never ask hold no place."""
+    host, grpc_port = args.grpc.rsplit(":", 1)
+    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
+    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+    ping = bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + bytes(8)
+    connections = []
+    for index in range(count):
+        to_host, port = (host, grpc_port) if index % 2 == 0 else (rest_host, rest_port)
+        try:
+            reader, writer = await asyncio.open_connection(to_host, int(port), local_addr=(f"127.0.1.{1 + index % 50}", 0))
+        except OSError:
+            continue
+        writer.write(preface)
+        connections.append((reader, writer))
+    started = time.monotonic()
+
+    async def chatter(writer):
+        for _ in range(int(args.header_timeout) + 3):
+            await asyncio.sleep(1)
+            try:
+                writer.write(ping)
+                await writer.drain()
+            except (ConnectionError, OSError):
+                return
+
+    async def closed(reader):
+        try:
+            while await asyncio.wait_for(reader.read(4096), timeout=args.header_timeout + 10):
+                pass
+            return True
+        except (asyncio.TimeoutError, OSError):
+            return False
+
+    outcomes = await asyncio.gather(*(closed(r) for r, _ in connections),
+                                    *(chatter(w) for _, w in connections))
+    still_open = sum(1 for ok in outcomes[:len(connections)] if not ok)
+    for _, writer in connections:
+        writer.close()
+    report("idle HTTP/2 connections", still_open == 0,
+           f"{len(connections)} opened HTTP/2 and sent a PING a second, never a request: {still_open} still open "
+           f"{time.monotonic() - started:.1f} s later (handshake timeout {args.header_timeout:.0f} s)")
+
+
 def webhook_tests_metered(args):
     statuses = {}
     for _ in range(200):
@@ -489,6 +536,7 @@ def main():
     asyncio.run(slow_bodies(args))
     asyncio.run(stages(args, args.loud))
     asyncio.run(watch_flood(args))
+    asyncio.run(idle_http2(args))
     webhook_tests_metered(args)
     replay_and_data_files(args)
     failed = [name for name, held, _ in results if not held]

@@ -403,16 +403,42 @@ fn create_parent_dir(database_url: &str) -> Result<()> {
     let path = database_url
         .trim_start_matches("sqlite://")
         .trim_start_matches("sqlite:");
-    let path = path.split('?').next().unwrap_or_default();
+    let (path, options) = path.split_once('?').unwrap_or((path, ""));
     if path.is_empty() || path == ":memory:" {
         return Ok(());
     }
+    // A database opened read-only or in memory, or named by a URI, is
+    // SQLite's to find: no file is made for it.
+    let creates = !path.starts_with("file:")
+        && !options
+            .split('&')
+            .any(|option| matches!(option, "mode=ro" | "mode=memory") || option.starts_with("immutable="));
+    // Memory is its user's alone: a new data directory is readable by its
+    // owner only, and so is a new database file (SQLite gives its WAL and
+    // shared-memory files the database file's permissions).
     if let Some(parent) = Path::new(path).parent().filter(|parent| !parent.as_os_str().is_empty()) {
-        std::fs::create_dir_all(parent).map_err(|error| {
+        let mut builder = std::fs::DirBuilder::new();
+        builder.recursive(true);
+        #[cfg(unix)]
+        std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
+        builder.create(parent).map_err(|error| {
             Error::Unavailable(format!("cannot create data directory {}: {error}", parent.display()))
         })?;
     }
-    Ok(())
+    if !creates {
+        return Ok(());
+    }
+    let mut file = std::fs::OpenOptions::new();
+    file.write(true).create_new(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut file, 0o600);
+    match file.open(path) {
+        Ok(_) => Ok(()),
+        Err(error) if error.kind() == std::io::ErrorKind::AlreadyExists => Ok(()),
+        Err(error) => Err(Error::Unavailable(format!(
+            "cannot create database file {path}: {error}"
+        ))),
+    }
 }
 
 /// Returns the newest migration version embedded for a dialect.

@@ -34,7 +34,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use roncho_gate::admission::Tally;
+use roncho_gate::admission::{Admission, Tally};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio_util::sync::CancellationToken;
@@ -146,6 +146,10 @@ impl ConnectionStats {
 /// whether the gate closed it to make room.
 #[derive(Debug, Default)]
 struct ConnectionState {
+    /// Its client's address and port (admission counts its calls by it).
+    peer: Option<SocketAddr>,
+    /// When it last sent bytes, in milliseconds of [`since_start`].
+    last_read: AtomicU64,
     established: AtomicBool,
     evicted: AtomicBool,
     /// The task reading the connection, woken when it is evicted.
@@ -163,6 +167,27 @@ impl Established {
         self.0.established.store(true, Ordering::Release);
     }
 }
+
+impl ConnectionState {
+    /// Closes the connection to make room: its reader is woken, and fails.
+    fn evict(&self, stats: &ConnectionStats) {
+        self.evicted.store(true, Ordering::Release);
+        self.reader.wake();
+        stats.evicted.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Milliseconds since the first call, plus [`IDLE_GRACE_MILLIS`]: a clock
+/// connections are compared by, at which `0` is quiet past the grace.
+fn since_start() -> u64 {
+    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    let start = *START.get_or_init(std::time::Instant::now);
+    IDLE_GRACE_MILLIS.saturating_add(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX))
+}
+
+/// How long a connection that sent bytes stays out of reach of the idle
+/// eviction: its next request may be on its way.
+const IDLE_GRACE_MILLIS: u64 = 1_000;
 
 /// Connections and calls past this many since memory was last handed
 /// back make a flood: once it has passed, freed memory is handed back.
@@ -209,9 +234,14 @@ pub struct ConnectionGate {
     /// Connections without a request yet, oldest first (some already gone
     /// or established: dropped as they are met).
     waiting: Arc<Mutex<Waiting>>,
+    /// Every connection, oldest first (some already gone: dropped as they
+    /// are met): at a cap with none waiting, an idle one makes room.
+    all: Arc<Mutex<Waiting>>,
+    /// Says which connections have calls in flight; `None`: all are busy.
+    calls: Option<Admission>,
 }
 
-/// Connections without a request yet, by address, oldest first.
+/// Connections by address, oldest first.
 type Waiting = VecDeque<(IpAddr, Weak<ConnectionState>)>;
 
 impl ConnectionGate {
@@ -222,7 +252,32 @@ impl ConnectionGate {
             stats: Arc::default(),
             per_address: Arc::default(),
             waiting: Arc::default(),
+            all: Arc::default(),
+            calls: None,
         }
+    }
+
+    /// Returns this gate closing, at a cap where no connection is still
+    /// without a request, an idle one (no call in flight in `calls`; of the
+    /// address holding most connections, the one quiet longest): a
+    /// connection that sent one request and then holds its place doing
+    /// nothing makes room as a silent one does. A connection whose reply
+    /// was not read within its deadline is closed at once.
+    pub fn watching(mut self, calls: Admission) -> Self {
+        let (all, stats) = (self.all.clone(), self.stats.clone());
+        calls.on_stalled(move |peer| {
+            let all = all.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+            let stalled = all
+                .iter()
+                .filter_map(|(_, state)| state.upgrade())
+                .find(|state| state.peer == Some(peer) && !state.evicted.load(Ordering::Acquire));
+            if let Some(state) = stalled {
+                tracing::debug!(%peer, "connection closed: a reply was not read within its deadline");
+                state.evict(&stats);
+            }
+        });
+        self.calls = Some(calls);
+        self
     }
 
     /// Returns the limits.
@@ -235,16 +290,22 @@ impl ConnectionGate {
         self.stats.clone()
     }
 
-    /// Takes a place for a connection from `peer`: at a cap, the place of
-    /// the oldest connection without a request yet (from `peer` itself at
-    /// the address cap); `None` when there is none to take.
-    pub fn admit(&self, peer: IpAddr) -> Option<ConnectionPermit> {
+    /// Takes a place for a connection from `client`: at a cap, the place
+    /// of the oldest connection without a request yet, else of the oldest
+    /// idle one (from `client`'s address itself at the address cap);
+    /// `None` when there is none to take.
+    pub fn admit(&self, client: SocketAddr) -> Option<ConnectionPermit> {
+        let peer = client.ip();
         let open = self.stats.open.fetch_add(1, Ordering::AcqRel) + 1;
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
         let mut permit = ConnectionPermit {
             gate: self.clone(),
             address: None,
-            state: Arc::default(),
+            state: Arc::new(ConnectionState {
+                peer: Some(client),
+                last_read: AtomicU64::new(since_start()),
+                ..ConnectionState::default()
+            }),
         };
         if open > self.limits.max_open && !self.evict(None) {
             self.stats.refused_process.fetch_add(1, Ordering::Relaxed);
@@ -268,12 +329,67 @@ impl ConnectionGate {
             });
         }
         waiting.push_back((peer, Arc::downgrade(&permit.state)));
+        drop(waiting);
+        let mut all = self.all.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if all.len() > 2 * open + 64 {
+            all.retain(|(_, state)| state.strong_count() > 0);
+        }
+        all.push_back((peer, Arc::downgrade(&permit.state)));
         Some(permit)
+    }
+
+    /// Closes the oldest connection without a request yet, else the oldest
+    /// idle one (from `from`, if given); returns whether there was one.
+    fn evict(&self, from: Option<IpAddr>) -> bool {
+        self.evict_waiting(from) || self.evict_idle(from)
+    }
+
+    /// Closes an idle connection (from `from`, if given): of those with no
+    /// call in flight that sent nothing for [`IDLE_GRACE_MILLIS`], one of
+    /// the address holding most connections, the one quiet longest (a
+    /// client between two calls of its pool keeps its place while a flood
+    /// of idle ones lasts); returns whether there was one.
+    fn evict_idle(&self, from: Option<IpAddr>) -> bool {
+        let Some(calls) = &self.calls else {
+            return false;
+        };
+        let (busy, held, now) = (calls.busy(), self.per_address.snapshot(), since_start());
+        let mut all = self.all.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        all.retain(|(_, state)| state.strong_count() > 0);
+        let victim = all
+            .iter()
+            .enumerate()
+            .filter_map(|(index, (address, state))| {
+                let state = state.upgrade()?;
+                let last_read = state.last_read.load(Ordering::Relaxed);
+                let idle = state.peer.is_some_and(|peer| !busy.contains(&peer))
+                    && !state.evicted.load(Ordering::Acquire)
+                    && now.saturating_sub(last_read) >= IDLE_GRACE_MILLIS
+                    && from.is_none_or(|from| from == *address);
+                idle.then(|| {
+                    (
+                        held.get(address).copied().unwrap_or(0),
+                        std::cmp::Reverse(last_read),
+                        index,
+                    )
+                })
+            })
+            .max_by_key(|&(held, quiet, index)| (held, quiet, std::cmp::Reverse(index)));
+        let Some((_, _, index)) = victim else {
+            return false;
+        };
+        let Some((_, state)) = all.remove(index) else {
+            return false;
+        };
+        state.upgrade().is_some_and(|state| {
+            state.evict(&self.stats);
+            true
+        })
     }
 
     /// Closes the oldest connection without a request yet (from `from`, if
     /// given); returns whether there was one.
-    fn evict(&self, from: Option<IpAddr>) -> bool {
+    fn evict_waiting(&self, from: Option<IpAddr>) -> bool {
         let mut waiting = self.waiting.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         let mut index = 0;
         while let Some((address, state)) = waiting.get(index) {
@@ -289,9 +405,7 @@ impl ConnectionGate {
                 continue;
             }
             waiting.remove(index);
-            state.evicted.store(true, Ordering::Release);
-            state.reader.wake();
-            self.stats.evicted.fetch_add(1, Ordering::Relaxed);
+            state.evict(&self.stats);
             return true;
         }
         false
@@ -303,7 +417,7 @@ impl ConnectionGate {
     pub async fn accept(&self, listener: &TcpListener) -> (TcpStream, SocketAddr, ConnectionPermit) {
         loop {
             match listener.accept().await {
-                Ok((stream, peer)) => match self.admit(peer.ip()) {
+                Ok((stream, peer)) => match self.admit(peer) {
                     Some(permit) => return (stream, peer, permit),
                     // Dropped: closed now, its descriptor back at once.
                     None => {
@@ -384,33 +498,45 @@ fn hand_back_memory() {
 /// What a connection must send first, and what that makes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum FirstBytes {
-    /// HTTP/2's preface and its first SETTINGS frame, whole: once they
-    /// came, the connection is established.
+    /// HTTP/2's preface and its SETTINGS frame within the handshake
+    /// timeout; its first request's HEADERS frame establishes it.
     Http2Preface,
     /// Any byte (the protocol is told from the first ones); when they are
-    /// HTTP/2's preface, the preface and its SETTINGS frame, whole. The
-    /// server marks the connection established when a whole request arrived.
+    /// HTTP/2's preface, the preface and its SETTINGS. The server marks the
+    /// connection established when a whole request arrived.
     Any,
 }
 
 /// The bytes an HTTP/2 client sends first (its connection preface).
 const HTTP2_PREFACE: &[u8; HTTP2_PREFACE_BYTES] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-/// An HTTP/2 frame header's length, and the SETTINGS frame's type.
+/// An HTTP/2 frame header's length, and the frame types the opening reads.
 const FRAME_HEADER_BYTES: usize = 9;
+const HEADERS_FRAME: u8 = 0x1;
 const SETTINGS_FRAME: u8 = 0x4;
 
-/// How far a connection's opening has come: the stage that must be
-/// finished, whatever bytes of it arrived, within the handshake timeout.
+/// How far a connection's opening has come: what must arrive, whatever
+/// bytes of it arrived, within the handshake timeout. On HTTP/2 that is
+/// the preface and the SETTINGS frame that must follow it; then, past any
+/// PING, WINDOW_UPDATE or SETTINGS frames, the HEADERS of a first request
+/// establish it. Until they come it is waiting (a pooled client's
+/// connection may wait as long as it likes), and is the first closed to
+/// make room at the caps, as one that says nothing would be.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Opening {
     /// No byte yet, of a connection that may speak either protocol.
     AnyFirstByte,
     /// This many bytes of HTTP/2's preface arrived.
     Preface(usize),
-    /// The preface came; this many bytes of the SETTINGS frame's header.
-    SettingsHeader([u8; FRAME_HEADER_BYTES], usize),
-    /// This many bytes of the SETTINGS frame's payload are still to come.
-    SettingsPayload(usize),
+    /// This many bytes of a frame's header; `first`: the frame that must be
+    /// SETTINGS.
+    FrameHeader {
+        header: [u8; FRAME_HEADER_BYTES],
+        seen: usize,
+        first: bool,
+    },
+    /// This many bytes of a frame's payload are still to come; `first`:
+    /// the SETTINGS frame's.
+    Payload { left: usize, first: bool },
 }
 
 /// What a connection's opening bytes came to.
@@ -418,7 +544,7 @@ enum Opening {
 enum Opened {
     /// More is awaited.
     Awaiting,
-    /// HTTP/2's preface and SETTINGS came whole.
+    /// HTTP/2's opening came whole: a first request began.
     Http2,
     /// Something else (HTTP/1, or bytes the protocol will refuse): its own
     /// timeouts take over.
@@ -434,39 +560,83 @@ impl Opening {
     }
 
     /// Takes `bytes`, the next ones the connection sent.
-    fn feed(&mut self, bytes: &[u8]) -> Opened {
-        for &byte in bytes {
+    fn feed(&mut self, mut bytes: &[u8]) -> Opened {
+        while let Some((&byte, rest)) = bytes.split_first() {
             *self = match *self {
                 // HTTP/1 begins with a method, which is never `PRI`'s `P`
                 // followed by the rest of the preface.
                 Opening::AnyFirstByte | Opening::Preface(0) if byte != HTTP2_PREFACE[0] => return Opened::Other,
                 Opening::AnyFirstByte => Opening::Preface(1),
                 Opening::Preface(seen) if byte != HTTP2_PREFACE[seen] => return Opened::Other,
-                Opening::Preface(seen) if seen + 1 == HTTP2_PREFACE_BYTES => {
-                    Opening::SettingsHeader([0; FRAME_HEADER_BYTES], 0)
-                }
+                Opening::Preface(seen) if seen + 1 == HTTP2_PREFACE_BYTES => Opening::FrameHeader {
+                    header: [0; FRAME_HEADER_BYTES],
+                    seen: 0,
+                    first: true,
+                },
                 Opening::Preface(seen) => Opening::Preface(seen + 1),
-                Opening::SettingsHeader(mut header, seen) => {
+                Opening::FrameHeader {
+                    mut header,
+                    seen,
+                    first,
+                } => {
                     header[seen] = byte;
                     if seen + 1 < FRAME_HEADER_BYTES {
-                        Opening::SettingsHeader(header, seen + 1)
-                    } else if header[3] != SETTINGS_FRAME {
-                        // A protocol error HTTP/2 itself answers.
-                        return Opened::Other;
-                    } else {
-                        let length =
-                            usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
-                        match length {
-                            0 => return Opened::Http2,
-                            length => Opening::SettingsPayload(length),
+                        Opening::FrameHeader {
+                            header,
+                            seen: seen + 1,
+                            first,
                         }
+                    } else {
+                        let kind = header[3];
+                        // Anything but SETTINGS first is a protocol error HTTP/2 itself answers.
+                        if first && kind != SETTINGS_FRAME {
+                            return Opened::Other;
+                        }
+                        if kind == HEADERS_FRAME {
+                            return Opened::Http2;
+                        }
+                        let left = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
+                        Opening::Payload { left, first }.or_next_frame()
                     }
                 }
-                Opening::SettingsPayload(1) => return Opened::Http2,
-                Opening::SettingsPayload(left) => Opening::SettingsPayload(left - 1),
+                Opening::Payload { left, first } => {
+                    // The rest of the payload at once: bytes are only counted.
+                    let taken = left.min(bytes.len());
+                    bytes = &bytes[taken..];
+                    *self = Opening::Payload {
+                        left: left - taken,
+                        first,
+                    }
+                    .or_next_frame();
+                    continue;
+                }
             };
+            bytes = rest;
         }
         Opened::Awaiting
+    }
+
+    /// Returns whether the preface and its SETTINGS came whole: the stage
+    /// with a deadline is over, and what follows is waiting for a request
+    /// (a pooled client's connection may wait for long; it is closed first
+    /// at the caps, never for taking its time).
+    fn settled(&self) -> bool {
+        match self {
+            Opening::FrameHeader { first, .. } | Opening::Payload { first, .. } => !first,
+            Opening::AnyFirstByte | Opening::Preface(_) => false,
+        }
+    }
+
+    /// Returns the next frame's header once a payload has no bytes left.
+    fn or_next_frame(self) -> Self {
+        match self {
+            Opening::Payload { left: 0, .. } => Opening::FrameHeader {
+                header: [0; FRAME_HEADER_BYTES],
+                seen: 0,
+                first: false,
+            },
+            other => other,
+        }
     }
 }
 
@@ -510,17 +680,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
     fn poll_read(self: Pin<&mut Self>, context: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         let state = &this.permit.state;
-        if !state.established.load(Ordering::Acquire) {
-            state.reader.register(context.waker());
-            if state.evicted.load(Ordering::Acquire) {
-                return Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::ConnectionAborted,
-                    "closed to make room: the connection had sent no request while the server was at its limit",
-                )));
-            }
+        state.reader.register(context.waker());
+        if state.evicted.load(Ordering::Acquire) {
+            return Poll::Ready(Err(io::Error::new(
+                io::ErrorKind::ConnectionAborted,
+                "closed to make room: the connection had no request in flight while the server was at its limit",
+            )));
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(context, buf);
+        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            state.last_read.store(since_start(), Ordering::Relaxed);
+        }
         let Some((opening, deadline)) = &mut this.opening else {
             return polled;
         };
@@ -532,6 +703,12 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
                     true => Opened::Other,
                     false => opening.feed(read),
                 };
+                // Bytes that keep coming (PINGs, one at a time) do not move the deadline.
+                if opened == Opened::Awaiting && !opening.settled() && deadline.is_elapsed() {
+                    this.opening = None;
+                    this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    return Poll::Ready(Err(opening_timed_out()));
+                }
                 match opened {
                     Opened::Awaiting => {}
                     Opened::Http2 => {
@@ -546,14 +723,10 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             }
             Poll::Ready(Err(error)) => Poll::Ready(Err(error)),
             Poll::Pending => {
-                if deadline.as_mut().poll(context).is_ready() {
+                if !opening.settled() && deadline.as_mut().poll(context).is_ready() {
                     this.opening = None;
                     this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
-                    return Poll::Ready(Err(io::Error::new(
-                        io::ErrorKind::TimedOut,
-                        "the connection's opening (its first bytes, HTTP/2's preface and settings) did not arrive \
-                         within the handshake timeout",
-                    )));
+                    return Poll::Ready(Err(opening_timed_out()));
                 }
                 Poll::Pending
             }
@@ -593,6 +766,14 @@ impl<S: tonic::transport::server::Connected> tonic::transport::server::Connected
     fn connect_info(&self) -> Self::ConnectInfo {
         self.inner.connect_info()
     }
+}
+
+fn opening_timed_out() -> io::Error {
+    io::Error::new(
+        io::ErrorKind::TimedOut,
+        "the connection's opening (its first bytes; on HTTP/2 the preface, settings and a first request) did not \
+         arrive within the handshake timeout",
+    )
 }
 
 /// A listener of HTTP connections for [`serve_http`]: plain TCP through
@@ -741,7 +922,7 @@ mod tests {
     #[test]
     fn places_are_bounded_per_process_and_address_and_given_back() {
         let gate = gate(3, 2);
-        let (a, b) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let (a, b) = ("127.0.0.2:1".parse().unwrap(), "127.0.0.3:1".parse().unwrap());
         // Connections that sent a request are never closed for others.
         let established = |permit: ConnectionPermit| {
             Established(permit.state.clone()).mark();
@@ -761,7 +942,7 @@ mod tests {
     #[test]
     fn at_a_cap_the_oldest_connection_without_a_request_makes_room() {
         let gate = gate(3, 2);
-        let (flood, client) = ("127.0.0.2".parse().unwrap(), "127.0.0.3".parse().unwrap());
+        let (flood, client) = ("127.0.0.2:1".parse().unwrap(), "127.0.0.3:1".parse().unwrap());
         let oldest = gate.admit(flood).unwrap();
         let newer = gate.admit(flood).unwrap();
         // The address's cap: its own oldest silent connection goes.
@@ -779,6 +960,75 @@ mod tests {
     }
 
     #[test]
+    fn at_a_cap_with_none_silent_an_idle_connection_makes_room_and_a_busy_one_does_not() {
+        use roncho_gate::admission::Limits;
+        let calls = Admission::new(Limits::default());
+        let gate = gate(2, 2).watching(calls.clone());
+        let established = |permit: ConnectionPermit| {
+            Established(permit.state.clone()).mark();
+            permit
+        };
+        let (busy_peer, idle_peer): (SocketAddr, SocketAddr) =
+            ("127.0.0.2:1".parse().unwrap(), "127.0.0.2:2".parse().unwrap());
+        let busy = established(gate.admit(busy_peer).unwrap());
+        let idle = established(gate.admit(idle_peer).unwrap());
+        // The first connection has a call in flight; the second sent one and went quiet.
+        let call = calls
+            .admit("/roncho.v1.RecallService/ListPeers", Some(busy_peer), None)
+            .unwrap();
+        assert!(
+            gate.admit("127.0.0.3:1".parse().unwrap()).is_none(),
+            "bytes a moment ago: its next request may be on its way"
+        );
+        idle.state.last_read.store(0, Ordering::Relaxed);
+        busy.state.last_read.store(0, Ordering::Relaxed);
+        let newcomer = gate.admit("127.0.0.3:1".parse().unwrap()).unwrap();
+        assert!(idle.state.evicted.load(Ordering::Acquire), "the idle one made room");
+        assert!(
+            !busy.state.evicted.load(Ordering::Acquire),
+            "a call in flight keeps its connection"
+        );
+        // A reply not read within its deadline closes its connection.
+        call.stalled();
+        assert!(
+            busy.state.evicted.load(Ordering::Acquire),
+            "the stalled reply's connection"
+        );
+        assert!(!newcomer.state.evicted.load(Ordering::Acquire));
+    }
+
+    #[test]
+    fn at_the_process_cap_the_address_holding_most_idle_connections_makes_room() {
+        use roncho_gate::admission::Limits;
+        let calls = Admission::new(Limits::default());
+        let gate = gate(4, 4).watching(calls);
+        let idle = |peer: &str| {
+            let permit = gate.admit(peer.parse().unwrap()).unwrap();
+            Established(permit.state.clone()).mark();
+            permit.state.last_read.store(0, Ordering::Relaxed);
+            permit
+        };
+        // A client's one pooled connection, quiet longest; a flood of three newer ones.
+        let client = idle("10.0.0.1:1");
+        let flood: Vec<ConnectionPermit> = ["10.0.0.2:1", "10.0.0.2:2", "10.0.0.2:3"]
+            .into_iter()
+            .map(idle)
+            .collect();
+        let _newcomer = gate.admit("10.0.0.3:1".parse().unwrap()).unwrap();
+        assert!(
+            !client.state.evicted.load(Ordering::Acquire),
+            "the client keeps its place"
+        );
+        assert_eq!(
+            flood
+                .iter()
+                .filter(|permit| permit.state.evicted.load(Ordering::Acquire))
+                .count(),
+            1
+        );
+    }
+
+    #[test]
     fn the_process_cap_leaves_descriptors_for_everything_else() {
         let limits = ConnectionLimits::default().within_descriptors();
         let (soft, _) = rlimit::getrlimit(rlimit::Resource::NOFILE).unwrap();
@@ -786,11 +1036,15 @@ mod tests {
         assert!(limits.max_per_address <= limits.max_open);
     }
 
-    /// HTTP/2's preface and a SETTINGS frame with one setting.
+    /// HTTP/2's preface, a SETTINGS frame with one setting, a PING and the
+    /// first HEADERS frame's header.
     fn http2_opening() -> Vec<u8> {
         let mut bytes = HTTP2_PREFACE.to_vec();
         bytes.extend([0, 0, 6, SETTINGS_FRAME, 0, 0, 0, 0, 0]);
         bytes.extend([0, 3, 0, 0, 0, 100]);
+        bytes.extend([0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
+        bytes.extend([1, 2, 3, 4, 5, 6, 7, 8]);
+        bytes.extend([0, 0, 3, HEADERS_FRAME, 0x4, 0, 0, 0, 1]);
         bytes
     }
 
@@ -802,6 +1056,8 @@ mod tests {
             ..ConnectionLimits::default()
         });
         let opening = http2_opening();
+        // The preface and its SETTINGS frame: what has a deadline.
+        let settled = HTTP2_PREFACE_BYTES + FRAME_HEADER_BYTES + 6;
         for first in [FirstBytes::Http2Preface, FirstBytes::Any] {
             for sent in 0..opening.len() {
                 if first == FirstBytes::Any && sent == 0 {
@@ -809,10 +1065,10 @@ mod tests {
                     continue;
                 }
                 let (mut client, server) = tokio::io::duplex(256);
-                let mut guarded = Guarded::new(server, gate.admit("127.0.0.2".parse().unwrap()).unwrap(), first);
+                let mut guarded = Guarded::new(server, gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(), first);
                 client.write_all(&opening[..sent]).await.unwrap();
                 let mut buf = vec![0; 256];
-                let outcome = tokio::time::timeout(Duration::from_secs(6), async {
+                let reading = tokio::time::timeout(Duration::from_secs(6), async {
                     loop {
                         match guarded.read(&mut buf).await {
                             Ok(0) => return Ok(()),
@@ -821,17 +1077,23 @@ mod tests {
                         }
                     }
                 })
-                .await
-                .unwrap_or_else(|_| panic!("{first:?} stopped after {sent} bytes: still open past the timeout"));
-                assert_eq!(outcome, Err(io::ErrorKind::TimedOut), "{first:?} after {sent} bytes");
+                .await;
                 assert!(!guarded.permit.state.established.load(Ordering::Acquire));
+                if sent >= settled {
+                    // Waiting for a first request: as long as it likes (the caps close it first).
+                    assert!(reading.is_err(), "{first:?} settled after {sent} bytes, then cut");
+                    continue;
+                }
+                let outcome = reading
+                    .unwrap_or_else(|_| panic!("{first:?} stopped after {sent} bytes: still open past the timeout"));
+                assert_eq!(outcome, Err(io::ErrorKind::TimedOut), "{first:?} after {sent} bytes");
             }
         }
         // HTTP/1 is told from its first byte: its own header timeout takes over.
         let (mut client, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Any,
         );
         client.write_all(b"POST /v3/workspaces HT").await.unwrap();
@@ -851,10 +1113,10 @@ mod tests {
             handshake_timeout: Duration::from_secs(5),
             ..ConnectionLimits::default()
         });
-        let (client, server) = tokio::io::duplex(64);
+        let (client, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Any,
         );
         let mut buf = [0; 8];
@@ -867,18 +1129,18 @@ mod tests {
         assert_eq!(gate.stats().open(), 0);
 
         // One that sends its first bytes in time is not bound afterwards.
-        let (mut client2, server) = tokio::io::duplex(64);
+        let (mut client2, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2".parse().unwrap()).unwrap(),
+            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Http2Preface,
         );
         client2.write_all(&http2_opening()).await.unwrap();
-        let mut preface = [0; 39];
+        let mut preface = vec![0; http2_opening().len()];
         guarded.read_exact(&mut preface).await.unwrap();
         assert!(
             guarded.permit.state.established.load(Ordering::Acquire),
-            "the preface and settings establish it"
+            "the preface, settings and a first request establish it"
         );
         let quiet = tokio::time::timeout(Duration::from_secs(60), guarded.read(&mut buf)).await;
         assert!(quiet.is_err(), "no deadline once the first bytes came");

@@ -4,7 +4,7 @@
 //! it into `<data_dir>/auth/admin.key`, both readable by their owner only
 //! (the directory too); the CLI and `roncho mcp --addr` read the key from
 //! there. Another user's process on the machine then reaches the port but
-//! not the memory.
+//! not the memory, nor the database files ([`make_private`]).
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,14 +16,26 @@ const DIR: &str = "auth";
 const SECRET_FILE: &str = "secret";
 const ADMIN_KEY_FILE: &str = "admin.key";
 
+/// Shortest secret accepted from the folder (what `random_secret` writes is 64).
+const MIN_SECRET_CHARS: usize = 64;
+
 /// Returns the local secret of `data_dir`, generating it (and its admin
-/// key) at first use.
+/// key) at first use. The database files are made readable by their owner
+/// only ([`make_private`]); the `auth` folder and its files too, and one
+/// that is a link, or that someone else owns (planted before the first
+/// start), is refused rather than trusted.
 pub fn load_or_create(data_dir: &Path) -> anyhow::Result<String> {
+    make_private(data_dir)?;
     let dir = data_dir.join(DIR);
     create_private_dir(&dir)?;
     let secret_path = dir.join(SECRET_FILE);
-    let secret = match read_private(&secret_path)? {
-        Some(secret) => secret,
+    let secret = match read_private(&secret_path, true)? {
+        Some(secret) if secret.len() >= MIN_SECRET_CHARS => secret,
+        Some(_) => anyhow::bail!(
+            "{} holds a secret shorter than {MIN_SECRET_CHARS} characters: not one roncho wrote; remove the auth \
+             folder to have a new one generated",
+            secret_path.display()
+        ),
         None => {
             let secret = roncho_gate::keys::random_secret()?;
             write_private(&secret_path, &secret)?;
@@ -33,7 +45,7 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<String> {
     };
     let admin_path = dir.join(ADMIN_KEY_FILE);
     let keys = roncho_gate::keys::KeySet::new(&[secret.as_str()])?;
-    let valid = read_private(&admin_path)?.is_some_and(|key| {
+    let valid = read_private(&admin_path, true)?.is_some_and(|key| {
         let now = roncho_core::model::now_micros().div_euclid(1_000_000);
         keys.verify(&key, now).is_ok()
     });
@@ -48,10 +60,32 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<String> {
     Ok(secret)
 }
 
+/// Makes the embedded database files in `data_dir` readable by their
+/// owner only (they may have been created readable by all before; SQLite
+/// gives its WAL files the database's mode). A data directory roncho
+/// creates is its owner's only; one that exists keeps its mode (it may be
+/// shared, or a link to another disk): the files are what hold the memory.
+/// A file that is a link or another user's is left as it is, and said.
+pub fn make_private(data_dir: &Path) -> anyhow::Result<()> {
+    create_dir_owner_only(data_dir)?;
+    for name in ["roncho.db", "roncho.db-wal", "roncho.db-shm"] {
+        let path = data_dir.join(name);
+        if std::fs::symlink_metadata(&path).is_err() {
+            continue;
+        }
+        match owned_by_us(&path, false) {
+            Ok(()) => restrict(&path, 0o600)?,
+            Err(reason) => tracing::warn!(%reason, "the database file's permissions were left as they are"),
+        }
+    }
+    Ok(())
+}
+
 /// Returns the admin key kept in `data_dir`, if a server with a local key
-/// wrote one there.
+/// wrote one there. Whose it is matters to the server reading its secret,
+/// not to a client: the superuser reads another user's (`sudo roncho ...`).
 pub fn admin_key(data_dir: &Path) -> anyhow::Result<Option<String>> {
-    read_private(&admin_key_path(data_dir))
+    read_private(&admin_key_path(data_dir), effective_uid() != 0)
 }
 
 /// Returns where the admin key of `data_dir` is kept.
@@ -59,32 +93,99 @@ pub fn admin_key_path(data_dir: &Path) -> PathBuf {
     data_dir.join(DIR).join(ADMIN_KEY_FILE)
 }
 
-fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+/// Creates `dir` (and its parents) readable by its owner only, unless it exists.
+fn create_dir_owner_only(dir: &Path) -> anyhow::Result<()> {
     let mut builder = std::fs::DirBuilder::new();
     builder.recursive(true);
     #[cfg(unix)]
     std::os::unix::fs::DirBuilderExt::mode(&mut builder, 0o700);
     builder
         .create(dir)
-        .with_context(|| format!("creating {}", dir.display()))?;
+        .with_context(|| format!("creating {}", dir.display()))
+}
+
+/// Creates `dir` readable by its owner only, and refuses one that is a
+/// link or another user's; one that exists is made owner-only.
+fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
+    create_dir_owner_only(dir)?;
+    owned_by_us(dir, true)?;
     restrict(dir, 0o700)
+}
+
+/// Refuses `path` unless it is a real directory (`directory`) or regular
+/// file, not a link, owned by the user this process runs as.
+fn owned_by_us(path: &Path, directory: bool) -> anyhow::Result<()> {
+    let metadata = std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
+    let kind = metadata.file_type();
+    let right_kind = if directory { kind.is_dir() } else { kind.is_file() };
+    if !right_kind {
+        anyhow::bail!(
+            "refusing the local key: {} is not a plain {} (a link, or something else planted there)",
+            path.display(),
+            if directory { "directory" } else { "file" }
+        );
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::MetadataExt;
+        let us = effective_uid();
+        if metadata.uid() != us {
+            anyhow::bail!(
+                "refusing the local key: {} belongs to user {}, not to this process's user {us}; whoever owns it \
+                 could have planted the key",
+                path.display(),
+                metadata.uid()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// The user this process runs as (elsewhere: not the superuser).
+#[cfg(not(unix))]
+fn effective_uid() -> u32 {
+    1
+}
+
+/// The user this process runs as.
+#[cfg(unix)]
+#[expect(unsafe_code, reason = "libc's geteuid has no safe binding")]
+fn effective_uid() -> u32 {
+    // SAFETY: geteuid takes nothing, cannot fail and has no side effects.
+    unsafe { libc::geteuid() }
 }
 
 /// Reads a private file's text (trimmed); `None` when it does not exist.
 /// One that others could read is made private first: its secret may have
-/// leaked already, which the log says.
-fn read_private(path: &Path) -> anyhow::Result<Option<String>> {
-    match std::fs::read_to_string(path) {
-        Ok(text) => {
+/// leaked already, which the log says. With `ours`, a file of another user
+/// is refused.
+fn read_private(path: &Path, ours: bool) -> anyhow::Result<Option<String>> {
+    if ours && std::fs::symlink_metadata(path).is_ok() {
+        owned_by_us(path, false)?;
+    }
+    let mut options = std::fs::OpenOptions::new();
+    options.read(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::custom_flags(&mut options, libc::O_NOFOLLOW);
+    let read = options.open(path).and_then(|mut file| {
+        let mut text = String::new();
+        std::io::Read::read_to_string(&mut file, &mut text).map(|_| (file, text))
+    });
+    match read {
+        Ok((file, text)) => {
+            // Asked of the file opened, not of the path again (no link followed).
             #[cfg(unix)]
             {
                 use std::os::unix::fs::PermissionsExt;
-                let mode = std::fs::metadata(path)?.permissions().mode();
-                if mode & 0o077 != 0 {
+                let mode = file.metadata()?.permissions().mode();
+                if mode & 0o077 != 0 && ours {
                     tracing::warn!(path = %path.display(), mode = format!("{mode:o}"), "the local key was readable by others: made private; rotate it by deleting the auth folder if others had access");
-                    restrict(path, 0o600)?;
+                    file.set_permissions(std::fs::Permissions::from_mode(0o600))
+                        .with_context(|| format!("restricting {}", path.display()))?;
                 }
             }
+            #[cfg(not(unix))]
+            drop(file);
             let text = text.trim().to_owned();
             Ok((!text.is_empty()).then_some(text))
         }
@@ -148,6 +249,50 @@ mod tests {
             std::fs::set_permissions(admin_key_path(dir.path()), std::fs::Permissions::from_mode(0o644)).unwrap();
             load_or_create(dir.path()).unwrap();
             assert_eq!(mode(&admin_key_path(dir.path())), 0o600);
+            // A data directory it creates is its owner's only ...
+            let data = dir.path().join("new").join("data");
+            load_or_create(&data).unwrap();
+            assert_eq!(mode(&data), 0o700);
+            // ... and one that is a link (to another disk) is used as it is.
+            let linked = dir.path().join("linked");
+            std::os::unix::fs::symlink(&data, &linked).unwrap();
+            assert_eq!(load_or_create(&linked).unwrap(), load_or_create(&data).unwrap());
         }
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_secret_a_link_or_a_short_secret_is_refused() {
+        // A secret someone else wrote before the first start: too short to be ours.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(DIR)).unwrap();
+        std::fs::write(dir.path().join(DIR).join(SECRET_FILE), "a".repeat(27)).unwrap();
+        let error = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("shorter"), "{error}");
+        // A link to another file, whatever it holds.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(dir.path().join(DIR)).unwrap();
+        let target = dir.path().join("victim.conf");
+        std::fs::write(&target, "x".repeat(80)).unwrap();
+        std::os::unix::fs::symlink(&target, dir.path().join(DIR).join(SECRET_FILE)).unwrap();
+        let error = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("not a plain file"), "{error}");
+        // A linked auth folder.
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::os::unix::fs::symlink(elsewhere.path(), dir.path().join(DIR)).unwrap();
+        let error = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("not a plain directory"), "{error}");
+        // An existing database readable by others is made private.
+        let dir = tempfile::tempdir().unwrap();
+        let database = dir.path().join("roncho.db");
+        std::fs::write(&database, b"").unwrap();
+        std::fs::set_permissions(&database, std::os::unix::fs::PermissionsExt::from_mode(0o644)).unwrap();
+        load_or_create(dir.path()).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        assert_eq!(
+            std::fs::metadata(&database).unwrap().permissions().mode() & 0o777,
+            0o600
+        );
     }
 }

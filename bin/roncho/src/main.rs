@@ -60,7 +60,8 @@ enum Command {
     /// An MCP server on stdio for agents: embedded on a data directory, or in front of a roncho server (--addr).
     ///
     /// Embedded, its store is --data-dir, else $XDG_DATA_HOME/roncho (~/.local/share/roncho), not
-    /// ./roncho-data; it listens on loopback ports of its own, so --listen and --rest-listen do not apply.
+    /// ./roncho-data, readable by its owner only; it opens no port (its tools call the store in
+    /// process), so --listen and --rest-listen do not apply.
     /// The same tools are served over HTTP at /mcp on `roncho serve`'s REST port. See docs/mcp.md.
     Mcp {
         #[command(flatten)]
@@ -441,7 +442,11 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
         }
         None => {
             // Private to this process: no listener, the REST router called
-            // in process, so no other process on the machine reaches it.
+            // in process, so no other process on the machine reaches it;
+            // nor another user its files.
+            if config.is_embedded() {
+                roncho::local_key::make_private(&config.store.data_dir)?;
+            }
             let (handed, started) = tokio::sync::watch::channel(None);
             let stop = CancellationToken::new();
             let launch = Launch {

@@ -171,7 +171,8 @@ fn build_services(
         config.limits.pdf_concurrency,
     )));
     services.admission = roncho_gate::admission::Admission::new(config.limits.admission());
-    services.connections = crate::connections::ConnectionGate::new(config.limits.connections.within_descriptors());
+    services.connections = crate::connections::ConnectionGate::new(config.limits.connections.within_descriptors())
+        .watching(services.admission.clone());
     let derives_with_model = config
         .llm
         .as_ref()

@@ -328,6 +328,9 @@ pub fn webhook_url(field: &str, url: &str, allow_private: bool) -> Result<Webhoo
         }
     }
     let port = parsed.port().unwrap_or(default_port);
+    if port == 0 {
+        return Err(Error::invalid(field, "must name a port other than 0"));
+    }
     Ok(WebhookUrl {
         url: parsed,
         host,
@@ -375,6 +378,8 @@ pub fn is_public_ip(ip: &std::net::IpAddr) -> bool {
             match segments {
                 // NAT64, well-known prefix: the IPv4 address it reaches
                 [0x64, 0xff9b, 0, 0, 0, 0, high, low] => return is_public_ip(&embedded_v4(high, low)),
+                // IPv4-translated (SIIT, ::ffff:0:0/96): never a public address of its own
+                [0, 0, 0, 0, 0xffff, 0, _, _] => return false,
                 // 6to4: the IPv4 address of the relay it tunnels to
                 [0x2002, high, low, ..] => return is_public_ip(&embedded_v4(high, low)),
                 _ => {}
@@ -439,6 +444,8 @@ pub const LOOPBACK_WEBHOOK_SPELLINGS: &[&str] = &[
     "http://[::ffff:127.0.0.1]:{port}/",
     "http://[::ffff:7f00:1]:{port}/",
     "http://[::127.0.0.1]:{port}/",
+    "http://[::ffff:0:127.0.0.1]:{port}/",
+    "http://[::ffff:0:7f00:1]:{port}/",
     "http://localhost:{port}/",
     "http://LOCALHOST.:{port}/",
     "http://%6c%6fcalhost:{port}/",
@@ -591,6 +598,8 @@ mod tests {
         assert_eq!(checked.host, WebhookHost::Ip("127.0.0.1".parse().unwrap()));
         let checked = webhook_url("url", "http://127.0.0.1\\@example.com/", true).unwrap();
         assert_eq!(checked.host, WebhookHost::Ip("127.0.0.1".parse().unwrap()));
+        // Port 0 reaches nothing a receiver listens on.
+        assert!(webhook_url("url", "http://8.8.8.8:0/", false).is_err());
         // Public spellings stay accepted.
         for url in [
             "http://8.8.8.8/",

@@ -295,11 +295,11 @@ where
             let Some(timeout) = pass.timeout else {
                 return response
                     .await
-                    .map(|response| response.map(|body| SlotBody::new(body, slot)));
+                    .map(|response| response.map(|body| SlotBody::holding(body, slot)));
             };
             match tokio::time::timeout(timeout, response).await {
                 // The place is held until the reply's body ends.
-                Ok(response) => response.map(|response| response.map(|body| SlotBody::new(body, slot))),
+                Ok(response) => response.map(|response| response.map(|body| SlotBody::holding(body, slot))),
                 Err(_) => Ok(refused(door.timed_out(timeout))),
             }
         })

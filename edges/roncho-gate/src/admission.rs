@@ -17,7 +17,7 @@
 //!
 //! Limits are per process: N replicas admit N times as much.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, SocketAddr};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +32,9 @@ pub struct Limits {
     pub max_in_flight: usize,
     /// Requests in flight on one connection; further ones are shed.
     pub max_in_flight_per_connection: usize,
+    /// Requests in flight from one client address (its connections
+    /// together); further ones are shed.
+    pub max_in_flight_per_address: usize,
     /// Requests in flight for one workspace (the workspace a key is bound
     /// to); further ones are shed, so one tenant cannot take every place.
     pub max_in_flight_per_workspace: usize,
@@ -58,6 +61,7 @@ impl Default for Limits {
         Self {
             max_in_flight: 512,
             max_in_flight_per_connection: 128,
+            max_in_flight_per_address: 256,
             max_in_flight_per_workspace: 128,
             request_timeout: Duration::from_secs(60),
             dialectic_timeout: Duration::from_secs(330),
@@ -78,6 +82,14 @@ const OPEN_PREFIXES: [&str; 3] = [
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
 const OPEN_PATHS: [&str; 4] = ["/health", "/docs", "/openapi.json", "/metrics"];
+/// Of those, the calls that stream for as long as the client likes (a
+/// health `Watch`, reflection): they take at most three quarters of the
+/// places, so the probes' short calls always find one.
+const OPEN_STREAMS: [&str; 3] = [
+    "/grpc.health.v1.Health/Watch",
+    "/grpc.reflection.v1.ServerReflection/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+];
 
 /// Returns whether a call to `path` needs no key (see [`OPEN_PREFIXES`]).
 pub fn is_open(path: &str) -> bool {
@@ -144,6 +156,11 @@ impl<K: std::hash::Hash + Eq + Clone> Tally<K> {
         true
     }
 
+    /// Returns the places each key holds now.
+    pub fn snapshot(&self) -> HashMap<K, usize> {
+        self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).clone()
+    }
+
     /// Gives back a place `key` took.
     pub fn give_back(&self, key: &K) {
         let mut counts = self.0.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
@@ -165,7 +182,9 @@ pub struct AdmissionStats {
     shed_workspace: AtomicU64,
     timed_out: AtomicU64,
     open_in_flight: AtomicUsize,
+    open_streams: AtomicUsize,
     shed_open: AtomicU64,
+    shed_address: AtomicU64,
     /// Every call let in or refused, ever: how busy the process has been.
     calls: AtomicU64,
 }
@@ -184,6 +203,11 @@ impl AdmissionStats {
     /// Requests shed because their connection was at its limit.
     pub fn shed_connection(&self) -> u64 {
         self.shed_connection.load(Ordering::Relaxed)
+    }
+
+    /// Requests shed because their client address was at its limit.
+    pub fn shed_address(&self) -> u64 {
+        self.shed_address.load(Ordering::Relaxed)
     }
 
     /// Requests shed because their workspace was at its limit.
@@ -219,8 +243,21 @@ pub struct Admission {
     stats: Arc<AdmissionStats>,
     connections: Arc<Tally<SocketAddr>>,
     workspaces: Arc<Tally<String>>,
+    addresses: Arc<Tally<IpAddr>>,
     open_connections: Arc<Tally<SocketAddr>>,
     open_addresses: Arc<Tally<IpAddr>>,
+    stalled: Arc<std::sync::OnceLock<Stalled>>,
+}
+
+/// What to do with a connection whose reply was not read within its
+/// deadline (the connection gate closes it: what it holds goes with it).
+#[derive(Clone)]
+struct Stalled(Arc<dyn Fn(SocketAddr) + Send + Sync>);
+
+impl std::fmt::Debug for Stalled {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("Stalled")
+    }
 }
 
 impl Admission {
@@ -231,8 +268,10 @@ impl Admission {
             stats: Arc::default(),
             connections: Arc::default(),
             workspaces: Arc::default(),
+            addresses: Arc::default(),
             open_connections: Arc::default(),
             open_addresses: Arc::default(),
+            stalled: Arc::default(),
         }
     }
 
@@ -249,13 +288,33 @@ impl Admission {
     pub fn admit(&self, path: &str, connection: Option<SocketAddr>, workspace: Option<&str>) -> Result<Slot> {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         if is_open(path) {
-            return self.take_open_slot(connection);
+            let stream = OPEN_STREAMS.iter().any(|prefix| path.starts_with(prefix));
+            return self.take_open_slot(connection, stream);
         }
-        self.take_slot(connection, workspace)
+        let mut slot = self.take_slot(connection, workspace)?;
+        slot.reply_within = Some(self.timeout(path));
+        Ok(slot)
     }
 
-    /// Takes one of the open calls' places for a call on `connection`.
-    fn take_open_slot(&self, connection: Option<SocketAddr>) -> Result<Slot> {
+    /// Returns the connections with a call in flight (one that needs a key
+    /// or not): a connection with none is idle, and may be closed to make
+    /// room at the connection caps.
+    pub fn busy(&self) -> HashSet<SocketAddr> {
+        let mut busy: HashSet<SocketAddr> = self.connections.snapshot().into_keys().collect();
+        busy.extend(self.open_connections.snapshot().into_keys());
+        busy
+    }
+
+    /// Calls `close` with the connection of a reply that was not read
+    /// within its deadline (once per process: the first caller wins).
+    pub fn on_stalled(&self, close: impl Fn(SocketAddr) + Send + Sync + 'static) {
+        let _ = self.stalled.set(Stalled(Arc::new(close)));
+    }
+
+    /// Takes one of the open calls' places for a call on `connection`; a
+    /// `stream` (a health `Watch`, reflection) only within three quarters
+    /// of them.
+    fn take_open_slot(&self, connection: Option<SocketAddr>, stream: bool) -> Result<Slot> {
         let shed = |reason: &str| {
             self.stats.shed_open.fetch_add(1, Ordering::Relaxed);
             Error::Throttled {
@@ -267,13 +326,24 @@ impl Admission {
         let mut slot = Slot {
             layer: self.clone(),
             open: true,
+            // Counted among the streams once it takes one of their places.
+            stream: false,
+            address: None,
             connection: None,
             workspace: None,
+            reply_within: (!stream).then_some(self.limits.request_timeout),
         };
         if in_flight >= self.limits.max_open_calls {
             return Err(shed(
                 "the server is at its limit of health, reflection and metrics calls",
             ));
+        }
+        if stream {
+            let streams = self.stats.open_streams.fetch_add(1, Ordering::AcqRel);
+            slot.stream = true;
+            if streams >= self.limits.max_open_calls / 4 * 3 {
+                return Err(shed("the server is at its limit of health and reflection streams"));
+            }
         }
         let Some(connection) = connection else {
             return Ok(slot);
@@ -333,8 +403,11 @@ impl Admission {
         let mut slot = Slot {
             layer: self.clone(),
             open: false,
+            stream: false,
+            address: None,
             connection: None,
             workspace: None,
+            reply_within: None,
         };
         if in_flight >= self.limits.max_in_flight {
             self.stats.shed_process.fetch_add(1, Ordering::Relaxed);
@@ -354,6 +427,14 @@ impl Admission {
             return Ok(slot);
         };
         if !self
+            .addresses
+            .take(&connection.ip(), self.limits.max_in_flight_per_address)
+        {
+            self.stats.shed_address.fetch_add(1, Ordering::Relaxed);
+            return Err(shed("this address is at its limit of requests in flight"));
+        }
+        slot.address = Some(connection.ip());
+        if !self
             .connections
             .take(&connection, self.limits.max_in_flight_per_connection)
         {
@@ -369,10 +450,17 @@ impl Admission {
 #[derive(Debug)]
 pub struct Slot {
     layer: Admission,
-    /// One of the places of calls that need no key.
+    /// One of the places of calls that need no key ...
     open: bool,
+    /// ... and of those, one that streams.
+    stream: bool,
+    /// The client address whose places it counts in (requests).
+    address: Option<IpAddr>,
     connection: Option<SocketAddr>,
     workspace: Option<String>,
+    /// How long the reply may take to be sent once it starts; `None`: as
+    /// long as it streams (a health `Watch`).
+    reply_within: Option<std::time::Duration>,
 }
 
 impl Slot {
@@ -381,12 +469,33 @@ impl Slot {
     pub fn is_open(&self) -> bool {
         self.open
     }
+
+    /// Returns how long the reply may take to be sent before the place is
+    /// given back anyway (a client that stops reading holds it no longer).
+    pub fn reply_within(&self) -> Option<std::time::Duration> {
+        self.reply_within
+    }
+
+    /// Gives the place back for a reply not read within its deadline, and
+    /// has its connection closed ([`Admission::on_stalled`]): what the
+    /// reply holds is freed with it, and a client that stops reading holds
+    /// neither a place nor memory.
+    pub fn stalled(self) {
+        let (connection, close) = (self.connection, self.layer.stalled.get().cloned());
+        drop(self);
+        if let (Some(connection), Some(Stalled(close))) = (connection, close) {
+            close(connection);
+        }
+    }
 }
 
 impl Drop for Slot {
     fn drop(&mut self) {
         if self.open {
             self.layer.stats.open_in_flight.fetch_sub(1, Ordering::AcqRel);
+            if self.stream {
+                self.layer.stats.open_streams.fetch_sub(1, Ordering::AcqRel);
+            }
             if let Some(connection) = &self.connection {
                 self.layer.open_connections.give_back(connection);
                 self.layer.open_addresses.give_back(&connection.ip());
@@ -394,6 +503,9 @@ impl Drop for Slot {
             return;
         }
         self.layer.stats.in_flight.fetch_sub(1, Ordering::AcqRel);
+        if let Some(address) = &self.address {
+            self.layer.addresses.give_back(address);
+        }
         if let Some(workspace) = &self.workspace {
             self.layer.workspaces.give_back(workspace);
         }
@@ -626,7 +738,7 @@ mod tests {
     fn calls_that_need_no_key_have_bounded_places_of_their_own() {
         let admission = Admission::new(Limits {
             max_in_flight: 1,
-            max_open_calls: 5,
+            max_open_calls: 8,
             max_open_calls_per_address: 3,
             max_open_calls_per_connection: 2,
             ..Limits::default()
@@ -639,6 +751,7 @@ mod tests {
             .unwrap();
         let first = admission.admit(watch, connection("10.0.0.1:1"), None).unwrap();
         assert!(first.is_open());
+        assert_eq!(first.reply_within(), None, "a Watch streams as long as it likes");
         let _second = admission.admit(watch, connection("10.0.0.1:1"), None).unwrap();
         for (path, from) in [
             (watch, "10.0.0.1:1"),
@@ -652,19 +765,30 @@ mod tests {
                 "the connection's cap"
             );
         }
-        let _third = admission.admit("/metrics", connection("10.0.0.1:2"), None).unwrap();
+        let metrics = admission.admit("/metrics", connection("10.0.0.1:2"), None).unwrap();
+        assert!(metrics.reply_within().is_some(), "a short call's reply has a deadline");
         assert!(
             admission.admit("/health", connection("10.0.0.1:3"), None).is_err(),
             "the address's cap, whichever connection"
         );
-        let _fourth = admission.admit(watch, connection("10.0.0.2:1"), None).unwrap();
-        let _fifth = admission.admit(watch, connection("10.0.0.3:1"), None).unwrap();
+        // Streams take three quarters of the places at most ...
+        let mut streams = Vec::new();
+        for from in ["10.0.0.2:1", "10.0.0.2:1", "10.0.0.3:1", "10.0.0.3:1"] {
+            streams.push(admission.admit(watch, connection(from), None).unwrap());
+        }
         assert!(
             admission.admit(watch, connection("10.0.0.4:1"), None).is_err(),
+            "the streams' cap"
+        );
+        // ... so a probe's short call still finds one, up to the process's cap.
+        let _probe = admission
+            .admit("/grpc.health.v1.Health/Check", connection("10.0.0.5:1"), None)
+            .unwrap();
+        assert!(
+            admission.admit("/health", connection("10.0.0.6:1"), None).is_err(),
             "the process's cap"
         );
-        assert_eq!(admission.stats().open_in_flight(), 5);
-        assert_eq!(admission.stats().shed_open(), 4);
+        assert_eq!(admission.stats().open_in_flight(), 8);
         drop(first);
         admission
             .admit(watch, connection("10.0.0.1:3"), None)
@@ -675,6 +799,28 @@ mod tests {
                 .is_err(),
             "requests have their own cap"
         );
+        assert!(admission.busy().contains(&"10.0.0.1:1".parse().unwrap()));
+        assert!(!admission.busy().contains(&"10.0.0.9:1".parse().unwrap()));
+    }
+
+    #[test]
+    fn one_client_address_takes_half_the_places_at_most() {
+        let admission = Admission::new(Limits {
+            max_in_flight: 4,
+            max_in_flight_per_address: 2,
+            ..Limits::default()
+        });
+        let path = "/roncho.v1.RecallService/ListPeers";
+        let from = |address: &str| Some(address.parse::<SocketAddr>().unwrap());
+        let _one = admission.admit(path, from("10.0.0.1:1"), None).unwrap();
+        let two = admission.admit(path, from("10.0.0.1:2"), None).unwrap();
+        assert!(two.reply_within().is_some(), "its reply has a deadline");
+        assert!(
+            admission.admit(path, from("10.0.0.1:3"), None).is_err(),
+            "a third connection of the same address"
+        );
+        let _other = admission.admit(path, from("10.0.0.2:1"), None).unwrap();
+        assert_eq!(admission.stats().shed_address(), 1);
     }
 
     #[test]

@@ -24,6 +24,9 @@ pub struct DeadlineBody<B> {
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     limit: std::time::Duration,
     expired: fn(Error) -> BoxError,
+    /// Set once the deadline ended the body: what read it may have answered
+    /// in its own terms (a 500), which the wire then says as a time-out.
+    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<B> DeadlineBody<B> {
@@ -35,7 +38,13 @@ impl<B> DeadlineBody<B> {
             deadline: limit.map(|limit| Box::pin(tokio::time::sleep(limit))),
             limit: limit.unwrap_or_default(),
             expired,
+            fired: std::sync::Arc::default(),
         }
+    }
+
+    /// Returns what says whether the deadline ended the body.
+    pub fn fired(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
+        self.fired.clone()
     }
 }
 
@@ -63,6 +72,7 @@ where
             && deadline.as_mut().poll(context).is_ready()
         {
             let error = Error::DeadlineExceeded(format!("{BODY_DEADLINE_REASON} {} s", this.limit.as_secs_f32()));
+            this.fired.store(true, std::sync::atomic::Ordering::Release);
             return Poll::Ready(Some(Err((this.expired)(error))));
         }
         Poll::Pending
@@ -82,18 +92,59 @@ where
 /// what marks its connection as having sent a whole request.
 pub struct SlotBody<B, H = Slot> {
     body: B,
-    slot: Option<H>,
+    slot: std::sync::Arc<std::sync::Mutex<Option<H>>>,
+    /// Dropped when the body ends: stops the reply deadline's watch.
+    ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl<B, H> SlotBody<B, H> {
     /// Returns `body` holding `slot` until it ends.
     pub fn new(body: B, slot: Option<H>) -> Self {
-        Self { body, slot }
+        Self {
+            body,
+            slot: std::sync::Arc::new(std::sync::Mutex::new(slot)),
+            ended: None,
+        }
     }
 
     /// The body itself.
     pub fn get_ref(&self) -> &B {
         &self.body
+    }
+
+    fn release(&mut self) {
+        self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
+        self.ended = None;
+    }
+}
+
+impl<B> SlotBody<B, Slot> {
+    /// Returns `body` holding `slot` until it ends, and no longer than the
+    /// slot's reply deadline ([`Slot::reply_within`]): a client that stops
+    /// reading (an HTTP/2 window left at zero) gives the place back then,
+    /// and its connection is closed ([`Slot::stalled`]).
+    pub fn holding(body: B, slot: Option<Slot>) -> Self {
+        let within = slot.as_ref().and_then(Slot::reply_within);
+        let mut this = Self::new(body, slot);
+        if let Some(within) = within {
+            let (ended, stop) = tokio::sync::oneshot::channel::<()>();
+            this.ended = Some(ended);
+            let held = std::sync::Arc::downgrade(&this.slot);
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = stop => {}
+                    () = tokio::time::sleep(within) => {
+                        let slot = held
+                            .upgrade()
+                            .and_then(|held| held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
+                        if let Some(slot) = slot {
+                            slot.stalled();
+                        }
+                    }
+                }
+            });
+        }
+        this
     }
 }
 
@@ -111,7 +162,7 @@ where
         let this = self.get_mut();
         let frame = Pin::new(&mut this.body).poll_frame(context);
         if let Poll::Ready(None) = frame {
-            this.slot = None;
+            this.release();
         }
         frame
     }
@@ -122,5 +173,51 @@ where
 
     fn size_hint(&self) -> http_body::SizeHint {
         self.body.size_hint()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::admission::{Admission, Limits};
+
+    /// A body that never sends anything (a client that reads nothing never asks for more).
+    struct Stuck;
+
+    impl http_body::Body for Stuck {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            Poll::Pending
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_reply_never_read_gives_its_place_back_at_its_deadline() {
+        let admission = Admission::new(Limits {
+            request_timeout: Duration::from_secs(5),
+            ..Limits::default()
+        });
+        let slot = admission
+            .admit("/roncho.v1.RecallService/ListPeers", None, None)
+            .unwrap();
+        // Never polled, as hyper never polls a reply whose window stays at zero.
+        let reply = SlotBody::holding(Stuck, Some(slot));
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        assert_eq!(admission.stats().in_flight(), 1, "held while within its deadline");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(admission.stats().in_flight(), 0, "given back at its deadline");
+        drop(reply);
+        // A health Watch streams as long as it likes.
+        let watch = admission.admit("/grpc.health.v1.Health/Watch", None, None).unwrap();
+        let _stream = SlotBody::holding(Stuck, Some(watch));
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+        assert_eq!(admission.stats().open_in_flight(), 1);
     }
 }

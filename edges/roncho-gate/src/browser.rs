@@ -124,11 +124,23 @@ impl BrowserPolicy {
 
     /// Decides what to do with a request of `method` for `uri` with `headers`.
     pub fn judge(&self, method: &Method, uri: &Uri, headers: &HeaderMap) -> Verdict {
-        let host = headers
-            .get(http::header::HOST)
-            .and_then(|value| value.to_str().ok())
-            .map(str::to_owned)
-            .or_else(|| uri.authority().map(|authority| authority.as_str().to_owned()));
+        // One host per request: a second Host header, or one the request's
+        // own authority (absolute form, HTTP/2's `:authority`) contradicts,
+        // is refused rather than read one way here and another elsewhere.
+        let mut given = headers.get_all(http::header::HOST).iter();
+        let header = given
+            .next()
+            .map(|value| value.to_str().unwrap_or("\u{fffd}").to_owned());
+        if given.next().is_some() {
+            return Verdict::Refuse("more than one Host header".to_owned());
+        }
+        let authority = uri.authority().map(|authority| authority.as_str().to_owned());
+        if let (Some(header), Some(authority)) = (&header, &authority)
+            && !header.eq_ignore_ascii_case(authority)
+        {
+            return Verdict::Refuse("the Host header and the request's authority name different hosts".to_owned());
+        }
+        let host = header.or(authority);
         if self.check_hosts
             && let Some(host) = &host
             && !self.serves_host(host)
@@ -388,6 +400,23 @@ mod tests {
                 Verdict::Preflight(_)
             ));
         }
+    }
+
+    #[test]
+    fn a_request_naming_two_hosts_is_refused() {
+        let policy = BrowserPolicy::default();
+        let two = request(&[("host", "localhost:8000"), ("host", "evil.example:8000")]);
+        assert!(refused(&policy.judge(&Method::GET, &Uri::from_static("/health"), &two)));
+        let absolute = Uri::from_static("http://evil.example:8000/v3/workspaces/list");
+        let verdict = policy.judge(&Method::POST, &absolute, &request(&[("host", "localhost:8000")]));
+        assert!(refused(&verdict), "{verdict:?}");
+        // An authority alone is the host (HTTP/2): judged as a Host header is.
+        assert!(refused(&policy.judge(&Method::POST, &absolute, &HeaderMap::new())));
+        let loopback = Uri::from_static("http://localhost:8000/health");
+        assert_eq!(
+            policy.judge(&Method::GET, &loopback, &request(&[("host", "LOCALHOST:8000")])),
+            Verdict::Serve
+        );
     }
 
     #[test]

@@ -201,14 +201,25 @@ async fn admit_and_authenticate(
         parts.extensions.insert(caller);
     }
     let body = DeadlineBody::new(body, pass.body_timeout, rest_body_error);
+    let fired = body.fired();
     let request = Request::from_parts(parts, axum::body::Body::new(body));
-    let response = match pass.timeout {
+    let mut response = match pass.timeout {
         Some(timeout) => match tokio::time::timeout(timeout, next.run(request)).await {
             Ok(response) => response,
             Err(_) => return RestError::from(door.timed_out(timeout)).into_response(),
         },
         None => next.run(request).await,
     };
+    // A route that read the body in its own terms (MCP's) answers its
+    // deadline as a failure of its own: it is the client's time-out.
+    if fired.load(std::sync::atomic::Ordering::Acquire) && response.status().is_server_error() {
+        let reason = format!(
+            "{} {} s",
+            roncho_gate::BODY_DEADLINE_REASON,
+            pass.body_timeout.unwrap_or_default().as_secs_f32()
+        );
+        response = RestError::Http(http::StatusCode::REQUEST_TIMEOUT, reason).into_response();
+    }
     // The place in flight is held until the reply's body has been sent.
-    response.map(|body| axum::body::Body::new(SlotBody::new(body, pass.slot)))
+    response.map(|body| axum::body::Body::new(SlotBody::holding(body, pass.slot)))
 }

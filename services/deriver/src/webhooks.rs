@@ -6,11 +6,12 @@
 //! both).
 //!
 //! Deliveries wait on receivers the workspaces chose, so they run in a
-//! lane of their own, never in the derivation worker: a few loops, each
-//! delivering one unit at a time, with at most so many deliveries in
-//! flight per workspace and per receiver (`host:port`). A unit over either
-//! bound is put back for a moment without spending an attempt, and the
-//! queue's turns hand the loop another workspace's: one tenant's slow
+//! lane of their own, never in the derivation worker: one dispatcher
+//! claims a unit whenever one of the lane's places is free and delivers it
+//! in a task of its own, with at most so many deliveries in flight per
+//! workspace and per receiver (`host:port`). A unit over either bound is
+//! put back for a moment without spending an attempt, and the queue's
+//! turns hand the dispatcher another workspace's: one tenant's slow
 //! receivers delay neither another's derivation nor its webhooks.
 
 use std::collections::HashMap;
@@ -44,7 +45,7 @@ pub struct LaneLimits {
 impl Default for LaneLimits {
     fn default() -> Self {
         Self {
-            concurrency: 8,
+            concurrency: 32,
             per_workspace: 2,
             per_target: 2,
         }
@@ -104,9 +105,9 @@ impl WebhookLane {
         }
     }
 
-    /// Wakes an idle loop (new work was written).
+    /// Wakes the lane when idle (new work was written).
     pub fn nudge(&self) {
-        self.wake.notify_waiters();
+        self.wake.notify_one();
     }
 
     /// Claims one unit and delivers it; returns whether there was one.
@@ -114,16 +115,62 @@ impl WebhookLane {
         roncho_worker::run_once(self.queue.as_ref(), &self.config, self).await
     }
 
-    /// Delivers with the lane's loops until `shutdown`; deliveries in hand
-    /// are finished first.
+    /// Delivers until `shutdown`, up to the lane's concurrency at once:
+    /// claims a unit whenever a place is free and delivers it in a task of
+    /// its own; deliveries in hand are finished first. Idle, it looks for
+    /// work once a poll (or when nudged).
     pub async fn run(self: Arc<Self>, shutdown: CancellationToken) {
-        let loops = (0..self.limits.concurrency.max(1)).map(|_| {
-            let (lane, shutdown) = (self.clone(), shutdown.clone());
-            async move {
-                roncho_worker::run(lane.queue.as_ref(), &lane.config, lane.as_ref(), &lane.wake, shutdown).await;
+        let limit = self.limits.concurrency.max(1);
+        let mut running = tokio::task::JoinSet::new();
+        let mut idle = false;
+        while !shutdown.is_cancelled() {
+            if !idle && running.len() < limit {
+                // Claims, like every background worker's, let the process's writes pass.
+                if let Some(yielding) = &self.config.yielding {
+                    yielding.wait(&shutdown).await;
+                }
+                let claimed = self
+                    .queue
+                    .claim(
+                        &self.config.worker_id,
+                        &TASK_TYPES,
+                        self.config.batch,
+                        self.config.lease,
+                    )
+                    .await;
+                match claimed {
+                    Ok(Some(claim)) => {
+                        let lane = self.clone();
+                        running.spawn(async move {
+                            let outcome =
+                                roncho_worker::process(lane.queue.as_ref(), &lane.config, lane.as_ref(), &claim).await;
+                            if let Err(error) = outcome {
+                                tracing::error!(%error, "webhook lane: queue error");
+                            }
+                        });
+                    }
+                    Ok(None) => {
+                        idle = true;
+                        if let Some(yielding) = &self.config.yielding {
+                            yielding.caught_up();
+                        }
+                    }
+                    Err(error) => {
+                        tracing::error!(%error, "webhook lane: queue error");
+                        idle = true;
+                    }
+                }
+                continue;
             }
-        });
-        futures::future::join_all(loops).await;
+            tokio::select! {
+                () = shutdown.cancelled() => break,
+                Some(_) = running.join_next(), if !running.is_empty() => {}
+                () = self.wake.notified() => idle = false,
+                () = self.queue.work_arrived() => idle = false,
+                () = tokio::time::sleep(self.config.idle_poll), if idle => idle = false,
+            }
+        }
+        while running.join_next().await.is_some() {}
     }
 
     /// Takes a place for a delivery of `workspace` to `target`, unless

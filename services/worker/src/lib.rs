@@ -96,14 +96,22 @@ pub async fn run_once(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dy
     else {
         return Ok(false);
     };
-    let span = work_span(&claim, &config.worker_id);
-    let outcome = process_claimed(queue, config, handler, &claim)
+    process(queue, config, handler, &claim).await.map(|()| true)
+}
+
+/// Processes a claimed unit in its span (the trace of the request that
+/// enqueued it), renewing its lease, then completes it or records the
+/// failure: what [`run_once`] does after its claim, for a caller that
+/// claims itself (several units at once).
+pub async fn process(queue: &dyn WorkQueue, config: &WorkerConfig, handler: &dyn Handler, claim: &Claim) -> Result<()> {
+    let span = work_span(claim, &config.worker_id);
+    let outcome = process_claimed(queue, config, handler, claim)
         .instrument(span.clone())
         .await;
     if outcome.is_err() {
         span.record("otel.status_code", "error");
     }
-    outcome.map(|()| true)
+    outcome
 }
 
 /// Returns the span of a claim's processing: a child of the trace of the

@@ -100,9 +100,13 @@ impl Erasure for SqlStore {
             }
             ErasureScope::Peer { peer_id } => {
                 load_peer(tx.conn(), workspace_id, peer_id).await?;
+                self.hold_writers(tx.conn(), "peers", "workspace_name = ", workspace_id, Some(peer_id))
+                    .await?;
             }
             ErasureScope::Workspace => {
                 crate::tx::entities::load_workspace(tx.conn(), workspace_id).await?;
+                self.hold_writers(tx.conn(), "workspaces", "name = ", workspace_id, None)
+                    .await?;
                 let mut sql = Sql::new("SELECT COUNT(*) AS n FROM sessions WHERE is_active = 1 AND workspace_name = ");
                 sql.bind(workspace_id);
                 let active = match fetch_optional(tx.conn(), &sql).await? {
@@ -193,6 +197,33 @@ impl Erasure for SqlStore {
 }
 
 impl SqlStore {
+    /// Locks the row of the peer or workspace whose erasure begins, on
+    /// Postgres (SQLite has one writer): a write that names it holds it
+    /// through its foreign keys and asks for a running erasure after its
+    /// rows (`tx::erasing::refuse_erasing`), so it either commits before
+    /// this erasure begins, and is erased with it, or sees its receipt.
+    async fn hold_writers(
+        &self,
+        conn: &mut AnyConnection,
+        table: &str,
+        workspace_column: &str,
+        workspace_id: &str,
+        name: Option<&str>,
+    ) -> Result<()> {
+        let lock = lock_update(self.dialect());
+        if lock.is_empty() {
+            return Ok(());
+        }
+        let mut sql = Sql::new(&format!("SELECT 1 FROM {table} WHERE {workspace_column}"));
+        sql.bind(workspace_id);
+        if let Some(name) = name {
+            sql.push(" AND name = ").bind(name);
+        }
+        sql.push(lock);
+        fetch_optional(conn, &sql).await?;
+        Ok(())
+    }
+
     async fn insert_receipt(
         &self,
         conn: &mut AnyConnection,

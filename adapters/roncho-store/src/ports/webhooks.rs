@@ -68,6 +68,7 @@ impl Webhooks for SqlStore {
     async fn list_webhooks(&self, workspace_id: &str, page: PageRequest) -> Result<Page<WebhookEndpoint>> {
         let mut from_where = Sql::new("webhook_endpoints WHERE workspace_name = ");
         from_where.bind(workspace_id);
+        crate::tx::erasing::push_not_erasing(&mut from_where, crate::tx::erasing::WEBHOOK);
         let dir = direction(page);
         self.paged(
             rows::WEBHOOK_COLUMNS,

@@ -371,6 +371,7 @@ impl Workspaces for SqlStore {
     ) -> Result<()> {
         let mut tx = self.begin_write().await?;
         load_session(tx.conn(), workspace_id, session_id).await?;
+        crate::tx::erasing::refuse_erasing(tx.conn(), workspace_id, &[peer_id]).await?;
         let mut sql = Sql::new("UPDATE session_peers SET observe_me = COALESCE(");
         sql.bind(flag(config.observe_me))
             .push(", observe_me), observe_others = COALESCE(");

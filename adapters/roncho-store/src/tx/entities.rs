@@ -32,6 +32,7 @@ pub(crate) async fn ensure_workspace(
     metadata: &JsonObject,
     configuration: &JsonObject,
 ) -> Result<bool> {
+    erasing::refuse_erasing(conn, id, &[]).await?;
     let mut sql = Sql::new("INSERT INTO workspaces (name, metadata, configuration, created_at) VALUES (");
     sql.bind(id)
         .push(", ")
@@ -90,6 +91,9 @@ pub(crate) async fn ensure_peer(
     metadata: &JsonObject,
     configuration: &JsonObject,
 ) -> Result<bool> {
+    // Sessions are refused by their own reads (`load_session`); a peer is
+    // named by writes anywhere in its workspace.
+    erasing::refuse_erasing(conn, workspace_id, &[id]).await?;
     ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
 }
 

@@ -8,8 +8,11 @@
 //! The probe is one lookup in the partial index of running receipts
 //! (migration 0028), empty but while an erasure runs.
 
+use crate::db::fetch_optional;
 use crate::sql::Sql;
 use roncho_core::model::SCOPE_PEER_PREFIX;
+use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
 
 /// The columns of a row that say whose it is, qualified by the read's alias.
 #[derive(Debug, Clone, Copy)]
@@ -64,6 +67,14 @@ pub(crate) const PEER_CARD: Owner = Owner {
     scope_observer: None,
 };
 
+/// A row of `webhook_endpoints`, unaliased.
+pub(crate) const WEBHOOK: Owner = Owner {
+    workspace: "webhook_endpoints.workspace_name",
+    session: None,
+    peers: &[],
+    scope_observer: None,
+};
+
 /// A row of `workspaces`, unaliased.
 pub(crate) const WORKSPACE: Owner = Owner {
     workspace: "workspaces.name",
@@ -97,4 +108,33 @@ pub(crate) fn push_not_erasing(sql: &mut Sql, owner: Owner) {
         .push(" || e.target)");
     }
     sql.push("))");
+}
+
+/// Refuses a write into `workspace` that names `peers` while an erasure of
+/// the workspace or of one of them runs: what is written there would be
+/// hidden at once and erased with it, an empty success. `NOT_FOUND`, as
+/// reads answer.
+pub(crate) async fn refuse_erasing(conn: &mut AnyConnection, workspace: &str, peers: &[&str]) -> Result<()> {
+    let mut sql =
+        Sql::new("SELECT e.scope, e.target FROM erasure_receipts e WHERE e.state = 'running' AND e.workspace_name = ");
+    sql.bind(workspace).push(" AND (e.scope = 'workspace'");
+    if !peers.is_empty() {
+        sql.push(" OR (e.scope = 'peer' AND e.target IN (");
+        for (index, peer) in peers.iter().enumerate() {
+            if index > 0 {
+                sql.push(", ");
+            }
+            sql.bind(*peer);
+        }
+        sql.push("))");
+    }
+    sql.push(") LIMIT 1");
+    let Some(row) = fetch_optional(conn, &sql).await? else {
+        return Ok(());
+    };
+    let target: String = crate::rows::get(&row, "target")?;
+    Err(match crate::rows::get::<String>(&row, "scope")?.as_str() {
+        "peer" => Error::not_found("peer", &target),
+        _ => Error::not_found("workspace", workspace),
+    })
 }

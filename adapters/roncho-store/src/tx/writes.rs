@@ -384,12 +384,22 @@ pub(crate) async fn allocate_seq(
         .bind(workspace_id)
         .push(" AND name = ")
         .bind(session_id);
-    sql.push(" RETURNING last_seq");
+    // Asked again here: on Postgres a write that waited for an erasure's
+    // `is_active = 0` sees it now, and writes nothing into what it erases.
+    sql.push(" AND is_active = 1 RETURNING last_seq");
     let row = fetch_optional(conn, &sql)
         .await?
         .ok_or_else(|| Error::not_found("session", session_id))?;
     let last: i64 = sqlx::Row::try_get(&row, "last_seq").map_err(db_error)?;
     Ok(last - count + 1)
+}
+
+/// Adds `next` to `seen` unless it is there: the distinct authors of a batch, in order.
+fn distinct<'a>(mut seen: Vec<&'a str>, next: &'a str) -> Vec<&'a str> {
+    if !seen.contains(&next) {
+        seen.push(next);
+    }
+    seen
 }
 
 /// The session a batch of messages is written to, with its workspace's
@@ -503,12 +513,10 @@ pub(crate) async fn write_messages(
     // session whose writers are members costs no statement that changes
     // nothing (an upsert writes a new row version even then).
     let (workspace_configuration, session) = writable_session(conn, workspace_id, session_id, create).await?;
-    let mut authors: Vec<&str> = Vec::new();
-    for message in &messages {
-        if !authors.contains(&message.peer_id.as_str()) {
-            authors.push(&message.peer_id);
-        }
-    }
+    let authors = messages
+        .iter()
+        .map(|message| message.peer_id.as_str())
+        .fold(Vec::new(), distinct);
     let mut members = load_members(conn, workspace_id, session_id).await?;
     let mut joined = false;
     for author in &authors {
@@ -545,6 +553,15 @@ pub(crate) async fn write_messages(
         })
         .collect();
     insert_messages(conn, &created, &configurations).await?;
+    // An author being erased writes nothing (its erasure would take it).
+    // Asked after the rows: on Postgres their foreign keys hold the
+    // authors' rows, which `begin_erasure` locks, so an erasure that began
+    // first is seen here and one that begins later waits for this commit.
+    let authors = created
+        .iter()
+        .map(|message| message.peer_id.as_str())
+        .fold(Vec::new(), distinct);
+    crate::tx::erasing::refuse_erasing(conn, workspace_id, &authors).await?;
     if let Some(once) = once {
         let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
         crate::tx::idempotency::record(conn, workspace_id, once, &ids).await?;

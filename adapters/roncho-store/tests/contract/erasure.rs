@@ -11,6 +11,7 @@ store_contract_suite!(
     a_session_is_hidden_from_every_read_once_its_erasure_begins,
     a_peer_is_hidden_from_every_read_once_its_erasure_begins,
     a_workspace_is_hidden_from_every_read_once_its_erasure_begins,
+    writes_racing_a_peer_erasure_are_refused_or_erased_with_it,
 ;
     deleted_messages_leave_nothing_in_the_side_tables,
 );
@@ -800,6 +801,38 @@ async fn a_peer_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn St
         members.items.iter().map(|p| p.id.as_str()).collect::<Vec<_>>(),
         ["dave"]
     );
+    // Writes naming the peer are refused, not accepted and then erased.
+    let not_found = |outcome: roncho_core::Result<()>, what: &str| {
+        assert!(matches!(outcome, Err(Error::NotFound { .. })), "{what}: {outcome:?}");
+    };
+    not_found(
+        store
+            .create_messages("w", "s2", vec![new_message("carol", "written while erased")])
+            .await
+            .map(drop),
+        "a message by the peer",
+    );
+    not_found(
+        store.set_peer_card("w", "dave", "carol", vec!["x".into()]).await,
+        "a card about the peer",
+    );
+    not_found(
+        store
+            .add_session_peers("w", "s2", vec![("carol".into(), Default::default())])
+            .await
+            .map(drop),
+        "the peer added to a session",
+    );
+    not_found(
+        store
+            .set_session_peer_config("w", "s2", "carol", Default::default())
+            .await,
+        "the peer's session config",
+    );
+    store
+        .create_messages("w", "s2", vec![new_message("dave", "dave still writes")])
+        .await
+        .expect("another peer writes as before");
     // What is not the peer's reads as before.
     assert_eq!(
         conclusion_reads(store, &conclusions[1].id, "dave", "dave", &first[2].id)
@@ -837,11 +870,20 @@ async fn a_workspace_is_hidden_from_every_read_once_its_erasure_begins(store: &d
         .create_conclusions("w", vec![new_conclusion("alice", "alice", "alice likes zanzibar")])
         .await
         .unwrap();
+    store
+        .create_webhook("w", "https://example.com/secret-hook")
+        .await
+        .unwrap();
     let session = store
         .begin_erasure("w", &ErasureScope::Session { session_id: "s".into() })
         .await
         .unwrap();
     let receipt = store.begin_erasure("w", &ErasureScope::Workspace).await.unwrap();
+    assert_eq!(
+        store.list_webhooks("w", page(1, 10)).await.unwrap().total,
+        0,
+        "its webhooks"
+    );
     assert_eq!(receipt.state, ErasureState::Running);
     assert_eq!(
         message_reads(store, "s", &messages[0].id, "zanzibar").await,
@@ -868,6 +910,16 @@ async fn a_workspace_is_hidden_from_every_read_once_its_erasure_begins(store: &d
         store.get_or_create_peer("w", "alice", None, None).await,
         Err(Error::NotFound { .. })
     ));
+    assert!(matches!(
+        store.create_webhook("w", "https://example.com/hook").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        store
+            .create_messages("w", "t", vec![new_message("bob", "written while erased")])
+            .await,
+        Err(Error::NotFound { .. })
+    ));
     assert_eq!(
         store.begin_erasure("w", &ErasureScope::Workspace).await.unwrap().id,
         receipt.id,
@@ -885,4 +937,50 @@ async fn a_workspace_is_hidden_from_every_read_once_its_erasure_begins(store: &d
     );
     run_to_completion(store, "w", &session.id).await;
     assert_eq!(store.list_workspaces(&all(), page(1, 10)).await.unwrap().total, 1);
+}
+
+async fn writes_racing_a_peer_erasure_are_refused_or_erased_with_it(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, ErasureState};
+    // On Postgres the writes run on connections of their own beside the
+    // erasure's beginning: each is refused or commits before it, and then
+    // goes with it. Nothing is written into what an erasure has taken.
+    for round in 0..12 {
+        let (session, racer) = (format!("race{round}"), format!("racer{round}"));
+        store
+            .create_messages("w", &session, vec![new_message(&racer, "before")])
+            .await
+            .unwrap();
+        let writes = (0..6).map(|index| {
+            store.create_messages(
+                "w",
+                &session,
+                vec![
+                    new_message(&racer, &format!("during {index}")),
+                    new_message("bystander", "kept"),
+                ],
+            )
+        });
+        let scope = ErasureScope::Peer { peer_id: racer.clone() };
+        let (outcomes, receipt) = futures::join!(futures::future::join_all(writes), store.begin_erasure("w", &scope));
+        for outcome in &outcomes {
+            assert!(
+                matches!(outcome, Ok(_) | Err(Error::NotFound { .. })),
+                "round {round}: {outcome:?}"
+            );
+        }
+        let mut done = receipt.unwrap();
+        while done.state == ErasureState::Running {
+            done = store.continue_erasure("w", &done.id, 500).await.unwrap();
+        }
+        let left = store.list_messages("w", &session, &all(), page(1, 100)).await.unwrap();
+        let racers: Vec<&str> = left
+            .items
+            .iter()
+            .filter(|message| message.peer_id == racer)
+            .map(|message| message.content.as_str())
+            .collect();
+        assert!(racers.is_empty(), "round {round}: the erased peer's {racers:?}");
+        let written = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
+        assert_eq!(left.items.len(), written, "round {round}: the bystander's stay");
+    }
 }

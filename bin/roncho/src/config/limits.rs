@@ -133,6 +133,9 @@ impl LimitsConfig {
         roncho_gate::admission::Limits {
             max_in_flight: self.max_concurrent_requests,
             max_in_flight_per_connection: self.max_concurrent_requests_per_connection,
+            // One client address (its connections together) takes half the places at most.
+            max_in_flight_per_address: (self.max_concurrent_requests / 2)
+                .max(self.max_concurrent_requests_per_connection),
             request_timeout: self.request_timeout,
             dialectic_timeout: self.dialectic_timeout,
             body_timeout: self.body_timeout,

@@ -221,8 +221,8 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
     let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let address = rest.local_addr().unwrap();
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
-    let gate = ConnectionGate::new(connections);
     let admission = Admission::new(limits);
+    let gate = ConnectionGate::new(connections).watching(admission.clone());
     let services = roncho::server::Services {
         rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
         keys: Some(keys.clone()),
@@ -574,6 +574,17 @@ async fn every_stage_of_a_connection_is_closed_within_its_timeout_whatever_bytes
         started.elapsed() >= Duration::from_millis(1500),
         "closed for another reason"
     );
+    // What a body that stopped is told, on MCP as on REST: a time-out.
+    let mut stream = connect_from("127.0.0.3", server.rest).await.unwrap();
+    let head = format!(
+        "POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {key}\r\nContent-Type: application/json\r\n\
+         Accept: application/json, text/event-stream\r\nContent-Length: 100\r\n\r\n{{\"jsonrpc\""
+    );
+    stream.write_all(head.as_bytes()).await.unwrap();
+    let mut reply = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(6), stream.read_to_end(&mut reply)).await;
+    let reply = String::from_utf8_lossy(&reply);
+    assert!(reply.starts_with("HTTP/1.1 408"), "{reply}");
     // A client that finishes its stages is served meanwhile and after.
     assert_eq!(server.health().await, 200);
     server.served.shutdown.cancel();
@@ -639,5 +650,199 @@ async fn unauthenticated_health_watch_streams_are_bounded_per_connection_address
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert_eq!(stats.open_in_flight(), 0);
+    server.served.shutdown.cancel();
+}
+
+/// An HTTP/2 frame: its header (length, type, flags, stream) and payload.
+fn frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let length = u32::try_from(payload.len()).unwrap().to_be_bytes();
+    let mut bytes = vec![length[1], length[2], length[3], kind, flags];
+    bytes.extend(stream.to_be_bytes());
+    bytes.extend(payload);
+    bytes
+}
+
+/// An HPACK integer with an `n`-bit prefix.
+fn hpack_integer(value: usize, prefix_bits: u32, first: u8, out: &mut Vec<u8>) {
+    let max = (1usize << prefix_bits) - 1;
+    if value < max {
+        out.push(first | u8::try_from(value).unwrap());
+        return;
+    }
+    out.push(first | u8::try_from(max).unwrap());
+    let mut rest = value - max;
+    while rest >= 128 {
+        out.push(u8::try_from(rest % 128).unwrap() | 0x80);
+        rest /= 128;
+    }
+    out.push(u8::try_from(rest).unwrap());
+}
+
+/// A header block of literal fields, none indexed.
+fn hpack(headers: &[(&str, &str)]) -> Vec<u8> {
+    let mut block = Vec::new();
+    for (name, value) in headers {
+        block.push(0);
+        hpack_integer(name.len(), 7, 0, &mut block);
+        block.extend(name.as_bytes());
+        hpack_integer(value.len(), 7, 0, &mut block);
+        block.extend(value.as_bytes());
+    }
+    block
+}
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+#[tokio::test]
+async fn http2_connections_that_never_ask_and_idle_ones_hold_no_place() {
+    let server = guarded_server(
+        Limits::default(),
+        ConnectionLimits {
+            max_open: 60,
+            max_per_address: 60,
+            handshake_timeout: Duration::from_secs(2),
+            ..ConnectionLimits::default()
+        },
+    )
+    .await;
+    // Connections that speak HTTP/2 and keep speaking (SETTINGS, PINGs)
+    // but never ask for anything, as a pool's connections opened ahead of
+    // time do: past the handshake timeout they wait, first in line to make
+    // room.
+    let mut talkers = Vec::new();
+    for index in 0..20 {
+        let to = if index % 2 == 0 {
+            server.served.address
+        } else {
+            server.rest
+        };
+        let mut stream = connect_from("127.0.0.5", to).await.unwrap();
+        let mut opening = PREFACE.to_vec();
+        opening.extend(frame(0x4, 0, 0, &[]));
+        stream.write_all(&opening).await.unwrap();
+        talkers.push(stream);
+    }
+    for _ in 0..8 {
+        tokio::time::sleep(Duration::from_millis(400)).await;
+        for stream in &mut talkers {
+            let _ = stream.write_all(&frame(0x6, 0, 0, &[0; 8])).await;
+        }
+    }
+    let stats = server.gate.stats();
+    assert_eq!(
+        stats.timed_out(),
+        0,
+        "a settled connection is not cut for taking its time"
+    );
+    // Clients that ask once and keep their connection, idle.
+    let address = server.served.address;
+    let client = || async move {
+        let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
+            .unwrap()
+            .connect()
+            .await
+            .ok()?;
+        let mut health = tonic_health::pb::health_client::HealthClient::new(channel.clone());
+        health
+            .check(tonic_health::pb::HealthCheckRequest::default())
+            .await
+            .ok()
+            .map(|_| channel)
+    };
+    // They fill every other place.
+    let mut idle = Vec::new();
+    for _ in 0..40 {
+        idle.extend(client().await);
+    }
+    assert!(stats.open() >= 59, "{} open", stats.open());
+    // New clients at the cap: those that never asked make room first ...
+    for index in 0..20 {
+        idle.push(
+            client()
+                .await
+                .unwrap_or_else(|| panic!("new client {index} at the cap")),
+        );
+    }
+    let mut closed = 0;
+    for stream in &mut talkers {
+        if closed_within(stream, Duration::from_secs(3)).await {
+            closed += 1;
+        }
+    }
+    assert_eq!(closed, 20, "connections that never asked made room first");
+    // ... then, past the grace, those that asked once and went quiet.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let evicted_before = stats.evicted();
+    for index in 0..10 {
+        idle.push(
+            client()
+                .await
+                .unwrap_or_else(|| panic!("new client {index} at the cap, all idle")),
+        );
+    }
+    assert!(stats.evicted() >= evicted_before + 10, "idle connections made room");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn a_client_that_stops_reading_replies_gives_its_places_back_at_the_deadline() {
+    let server = guarded_server(
+        Limits {
+            request_timeout: Duration::from_secs(2),
+            ..Limits::default()
+        },
+        ConnectionLimits::default(),
+    )
+    .await;
+    let admin = server.key(None);
+    let stats = server.admission.stats();
+    // HTTP/2 on the REST port with a window of zero: replies are produced
+    // and never sent, 100 of them on one connection.
+    let mut stream = connect_from("127.0.0.6", server.rest).await.unwrap();
+    let mut bytes = PREFACE.to_vec();
+    bytes.extend(frame(0x4, 0, 0, &[0, 4, 0, 0, 0, 0]));
+    let authorization = format!("Bearer {admin}");
+    let authority = server.rest.to_string();
+    for index in 0..100u32 {
+        let block = hpack(&[
+            (":method", "POST"),
+            (":scheme", "http"),
+            (":path", "/v3/workspaces/list"),
+            (":authority", &authority),
+            ("content-type", "application/json"),
+            ("authorization", &authorization),
+        ]);
+        bytes.extend(frame(0x1, 0x4, 1 + 2 * index, &block));
+        bytes.extend(frame(0x0, 0x1, 1 + 2 * index, b"{}"));
+    }
+    stream.write_all(&bytes).await.unwrap();
+    let mut held = 0;
+    for _ in 0..50 {
+        held = held.max(stats.in_flight());
+        if held >= 100 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(held, 100, "the replies hold their places while they may");
+    // Past the deadline the places are back, though nothing was read.
+    let mut left = stats.in_flight();
+    for _ in 0..100 {
+        left = stats.in_flight();
+        if left == 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(left, 0, "places still held by replies nobody reads");
+    // And the connection is closed: what its replies held goes with it.
+    assert!(
+        closed_within(&mut stream, Duration::from_secs(3)).await,
+        "a connection whose replies nobody reads stays open"
+    );
+    let (status, _) = server
+        .send(reqwest::Method::POST, "/v3/workspaces/list", json!({}), &admin)
+        .await;
+    assert_eq!(status, 200);
     server.served.shutdown.cancel();
 }
