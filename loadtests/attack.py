@@ -25,9 +25,10 @@ Attacks, each against loopback only:
                closed within its timeout
   webhooks metered
                TestWebhook called as fast as possible: refused past its rate
-  idle HTTP/2  connections that open HTTP/2 and keep it alive (SETTINGS,
-               PINGs) without ever asking for anything: closed at the
-               handshake timeout
+  idle HTTP/2  as many connections as the half-open flood that open HTTP/2
+               and keep it alive (SETTINGS, PINGs) without ever asking for
+               anything, while the checks are timed: they hold no place a
+               new client needs
 
 Needs grpcio (the Python client's venv). Standard library otherwise.
 """
@@ -193,10 +194,16 @@ async def timed_checks(args, stop, samples):
         await asyncio.sleep(0.25)
 
 
-async def flood(rest, grpc_target, sources, count, wait):
-    """One flooding process: opens `count` half-open connections from
-    `sources`, says how many on stdout, then waits for the server to close
-    them and says how many it did not close within `wait` seconds."""
+H2_OPENING = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
+H2_PING = bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + bytes(8)
+
+
+async def flood(rest, grpc_target, sources, count, wait, mode="half-open"):
+    """One flooding process: opens `count` connections from `sources` —
+    half-open (half a request head on REST, nothing on gRPC), or `h2-idle`
+    (HTTP/2's preface and SETTINGS, then a PING a second, never a request)
+    — says how many on stdout, then waits for the server to close them and
+    says how many it did not close within `wait` seconds."""
     host, grpc_port = grpc_target.rsplit(":", 1)
     rest_host, rest_port = rest.removeprefix("http://").rsplit(":", 1)
     readers, failed = [], 0
@@ -208,7 +215,10 @@ async def flood(rest, grpc_target, sources, count, wait):
             reader, writer = await asyncio.open_connection(
                 rest_host if to_rest else host, int(rest_port if to_rest else grpc_port),
                 local_addr=(sources[index % len(sources)], 0))
-            if to_rest:
+            if mode == "h2-idle":
+                writer.write(H2_OPENING)
+                await writer.drain()
+            elif to_rest:
                 writer.write(b"POST /v3/workspaces HTTP/1.1\r\nHost: roncho\r\nContent-Ty")
                 await writer.drain()
             readers.append((reader, writer))
@@ -220,23 +230,41 @@ async def flood(rest, grpc_target, sources, count, wait):
         await asyncio.gather(*(open_one(i) for i in range(batch, min(batch + 500, count))))
     print(json.dumps({"opened": len(readers), "failed": failed, "seconds": time.monotonic() - started}), flush=True)
 
+    deadline = time.monotonic() + wait
+
     async def closed(reader):
         try:
-            while await asyncio.wait_for(reader.read(4096), timeout=wait):
+            while await asyncio.wait_for(reader.read(4096), timeout=max(0.01, deadline - time.monotonic())):
                 pass
             return True
         except (asyncio.TimeoutError, OSError):
             return False
 
+    async def chatter(writer):
+        while mode == "h2-idle" and not writer.is_closing():
+            await asyncio.sleep(1)
+            try:
+                writer.write(H2_PING)
+                await writer.drain()
+            except (ConnectionError, OSError):
+                return
+
+    chatting = [asyncio.create_task(chatter(w)) for _, w in readers]
     still_open = sum(1 for ok in await asyncio.gather(*(closed(r) for r, _ in readers)) if not ok)
+    for task in chatting:
+        task.cancel()
     print(json.dumps({"still_open": still_open, "seconds": time.monotonic() - started}), flush=True)
     for _, writer in readers:
         writer.close()
 
 
-async def half_open(args):
-    """N half-open connections from `--flood-processes` processes (a process
-    holds fewer descriptors than N), while the checks run from 127.0.0.1."""
+async def flood_while_checked(args, mode, subnet):
+    """Floods from `--connections / 9,000` processes (a process holds fewer
+    descriptors than N), from `--sources` addresses each in `subnet`, in
+    `mode`, while the checks run from 127.0.0.1. Returns what the processes
+    said when their connections were open and when they were closed, the
+    checks' samples, the process count and RSS before, at the peak and
+    after."""
     baseline = rss_mb(args.pid)
     stop, samples = asyncio.Event(), []
     checks = asyncio.create_task(timed_checks(args, stop, samples))
@@ -244,10 +272,10 @@ async def half_open(args):
     per_process = args.connections // processes
     children = []
     for n in range(processes):
-        sources = ",".join(f"127.0.0.{2 + n * args.sources + i}" for i in range(args.sources))
+        sources = ",".join(f"{subnet}.{2 + n * args.sources + i}" for i in range(args.sources))
         children.append(await asyncio.create_subprocess_exec(
             sys.executable, __file__, "--flood", args.rest, args.grpc, sources, str(per_process),
-            str(args.header_timeout + 5), stdout=asyncio.subprocess.PIPE))
+            str(args.header_timeout + 5), mode, stdout=asyncio.subprocess.PIPE))
     opened = [json.loads(await child.stdout.readline()) for child in children]
     peak = rss_mb(args.pid)
     closed = [json.loads(await child.stdout.readline()) for child in children]
@@ -256,7 +284,13 @@ async def half_open(args):
     await asyncio.sleep(3)
     stop.set()
     await checks
-    after = rss_mb(args.pid)
+    return opened, closed, samples, processes, (baseline, peak, rss_mb(args.pid))
+
+
+async def half_open(args):
+    """N half-open connections while the checks run from 127.0.0.1."""
+    opened, closed, samples, processes, (baseline, peak, after) = await flood_while_checked(
+        args, "half-open", "127.0.0")
     bad = [s for s in samples if s[1] != 200]
     slowest = max((s[2] for s in samples), default=0)
     still_open = sum(c["still_open"] for c in closed)
@@ -461,48 +495,23 @@ async def stages(args, key):
            f"at most; still open: {still_open or 'none'}")
 
 
-async def idle_http2(args, count=2_000):
-    """HTTP/2 connections that speak but never ask hold no place."""
-    host, grpc_port = args.grpc.rsplit(":", 1)
-    rest_host, rest_port = args.rest.removeprefix("http://").rsplit(":", 1)
-    preface = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
-    ping = bytes([0, 0, 8, 6, 0, 0, 0, 0, 0]) + bytes(8)
-    connections = []
-    for index in range(count):
-        to_host, port = (host, grpc_port) if index % 2 == 0 else (rest_host, rest_port)
-        try:
-            reader, writer = await asyncio.open_connection(to_host, int(port), local_addr=(f"127.0.1.{1 + index % 50}", 0))
-        except OSError:
-            continue
-        writer.write(preface)
-        connections.append((reader, writer))
-    started = time.monotonic()
-
-    async def chatter(writer):
-        for _ in range(int(args.header_timeout) + 3):
-            await asyncio.sleep(1)
-            try:
-                writer.write(ping)
-                await writer.drain()
-            except (ConnectionError, OSError):
-                return
-
-    async def closed(reader):
-        try:
-            while await asyncio.wait_for(reader.read(4096), timeout=args.header_timeout + 10):
-                pass
-            return True
-        except (asyncio.TimeoutError, OSError):
-            return False
-
-    outcomes = await asyncio.gather(*(closed(r) for r, _ in connections),
-                                    *(chatter(w) for _, w in connections))
-    still_open = sum(1 for ok in outcomes[:len(connections)] if not ok)
-    for _, writer in connections:
-        writer.close()
-    report("idle HTTP/2 connections", still_open == 0,
-           f"{len(connections)} opened HTTP/2 and sent a PING a second, never a request: {still_open} still open "
-           f"{time.monotonic() - started:.1f} s later (handshake timeout {args.header_timeout:.0f} s)")
+async def idle_http2(args):
+    """N connections that open HTTP/2 and keep it alive (SETTINGS, a PING a
+    second) without ever asking for anything, as many as the half-open
+    flood (past the process's cap), while the checks run from 127.0.0.1:
+    they may wait (a pool's connections do), but hold no place a new client
+    needs. The flood's processes wait `header_timeout + 5` s for the server
+    to close their connections: those it closed made room."""
+    opened, closed, samples, _, (baseline, peak, after) = await flood_while_checked(args, "h2-idle", "127.0.1")
+    bad = [s for s in samples if s[1] != 200]
+    slowest = max((s[2] for s in samples), default=0)
+    total = sum(o["opened"] for o in opened)
+    still_open = sum(c["still_open"] for c in closed)
+    report("idle HTTP/2 connections", not bad and after <= baseline * 1.2 + 1,
+           f"{total} opened HTTP/2 and sent a PING a second, never a request ({sum(o['failed'] for o in opened)} "
+           f"failed to open); {total - still_open} closed by the server to make room, {still_open} left waiting; "
+           f"{len(samples)} checks during, {len(bad)} not 200, slowest {slowest * 1000:.0f} ms; RSS {baseline:.0f} MB "
+           f"before, {peak:.0f} MB with them, {after:.0f} MB after")
 
 
 def webhook_tests_metered(args):
@@ -517,7 +526,8 @@ def webhook_tests_metered(args):
 def main():
     if len(sys.argv) > 1 and sys.argv[1] == "--flood":
         rest, grpc_target, sources, count, wait = sys.argv[2:7]
-        asyncio.run(flood(rest, grpc_target, sources.split(","), int(count), float(wait)))
+        mode = sys.argv[7] if len(sys.argv) > 7 else "half-open"
+        asyncio.run(flood(rest, grpc_target, sources.split(","), int(count), float(wait), mode))
         return 0
     parser = argparse.ArgumentParser()
     for name in ("grpc", "rest", "admin", "loud", "quiet", "data-dir"):

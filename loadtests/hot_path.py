@@ -32,7 +32,7 @@ def request(client: httpx.Client, workspace: str, kind: str, size: int, rng: ran
     if kind == "list":
         page = rng.randint(1, 5000 // size)
         return client.post(f"/v3/workspaces/{workspace}/sessions/s0/messages/list?page={page}&size={size}",
-                           content=b"{}")
+                           content=b"{}", headers={"content-type": "application/json"})
     if kind == "ingest":
         body = json.dumps({"messages": [
             {"peer_id": ("alice", "bob")[i % 2], "content": " ".join(rng.choice(WORDS) for _ in range(44))}

@@ -148,8 +148,8 @@ impl ConnectionStats {
 struct ConnectionState {
     /// Its client's address and port (admission counts its calls by it).
     peer: Option<SocketAddr>,
-    /// When it last sent bytes, in milliseconds of [`since_start`].
-    last_read: AtomicU64,
+    /// When it was let in (`None`: long ago).
+    opened: Option<tokio::time::Instant>,
     established: AtomicBool,
     evicted: AtomicBool,
     /// The task reading the connection, woken when it is evicted.
@@ -177,17 +177,10 @@ impl ConnectionState {
     }
 }
 
-/// Milliseconds since the first call, plus [`IDLE_GRACE_MILLIS`]: a clock
-/// connections are compared by, at which `0` is quiet past the grace.
-fn since_start() -> u64 {
-    static START: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
-    let start = *START.get_or_init(std::time::Instant::now);
-    IDLE_GRACE_MILLIS.saturating_add(u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX))
-}
-
-/// How long a connection that sent bytes stays out of reach of the idle
-/// eviction: its next request may be on its way.
-const IDLE_GRACE_MILLIS: u64 = 1_000;
+/// How long a connection whose request just ended (or that just opened)
+/// stays out of reach of the idle eviction: its next request may be on its
+/// way.
+const IDLE_GRACE: Duration = Duration::from_secs(1);
 
 /// Connections and calls past this many since memory was last handed
 /// back make a flood: once it has passed, freed memory is handed back.
@@ -303,7 +296,7 @@ impl ConnectionGate {
             address: None,
             state: Arc::new(ConnectionState {
                 peer: Some(client),
-                last_read: AtomicU64::new(since_start()),
+                opened: Some(tokio::time::Instant::now()),
                 ..ConnectionState::default()
             }),
         };
@@ -345,15 +338,18 @@ impl ConnectionGate {
     }
 
     /// Closes an idle connection (from `from`, if given): of those with no
-    /// call in flight that sent nothing for [`IDLE_GRACE_MILLIS`], one of
-    /// the address holding most connections, the one quiet longest (a
+    /// request in flight and none for [`IDLE_GRACE`], one of the address
+    /// holding most connections, the one without a request longest (a
     /// client between two calls of its pool keeps its place while a flood
-    /// of idle ones lasts); returns whether there was one.
+    /// of idle ones lasts). Quiet is counted in requests, not bytes: PINGs,
+    /// other frames, refused calls and calls that need no key keep no
+    /// connection. Returns whether there was one.
     fn evict_idle(&self, from: Option<IpAddr>) -> bool {
         let Some(calls) = &self.calls else {
             return false;
         };
-        let (busy, held, now) = (calls.busy(), self.per_address.snapshot(), since_start());
+        let (busy, served, held) = (calls.busy(), calls.last_requests(), self.per_address.snapshot());
+        let now = tokio::time::Instant::now();
         let mut all = self.all.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
         all.retain(|(_, state)| state.strong_count() > 0);
         let victim = all
@@ -361,15 +357,16 @@ impl ConnectionGate {
             .enumerate()
             .filter_map(|(index, (address, state))| {
                 let state = state.upgrade()?;
-                let last_read = state.last_read.load(Ordering::Relaxed);
-                let idle = state.peer.is_some_and(|peer| !busy.contains(&peer))
+                let peer = state.peer?;
+                let quiet_since = served.get(&peer).copied().or(state.opened);
+                let idle = !busy.contains(&peer)
                     && !state.evicted.load(Ordering::Acquire)
-                    && now.saturating_sub(last_read) >= IDLE_GRACE_MILLIS
+                    && quiet_since.is_none_or(|since| now.duration_since(since) >= IDLE_GRACE)
                     && from.is_none_or(|from| from == *address);
                 idle.then(|| {
                     (
                         held.get(address).copied().unwrap_or(0),
-                        std::cmp::Reverse(last_read),
+                        std::cmp::Reverse(quiet_since),
                         index,
                     )
                 })
@@ -527,16 +524,16 @@ enum Opening {
     AnyFirstByte,
     /// This many bytes of HTTP/2's preface arrived.
     Preface(usize),
-    /// This many bytes of a frame's header; `first`: the frame that must be
-    /// SETTINGS.
+    /// This many bytes of a frame's header; `first`: no SETTINGS frame
+    /// came whole yet.
     FrameHeader {
         header: [u8; FRAME_HEADER_BYTES],
         seen: usize,
         first: bool,
     },
-    /// This many bytes of a frame's payload are still to come; `first`:
-    /// the SETTINGS frame's.
-    Payload { left: usize, first: bool },
+    /// This many bytes of a frame's payload are still to come; `first`: no
+    /// SETTINGS frame came whole before it; `settings`: it is one.
+    Payload { left: usize, first: bool, settings: bool },
 }
 
 /// What a connection's opening bytes came to.
@@ -588,24 +585,28 @@ impl Opening {
                         }
                     } else {
                         let kind = header[3];
-                        // Anything but SETTINGS first is a protocol error HTTP/2 itself answers.
-                        if first && kind != SETTINGS_FRAME {
-                            return Opened::Other;
-                        }
-                        if kind == HEADERS_FRAME {
+                        // Frames before the SETTINGS (PINGs, WINDOW_UPDATEs,
+                        // anything HTTP/2 lets pass) leave the deadline running.
+                        if kind == HEADERS_FRAME && !first {
                             return Opened::Http2;
                         }
                         let left = usize::from(header[0]) << 16 | usize::from(header[1]) << 8 | usize::from(header[2]);
-                        Opening::Payload { left, first }.or_next_frame()
+                        Opening::Payload {
+                            left,
+                            first,
+                            settings: kind == SETTINGS_FRAME,
+                        }
+                        .or_next_frame()
                     }
                 }
-                Opening::Payload { left, first } => {
+                Opening::Payload { left, first, settings } => {
                     // The rest of the payload at once: bytes are only counted.
                     let taken = left.min(bytes.len());
                     bytes = &bytes[taken..];
                     *self = Opening::Payload {
                         left: left - taken,
                         first,
+                        settings,
                     }
                     .or_next_frame();
                     continue;
@@ -630,10 +631,14 @@ impl Opening {
     /// Returns the next frame's header once a payload has no bytes left.
     fn or_next_frame(self) -> Self {
         match self {
-            Opening::Payload { left: 0, .. } => Opening::FrameHeader {
+            Opening::Payload {
+                left: 0,
+                first,
+                settings,
+            } => Opening::FrameHeader {
                 header: [0; FRAME_HEADER_BYTES],
                 seen: 0,
-                first: false,
+                first: first && !settings,
             },
             other => other,
         }
@@ -689,9 +694,6 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
         }
         let before = buf.filled().len();
         let polled = Pin::new(&mut this.inner).poll_read(context, buf);
-        if matches!(polled, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            state.last_read.store(since_start(), Ordering::Relaxed);
-        }
         let Some((opening, deadline)) = &mut this.opening else {
             return polled;
         };
@@ -959,8 +961,8 @@ mod tests {
         assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (0, 0));
     }
 
-    #[test]
-    fn at_a_cap_with_none_silent_an_idle_connection_makes_room_and_a_busy_one_does_not() {
+    #[tokio::test(start_paused = true)]
+    async fn at_a_cap_with_none_silent_an_idle_connection_makes_room_and_a_busy_one_does_not() {
         use roncho_gate::admission::Limits;
         let calls = Admission::new(Limits::default());
         let gate = gate(2, 2).watching(calls.clone());
@@ -972,21 +974,29 @@ mod tests {
             ("127.0.0.2:1".parse().unwrap(), "127.0.0.2:2".parse().unwrap());
         let busy = established(gate.admit(busy_peer).unwrap());
         let idle = established(gate.admit(idle_peer).unwrap());
-        // The first connection has a call in flight; the second sent one and went quiet.
+        // The first connection has a request in flight; the second made one and went quiet.
         let call = calls
             .admit("/roncho.v1.RecallService/ListPeers", Some(busy_peer), None)
             .unwrap();
+        drop(
+            calls
+                .admit("/roncho.v1.RecallService/ListPeers", Some(idle_peer), None)
+                .unwrap(),
+        );
         assert!(
             gate.admit("127.0.0.3:1".parse().unwrap()).is_none(),
-            "bytes a moment ago: its next request may be on its way"
+            "a request a moment ago: its next may be on its way"
         );
-        idle.state.last_read.store(0, Ordering::Relaxed);
-        busy.state.last_read.store(0, Ordering::Relaxed);
+        tokio::time::advance(Duration::from_secs(2)).await;
+        // Calls that need no key keep no connection.
+        let _watch = calls
+            .admit("/grpc.health.v1.Health/Watch", Some(idle_peer), None)
+            .unwrap();
         let newcomer = gate.admit("127.0.0.3:1".parse().unwrap()).unwrap();
         assert!(idle.state.evicted.load(Ordering::Acquire), "the idle one made room");
         assert!(
             !busy.state.evicted.load(Ordering::Acquire),
-            "a call in flight keeps its connection"
+            "a request in flight keeps its connection"
         );
         // A reply not read within its deadline closes its connection.
         call.stalled();
@@ -997,24 +1007,45 @@ mod tests {
         assert!(!newcomer.state.evicted.load(Ordering::Acquire));
     }
 
-    #[test]
-    fn at_the_process_cap_the_address_holding_most_idle_connections_makes_room() {
+    #[tokio::test(start_paused = true)]
+    async fn at_the_process_cap_the_address_holding_most_idle_connections_makes_room() {
         use roncho_gate::admission::Limits;
         let calls = Admission::new(Limits::default());
-        let gate = gate(4, 4).watching(calls);
+        let gate = gate(4, 4).watching(calls.clone());
         let idle = |peer: &str| {
             let permit = gate.admit(peer.parse().unwrap()).unwrap();
             Established(permit.state.clone()).mark();
-            permit.state.last_read.store(0, Ordering::Relaxed);
             permit
         };
-        // A client's one pooled connection, quiet longest; a flood of three newer ones.
+        // A client's one pooled connection; a flood of three from another
+        // address, which keep sending frames but make no request.
         let client = idle("10.0.0.1:1");
         let flood: Vec<ConnectionPermit> = ["10.0.0.2:1", "10.0.0.2:2", "10.0.0.2:3"]
             .into_iter()
             .map(idle)
             .collect();
-        let _newcomer = gate.admit("10.0.0.3:1".parse().unwrap()).unwrap();
+        tokio::time::advance(Duration::from_secs(5)).await;
+        // The client made a request two seconds ago.
+        drop(
+            calls
+                .admit(
+                    "/roncho.v1.RecallService/ListPeers",
+                    Some("10.0.0.1:1".parse().unwrap()),
+                    None,
+                )
+                .unwrap(),
+        );
+        tokio::time::advance(Duration::from_secs(2)).await;
+        // Newcomers that ask at once (a silent one would be the first to go).
+        let newcomers: Vec<ConnectionPermit> = ["10.0.0.3:1", "10.0.0.4:1", "10.0.0.5:1"]
+            .into_iter()
+            .map(idle)
+            .collect();
+        assert!(
+            newcomers
+                .iter()
+                .all(|permit| !permit.state.evicted.load(Ordering::Acquire))
+        );
         assert!(
             !client.state.evicted.load(Ordering::Acquire),
             "the client keeps its place"
@@ -1024,7 +1055,7 @@ mod tests {
                 .iter()
                 .filter(|permit| permit.state.evicted.load(Ordering::Acquire))
                 .count(),
-            1
+            3
         );
     }
 
@@ -1036,10 +1067,13 @@ mod tests {
         assert!(limits.max_per_address <= limits.max_open);
     }
 
-    /// HTTP/2's preface, a SETTINGS frame with one setting, a PING and the
-    /// first HEADERS frame's header.
+    /// HTTP/2's preface, a PING (which HTTP/2 lets pass before the
+    /// SETTINGS), a SETTINGS frame with one setting, a PING and the first
+    /// HEADERS frame's header.
     fn http2_opening() -> Vec<u8> {
         let mut bytes = HTTP2_PREFACE.to_vec();
+        bytes.extend([0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
+        bytes.extend([8, 7, 6, 5, 4, 3, 2, 1]);
         bytes.extend([0, 0, 6, SETTINGS_FRAME, 0, 0, 0, 0, 0]);
         bytes.extend([0, 3, 0, 0, 0, 100]);
         bytes.extend([0, 0, 8, 0x6, 0, 0, 0, 0, 0]);
@@ -1057,7 +1091,7 @@ mod tests {
         });
         let opening = http2_opening();
         // The preface and its SETTINGS frame: what has a deadline.
-        let settled = HTTP2_PREFACE_BYTES + FRAME_HEADER_BYTES + 6;
+        let settled = HTTP2_PREFACE_BYTES + (FRAME_HEADER_BYTES + 8) + (FRAME_HEADER_BYTES + 6);
         for first in [FirstBytes::Http2Preface, FirstBytes::Any] {
             for sent in 0..opening.len() {
                 if first == FirstBytes::Any && sent == 0 {

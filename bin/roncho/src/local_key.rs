@@ -63,19 +63,41 @@ pub fn load_or_create(data_dir: &Path) -> anyhow::Result<String> {
 /// Makes the embedded database files in `data_dir` readable by their
 /// owner only (they may have been created readable by all before; SQLite
 /// gives its WAL files the database's mode). A data directory roncho
-/// creates is its owner's only; one that exists keeps its mode (it may be
-/// shared, or a link to another disk): the files are what hold the memory.
-/// A file that is a link or another user's is left as it is, and said.
+/// creates is its owner's only; one that exists may be a link (to another
+/// disk) and keep a mode others can read, but must be this user's and not
+/// writable by all, or another user could plant or swap the files.
+/// A database file that is a link or another user's is refused: whoever
+/// owns it reads what is written into it.
 pub fn make_private(data_dir: &Path) -> anyhow::Result<()> {
     create_dir_owner_only(data_dir)?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::{MetadataExt, PermissionsExt};
+        let metadata = std::fs::metadata(data_dir).with_context(|| format!("reading {}", data_dir.display()))?;
+        let us = effective_uid();
+        if metadata.uid() != us {
+            anyhow::bail!(
+                "refusing the data directory {}: it belongs to user {}, not to this process's user {us}, who could \
+                 read or swap the memory's files; use a directory of your own",
+                data_dir.display(),
+                metadata.uid()
+            );
+        }
+        // Group-writable is left alone: with a group of its own (umask 002) it is the user's.
+        if metadata.permissions().mode() & 0o002 != 0 {
+            anyhow::bail!(
+                "refusing the data directory {}: others may write into it (mode {:o}) and plant or swap the \
+                 memory's files; `chmod o-w` it or use another",
+                data_dir.display(),
+                metadata.permissions().mode() & 0o7777
+            );
+        }
+    }
     for name in ["roncho.db", "roncho.db-wal", "roncho.db-shm"] {
         let path = data_dir.join(name);
-        if std::fs::symlink_metadata(&path).is_err() {
-            continue;
-        }
-        match owned_by_us(&path, false) {
-            Ok(()) => restrict(&path, 0o600)?,
-            Err(reason) => tracing::warn!(%reason, "the database file's permissions were left as they are"),
+        if std::fs::symlink_metadata(&path).is_ok() {
+            owned_by_us(&path, false)?;
+            restrict(&path, 0o600)?;
         }
     }
     Ok(())
@@ -120,7 +142,7 @@ fn owned_by_us(path: &Path, directory: bool) -> anyhow::Result<()> {
     let right_kind = if directory { kind.is_dir() } else { kind.is_file() };
     if !right_kind {
         anyhow::bail!(
-            "refusing the local key: {} is not a plain {} (a link, or something else planted there)",
+            "refusing {}: it is not a plain {} (a link, or something else planted there)",
             path.display(),
             if directory { "directory" } else { "file" }
         );
@@ -131,8 +153,8 @@ fn owned_by_us(path: &Path, directory: bool) -> anyhow::Result<()> {
         let us = effective_uid();
         if metadata.uid() != us {
             anyhow::bail!(
-                "refusing the local key: {} belongs to user {}, not to this process's user {us}; whoever owns it \
-                 could have planted the key",
+                "refusing {}: it belongs to user {}, not to this process's user {us}; whoever owns it \
+                 could have planted it, and reads what is written into it",
                 path.display(),
                 metadata.uid()
             );
@@ -294,5 +316,30 @@ mod tests {
             std::fs::metadata(&database).unwrap().permissions().mode() & 0o777,
             0o600
         );
+        // A database file that is a link to another's file.
+        let dir = tempfile::tempdir().unwrap();
+        let elsewhere = tempfile::tempdir().unwrap();
+        std::fs::write(elsewhere.path().join("theirs.db"), b"").unwrap();
+        std::os::unix::fs::symlink(elsewhere.path().join("theirs.db"), dir.path().join("roncho.db")).unwrap();
+        let error = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("not a plain file"), "{error}");
+        // A data directory others may write into.
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        let error = load_or_create(dir.path()).unwrap_err().to_string();
+        assert!(error.contains("others may write"), "{error}");
+        // Another user's database file or data directory (the superuser can plant them).
+        if effective_uid() == 0 {
+            let nobody = 65_534;
+            let dir = tempfile::tempdir().unwrap();
+            std::fs::write(dir.path().join("roncho.db"), b"").unwrap();
+            std::os::unix::fs::chown(dir.path().join("roncho.db"), Some(nobody), Some(nobody)).unwrap();
+            let error = load_or_create(dir.path()).unwrap_err().to_string();
+            assert!(error.contains("belongs to user 65534"), "{error}");
+            let dir = tempfile::tempdir().unwrap();
+            std::os::unix::fs::chown(dir.path(), Some(nobody), Some(nobody)).unwrap();
+            let error = load_or_create(dir.path()).unwrap_err().to_string();
+            assert!(error.contains("belongs to user 65534"), "{error}");
+        }
     }
 }

@@ -247,6 +247,57 @@ pub struct Admission {
     open_connections: Arc<Tally<SocketAddr>>,
     open_addresses: Arc<Tally<IpAddr>>,
     stalled: Arc<std::sync::OnceLock<Stalled>>,
+    replies: Arc<Replies>,
+    /// When each connection's last request (one that needs a key) ended.
+    served: Arc<Mutex<HashMap<SocketAddr, tokio::time::Instant>>>,
+}
+
+/// Connections whose last request is remembered before the oldest are forgotten.
+const SERVED_REMEMBERED: usize = 65_536;
+/// How long a connection's last request is remembered past that many.
+const SERVED_KEPT: Duration = Duration::from_secs(600);
+
+/// A reply's place, held by its body until it ends (see [`Replies`]).
+pub(crate) type HeldSlot = Arc<Mutex<Option<Slot>>>;
+
+/// A reply's deadline, and its place while the reply lasts.
+type HeldReply = (tokio::time::Instant, std::sync::Weak<Mutex<Option<Slot>>>);
+
+/// The replies whose places are held until they end or their deadline
+/// passes, looked over once a second by one task: a reply costs a push,
+/// not a timer and a task of its own.
+#[derive(Debug, Default)]
+struct Replies {
+    held: Mutex<Vec<HeldReply>>,
+    watching: std::sync::OnceLock<()>,
+}
+
+/// How often the replies' deadlines are looked at.
+const REPLY_CHECK_INTERVAL: Duration = Duration::from_secs(1);
+
+impl Replies {
+    /// Gives back the places of the replies past their deadline (their
+    /// connections closed) and forgets those that ended.
+    fn look_over(&self) {
+        let now = tokio::time::Instant::now();
+        let mut expired = Vec::new();
+        self.held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .retain(|(deadline, held)| {
+                let Some(held) = held.upgrade() else {
+                    return false;
+                };
+                if *deadline > now {
+                    return true;
+                }
+                expired.extend(held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
+                false
+            });
+        for slot in expired {
+            slot.stalled();
+        }
+    }
 }
 
 /// What to do with a connection whose reply was not read within its
@@ -272,6 +323,8 @@ impl Admission {
             open_connections: Arc::default(),
             open_addresses: Arc::default(),
             stalled: Arc::default(),
+            replies: Arc::default(),
+            served: Arc::default(),
         }
     }
 
@@ -296,13 +349,59 @@ impl Admission {
         Ok(slot)
     }
 
-    /// Returns the connections with a call in flight (one that needs a key
-    /// or not): a connection with none is idle, and may be closed to make
-    /// room at the connection caps.
+    /// Returns the connections with a request in flight: a connection with
+    /// none is idle, and may be closed to make room at the connection caps.
+    /// Calls that need no key (health, its `Watch` streams, metrics) keep
+    /// no connection: anyone may make them.
     pub fn busy(&self) -> HashSet<SocketAddr> {
-        let mut busy: HashSet<SocketAddr> = self.connections.snapshot().into_keys().collect();
-        busy.extend(self.open_connections.snapshot().into_keys());
-        busy
+        self.connections.snapshot().into_keys().collect()
+    }
+
+    /// Returns when each connection's last request ended, of those that
+    /// made one (a request needs a key where keys are on: frames, refused
+    /// calls and calls that need no key are not requests).
+    pub fn last_requests(&self) -> HashMap<SocketAddr, tokio::time::Instant> {
+        self.served
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .clone()
+    }
+
+    /// Notes that a request of `connection` ended now.
+    fn served(&self, connection: SocketAddr) {
+        let now = tokio::time::Instant::now();
+        let mut served = self.served.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+        if served.len() >= SERVED_REMEMBERED {
+            served.retain(|_, at| now.duration_since(*at) < SERVED_KEPT);
+        }
+        served.insert(connection, now);
+    }
+
+    /// Holds `held`'s place until its reply ends or `within` passes (then
+    /// [`Slot::stalled`]); the first reply starts the task that looks.
+    pub(crate) fn hold_reply(&self, held: &HeldSlot, within: Duration) {
+        self.replies
+            .held
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .push((tokio::time::Instant::now() + within, Arc::downgrade(held)));
+        self.replies.watching.get_or_init(|| {
+            let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+                return;
+            };
+            let replies = Arc::downgrade(&self.replies);
+            runtime.spawn(async move {
+                let mut ticks = tokio::time::interval(REPLY_CHECK_INTERVAL);
+                ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    ticks.tick().await;
+                    let Some(replies) = replies.upgrade() else {
+                        return;
+                    };
+                    replies.look_over();
+                }
+            });
+        });
     }
 
     /// Calls `close` with the connection of a reply that was not read
@@ -476,6 +575,11 @@ impl Slot {
         self.reply_within
     }
 
+    /// Returns the admission control this place belongs to.
+    pub(crate) fn admission(&self) -> &Admission {
+        &self.layer
+    }
+
     /// Gives the place back for a reply not read within its deadline, and
     /// has its connection closed ([`Admission::on_stalled`]): what the
     /// reply holds is freed with it, and a client that stops reading holds
@@ -511,6 +615,7 @@ impl Drop for Slot {
         }
         if let Some(connection) = &self.connection {
             self.layer.connections.give_back(connection);
+            self.layer.served(*connection);
         }
     }
 }
@@ -799,8 +904,10 @@ mod tests {
                 .is_err(),
             "requests have their own cap"
         );
-        assert!(admission.busy().contains(&"10.0.0.1:1".parse().unwrap()));
-        assert!(!admission.busy().contains(&"10.0.0.9:1".parse().unwrap()));
+        assert!(
+            admission.busy().is_empty(),
+            "calls that need no key keep no connection from being closed"
+        );
     }
 
     #[test]

@@ -92,9 +92,8 @@ where
 /// what marks its connection as having sent a whole request.
 pub struct SlotBody<B, H = Slot> {
     body: B,
+    /// What it holds; the reply deadline's watch takes it from here.
     slot: std::sync::Arc<std::sync::Mutex<Option<H>>>,
-    /// Dropped when the body ends: stops the reply deadline's watch.
-    ended: Option<tokio::sync::oneshot::Sender<()>>,
 }
 
 impl<B, H> SlotBody<B, H> {
@@ -103,7 +102,6 @@ impl<B, H> SlotBody<B, H> {
         Self {
             body,
             slot: std::sync::Arc::new(std::sync::Mutex::new(slot)),
-            ended: None,
         }
     }
 
@@ -114,7 +112,6 @@ impl<B, H> SlotBody<B, H> {
 
     fn release(&mut self) {
         self.slot.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take();
-        self.ended = None;
     }
 }
 
@@ -124,25 +121,12 @@ impl<B> SlotBody<B, Slot> {
     /// reading (an HTTP/2 window left at zero) gives the place back then,
     /// and its connection is closed ([`Slot::stalled`]).
     pub fn holding(body: B, slot: Option<Slot>) -> Self {
-        let within = slot.as_ref().and_then(Slot::reply_within);
-        let mut this = Self::new(body, slot);
-        if let Some(within) = within {
-            let (ended, stop) = tokio::sync::oneshot::channel::<()>();
-            this.ended = Some(ended);
-            let held = std::sync::Arc::downgrade(&this.slot);
-            tokio::spawn(async move {
-                tokio::select! {
-                    _ = stop => {}
-                    () = tokio::time::sleep(within) => {
-                        let slot = held
-                            .upgrade()
-                            .and_then(|held| held.lock().unwrap_or_else(|poisoned| poisoned.into_inner()).take());
-                        if let Some(slot) = slot {
-                            slot.stalled();
-                        }
-                    }
-                }
-            });
+        let watch = slot
+            .as_ref()
+            .and_then(|slot| Some((slot.admission().clone(), slot.reply_within()?)));
+        let this = Self::new(body, slot);
+        if let Some((admission, within)) = watch {
+            admission.hold_reply(&this.slot, within);
         }
         this
     }

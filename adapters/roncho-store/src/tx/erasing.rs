@@ -84,10 +84,14 @@ pub(crate) const WORKSPACE: Owner = Owner {
 };
 
 /// Appends ` AND` the condition that the row `owner` describes belongs to
-/// no erasure still running.
+/// no erasure still running. Whether any erasure runs at all is asked
+/// first, once per statement (the probe names no column of the row, so
+/// SQLite and Postgres evaluate it once): only while one runs is each row
+/// asked after, a lookup per row that a read of many rows would pay.
 pub(crate) fn push_not_erasing(sql: &mut Sql, owner: Owner) {
     sql.push(&format!(
-        " AND NOT EXISTS (SELECT 1 FROM erasure_receipts e WHERE e.state = 'running' \
+        " AND (NOT EXISTS (SELECT 1 FROM erasure_receipts WHERE state = 'running') \
+         OR NOT EXISTS (SELECT 1 FROM erasure_receipts e WHERE e.state = 'running' \
          AND e.workspace_name = {} AND (e.scope = 'workspace'",
         owner.workspace
     ));
@@ -107,7 +111,7 @@ pub(crate) fn push_not_erasing(sql: &mut Sql, owner: Owner) {
         .bind(SCOPE_PEER_PREFIX)
         .push(" || e.target)");
     }
-    sql.push("))");
+    sql.push(")))");
 }
 
 /// Refuses a write into `workspace` that names `peers` while an erasure of

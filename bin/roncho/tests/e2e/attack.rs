@@ -785,6 +785,90 @@ async fn http2_connections_that_never_ask_and_idle_ones_hold_no_place() {
 }
 
 #[tokio::test]
+async fn connections_kept_busy_with_frames_and_refused_calls_make_room_before_a_clients_pool() {
+    let server = guarded_server(
+        Limits::default(),
+        ConnectionLimits {
+            max_open: 30,
+            max_per_address: 30,
+            ..ConnectionLimits::default()
+        },
+    )
+    .await;
+    let admin = server.key(None);
+    // A client's pooled connection: one request with its key, then idle.
+    let keyed = |host: String| {
+        format!(
+            "POST /v3/workspaces/list HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {admin}\r\n\
+             Content-Type: application/json\r\nContent-Length: 2\r\n\r\n{{}}"
+        )
+    };
+    let ask = |mut stream: TcpStream, request: String| async move {
+        stream.write_all(request.as_bytes()).await.unwrap();
+        let mut head = [0u8; 12];
+        stream.read_exact(&mut head).await.unwrap();
+        let mut rest = [0u8; 4096];
+        let _ = tokio::time::timeout(Duration::from_millis(100), stream.read(&mut rest)).await;
+        (stream, String::from_utf8_lossy(&head[9..12]).into_owned())
+    };
+    let (pooled, status) = ask(
+        connect_from("127.0.0.1", server.rest).await.unwrap(),
+        keyed(server.rest.to_string()),
+    )
+    .await;
+    assert_eq!(status, "200");
+    // The flood: every other place, from one address, each connection
+    // asking once without a key (refused) and then sending PINGs and
+    // WINDOW_UPDATEs, so that it is never silent.
+    let authority = server.rest.to_string();
+    let refused = hpack(&[
+        (":method", "POST"),
+        (":scheme", "http"),
+        (":path", "/v3/workspaces/list"),
+        (":authority", &authority),
+        ("content-type", "application/json"),
+    ]);
+    let mut flood = Vec::new();
+    for _ in 0..29 {
+        let mut stream = connect_from("127.0.0.7", server.rest).await.unwrap();
+        let mut bytes = PREFACE.to_vec();
+        bytes.extend(frame(0x4, 0, 0, &[]));
+        bytes.extend(frame(0x1, 0x4 | 0x1, 1, &refused));
+        stream.write_all(&bytes).await.unwrap();
+        flood.push(stream);
+    }
+    for _ in 0..6 {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        for stream in &mut flood {
+            let _ = stream.write_all(&frame(0x6, 0, 0, &[0; 8])).await;
+            let _ = stream.write_all(&frame(0x8, 0, 0, &[0, 0, 1, 0])).await;
+        }
+    }
+    assert!(server.gate.stats().open() >= 30, "{} open", server.gate.stats().open());
+    // Newcomers from other addresses, each keeping its connection: served,
+    // in the flood's places, and the client's pool keeps its own.
+    let mut newcomers = Vec::new();
+    for index in 0..10 {
+        let stream = connect_from(&format!("127.0.0.{}", 20 + index), server.rest)
+            .await
+            .unwrap();
+        let (stream, status) = ask(stream, keyed(server.rest.to_string())).await;
+        assert_eq!(status, "200", "newcomer {index} at the cap");
+        newcomers.push(stream);
+    }
+    let mut closed = 0;
+    for stream in &mut flood {
+        if closed_within(stream, Duration::from_millis(200)).await {
+            closed += 1;
+        }
+    }
+    assert!(closed >= 10, "only {closed} of the flood's connections made room");
+    let (_, status) = ask(pooled, keyed(server.rest.to_string())).await;
+    assert_eq!(status, "200", "the client's pooled connection was closed for the flood");
+    server.served.shutdown.cancel();
+}
+
+#[tokio::test]
 async fn a_client_that_stops_reading_replies_gives_its_places_back_at_the_deadline() {
     let server = guarded_server(
         Limits {
