@@ -184,14 +184,22 @@ impl BertEmbedder {
         })
     }
 
-    /// Embeds texts synchronously.
+    /// Embeds texts synchronously, in passes of texts of like length: a
+    /// pass is padded to its longest text, so a long message among short
+    /// ones would make each of them cost what it costs. The vectors come
+    /// back in the order of `texts`.
     pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let mut vectors = Vec::with_capacity(texts.len());
-        for batch in texts.chunks(BATCH) {
-            vectors.extend(
-                self.forward(batch)
-                    .map_err(|e| Error::Internal(format!("embedding forward pass: {e}")))?,
-            );
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
+        let mut vectors = vec![Vec::new(); texts.len()];
+        for pass in order.chunks(BATCH) {
+            let batch: Vec<String> = pass.iter().map(|&index| texts[index].clone()).collect();
+            let embedded = self
+                .forward(batch)
+                .map_err(|e| Error::Internal(format!("embedding forward pass: {e}")))?;
+            for (&index, vector) in pass.iter().zip(embedded) {
+                vectors[index] = vector;
+            }
         }
         Ok(vectors)
     }
@@ -240,9 +248,9 @@ impl BertEmbedder {
 
     fn forward(
         &self,
-        texts: &[String],
+        texts: Vec<String>,
     ) -> std::result::Result<Vec<Vec<f32>>, Box<dyn std::error::Error + Send + Sync>> {
-        let encodings = self.loaded.tokenizer.encode_batch(texts.to_vec(), true)?;
+        let encodings = self.loaded.tokenizer.encode_batch(texts, true)?;
         let device = &Device::Cpu;
         let ids: Vec<Tensor> = encodings
             .iter()
