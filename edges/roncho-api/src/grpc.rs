@@ -312,6 +312,7 @@ mod tests {
 
     use super::*;
     use roncho_gate::admission::Limits;
+    use roncho_gate::body::Silent;
 
     /// A service that answers after `delay`.
     #[derive(Clone)]
@@ -340,21 +341,6 @@ mod tests {
             .headers()
             .get("grpc-status")
             .and_then(|value| value.to_str().ok())
-    }
-
-    /// A body that never sends anything.
-    struct Silent;
-
-    impl http_body::Body for Silent {
-        type Data = bytes::Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-            Poll::Pending
-        }
     }
 
     /// A service that reads its request's body to the end and says how that went.

@@ -160,27 +160,30 @@ where
     }
 }
 
+/// A body that never sends anything: a client that sends its headers and
+/// then nothing, or a reply nobody reads (hyper never polls a reply whose
+/// window stays at zero). For the edges' tests of the deadlines.
+#[doc(hidden)]
+pub struct Silent;
+
+impl http_body::Body for Silent {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        _: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        Poll::Pending
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;
 
     use super::*;
     use crate::admission::{Admission, Limits};
-
-    /// A body that never sends anything (a client that reads nothing never asks for more).
-    struct Stuck;
-
-    impl http_body::Body for Stuck {
-        type Data = bytes::Bytes;
-        type Error = std::convert::Infallible;
-
-        fn poll_frame(
-            self: Pin<&mut Self>,
-            _: &mut Context<'_>,
-        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
-            Poll::Pending
-        }
-    }
 
     #[tokio::test(start_paused = true)]
     async fn a_reply_never_read_gives_its_place_back_at_its_deadline() {
@@ -192,7 +195,7 @@ mod tests {
             .admit("/roncho.v1.RecallService/ListPeers", None, None)
             .unwrap();
         // Never polled, as hyper never polls a reply whose window stays at zero.
-        let reply = SlotBody::holding(Stuck, Some(slot));
+        let reply = SlotBody::holding(Silent, Some(slot));
         tokio::time::sleep(Duration::from_secs(4)).await;
         assert_eq!(admission.stats().in_flight(), 1, "held while within its deadline");
         tokio::time::sleep(Duration::from_secs(2)).await;
@@ -200,7 +203,7 @@ mod tests {
         drop(reply);
         // A health Watch streams as long as it likes.
         let watch = admission.admit("/grpc.health.v1.Health/Watch", None, None).unwrap();
-        let _stream = SlotBody::holding(Stuck, Some(watch));
+        let _stream = SlotBody::holding(Silent, Some(watch));
         tokio::time::sleep(Duration::from_secs(3600)).await;
         assert_eq!(admission.stats().open_in_flight(), 1);
     }
