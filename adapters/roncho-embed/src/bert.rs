@@ -18,7 +18,7 @@ use async_trait::async_trait;
 use candle_core::{DType, Device, Tensor};
 use candle_nn::VarBuilder;
 use candle_transformers::models::bert::{BertModel, Config, HiddenAct};
-use roncho_core::embed::{Embedder, normalize};
+use roncho_core::embed::{Embedder, normalize, whole};
 use roncho_core::{Error, Result};
 use tokenizers::{PaddingParams, Tokenizer, TruncationParams};
 
@@ -28,6 +28,18 @@ use crate::int8::{Int8Bert, Kernel, Shape};
 const MAX_TOKENS: usize = 256;
 /// Texts per forward pass.
 const BATCH: usize = 32;
+/// Tokens of text a pass reads (the window less `[CLS]` and `[SEP]`): a
+/// longer text is cut into passages.
+const WINDOW_TOKENS: usize = MAX_TOKENS - 2;
+/// Tokens of a passage of a long text. Half the window: one vector pools
+/// what its tokens say, and a fact told in a paragraph of a 250-token
+/// plan was outweighed by the steps around it (`e2e::long_message`); the
+/// tokens embedded in all grow by the overlap only, and shorter passes
+/// cost less attention each.
+const PASSAGE_TOKENS: usize = 128;
+/// Tokens each passage repeats of the one before: a sentence cut by one
+/// passage's end is read whole by the next.
+const PASSAGE_OVERLAP: usize = 16;
 
 /// The files a model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -82,6 +94,8 @@ pub enum QueryPrecision {
 struct Loaded {
     model: BertModel,
     tokenizer: Tokenizer,
+    /// The tokenizer without truncation or padding, which cuts long texts into passages.
+    splitter: Tokenizer,
     pooling: Pooling,
     /// The 8-bit encoder for queries, when in use.
     queries: Option<Int8Bert>,
@@ -145,6 +159,11 @@ impl BertEmbedder {
             .ok_or_else(|| model_error(dir, "config.json", "no hidden_size"))? as usize;
         let mut tokenizer =
             Tokenizer::from_file(dir.join("tokenizer.json")).map_err(|e| model_error(dir, "tokenizer.json", e))?;
+        let mut splitter = tokenizer.clone();
+        splitter.with_padding(None);
+        splitter
+            .with_truncation(None)
+            .map_err(|e| model_error(dir, "tokenizer.json", e))?;
         tokenizer.with_padding(Some(PaddingParams::default()));
         tokenizer
             .with_truncation(Some(TruncationParams {
@@ -174,6 +193,7 @@ impl BertEmbedder {
             loaded: Arc::new(Loaded {
                 model,
                 tokenizer,
+                splitter,
                 pooling,
                 queries,
             }),
@@ -202,6 +222,36 @@ impl BertEmbedder {
             }
         }
         Ok(vectors)
+    }
+
+    /// The passages of `text`: the whole text when the model reads it at
+    /// once ([`WINDOW_TOKENS`]), else passages of [`PASSAGE_TOKENS`]
+    /// tokens, each starting [`PASSAGE_OVERLAP`] tokens before the one
+    /// before it ends; the first starts at 0.
+    pub fn passage_ranges(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        // Every token covers a byte at least: a text this short fits.
+        if text.len() <= WINDOW_TOKENS {
+            return whole(text);
+        }
+        let Ok(encoding) = self.loaded.splitter.encode(text, false) else {
+            return whole(text);
+        };
+        let offsets = encoding.get_offsets();
+        if offsets.len() <= WINDOW_TOKENS {
+            return whole(text);
+        }
+        let stride = PASSAGE_TOKENS - PASSAGE_OVERLAP;
+        let mut ranges = Vec::with_capacity(offsets.len().div_ceil(stride));
+        let mut first = 0;
+        loop {
+            let last = (first + PASSAGE_TOKENS).min(offsets.len()) - 1;
+            let start = if first == 0 { 0 } else { offsets[first].0 };
+            ranges.push(start..offsets[last].1);
+            if last + 1 == offsets.len() {
+                return ranges;
+            }
+            first += stride;
+        }
     }
 
     /// Returns how this embedder embeds search queries.
@@ -317,6 +367,10 @@ impl Embedder for BertEmbedder {
         let text = text.to_owned();
         self.on_lane(&self.interactive, move |this| this.embed_query_blocking(&text))
             .await
+    }
+
+    fn passages(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.passage_ranges(text)
     }
 
     fn dimensions(&self) -> usize {

@@ -93,6 +93,10 @@ impl Embedder for CachedEmbedder {
         self.inner.embed_query(text).await
     }
 
+    fn passages(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.inner.passages(text)
+    }
+
     fn dimensions(&self) -> usize {
         self.inner.dimensions()
     }

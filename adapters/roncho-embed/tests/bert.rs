@@ -119,3 +119,36 @@ async fn the_default_models_queries_agree_with_its_float_vectors() {
 async fn minilms_queries_agree_with_its_float_vectors() {
     queries_agree_with_the_float_model("RONCHO_TEST_MINILM_MODEL_DIR").await;
 }
+
+/// A text longer than the model's window is cut into passages that each
+/// fit it, overlap the one before, start where words start, and cover the
+/// text from its first byte to its last, multi-byte characters included.
+#[tokio::test]
+async fn a_long_text_is_cut_into_overlapping_passages_that_each_fit_the_window() {
+    let Some(embedder) = load("RONCHO_TEST_EMBED_MODEL_DIR").await else {
+        return;
+    };
+    let sentence = |n: usize| format!("Step {n}: the café runs job número {n} and checks its 日本 output 🚀. ");
+    let text: String = (0..120).map(sentence).collect();
+    let passages = embedder.passages(&text);
+    assert!(passages.len() >= 4, "{} passages", passages.len());
+    assert_eq!(passages[0].start, 0);
+    assert_eq!(passages.last().unwrap().end, text.trim_end().len());
+    for pair in passages.windows(2) {
+        assert!(
+            pair[1].start > pair[0].start && pair[1].start < pair[0].end,
+            "overlap: {passages:?}"
+        );
+    }
+    for range in &passages {
+        let passage = text.get(range.clone()).expect("on character boundaries");
+        assert_eq!(embedder.passages(passage).len(), 1, "fits the window: {passage:?}");
+    }
+    // The first passage is what the model reads of the whole text.
+    let whole = embedder.embed(std::slice::from_ref(&text)).await.unwrap();
+    let first = embedder.embed(&[text[passages[0].clone()].to_owned()]).await.unwrap();
+    assert!(cosine(&whole[0], &first[0]) > 0.999, "{}", cosine(&whole[0], &first[0]));
+    // A text the model reads whole is one passage.
+    assert_eq!(embedder.passages("short text"), roncho_core::embed::whole("short text"));
+    assert_eq!(embedder.passages(&text[..600]).len(), 1);
+}

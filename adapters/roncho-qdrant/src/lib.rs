@@ -15,10 +15,14 @@
 //! - `ns`: the roncho namespace (`msg/{workspace}` or `doc/{ws}/{observer}/{observed}`),
 //!   indexed as a keyword with `is_tenant`, so Qdrant co-locates and filters by it;
 //! - `rid`: the roncho id of the message or conclusion;
-//! - `session`, `peer`, `level`: the fields a query may filter on (keyword indexes).
+//! - `session`, `peer`, `level`: the fields a query may filter on (keyword indexes);
+//! - `passage`: for a message longer than the embedder reads at once, which
+//!   of its passages after the first the point holds (absent on the first).
 //!
-//! The point id is a UUID derived from `(namespace, rid)` by a fixed 128-bit
-//! FNV-1a hash, so upserts replace and deletes need no lookup. The collection
+//! The point id is a UUID derived from `(namespace, rid)` (a later passage:
+//! `rid` and its number) by a fixed 128-bit FNV-1a hash, so upserts replace
+//! without a lookup; deletes select by `rid` (keyword index), which takes a
+//! message's every passage. The collection
 //! records the embedding model in its metadata; `check_dimensions` compares
 //! the configured size with the collection's and stops start-up on a mismatch.
 //! A collection made before the `text` vector existed has no lexical ranking:
@@ -37,10 +41,10 @@ use qdrant_client::QdrantError;
 use qdrant_client::qdrant::{
     CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
     FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, Memory, Modifier, NamedVectors,
-    PayloadIndexParams, PointId, PointStruct, PointsIdsList, PointsSelector, QuantizationConfig, QuantizationType,
-    Query, QueryPoints, ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig, SparseVectorParams,
-    UpsertPoints, Value, Vector, VectorInput, VectorParams, Vectors, VectorsConfig, WithPayloadSelector,
-    payload_index_params, points_selector, quantization_config, value, vector_output, vectors_config, vectors_output,
+    PayloadIndexParams, PointStruct, PointsSelector, QuantizationConfig, QuantizationType, Query, QueryPoints,
+    ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig, SparseVectorParams, UpsertPoints, Value, Vector,
+    VectorInput, VectorParams, Vectors, VectorsConfig, WithPayloadSelector, payload_index_params, points_selector,
+    quantization_config, value, vector_output, vectors_config, vectors_output,
 };
 use roncho_core::lexical::SparseVector;
 use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
@@ -56,6 +60,7 @@ const RONCHO_ID: &str = "rid";
 const SESSION: &str = "session";
 const PEER: &str = "peer";
 const LEVEL: &str = "level";
+const PASSAGE: &str = "passage";
 /// The sparse vector of a message's words.
 const LEXICAL: &str = "text";
 /// Collection metadata keys.
@@ -258,26 +263,32 @@ impl QdrantVectorStore {
             }
             return Ok(());
         }
-        for field in [NAMESPACE, SESSION, PEER, LEVEL] {
-            let params = KeywordIndexParams {
-                is_tenant: Some(field == NAMESPACE),
-                ..Default::default()
-            };
-            self.client
-                .create_field_index(CreateFieldIndexCollection {
-                    collection_name: self.collection.clone(),
-                    wait: Some(true),
-                    field_name: field.into(),
-                    field_type: Some(FieldType::Keyword.into()),
-                    field_index_params: Some(PayloadIndexParams {
-                        index_params: Some(payload_index_params::IndexParams::KeywordIndexParams(params)),
-                    }),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| qdrant_error("create_field_index", e))?;
+        for field in [NAMESPACE, SESSION, PEER, LEVEL, RONCHO_ID] {
+            self.index_keyword(field).await?;
         }
         tracing::info!(collection = %self.collection, dimensions, "created qdrant collection");
+        Ok(())
+    }
+
+    /// Indexes `field` as a keyword (an existing index is kept).
+    async fn index_keyword(&self, field: &str) -> Result<()> {
+        let params = KeywordIndexParams {
+            is_tenant: Some(field == NAMESPACE),
+            ..Default::default()
+        };
+        self.client
+            .create_field_index(CreateFieldIndexCollection {
+                collection_name: self.collection.clone(),
+                wait: Some(true),
+                field_name: field.into(),
+                field_type: Some(FieldType::Keyword.into()),
+                field_index_params: Some(PayloadIndexParams {
+                    index_params: Some(payload_index_params::IndexParams::KeywordIndexParams(params)),
+                }),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| qdrant_error("create_field_index", e))?;
         Ok(())
     }
 
@@ -286,6 +297,8 @@ impl QdrantVectorStore {
         self.ready
             .get_or_try_init(|| async {
                 if let Some(layout) = self.describe().await? {
+                    // Made before deletes selected by `rid`: index it once.
+                    self.index_keyword(RONCHO_ID).await?;
                     return Ok(layout);
                 }
                 self.create(dimensions, model_id).await?;
@@ -327,9 +340,14 @@ impl QdrantVectorStore {
                     .ok_or_else(|| {
                         Error::Internal(format!("qdrant point in {namespace} has no `{RONCHO_ID}` payload"))
                     })?;
+                let passage = match point.payload.get(PASSAGE).and_then(|value| value.kind.as_ref()) {
+                    Some(value::Kind::IntegerValue(n)) => u32::try_from(*n).unwrap_or(0),
+                    _ => 0,
+                };
                 Ok(VectorHit {
                     id,
                     distance: score(point.score),
+                    passage,
                 })
             })
             .collect()
@@ -338,6 +356,11 @@ impl QdrantVectorStore {
     fn scope(namespace: &str) -> Condition {
         Condition::matches(NAMESPACE, namespace.to_owned())
     }
+}
+
+/// The point id of passage `n` (1 and up) of record `id` in `namespace`.
+fn passage_point_id(namespace: &str, id: &str, n: u32) -> String {
+    point_id(namespace, &format!("{id}\u{1f}{n}"))
 }
 
 /// The point id of `(namespace, id)`: a UUID from a 128-bit FNV-1a hash.
@@ -468,20 +491,42 @@ impl VectorStore for QdrantVectorStore {
                 self.collection
             )));
         }
-        for chunk in records.chunks(UPSERT_BATCH) {
-            let points = chunk
-                .iter()
-                .map(|record| {
-                    let vectors: Vectors = match &record.lexical {
-                        Some(words) if lexical && !words.is_empty() => NamedVectors::default()
-                            .add_vector("", record.vector.clone())
-                            .add_vector(LEXICAL, Vector::new_sparse(words.indices.clone(), words.values.clone()))
-                            .into(),
-                        _ => Vector::from(record.vector.clone()).into(),
-                    };
-                    PointStruct::new(point_id(namespace, &record.id), vectors, payload(namespace, record))
-                })
-                .collect();
+        if let Some(wrong) = records
+            .iter()
+            .find(|record| record.passages.iter().any(|passage| passage.len() != size))
+        {
+            return Err(Error::FailedPrecondition(format!(
+                "a passage vector of {} is not of {size} dimensions (qdrant collection {})",
+                wrong.id, self.collection
+            )));
+        }
+        // A record's first passage carries its words; each later passage is
+        // a point of its own, found by meaning only.
+        let points: Vec<PointStruct> = records
+            .iter()
+            .flat_map(|record| {
+                let vectors: Vectors = match &record.lexical {
+                    Some(words) if lexical && !words.is_empty() => NamedVectors::default()
+                        .add_vector("", record.vector.clone())
+                        .add_vector(LEXICAL, Vector::new_sparse(words.indices.clone(), words.values.clone()))
+                        .into(),
+                    _ => Vector::from(record.vector.clone()).into(),
+                };
+                let first = PointStruct::new(point_id(namespace, &record.id), vectors, payload(namespace, record));
+                let later = (1..).zip(&record.passages).map(move |(n, passage)| {
+                    let mut payload = payload(namespace, record);
+                    payload.insert(PASSAGE.to_owned(), Value::from(i64::from(n)));
+                    PointStruct::new(
+                        passage_point_id(namespace, &record.id, n),
+                        Vector::from(passage.clone()),
+                        payload,
+                    )
+                });
+                std::iter::once(first).chain(later)
+            })
+            .collect();
+        for chunk in points.chunks(UPSERT_BATCH) {
+            let points = chunk.to_vec();
             self.client
                 .upsert_points(UpsertPoints {
                     collection_name: self.collection.clone(),
@@ -507,27 +552,14 @@ impl VectorStore for QdrantVectorStore {
         if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
             return Ok(Vec::new());
         }
-        let response = self
-            .client
-            .query(QueryPoints {
-                collection_name: self.collection.clone(),
-                query: Some(Query::new_nearest(vector.to_vec())),
-                filter: Some(Self::filter(namespace, filter)),
-                score_threshold: max_distance.map(|distance| 1.0 - distance),
-                limit: Some(top_k as u64),
-                with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
-                ..Default::default()
-            })
-            .await;
-        let response = match response {
-            Ok(response) => response,
-            // No collection yet: nothing was ever stored.
-            Err(QdrantError::ResponseError { status }) if status.code() == tonic::Code::NotFound => {
-                return Ok(Vec::new());
-            }
-            Err(error) => return Err(qdrant_error("query", error)),
+        let request = QueryPoints {
+            collection_name: self.collection.clone(),
+            query: Some(Query::new_nearest(vector.to_vec())),
+            filter: Some(Self::filter(namespace, filter)),
+            score_threshold: max_distance.map(|distance| 1.0 - distance),
+            ..Default::default()
         };
-        Self::hits(namespace, response.result, |score| 1.0 - score)
+        self.nearest_records(namespace, request, top_k).await
     }
 
     /// The query's, but for a collection made with the `Idf` modifier
@@ -591,23 +623,32 @@ impl VectorStore for QdrantVectorStore {
             let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
             query(Query::new_nearest(words), Some(LEXICAL))
         });
-        let meaning = dense.map(|dense| query(Query::new_nearest(dense.to_vec()), None));
-        let (dense, words) = tokio::join!(ranked(meaning), ranked(words));
-        let (dense, words) = (dense?, words?);
+        let meaning = async {
+            match dense {
+                Some(dense) => {
+                    let request = query(Query::new_nearest(dense.to_vec()), None);
+                    self.nearest_records(namespace, request, top_k).await
+                }
+                None => Ok(Vec::new()),
+            }
+        };
+        // Only a record's first passage carries its words: one point a record.
+        let (dense, words) = tokio::join!(meaning, ranked(words));
         Ok(Some(HybridHits {
-            dense: Self::hits(namespace, dense, |score| 1.0 - score)?,
-            lexical: Self::hits(namespace, words, |score| -score)?,
+            dense: dense?,
+            lexical: Self::hits(namespace, words?, |score| -score)?,
         }))
     }
 
+    /// Deletes each record's every point: its first passage and the later ones.
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
         if ids.is_empty() || self.describe_cached().await?.is_none() {
             return Ok(());
         }
         for chunk in ids.chunks(UPSERT_BATCH) {
-            let ids: Vec<PointId> = chunk.iter().map(|id| PointId::from(point_id(namespace, id))).collect();
+            let records = Filter::must([Self::scope(namespace), Condition::matches(RONCHO_ID, chunk.to_vec())]);
             self.delete_points(PointsSelector {
-                points_selector_one_of: Some(points_selector::PointsSelectorOneOf::Points(PointsIdsList { ids })),
+                points_selector_one_of: Some(points_selector::PointsSelectorOneOf::Filter(records)),
             })
             .await?;
         }
@@ -673,6 +714,31 @@ impl QdrantVectorStore {
             if offset.is_none() {
                 return Ok(points);
             }
+        }
+    }
+
+    /// The `top_k` records nearest by `request` (a dense query without a
+    /// limit), each by its nearest passage: while a record's later
+    /// passages fill the list, it asks again for twice as many points.
+    async fn nearest_records(&self, namespace: &str, mut request: QueryPoints, top_k: usize) -> Result<Vec<VectorHit>> {
+        request.with_payload = Some(WithPayloadSelector::from(vec![RONCHO_ID, PASSAGE]));
+        let mut asked = top_k;
+        loop {
+            request.limit = Some(asked as u64);
+            let points = match self.client.query(request.clone()).await {
+                Ok(response) => response.result,
+                // No collection yet: nothing was ever stored.
+                Err(QdrantError::ResponseError { status }) if status.code() == tonic::Code::NotFound => {
+                    return Ok(Vec::new());
+                }
+                Err(error) => return Err(qdrant_error("query", error)),
+            };
+            let hits = Self::hits(namespace, points, |score| 1.0 - score)?;
+            let (kept, short) = roncho_core::vector::best_per_record(hits, top_k, asked);
+            if !short {
+                return Ok(kept);
+            }
+            asked = asked.saturating_mul(2);
         }
     }
 

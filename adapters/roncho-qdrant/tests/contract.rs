@@ -54,6 +54,7 @@ fn record(id: &str, vector: Vec<f32>) -> VectorRecord {
         peer_id: None,
         level: None,
         lexical: None,
+        passages: Vec::new(),
     }
 }
 
@@ -165,6 +166,7 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
     let message = |id: &str, session: &str, vector: Vec<f32>, text: &str| VectorRecord {
         session_id: Some(session.into()),
         lexical: Some(lexical::document(text)),
+        passages: Vec::new(),
         ..record(id, vector)
     };
     let mut records = vec![

@@ -48,6 +48,7 @@ async fn main() -> anyhow::Result<()> {
                     peer_id: Some(if i % 2 == 0 { "user" } else { "assistant" }.into()),
                     level: None,
                     lexical: None,
+                    passages: Vec::new(),
                 })
                 .collect();
             vectors.upsert("msg/bench", records).await?;

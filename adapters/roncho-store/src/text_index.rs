@@ -293,12 +293,7 @@ impl TextIndex {
         ranked.sort_by(|a, b| b.cmp(a));
         ranked
             .into_iter()
-            .filter_map(|Scored(score, ordinal)| {
-                Some(VectorHit {
-                    id: self.ids[ordinal as usize].as_deref()?.to_owned(),
-                    distance: -score,
-                })
-            })
+            .filter_map(|Scored(score, ordinal)| Some(VectorHit::new(self.ids[ordinal as usize].as_deref()?, -score)))
             .collect()
     }
 }

@@ -356,6 +356,22 @@ async fn nats_check(config: &Config) -> Option<Check> {
     Some(check)
 }
 
+/// How far a kind of vector is behind: counts by state, and how long the
+/// oldest pending row has waited (its meaning is not searchable yet).
+fn sync_detail(counts: &roncho_core::model::SyncCounts, now: i64) -> String {
+    let behind = match counts.oldest_pending_at {
+        Some(written) if counts.pending > 0 => format!(
+            " (meaning {:.1} s behind the writes)",
+            now.saturating_sub(written).max(0) as f64 / 1e6
+        ),
+        _ => String::new(),
+    };
+    format!(
+        "{} synced, {} pending{behind}, {} failed",
+        counts.synced, counts.pending, counts.failed
+    )
+}
+
 async fn store_checks(config: &Config) -> Vec<Check> {
     let check = store_check(config).await;
     if !check.ok {
@@ -377,10 +393,7 @@ async fn store_checks(config: &Config) -> Vec<Check> {
                         "conclusion vectors"
                     },
                     ok: counts.failed == 0,
-                    detail: format!(
-                        "{} synced, {} pending, {} failed",
-                        counts.synced, counts.pending, counts.failed
-                    ),
+                    detail: sync_detail(&counts, roncho_core::model::now_micros()),
                 });
             }
         }

@@ -564,10 +564,24 @@ impl IntoWire<pb::PeerCardResponse> for Option<Vec<String>> {
 
 impl IntoWire<pb::SearchMessagesResponse> for SearchResults {
     fn into_wire(self) -> pb::SearchMessagesResponse {
+        let lag = self.meaning_lag.unwrap_or_default();
         pb::SearchMessagesResponse {
             messages: wire_list(self.messages),
             mode: self.mode.name().to_owned(),
             degraded_reason: self.degraded_reason,
+            matches: self
+                .matches
+                .into_iter()
+                .map(|found| pb::SearchMatch {
+                    message_id: found.message_id,
+                    by_words: found.by_words,
+                    by_meaning: found.by_meaning.is_some(),
+                    passage: found.by_meaning.unwrap_or(0),
+                })
+                .collect(),
+            unembedded_messages: lag.messages,
+            unembedded_at_least: lag.at_least,
+            meaning_lag_seconds: lag.seconds(roncho_core::model::now_micros()),
         }
     }
 }

@@ -97,6 +97,7 @@ async fn world() -> World {
             peer_id: Some(m.peer_id.clone()),
             level: None,
             lexical: None,
+            passages: Vec::new(),
         })
         .collect();
     vectors.upsert(&messages_namespace("w"), records).await.unwrap();
@@ -110,6 +111,7 @@ async fn world() -> World {
             peer_id: None,
             level: Some(c.level.clone()),
             lexical: None,
+            passages: Vec::new(),
         })
         .collect();
     vectors

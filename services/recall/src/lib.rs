@@ -16,6 +16,7 @@ use roncho_search::SearchStore;
 use roncho_search::Semantic;
 pub use roncho_search::context::Omitted;
 use roncho_search::context::{self, MAX_ALLOWLIST, MAX_CONTEXT_TOKENS, RepresentationOptions, SessionContext};
+pub use roncho_search::messages::SearchMatch;
 use roncho_search::messages::SearchResults;
 use serde_json::Value;
 

@@ -216,13 +216,14 @@ impl Reconciler {
     async fn sync(&self, items: &[SyncItem]) -> Result<()> {
         let vectors = self.vectors_of(items).await?;
         let mut by_namespace: BTreeMap<&str, Vec<VectorRecord>> = BTreeMap::new();
-        for (item, vector) in items.iter().zip(vectors) {
+        for (item, (vector, passages)) in items.iter().zip(vectors) {
             by_namespace
                 .entry(item.namespace.as_str())
                 .or_default()
                 .push(VectorRecord {
                     id: item.id.clone(),
                     vector,
+                    passages,
                     session_id: item.session_id.clone(),
                     peer_id: item.peer_id.clone(),
                     level: item.level.clone(),
@@ -255,17 +256,36 @@ impl Reconciler {
         self.store.mark_synced(kind, &synced).await
     }
 
-    /// One vector per item: what it says, with a message's context turn
-    /// mixed in at [`CONTEXT_WEIGHT`] (`normalize(text + w · context)`).
-    /// Each distinct text is embedded once (a batch's consecutive messages
-    /// are each other's context).
-    async fn vectors_of(&self, items: &[SyncItem]) -> Result<Vec<Vec<f32>>> {
+    /// The vectors of each item: what its start says, with a message's
+    /// context turn mixed in at [`CONTEXT_WEIGHT`] (`normalize(text + w ·
+    /// context)`), and, for a message longer than the embedder reads at
+    /// once, each later passage's own. Each distinct text is embedded once
+    /// (a batch's consecutive messages are each other's context).
+    async fn vectors_of(&self, items: &[SyncItem]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
+        // A message's text never changes, so neither do its passages; a
+        // conclusion's may, and is short: it keeps one vector.
+        let later_passages = |item: &'_ SyncItem| -> Vec<std::ops::Range<usize>> {
+            match item.kind {
+                SyncKind::Message => self.embedder.passages(&item.text).into_iter().skip(1).collect(),
+                SyncKind::Conclusion => Vec::new(),
+            }
+        };
+        let passages: Vec<Vec<&str>> = items
+            .iter()
+            .map(|item| {
+                later_passages(item)
+                    .into_iter()
+                    .filter_map(|range| item.text.get(range))
+                    .collect()
+            })
+            .collect();
         let mut texts: Vec<String> = Vec::new();
         let mut index: BTreeMap<&str, usize> = BTreeMap::new();
-        for text in items
-            .iter()
-            .flat_map(|item| std::iter::once(item.text.as_str()).chain(item.context.as_deref()))
-        {
+        for text in items.iter().zip(&passages).flat_map(|(item, passages)| {
+            std::iter::once(item.text.as_str())
+                .chain(item.context.as_deref())
+                .chain(passages.iter().copied())
+        }) {
             if !index.contains_key(text) {
                 index.insert(text, texts.len());
                 texts.push(text.to_owned());
@@ -274,12 +294,15 @@ impl Reconciler {
         let embedded = self.embedder.embed(&texts).await?;
         Ok(items
             .iter()
-            .map(|item| {
+            .zip(&passages)
+            .map(|(item, passages)| {
                 let own = &embedded[index[item.text.as_str()]];
-                match &item.context {
+                let start = match &item.context {
                     Some(context) => mix(own, &embedded[index[context.as_str()]], CONTEXT_WEIGHT),
                     None => own.clone(),
-                }
+                };
+                let later = passages.iter().map(|text| embedded[index[text]].clone()).collect();
+                (start, later)
             })
             .collect())
     }

@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
 use roncho_core::lexical::{self, SparseVector};
-use roncho_core::model::{Message, MessageSearch, PageRequest, PeerKind};
+use roncho_core::model::{MeaningLag, Message, MessageSearch, PageRequest, PeerKind};
 use roncho_core::vector::{TermWeighting, VectorFilter, VectorHit, messages_namespace};
 use roncho_core::{Error, Result};
 
@@ -48,9 +48,12 @@ struct Ranking {
     messages: Vec<Message>,
     /// The source's score of each message (higher is better), if it gives them.
     scores: Option<Vec<f32>>,
-    /// Whether each candidate lends [`NEIGHBOUR_SHARE`] of its scaled score
-    /// to the turns right before and after it (the meaning's list).
-    lends_to_neighbours: bool,
+    /// Whether the list is the nearest by meaning: under score fusion each
+    /// candidate lends [`NEIGHBOUR_SHARE`] of its scaled score to the turns
+    /// right before and after it.
+    by_meaning: bool,
+    /// Which passage of each message was nearest (empty: each one's start).
+    passages: Vec<u32>,
 }
 
 impl Ranking {
@@ -58,9 +61,47 @@ impl Ranking {
         Self {
             messages,
             scores: None,
-            lends_to_neighbours: false,
+            by_meaning: false,
+            passages: Vec::new(),
         }
     }
+}
+
+/// Why a result was found: the reply's explanation of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SearchMatch {
+    pub message_id: String,
+    /// Among the best by its words.
+    pub by_words: bool,
+    /// Among the nearest by meaning, by this passage (0: its start; a
+    /// message longer than the embedder reads at once has more).
+    pub by_meaning: Option<u32>,
+}
+
+/// Explains each of `results` by the candidate lists that found it.
+fn explain(lists: &[Ranking], results: &[Message]) -> Vec<SearchMatch> {
+    let mut found: HashMap<&str, (bool, Option<u32>)> = HashMap::new();
+    for list in lists {
+        for (at, message) in list.messages.iter().enumerate() {
+            let entry = found.entry(message.id.as_str()).or_default();
+            if list.by_meaning {
+                entry.1 = entry.1.or(Some(list.passages.get(at).copied().unwrap_or(0)));
+            } else {
+                entry.0 = true;
+            }
+        }
+    }
+    results
+        .iter()
+        .map(|message| {
+            let (by_words, by_meaning) = found.get(message.id.as_str()).copied().unwrap_or_default();
+            SearchMatch {
+                message_id: message.id.clone(),
+                by_words,
+                by_meaning,
+            }
+        })
+        .collect()
 }
 
 /// The share of a turn's score by meaning that the turns right before and
@@ -134,9 +175,13 @@ impl SearchMode {
 #[derive(Debug, Clone)]
 pub struct SearchResults {
     pub messages: Vec<Message>,
+    /// Why each message was found, in the same order.
+    pub matches: Vec<SearchMatch>,
     pub mode: SearchMode,
     /// Why the search ran degraded; empty when it did not.
     pub degraded_reason: String,
+    /// How far meaning is behind the workspace's writes (with an embedder).
+    pub meaning_lag: Option<MeaningLag>,
 }
 
 /// Searches messages: `search.limit` results at most, best first.
@@ -153,31 +198,44 @@ pub async fn search(
         // An allowlist of no session (a scope without sessions) finds nothing.
         return Ok(SearchResults {
             messages: Vec::new(),
+            matches: Vec::new(),
             mode: if semantic.is_some() {
                 SearchMode::Hybrid
             } else {
                 SearchMode::FullText
             },
             degraded_reason: String::new(),
+            meaning_lag: None,
         });
     }
     let candidates = MessageSearch {
         limit: search.limit * CANDIDATE_DEPTH,
         ..search.clone()
     };
-    // The peers the query names are looked up beside the candidates: only fusion needs them.
-    let (named, found) = tokio::join!(
+    // The peers the query names are looked up beside the candidates: only
+    // fusion needs them; and how far meaning is behind, for the reply.
+    let meaning_lag = async {
+        match semantic {
+            Some(_) => store.meaning_lag(workspace_id).await.map(Some),
+            None => Ok(None),
+        }
+    };
+    let (named, found, meaning_lag) = tokio::join!(
         named_peers(store, workspace_id, query, search),
         candidates_of(store, semantic, workspace_id, query, &candidates, filter),
+        meaning_lag,
     );
     let (named, found) = (named?, found?);
+    let messages: Vec<Message> = fuse(&found.lists, found.fusion, &named.asked_about)
+        .into_iter()
+        .take(limit)
+        .collect();
     Ok(SearchResults {
-        messages: fuse(found.lists, found.fusion, &named.asked_about)
-            .into_iter()
-            .take(limit)
-            .collect(),
+        matches: explain(&found.lists, &messages),
+        messages,
         mode: found.mode,
         degraded_reason: found.degraded_reason,
+        meaning_lag: meaning_lag?,
     })
 }
 
@@ -343,12 +401,12 @@ fn lower_words(text: &str) -> Vec<String> {
 /// development set, 92–100 % of evidence turns per question category), yet
 /// a name is a weak term for BM25 and a weak signal in an embedding. The
 /// extra list reorders candidates; it adds none and removes none.
-fn fuse(lists: Vec<Ranking>, fusion: Fusion, named: &[String]) -> Vec<Message> {
+fn fuse(lists: &[Ranking], fusion: Fusion, named: &[String]) -> Vec<Message> {
     let fused = match (lists.len(), fusion) {
-        (1, _) => lists.into_iter().next().map(|list| list.messages).unwrap_or_default(),
-        (_, Fusion::Score) => score_fusion(&lists),
+        (1, _) => lists[0].messages.clone(),
+        (_, Fusion::Score) => score_fusion(lists),
         (_, Fusion::Rank) => {
-            let lists: Vec<Vec<Message>> = lists.into_iter().map(|list| list.messages).collect();
+            let lists: Vec<Vec<Message>> = lists.iter().map(|list| list.messages.clone()).collect();
             reciprocal_rank_fusion(&lists)
         }
     };
@@ -405,7 +463,7 @@ fn score_fusion(lists: &[Ranking]) -> Vec<Message> {
             let scaled = if high > low { (score - low) / (high - low) } else { 1.0 };
             (message, scaled)
         });
-        if !list.lends_to_neighbours {
+        if !list.by_meaning {
             return scaled.collect();
         }
         let own: HashMap<&str, f64> = scaled.map(|(message, score)| (message.id.as_str(), score)).collect();
@@ -559,9 +617,12 @@ async fn semantic_candidates(
             None,
         )
         .await?;
-    Ok(rows_in_order(store, workspace_id, &[hits], search, filter)
+    let mut meaning = rows_in_order(store, workspace_id, &[hits], search, filter)
         .await?
-        .remove(0))
+        .remove(0);
+    // Fused by rank: it lends nothing to neighbours.
+    meaning.by_meaning = true;
+    Ok(meaning)
 }
 
 /// Candidate lists ranked by a vector store that ranks full text.
@@ -635,7 +696,7 @@ async fn hybrid_candidates(
             return Ok(None);
         };
         let (mut meaning, embed_error) = by_meaning?;
-        meaning.lends_to_neighbours = true;
+        meaning.by_meaning = true;
         return Ok(Some(Ranked {
             lists: vec![words, meaning],
             embed_error,
@@ -648,7 +709,7 @@ async fn hybrid_candidates(
     };
     let (meaning, embed_error) = by_meaning?;
     let mut lists = rows_in_order(store, workspace_id, &[words.lexical, meaning], search, filter).await?;
-    lists[1].lends_to_neighbours = true;
+    lists[1].by_meaning = true;
     Ok(Some(Ranked { lists, embed_error }))
 }
 
@@ -733,18 +794,21 @@ async fn rows_in_order(
     Ok(lists
         .iter()
         .map(|hits| {
-            let (messages, scores) = hits
+            let found: Vec<(Message, f32, u32)> = hits
                 .iter()
                 .filter_map(|hit| {
                     let row = rows.iter().find(|row| row.id == hit.id)?;
-                    Some((row.clone(), -hit.distance))
+                    Some((row.clone(), -hit.distance, hit.passage))
                 })
                 .take(limit)
-                .unzip();
+                .collect();
+            let passages = found.iter().map(|(_, _, passage)| *passage).collect();
+            let (messages, scores) = found.into_iter().map(|(message, score, _)| (message, score)).unzip();
             Ranking {
                 messages,
                 scores: Some(scores),
-                lends_to_neighbours: false,
+                by_meaning: false,
+                passages,
             }
         })
         .collect())
@@ -823,9 +887,9 @@ mod tests {
                 Ranking::unscored(semantic.clone()),
             ]
         };
-        let plain = fuse(lists(), Fusion::Rank, &[]);
+        let plain = fuse(&lists(), Fusion::Rank, &[]);
         assert_eq!(ids(&plain)[0], "b", "in both lists");
-        let named = fuse(lists(), Fusion::Rank, &["alice".to_owned()]);
+        let named = fuse(&lists(), Fusion::Rank, &["alice".to_owned()]);
         assert_eq!(ids(&named)[..2], ["b", "e"], "alice's messages first");
         let mut before = ids(&plain);
         let mut after = ids(&named);
@@ -838,7 +902,8 @@ mod tests {
         Ranking {
             messages: messages.iter().map(|(id, _)| message(id, "bob")).collect(),
             scores: Some(messages.iter().map(|&(_, score)| score).collect()),
-            lends_to_neighbours: false,
+            by_meaning: false,
+            passages: Vec::new(),
         }
     }
 
@@ -849,7 +914,7 @@ mod tests {
         let words = scored(&[("c", 9.0), ("b", 4.0), ("d", 1.0)]);
         let meaning = scored(&[("a", 0.9), ("b", 0.4), ("e", 0.1)]);
         let by_rank = fuse(
-            vec![
+            &[
                 Ranking::unscored(words.messages.clone()),
                 Ranking::unscored(meaning.messages.clone()),
             ],
@@ -857,7 +922,7 @@ mod tests {
             &[],
         );
         assert_eq!(ids(&by_rank)[0], "b", "reciprocal rank favours being in both lists");
-        let by_score = fuse(vec![words, meaning], Fusion::Score, &[]);
+        let by_score = fuse(&[words, meaning], Fusion::Score, &[]);
         let mut leaders = ids(&by_score)[..2].to_vec();
         leaders.sort_unstable();
         assert_eq!(leaders, ["a", "c"]);
@@ -872,12 +937,12 @@ mod tests {
         let words = scored(&[("a", 40.0), ("b", 10.0)]);
         let meaning = scored(&[("c", 0.9), ("a", 0.1)]);
         let newest = Ranking::unscored(vec![message("n", "bob"), message("m", "bob")]);
-        let fused = fuse(vec![words, meaning, newest], Fusion::Score, &[]);
+        let fused = fuse(&[words, meaning, newest], Fusion::Score, &[]);
         assert_eq!(ids(&fused)[..3], ["a", "c", "n"]);
         assert_eq!(fused.len(), 5);
         // A list whose scores are all equal scores each of its messages 1.
         let flat = fuse(
-            vec![scored(&[("x", 3.0), ("y", 3.0)]), scored(&[("y", 0.5)])],
+            &[scored(&[("x", 3.0), ("y", 3.0)]), scored(&[("y", 0.5)])],
             Fusion::Score,
             &[],
         );
@@ -890,18 +955,19 @@ mod tests {
             seq_in_session: seq,
             ..message(id, "bob")
         };
-        let scored_at = |messages: &[(&str, i64, f32)], lends_to_neighbours| Ranking {
+        let scored_at = |messages: &[(&str, i64, f32)], by_meaning| Ranking {
             messages: messages.iter().map(|&(id, seq, _)| at(id, seq)).collect(),
             scores: Some(messages.iter().map(|&(_, _, score)| score).collect()),
-            lends_to_neighbours,
+            by_meaning,
+            passages: Vec::new(),
         };
         // "b" answers "a" (the turn before it): a weak match by its words
         // and none by meaning of its own.
         let words = || scored_at(&[("x", 20, 2.0), ("b", 2, 1.0), ("y", 30, 0.5)], false);
         let meaning = |lends| scored_at(&[("a", 1, 0.9), ("c", 5, 0.6), ("e", 9, 0.1)], lends);
-        let plain = fuse(vec![words(), meaning(false)], Fusion::Score, &[]);
+        let plain = fuse(&[words(), meaning(false)], Fusion::Score, &[]);
         assert_eq!(ids(&plain)[2..4], ["c", "b"], "{:?}", ids(&plain));
-        let lent = fuse(vec![words(), meaning(true)], Fusion::Score, &[]);
+        let lent = fuse(&[words(), meaning(true)], Fusion::Score, &[]);
         let order = ids(&lent);
         assert_eq!(order[..3], ["x", "a", "b"], "b gets half of a's score: {order:?}");
         assert_eq!(order[3], "c");
@@ -990,15 +1056,17 @@ mod tests {
         let meaning = Ranking {
             messages: vec![turns[0].clone(), turns[2].clone(), turns[4].clone()],
             scores: Some(vec![0.9, 0.9, 0.1]),
-            lends_to_neighbours: true,
+            by_meaning: true,
+            passages: Vec::new(),
         };
         // Both replies match by words alike, far below another turn.
         let words = Ranking {
             messages: vec![turns[5].clone(), turns[3].clone(), turns[1].clone()],
             scores: Some(vec![3.0, 0.2, 0.2]),
-            lends_to_neighbours: false,
+            by_meaning: false,
+            passages: Vec::new(),
         };
-        let fused = fuse(vec![words, meaning], Fusion::Score, &[]);
+        let fused = fuse(&[words, meaning], Fusion::Score, &[]);
         // The reply to the question gets the question's whole score and
         // ranks beside it; the turn after a statement gets half.
         let order = ids(&fused);

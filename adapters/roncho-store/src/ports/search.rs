@@ -11,6 +11,7 @@ use crate::tx::vectors::text_vector;
 use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::lexical::TermCounts;
+use roncho_core::model::MeaningLag;
 use roncho_core::model::{Message, MessageSearch};
 use roncho_core::store::{GAP_COUNT_LIMIT, TextSearch};
 use roncho_core::{Error, Result};
@@ -103,6 +104,32 @@ impl TextSearch for SqlStore {
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {
         self.waiting_in_scope(workspace_id, search, "message_sync", newest, 0)
             .await
+    }
+
+    async fn meaning_lag(&self, workspace_id: &str) -> Result<MeaningLag> {
+        // Along the queue's key from its oldest entry, each entry's message by its key.
+        let mut sql = Sql::new("SELECT COUNT(*) AS queued, SUM(CASE WHEN m.workspace_name = ");
+        sql.bind(workspace_id)
+            .push(" THEN 1 ELSE 0 END) AS n, MIN(CASE WHEN m.workspace_name = ")
+            .bind(workspace_id)
+            .push(" THEN m.created_at END) AS oldest FROM (SELECT message_id FROM message_sync ORDER BY message_id LIMIT ")
+            .bind(GAP_COUNT_LIMIT)
+            .push(match self.dialect() {
+                Dialect::Postgres => {
+                    ") q CROSS JOIN LATERAL (SELECT * FROM messages m WHERE m.id = q.message_id OFFSET 0) m"
+                }
+                Dialect::Sqlite => ") q JOIN messages m ON m.id = q.message_id",
+            });
+        let Some(row) = self.read_optional(&sql).await? else {
+            return Ok(MeaningLag::default());
+        };
+        let messages = rows::get::<Option<i64>>(&row, "n")?.unwrap_or(0);
+        let queued: i64 = rows::get(&row, "queued")?;
+        Ok(MeaningLag {
+            messages,
+            at_least: messages > 0 && queued >= GAP_COUNT_LIMIT,
+            oldest_written_at: rows::get(&row, "oldest")?,
+        })
     }
 }
 

@@ -328,12 +328,15 @@ impl SyncLedger for SqlStore {
             SyncKind::Message => {
                 "SELECT (SELECT COUNT(*) FROM messages) AS total, \
                  (SELECT COUNT(*) FROM message_sync WHERE state = 'pending') AS pending, \
-                 (SELECT COUNT(*) FROM message_sync WHERE state = 'failed') AS failed"
+                 (SELECT COUNT(*) FROM message_sync WHERE state = 'failed') AS failed, \
+                 (SELECT m.created_at FROM message_sync q JOIN messages m ON m.id = q.message_id \
+                  WHERE q.state = 'pending' ORDER BY q.message_id LIMIT 1) AS oldest"
             }
             SyncKind::Conclusion => {
                 "SELECT COUNT(*) AS total, \
                  COALESCE(SUM(CASE WHEN sync_state = 'pending' THEN 1 ELSE 0 END), 0) AS pending, \
-                 COALESCE(SUM(CASE WHEN sync_state = 'failed' THEN 1 ELSE 0 END), 0) AS failed \
+                 COALESCE(SUM(CASE WHEN sync_state = 'failed' THEN 1 ELSE 0 END), 0) AS failed, \
+                 MIN(CASE WHEN sync_state = 'pending' THEN created_at END) AS oldest \
                  FROM documents WHERE deleted_at IS NULL"
             }
         });
@@ -346,6 +349,7 @@ impl SyncLedger for SqlStore {
             pending,
             failed,
             synced: total.saturating_sub(pending + failed).max(0),
+            oldest_pending_at: row.try_get::<Option<i64>, _>("oldest").map_err(db_error)?,
         })
     }
 

@@ -196,6 +196,7 @@ async fn another_model_of_the_same_size_embeds_everything_again(store: Arc<SqlSt
                     peer_id: item.peer_id.clone(),
                     level: item.level.clone(),
                     lexical: None,
+                    passages: Vec::new(),
                 };
                 vectors.upsert(&item.namespace, vec![record]).await.unwrap();
             }

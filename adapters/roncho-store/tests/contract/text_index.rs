@@ -115,6 +115,7 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
                 peer_id: Some("alice".into()),
                 level: None,
                 lexical: None,
+                passages: Vec::new(),
             }],
         )
         .await

@@ -48,6 +48,7 @@ async fn namespaces_load_whole_after_a_restart(url: String, warm: bool) {
         peer_id: Some("alice".to_owned()),
         level: None,
         lexical: None,
+        passages: Vec::new(),
     };
     let (store, vectors) = open(url.clone()).await;
     for (namespace, count) in [("msg/w", LARGE), ("doc/w/a/b", 50)] {

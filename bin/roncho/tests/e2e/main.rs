@@ -21,6 +21,8 @@ mod hybrid;
 mod import;
 mod llm_deriver;
 #[cfg(feature = "candle")]
+mod long_message;
+#[cfg(feature = "candle")]
 mod meaning;
 mod metrics;
 #[cfg(target_os = "linux")]

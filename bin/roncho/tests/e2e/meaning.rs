@@ -13,14 +13,11 @@
 
 use std::sync::Arc;
 
-use roncho::config::Role;
-use roncho::server::Services;
 use roncho_core::embed::Embedder;
 use roncho_core::vector::VectorStore;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
-use roncho_reconciler::{Reconciler, ReconcilerConfig};
 use tonic::transport::Channel;
 
 use crate::support;
@@ -113,15 +110,6 @@ fn is_about_the_cat(line: &str) -> bool {
     line == KITTEN || KITTEN_MORE.contains(&line)
 }
 
-async fn local_model() -> Option<Arc<dyn Embedder>> {
-    let dir = roncho_store::testing::integration_env("RONCHO_TEST_EMBED_MODEL_DIR")?;
-    let embedder = tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(dir.as_ref()))
-        .await
-        .unwrap()
-        .unwrap();
-    Some(Arc::new(embedder))
-}
-
 /// Writes each variant in a workspace of its own.
 async fn write(channel: &Channel, workspace_id: &str, variant: &Variant) {
     let messages = variant
@@ -156,17 +144,7 @@ async fn pet_cat_finds_the_cat_first(
     embedder: Arc<dyn Embedder>,
     vectors: Arc<dyn VectorStore>,
 ) {
-    let reconciler = Reconciler::new(
-        store.clone(),
-        embedder.clone(),
-        vectors.clone(),
-        ReconcilerConfig::default(),
-    );
-    let services = Services {
-        semantic: Some(roncho_search::Semantic::new(embedder, vectors)),
-        ..Services::store_only(store)
-    };
-    let served = support::serve(services, &Role::ALL).await;
+    let (served, reconciler) = support::serve_semantic(store, embedder, vectors).await;
     let variants = variants();
     for (at, variant) in variants.iter().enumerate() {
         write(&served.channel, &format!("w{at}"), variant).await;
@@ -197,7 +175,9 @@ async fn pet_cat_finds_the_cat_first(
 
 #[tokio::test]
 async fn pet_cat_finds_the_kitten_on_sqlite() {
-    let Some(embedder) = local_model().await else { return };
+    let Some(embedder) = support::local_model().await else {
+        return;
+    };
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let vectors = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
@@ -206,16 +186,12 @@ async fn pet_cat_finds_the_kitten_on_sqlite() {
 
 #[tokio::test]
 async fn pet_cat_finds_the_kitten_on_postgres_and_qdrant() {
-    let Some(embedder) = local_model().await else { return };
-    let Some((database, qdrant_url)) = support::postgres_and_qdrant().await else {
+    let Some(embedder) = support::local_model().await else {
         return;
     };
-    let store = roncho_store::testing::open_migrated(&database.url).await;
-    let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
-    options.collection = format!("meaning_{}", roncho_store::testing::unique_name());
-    let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
-    pet_cat_finds_the_cat_first(store.clone(), embedder, qdrant.clone()).await;
-    qdrant.drop_collection().await.unwrap();
-    store.close().await;
-    database.drop_database().await;
+    let Some(backends) = support::Distributed::open("meaning").await else {
+        return;
+    };
+    pet_cat_finds_the_cat_first(backends.store.clone(), embedder, backends.qdrant.clone()).await;
+    backends.close().await;
 }

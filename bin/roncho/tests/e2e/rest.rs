@@ -230,8 +230,21 @@ async fn honchos_statuses_shapes_and_pages() {
     assert_eq!(response.status(), 200);
     assert_eq!(response.headers()["x-roncho-search-mode"], "full_text");
     assert!(response.headers().contains_key("x-roncho-degraded-reason"));
+    // Why each was found: by its words, no embedder being configured (and no meaning lag to tell).
+    let matches = response.headers()["x-roncho-search-matches"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    assert!(!response.headers().contains_key("x-roncho-meaning-lag"));
     let found: Value = response.json().await.unwrap();
     assert_eq!(found.as_array().unwrap().len(), 3);
+    let explained: Vec<String> = found
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|message| format!("{}=words", message["id"].as_str().unwrap()))
+        .collect();
+    assert_eq!(matches, explained.join(", "));
 
     // Errors: Honcho's statuses with `detail`; schema misfits in FastAPI's 422 shape.
     let (status, missing) = server

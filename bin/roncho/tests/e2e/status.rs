@@ -33,6 +33,18 @@ async fn status_counts_queued_work() {
         .expect("a work queue line");
     assert!(queue.ok, "{queue:?}");
     assert_eq!(queue.detail, "3 pending, 0 in progress, 0 completed, 0 failed");
+    // How far meaning is behind: the messages not embedded yet, and for how long.
+    let vectors = checks
+        .iter()
+        .find(|check| check.name == "message vectors")
+        .expect("a message vectors line");
+    let behind = vectors
+        .detail
+        .strip_prefix("0 synced, 3 pending (meaning ")
+        .and_then(|rest| rest.strip_suffix(" s behind the writes), 0 failed"))
+        .unwrap_or_else(|| panic!("{vectors:?}"));
+    let seconds: f64 = behind.parse().unwrap();
+    assert!((0.0..600.0).contains(&seconds), "{vectors:?}");
 }
 
 #[tokio::test]

@@ -16,10 +16,25 @@ pub trait Embedder: Send + Sync + 'static {
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         Ok(self.embed(&[text.to_owned()]).await?.pop().unwrap_or_default())
     }
+    /// Returns the byte ranges of `text` embedded one by one, in order: the
+    /// whole text when the model reads it at once; else passages the model
+    /// reads whole, each overlapping the one before so that no sentence is
+    /// only ever read cut in two, the first starting at 0 (a text's start
+    /// is also what [`Embedder::embed`] reads of the whole). By default one
+    /// passage, the whole text (a model whose window holds any text roncho
+    /// stores).
+    fn passages(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        whole(text)
+    }
     /// Returns the length of every vector this embedder produces.
     fn dimensions(&self) -> usize;
     /// Returns the model's identity (provider and name), recorded beside vectors.
     fn model_id(&self) -> String;
+}
+
+/// One passage: all of `text`.
+pub fn whole(text: &str) -> Vec<std::ops::Range<usize>> {
+    std::iter::once(0..text.len()).collect()
 }
 
 /// Returns the dot product of two equally long vectors. Eight independent

@@ -6,7 +6,7 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::filter::Filter;
 use crate::lexical::TermCounts;
-use crate::model::{Message, MessageSearch};
+use crate::model::{MeaningLag, Message, MessageSearch};
 
 /// Most messages a gap report ([`TextSearch::text_index_gap`],
 /// [`TextSearch::vector_sync_gap`]) counts: a count that reaches it means at
@@ -44,6 +44,10 @@ pub trait TextSearch: Send + Sync + 'static {
     /// `newest` rows (which [`TextSearch::search_unsynced_messages`] reads),
     /// up to [`GAP_COUNT_LIMIT`].
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64>;
+    /// How far meaning is behind `workspace_id`'s writes, counted over the
+    /// oldest [`GAP_COUNT_LIMIT`] messages of every workspace waiting for
+    /// their vectors (one lookup when none waits).
+    async fn meaning_lag(&self, workspace_id: &str) -> Result<MeaningLag>;
     /// How many of the workspace's messages counted by
     /// [`crate::store::SyncLedger::count_terms`] hold each of `terms`, and how
     /// many are counted: BM25's statistics for a vector store that keeps none

@@ -25,6 +25,7 @@ macro_rules! vector_store_contract {
                 upsert_replaces_and_delete_removes,
                 namespaces_are_separate_and_deletable,
                 dimensions_are_recorded_and_checked,
+                a_record_is_found_by_its_nearest_passage_and_deleted_whole,
             );
         }
     };
@@ -51,6 +52,7 @@ fn record(id: &str, vector: Vec<f32>, session: &str, peer: &str, level: &str) ->
         peer_id: Some(peer.into()),
         level: Some(level.into()),
         lexical: None,
+        passages: Vec::new(),
     }
 }
 
@@ -201,4 +203,70 @@ pub async fn dimensions_are_recorded_and_checked(vectors: &dyn VectorStore) {
         matches!(&error, Error::FailedPrecondition(message) if message.contains("384") && message.contains("1536")),
         "{error}"
     );
+}
+
+async fn near(vectors: &dyn VectorStore, query: Vec<f32>, top_k: usize, filter: VectorFilter) -> Vec<VectorHit> {
+    vectors.query("ns", &query, top_k, &filter, None).await.unwrap()
+}
+
+/// A record of a long text: its first passage's vector and the later ones'.
+fn long_record(id: &str, vector: Vec<f32>, passages: Vec<Vec<f32>>, session: &str) -> VectorRecord {
+    VectorRecord {
+        passages,
+        ..record(id, vector, session, "alice", "explicit")
+    }
+}
+
+pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors: &dyn VectorStore) {
+    let all = VectorFilter::default();
+    vectors
+        .upsert(
+            "ns",
+            vec![
+                record("a", unit(1.0, 0.0, 0.0), "s1", "alice", "explicit"),
+                record("c", unit(0.2, 0.0, 1.0), "s1", "bob", "explicit"),
+                long_record(
+                    "long",
+                    unit(0.0, 1.0, 0.0),
+                    vec![unit(0.0, 0.05, 1.0), unit(0.0, 0.1, 1.0), unit(0.0, 0.15, 1.0)],
+                    "s2",
+                ),
+            ],
+        )
+        .await
+        .unwrap();
+    // Its third passage is nearest: the record leads, once, and says which passage.
+    let hits = near(vectors, unit(0.0, 0.0, 1.0), 2, all.clone()).await;
+    assert_eq!(ids(&hits), ["long", "c"], "{hits:?}");
+    assert_eq!(hits[0].passage, 1, "{hits:?}");
+    assert_eq!(hits[1].passage, 0, "{hits:?}");
+    assert!(hits[0].distance < 0.01, "scored by its nearest passage: {hits:?}");
+    let hits = near(vectors, unit(0.0, 0.0, 1.0), 10, all.clone()).await;
+    assert_eq!(ids(&hits), ["long", "c", "a"], "each record once: {hits:?}");
+    let hits = near(vectors, unit(0.0, 0.15, 1.0), 1, all.clone()).await;
+    assert_eq!((hits[0].id.as_str(), hits[0].passage), ("long", 3), "{hits:?}");
+    // Its start is a passage too; filters apply to every passage.
+    let hits = near(vectors, unit(0.0, 1.0, 0.0), 1, all.clone()).await;
+    assert_eq!((hits[0].id.as_str(), hits[0].passage), ("long", 0), "{hits:?}");
+    let only_s1 = VectorFilter {
+        session_ids: Some(vec!["s1".into()]),
+        ..VectorFilter::default()
+    };
+    assert_eq!(ids(&near(vectors, unit(0.0, 0.0, 1.0), 10, only_s1).await), ["c", "a"]);
+    let hybrid = vectors
+        .hybrid_query("ns", Some(&unit(0.0, 0.0, 1.0)), &Default::default(), 10, &all)
+        .await
+        .unwrap();
+    if let Some(hybrid) = hybrid {
+        assert_eq!(ids(&hybrid.dense), ["long", "c", "a"], "{hybrid:?}");
+        assert_eq!(hybrid.dense[0].passage, 1, "{hybrid:?}");
+    }
+    // Deleting the record deletes every passage.
+    vectors.delete("ns", &["long".into()]).await.unwrap();
+    for query in [unit(0.0, 0.0, 1.0), unit(0.0, 0.15, 1.0), unit(0.0, 1.0, 0.0)] {
+        let hits = near(vectors, query, 10, all.clone()).await;
+        let mut found = ids(&hits);
+        found.sort_unstable();
+        assert_eq!(found, ["a", "c"], "no passage outlives its record: {hits:?}");
+    }
 }

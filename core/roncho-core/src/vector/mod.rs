@@ -28,6 +28,20 @@ pub struct VectorRecord {
     /// The words of a message as BM25 term weights ([`crate::lexical`]),
     /// for stores that rank full text ([`VectorStore::hybrid_query`]).
     pub lexical: Option<SparseVector>,
+    /// The vectors of the passages after the first, in order, when the
+    /// text is longer than the embedder reads at once
+    /// ([`crate::embed::Embedder::passages`]): `vector` is its start's
+    /// (passage 0). A query scores the record by its nearest passage and
+    /// says which ([`VectorHit::passage`]); deleting the record deletes
+    /// every passage.
+    pub passages: Vec<Vec<f32>>,
+}
+
+impl VectorRecord {
+    /// Every vector of the record, the first passage's first.
+    pub fn vectors(&self) -> impl Iterator<Item = &[f32]> {
+        std::iter::once(self.vector.as_slice()).chain(self.passages.iter().map(Vec::as_slice))
+    }
 }
 
 /// Restrictions on a vector query; unset fields do not restrict.
@@ -57,6 +71,42 @@ impl VectorFilter {
 pub struct VectorHit {
     pub id: String,
     pub distance: f32,
+    /// Which of the record's passages is nearest (0: its start, the only
+    /// one of a text the embedder reads whole).
+    pub passage: u32,
+}
+
+impl VectorHit {
+    /// A hit on the start of record `id`.
+    pub fn new(id: impl Into<String>, distance: f32) -> Self {
+        Self {
+            id: id.into(),
+            distance,
+            passage: 0,
+        }
+    }
+}
+
+/// Keeps each record's best hit of `hits` (nearest first), `top_k` records
+/// at most: a store holding a record's passages as separate entries ranks
+/// them as one. Returns the kept hits and whether `hits` (asked for
+/// `asked` entries) may have left out records that belong in the top
+/// `top_k`: it was full and repeated records, so the store asks again
+/// for more.
+pub fn best_per_record(hits: Vec<VectorHit>, top_k: usize, asked: usize) -> (Vec<VectorHit>, bool) {
+    let full = hits.len() >= asked;
+    let mut seen = std::collections::HashSet::with_capacity(hits.len());
+    let mut kept = Vec::with_capacity(top_k.min(hits.len()));
+    for hit in hits {
+        if kept.len() == top_k {
+            return (kept, false);
+        }
+        if seen.insert(hit.id.clone()) {
+            kept.push(hit);
+        }
+    }
+    let short = full && kept.len() < top_k;
+    (kept, short)
 }
 
 /// The two candidate lists of a hybrid query, best first.

@@ -19,7 +19,11 @@ use crate::wire::{self, ListBody, PageQuery};
 /// Searches as the three search routes do: the workspace, one peer's
 /// messages or one session's. Honcho answers a bare list; how the search
 /// ran (`hybrid`, or `full_text` and why) is in `x-roncho-search-mode` and
-/// `x-roncho-degraded-reason`, never silent.
+/// `x-roncho-degraded-reason`, never silent; why each result was found in
+/// `x-roncho-search-matches` (`id=words+meaning@2`: by its words, and by
+/// meaning at its third passage); and how far meaning is behind the
+/// workspace's writes in `x-roncho-meaning-lag` (`messages=12; seconds=3.4`,
+/// `messages=1000+` for at least).
 pub(super) async fn search(
     rest: Rest,
     caller: Caller,
@@ -42,6 +46,18 @@ pub(super) async fn search(
     let mut response = Json(messages).into_response();
     let headers = response.headers_mut();
     headers.insert("x-roncho-search-mode", HeaderValue::from_static(results.mode.name()));
+    let matches: Vec<String> = results.matches.iter().map(match_text).collect();
+    if let Ok(value) = HeaderValue::from_str(&matches.join(", ")) {
+        headers.insert("x-roncho-search-matches", value);
+    }
+    if let Some(lag) = results.meaning_lag {
+        let more = if lag.at_least { "+" } else { "" };
+        let seconds = lag.seconds(roncho_core::model::now_micros());
+        let text = format!("messages={}{more}; seconds={seconds:.1}", lag.messages);
+        if let Ok(value) = HeaderValue::from_str(&text) {
+            headers.insert("x-roncho-meaning-lag", value);
+        }
+    }
     if !results.degraded_reason.is_empty() {
         let reason: String = results
             .degraded_reason
@@ -53,6 +69,24 @@ pub(super) async fn search(
         }
     }
     Ok(response)
+}
+
+/// One result's explanation as `x-roncho-search-matches` gives it.
+fn match_text(found: &recall::SearchMatch) -> String {
+    let mut by = Vec::with_capacity(2);
+    if found.by_words {
+        by.push("words".to_owned());
+    }
+    match found.by_meaning {
+        Some(0) => by.push("meaning".to_owned()),
+        Some(passage) => by.push(format!("meaning@{passage}")),
+        None => {}
+    }
+    if by.is_empty() {
+        // Ranked by what the turns beside it matched.
+        by.push("neighbour".to_owned());
+    }
+    format!("{}={}", found.message_id, by.join("+"))
 }
 
 pub(super) async fn search_workspace(

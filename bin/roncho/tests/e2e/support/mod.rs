@@ -123,6 +123,75 @@ pub async fn postgres_and_qdrant() -> Option<(roncho_store::testing::FreshDataba
     Some((database, qdrant_url))
 }
 
+/// The default local model, from `RONCHO_TEST_EMBED_MODEL_DIR`; `None`
+/// (the test skips) when it is not set, a failure under
+/// `RONCHO_REQUIRE_INTEGRATION=1`.
+#[cfg(feature = "candle")]
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub async fn local_model() -> Option<std::sync::Arc<dyn roncho_core::embed::Embedder>> {
+    let dir = roncho_store::testing::integration_env("RONCHO_TEST_EMBED_MODEL_DIR")?;
+    let embedder = tokio::task::spawn_blocking(move || roncho_embed::bert::BertEmbedder::load(dir.as_ref()))
+        .await
+        .unwrap()
+        .unwrap();
+    Some(std::sync::Arc::new(embedder))
+}
+
+/// Serves every role over `store` with search by `embedder` and
+/// `vectors`, and returns the reconciler that fills them, for the test to
+/// run pass by pass.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub async fn serve_semantic(
+    store: std::sync::Arc<roncho_store::SqlStore>,
+    embedder: std::sync::Arc<dyn roncho_core::embed::Embedder>,
+    vectors: std::sync::Arc<dyn roncho_core::vector::VectorStore>,
+) -> (Served, roncho_reconciler::Reconciler) {
+    let reconciler = roncho_reconciler::Reconciler::new(
+        store.clone(),
+        embedder.clone(),
+        vectors.clone(),
+        roncho_reconciler::ReconcilerConfig::default(),
+    );
+    let services = roncho::server::Services {
+        semantic: Some(roncho_search::Semantic::new(embedder, vectors)),
+        ..roncho::server::Services::store_only(store)
+    };
+    (serve(services, &Role::ALL).await, reconciler)
+}
+
+/// A fresh Postgres database, migrated, and a Qdrant collection of its own.
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+pub struct Distributed {
+    pub store: std::sync::Arc<roncho_store::SqlStore>,
+    pub qdrant: std::sync::Arc<roncho_qdrant::QdrantVectorStore>,
+    database: roncho_store::testing::FreshDatabase,
+}
+
+#[allow(dead_code, reason = "each test binary uses the helpers it needs")]
+impl Distributed {
+    /// The backends of [`postgres_and_qdrant`], with a collection named
+    /// `{prefix}_{unique}`; `None` when they are not configured.
+    pub async fn open(prefix: &str) -> Option<Self> {
+        let (database, qdrant_url) = postgres_and_qdrant().await?;
+        let store = roncho_store::testing::open_migrated(&database.url).await;
+        let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
+        options.collection = format!("{prefix}_{}", roncho_store::testing::unique_name());
+        let qdrant = std::sync::Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+        Some(Self {
+            store,
+            qdrant,
+            database,
+        })
+    }
+
+    /// Drops the collection and the database.
+    pub async fn close(self) {
+        self.qdrant.drop_collection().await.unwrap();
+        self.store.close().await;
+        self.database.drop_database().await;
+    }
+}
+
 /// Writes `texts` as `peer`'s messages into session `s` of workspace `w`;
 /// returns them as stored.
 #[allow(dead_code, reason = "each test binary uses the helpers it needs")]
