@@ -59,6 +59,34 @@ pub struct Args {
     pub timeout_secs: u64,
     #[arg(long, default_value = "sustained")]
     pub workspace: String,
+    /// A reader waits this long between its rounds (a search and a session
+    /// context); 0: none, as fast as recall answers.
+    #[arg(long, default_value_t = 0)]
+    pub read_every_ms: u64,
+    /// Words per message (the corpus's own when unset), e.g. 44 for an
+    /// assistant's reply.
+    #[arg(long)]
+    pub message_words: Option<usize>,
+    /// The messages' corpus: `zipf` (pseudo-words, a few tokens each) or
+    /// `dense` (English words: what a model's tokenizer sees of chat).
+    #[arg(long, value_enum, default_value = "zipf")]
+    pub corpus: Corpus,
+}
+
+/// Message `index` of `corpus`, `words` words long when given (the
+/// corpus's following messages joined and cut).
+fn message(corpus: Corpus, index: usize, words: Option<usize>) -> String {
+    let Some(words) = words else {
+        return corpus.message(index);
+    };
+    let mut text: Vec<String> = Vec::with_capacity(words);
+    let mut next = index * 7;
+    while text.len() < words {
+        text.extend(corpus.message(next).split_whitespace().map(str::to_owned));
+        next += 1;
+    }
+    text.truncate(words);
+    text.join(" ")
 }
 
 fn text(value: &str) -> prost_types::Value {
@@ -91,7 +119,12 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
     for writer in 0..writers {
         let mut client = IngestServiceClient::new(ingest_channel.clone());
         let workspace = workspace.clone();
-        let (batch_size, sessions) = (args.batch_size, args.sessions.max(writers));
+        let (batch_size, sessions, words, corpus) = (
+            args.batch_size,
+            args.sessions.max(writers),
+            args.message_words,
+            args.corpus,
+        );
         writer_tasks.push(tokio::spawn(async move {
             let mut latencies = histogram();
             let mut ticker = interval.map(|every| {
@@ -113,7 +146,7 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
                         } else {
                             "assistant".into()
                         },
-                        content: Corpus::Zipf.message(sent * batch_size + i),
+                        content: message(corpus, (sent * writers + writer) * batch_size + i, words),
                         ..Default::default()
                     })
                     .collect();
@@ -139,10 +172,14 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
         let mut client = RecallServiceClient::new(recall_channel.clone());
         let workspace = workspace.clone();
         let sessions = args.sessions.max(writers);
+        let pause = Duration::from_millis(args.read_every_ms);
         reader_tasks.push(tokio::spawn(async move {
-            let (mut search, mut context) = (histogram(), histogram());
+            let (mut search, mut context, mut lag) = (histogram(), histogram(), histogram());
             let mut index = reader * 7919;
             while Instant::now() < deadline {
+                if !pause.is_zero() {
+                    tokio::time::sleep(pause).await;
+                }
                 index += 31;
                 let start = Instant::now();
                 let searched = client
@@ -153,6 +190,10 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
                         ..Default::default()
                     })
                     .await;
+                if let Ok(found) = &searched {
+                    // How long the oldest message not yet found by meaning has waited.
+                    lag.record(((found.get_ref().meaning_lag_seconds * 1e6) as u64).max(1))?;
+                }
                 record_unless_not_found(&mut search, start, searched, "SearchMessages")?;
                 let start = Instant::now();
                 let asked = client
@@ -165,7 +206,7 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
                     .await;
                 record_unless_not_found(&mut context, start, asked, "GetSessionContext")?;
             }
-            anyhow::Ok((search, context))
+            anyhow::Ok((search, context, lag))
         }));
     }
 
@@ -189,11 +230,12 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
         create.add(task.await??)?;
     }
     let load_wall = started.elapsed();
-    let (mut search, mut context) = (histogram(), histogram());
+    let (mut search, mut context, mut meaning_lag) = (histogram(), histogram(), histogram());
     for task in reader_tasks {
-        let (part_search, part_context) = task.await??;
+        let (part_search, part_context, part_lag) = task.await??;
         search.add(part_search)?;
         context.add(part_context)?;
+        meaning_lag.add(part_lag)?;
     }
     let mut derivation = serde_json::Value::Null;
     if let Some(deriver_target) = &args.deriver_target {
@@ -222,6 +264,8 @@ pub async fn run(target: &Target, args: &Args) -> anyhow::Result<(Vec<Phase>, se
             phase("SearchMessages", search, 10),
             phase("GetSessionContext", context, 1),
             phase("derived (probe)", visible, 1),
+            // Not a latency: each search reply's meaning_lag_seconds.
+            phase("meaning lag (search reply)", meaning_lag, 1),
         ],
         derivation,
     ))

@@ -8,7 +8,7 @@
 
 use std::time::Instant;
 
-use roncho_embed::bert::BertEmbedder;
+use roncho_embed::bert::{BertEmbedder, QueryPrecision};
 
 /// A text of `words` words, different for each `seed`.
 fn text(words: usize, seed: usize) -> String {
@@ -41,21 +41,31 @@ fn main() -> anyhow::Result<()> {
         eprintln!("set RONCHO_TEST_EMBED_MODEL_DIR to a model directory (scripts/fetch-bge-small.sh)");
         return Ok(());
     };
-    let embedder = BertEmbedder::load(std::path::Path::new(&dir))?;
-    embedder.embed_blocking(&[text(20, 0)])?;
+    let dir = std::path::Path::new(&dir);
+    let float = BertEmbedder::load_with_precisions(dir, QueryPrecision::Int8, QueryPrecision::Float)?;
+    let int8 = BertEmbedder::load_with_precisions(dir, QueryPrecision::Int8, QueryPrecision::Int8)?;
+    for embedder in [&float, &int8] {
+        embedder.embed_blocking(&[text(20, 0)])?;
+    }
     // The encoder alone, texts of one length (words; the model reads at
-    // most 256 tokens, about 190 of these words).
+    // most 256 tokens, about 190 of these words), by the float model in
+    // passes of 32 and by the 8-bit encoder a text at a time on each core,
+    // in turn.
     for words in [8, 44, 120, 190] {
         let texts: Vec<String> = (0..64).map(|seed| text(words, seed)).collect();
-        let started = Instant::now();
-        embedder.embed_blocking(&texts)?;
-        let seconds = started.elapsed().as_secs_f64();
-        println!(
-            "embed_documents  {words:>3} words  {:>7.1} texts/s  {:>8.0} words/s",
-            texts.len() as f64 / seconds,
-            (texts.len() * words) as f64 / seconds
-        );
+        for (name, embedder) in [("float", &float), ("int8", &int8)] {
+            let started = Instant::now();
+            embedder.embed_blocking(&texts)?;
+            let seconds = started.elapsed().as_secs_f64();
+            println!(
+                "embed_documents  {name:<5} {words:>3} words  {:>7.1} texts/s  {:>8.0} words/s  ({:?})",
+                texts.len() as f64 / seconds,
+                (texts.len() * words) as f64 / seconds,
+                embedder.document_precision(),
+            );
+        }
     }
+    let embedder = &float;
     // Messages as they arrive: mostly chat-sized, now and then a long one
     // (an assistant's code or plan), the mix of the long-conversation sets.
     let lengths = [12, 30, 44, 190, 20, 8, 35, 120, 44, 16, 60, 190, 25, 44, 10, 90];

@@ -9,7 +9,9 @@
 //! A search query (one short text) is embedded by an 8-bit copy of the
 //! encoder where the CPU has AVX-512 VNNI or AVX2 ([`crate::int8`]): its vectors
 //! agree with the float model's to a cosine of 0.9997 (bge-small), at a
-//! fraction of the time. Stored texts always go through the float model.
+//! fraction of the time. Stored texts take it too, where configured (the
+//! default), one text at a time on each core; else the float model in
+//! passes of texts of like length.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -81,13 +83,13 @@ impl Pooling {
     }
 }
 
-/// How search queries are embedded.
+/// How search queries, or stored texts, are embedded.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum QueryPrecision {
     /// The 8-bit copy of the encoder, where the CPU runs its fast kernel
     /// (else the float model).
     Int8,
-    /// The float model, as stored texts are.
+    /// The float model.
     Float,
 }
 
@@ -97,8 +99,13 @@ struct Loaded {
     /// The tokenizer without truncation or padding, which cuts long texts into passages.
     splitter: Tokenizer,
     pooling: Pooling,
-    /// The 8-bit encoder for queries, when in use.
-    queries: Option<Int8Bert>,
+    /// The 8-bit encoder, when queries or stored texts take it.
+    int8: Option<Int8Bert>,
+    /// Whether search queries take the 8-bit encoder.
+    queries_int8: bool,
+    /// Whether stored texts take it, each text on its own, spread over
+    /// every core.
+    documents_int8: bool,
 }
 
 /// The local BERT embedder.
@@ -113,6 +120,67 @@ pub struct BertEmbedder {
     /// Search queries (a few texts) take their own lane, so a query never
     /// waits behind a background batch (~0.25 s for 64 texts on 2 cores).
     interactive: Arc<tokio::sync::Semaphore>,
+    /// Who waits on the model: queries at work, and stored texts waiting
+    /// for or holding the bulk lane; background work waits for neither.
+    demand: Arc<Demand>,
+}
+
+/// A thread's share of a pass: each text's index and its 8-bit vector
+/// (`None`: a text for the float model).
+type Share = Vec<(usize, Option<Vec<f32>>)>;
+
+/// Who waits on the model now.
+#[derive(Debug, Default)]
+struct Demand {
+    /// Interactive calls (queries) being embedded: a bulk pass gives them
+    /// every core but one.
+    queries: std::sync::atomic::AtomicUsize,
+    /// Stored texts' calls waiting for or holding the bulk lane: background
+    /// calls wait until there are none.
+    stored: std::sync::atomic::AtomicUsize,
+    /// Told when a stored texts' call ends.
+    stored_done: tokio::sync::Notify,
+    /// When the last stored texts' call ended.
+    stored_ended: std::sync::Mutex<Option<std::time::Instant>>,
+}
+
+/// How long no stored texts' call must have run before background work
+/// takes the model: the reconciler's passes follow each other closer than
+/// this while it has a backlog.
+const QUIET_BEFORE_BACKGROUND: std::time::Duration = std::time::Duration::from_millis(250);
+/// The longest background work waits for that quiet, per pass: the
+/// deriver holds its task's lease meanwhile.
+const MOST_BACKGROUND_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+/// Texts per background pass: the stored texts' next call waits for one
+/// at most.
+const BACKGROUND_PASS: usize = 8;
+
+impl Demand {
+    /// Whether stored texts wait for the model, or did a moment ago.
+    fn stored_busy(&self) -> bool {
+        let ended = *self
+            .stored_ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        self.stored.load(std::sync::atomic::Ordering::SeqCst) > 0
+            || ended.is_some_and(|ended| ended.elapsed() < QUIET_BEFORE_BACKGROUND)
+    }
+}
+
+/// Counts a call in one of [`Demand`]'s counters while it lives.
+struct Counted<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> Counted<'a> {
+    fn new(counter: &'a std::sync::atomic::AtomicUsize) -> Self {
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        Self(counter)
+    }
+}
+
+impl Drop for Counted<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 /// Queries of up to this many tokens (with `[CLS]` and `[SEP]`: a word)
@@ -148,8 +216,15 @@ impl BertEmbedder {
         Self::load_with(dir, QueryPrecision::Int8)
     }
 
-    /// Loads the model in `dir` with queries embedded at `precision`.
+    /// Loads the model in `dir` with queries embedded at `precision`,
+    /// stored texts by the float model.
     pub fn load_with(dir: &Path, precision: QueryPrecision) -> Result<Self> {
+        Self::load_with_precisions(dir, precision, QueryPrecision::Float)
+    }
+
+    /// Loads the model in `dir` with queries embedded at `queries` and
+    /// stored texts at `documents`.
+    pub fn load_with_precisions(dir: &Path, queries: QueryPrecision, documents: QueryPrecision) -> Result<Self> {
         let config_text =
             std::fs::read_to_string(dir.join("config.json")).map_err(|e| model_error(dir, "config.json", e))?;
         let config: Config = serde_json::from_str(&config_text).map_err(|e| model_error(dir, "config.json", e))?;
@@ -182,11 +257,10 @@ impl BertEmbedder {
                 .map_err(|e| model_error(dir, "model.safetensors", e))?;
         let model = BertModel::load(builder, &config).map_err(|e| model_error(dir, "model.safetensors", e))?;
         let pooling = Pooling::of(dir)?;
-        let queries = match precision {
-            QueryPrecision::Int8 if Kernel::detect() != Kernel::Portable => {
-                int8_encoder(&weights, &config, Kernel::detect())
-            }
-            _ => None,
+        let wanted = queries == QueryPrecision::Int8 || documents == QueryPrecision::Int8;
+        let int8 = match wanted && Kernel::detect() != Kernel::Portable {
+            true => int8_encoder(&weights, &config, Kernel::detect()),
+            false => None,
         };
         let name = dir.file_name().and_then(|n| n.to_str()).unwrap_or("bert");
         Ok(Self {
@@ -195,20 +269,127 @@ impl BertEmbedder {
                 tokenizer,
                 splitter,
                 pooling,
-                queries,
+                queries_int8: int8.is_some() && queries == QueryPrecision::Int8,
+                documents_int8: int8.is_some() && documents == QueryPrecision::Int8,
+                int8,
             }),
             dimensions,
             model_id: format!("local/{name}"),
             bulk: Arc::new(tokio::sync::Semaphore::new(1)),
             interactive: Arc::new(tokio::sync::Semaphore::new(2)),
+            demand: Arc::default(),
         })
     }
 
-    /// Embeds texts synchronously, in passes of texts of like length: a
-    /// pass is padded to its longest text, so a long message among short
+    /// Embeds texts synchronously, in the order of `texts`: by the 8-bit
+    /// encoder where stored texts take it, else by the float model.
+    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_pass(texts, false)
+    }
+
+    /// [`BertEmbedder::embed_blocking`]; a bulk pass (`yields`) leaves
+    /// every core but one to the queries being embedded meanwhile.
+    fn embed_pass(&self, texts: &[String], yields: bool) -> Result<Vec<Vec<f32>>> {
+        match &self.loaded.int8 {
+            Some(encoder) if self.loaded.documents_int8 => self.embed_int8_blocking(encoder, texts, yields),
+            _ => self.embed_float_blocking(texts),
+        }
+    }
+
+    /// Embeds texts by the 8-bit encoder, one text at a time on each core
+    /// (its kernel runs one text on one thread), each core taking the
+    /// longest text left; texts of a word or two go through the float
+    /// model together. In a bulk pass (`yields`) every core but the first
+    /// takes no text while a query is being embedded, and the first never
+    /// waits, so the pass ends whatever the queries do.
+    fn embed_int8_blocking(&self, encoder: &Int8Bert, texts: &[String], yields: bool) -> Result<Vec<Vec<f32>>> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let cores = std::thread::available_parallelism()
+            .map_or(1, usize::from)
+            .min(texts.len())
+            .max(1);
+        let mut order: Vec<usize> = (0..texts.len()).collect();
+        order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
+        let next = AtomicUsize::new(0);
+        let take = |yields: bool| -> Result<Share> {
+            let mut done = Vec::new();
+            loop {
+                if yields && self.demand.queries.load(Ordering::SeqCst) > 0 {
+                    if next.load(Ordering::SeqCst) >= order.len() {
+                        return Ok(done);
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(1));
+                    continue;
+                }
+                let Some(&index) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
+                    return Ok(done);
+                };
+                done.push((index, self.embed_int8_one(encoder, &texts[index])?));
+            }
+        };
+        let shares: Vec<Result<Share>> = std::thread::scope(|scope| {
+            let others: Vec<_> = (1..cores).map(|_| scope.spawn(|| take(yields))).collect();
+            std::iter::once(take(false))
+                .chain(others.into_iter().map(|thread| {
+                    thread
+                        .join()
+                        .unwrap_or_else(|_| Err(Error::Internal("an embedding thread panicked".into())))
+                }))
+                .collect()
+        });
+        let mut vectors = vec![Vec::new(); texts.len()];
+        let mut tiny = Vec::new();
+        for (index, vector) in shares.into_iter().collect::<Result<Vec<_>>>()?.into_iter().flatten() {
+            match vector {
+                Some(vector) => vectors[index] = vector,
+                None => tiny.push(index),
+            }
+        }
+        if !tiny.is_empty() {
+            let texts: Vec<String> = tiny.iter().map(|&index| texts[index].clone()).collect();
+            for (index, vector) in tiny.into_iter().zip(self.embed_float_blocking(&texts)?) {
+                vectors[index] = vector;
+            }
+        }
+        Ok(vectors)
+    }
+
+    /// One text's vector by the 8-bit encoder; `None` for a text of at
+    /// most [`FLOAT_QUERY_TOKENS`] tokens, which the float model embeds.
+    fn embed_int8_one(&self, encoder: &Int8Bert, text: &str) -> Result<Option<Vec<f32>>> {
+        let encoding = self
+            .loaded
+            .tokenizer
+            .encode(text, true)
+            .map_err(|e| Error::Internal(format!("tokenizing a text: {e}")))?;
+        let ids = encoding.get_ids();
+        if ids.len() <= FLOAT_QUERY_TOKENS {
+            return Ok(None);
+        }
+        let hidden = self.dimensions;
+        let tokens = encoder
+            .forward(ids)
+            .map_err(|e| Error::Internal(format!("embedding a text: {e}")))?;
+        let mut vector = match self.loaded.pooling {
+            Pooling::Cls => tokens[..hidden].to_vec(),
+            // One text, no padding: every token counts.
+            Pooling::Mean => {
+                let mut sum = vec![0f32; hidden];
+                for token in tokens.chunks(hidden) {
+                    sum.iter_mut().zip(token).for_each(|(s, t)| *s += t);
+                }
+                sum
+            }
+        };
+        normalize(&mut vector);
+        Ok(Some(vector))
+    }
+
+    /// Embeds texts by the float model, in passes of texts of like length:
+    /// a pass is padded to its longest text, so a long message among short
     /// ones would make each of them cost what it costs. The vectors come
     /// back in the order of `texts`.
-    pub fn embed_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+    fn embed_float_blocking(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
         let mut vectors = vec![Vec::new(); texts.len()];
@@ -256,7 +437,16 @@ impl BertEmbedder {
 
     /// Returns how this embedder embeds search queries.
     pub fn query_precision(&self) -> QueryPrecision {
-        if self.loaded.queries.is_some() {
+        if self.loaded.queries_int8 {
+            QueryPrecision::Int8
+        } else {
+            QueryPrecision::Float
+        }
+    }
+
+    /// Returns how this embedder embeds stored texts.
+    pub fn document_precision(&self) -> QueryPrecision {
+        if self.loaded.documents_int8 {
             QueryPrecision::Int8
         } else {
             QueryPrecision::Float
@@ -265,35 +455,12 @@ impl BertEmbedder {
 
     /// Embeds one search query synchronously, by the 8-bit encoder when in use.
     pub fn embed_query_blocking(&self, text: &str) -> Result<Vec<f32>> {
-        let Some(encoder) = &self.loaded.queries else {
-            return Ok(self.embed_blocking(&[text.to_owned()])?.pop().unwrap_or_default());
-        };
-        let encoding = self
-            .loaded
-            .tokenizer
-            .encode(text, true)
-            .map_err(|e| Error::Internal(format!("tokenizing a query: {e}")))?;
-        let ids = encoding.get_ids();
-        if ids.len() <= FLOAT_QUERY_TOKENS {
-            return Ok(self.embed_blocking(&[text.to_owned()])?.pop().unwrap_or_default());
+        if let Some(encoder) = self.loaded.int8.as_ref().filter(|_| self.loaded.queries_int8)
+            && let Some(vector) = self.embed_int8_one(encoder, text)?
+        {
+            return Ok(vector);
         }
-        let hidden = self.dimensions;
-        let tokens = encoder
-            .forward(ids)
-            .map_err(|e| Error::Internal(format!("embedding a query: {e}")))?;
-        let mut vector = match self.loaded.pooling {
-            Pooling::Cls => tokens[..hidden].to_vec(),
-            // One text, no padding: every token counts.
-            Pooling::Mean => {
-                let mut sum = vec![0f32; hidden];
-                for token in tokens.chunks(hidden) {
-                    sum.iter_mut().zip(token).for_each(|(s, t)| *s += t);
-                }
-                sum
-            }
-        };
-        normalize(&mut vector);
-        Ok(vector)
+        Ok(self.embed_float_blocking(&[text.to_owned()])?.pop().unwrap_or_default())
     }
 
     fn forward(
@@ -354,17 +521,52 @@ impl BertEmbedder {
 #[async_trait]
 impl Embedder for BertEmbedder {
     async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
-        let lane = if texts.len() <= INTERACTIVE_TEXTS {
-            &self.interactive
-        } else {
-            &self.bulk
-        };
         let texts = texts.to_vec();
-        self.on_lane(lane, move |this| this.embed_blocking(&texts)).await
+        if texts.len() <= INTERACTIVE_TEXTS {
+            let _query = Counted::new(&self.demand.queries);
+            return self
+                .on_lane(&self.interactive, move |this| this.embed_blocking(&texts))
+                .await;
+        }
+        let stored = Counted::new(&self.demand.stored);
+        let embedded = self
+            .on_lane(&self.bulk, move |this| this.embed_pass(&texts, true))
+            .await;
+        drop(stored);
+        *self
+            .demand
+            .stored_ended
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(std::time::Instant::now());
+        self.demand.stored_done.notify_waiters();
+        embedded
+    }
+
+    /// On the bulk lane in passes of [`BACKGROUND_PASS`] texts, each once
+    /// no stored texts' call has run for [`QUIET_BEFORE_BACKGROUND`] (or
+    /// after [`MOST_BACKGROUND_WAIT`]): while the reconciler has a backlog,
+    /// message vectors take the cores and the deriver's checks wait.
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        let mut vectors = Vec::with_capacity(texts.len());
+        for pass in texts.chunks(BACKGROUND_PASS) {
+            let waiting = std::time::Instant::now();
+            while self.demand.stored_busy() && waiting.elapsed() < MOST_BACKGROUND_WAIT {
+                let done = self.demand.stored_done.notified();
+                // Woken when a call ends; checked again now and then all the same.
+                let _ = tokio::time::timeout(QUIET_BEFORE_BACKGROUND / 5, done).await;
+            }
+            let pass = pass.to_vec();
+            vectors.extend(
+                self.on_lane(&self.bulk, move |this| this.embed_pass(&pass, true))
+                    .await?,
+            );
+        }
+        Ok(vectors)
     }
 
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         let text = text.to_owned();
+        let _query = Counted::new(&self.demand.queries);
         self.on_lane(&self.interactive, move |this| this.embed_query_blocking(&text))
             .await
     }

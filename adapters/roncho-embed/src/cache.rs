@@ -55,9 +55,10 @@ impl CachedEmbedder {
     }
 }
 
-#[async_trait]
-impl Embedder for CachedEmbedder {
-    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+impl CachedEmbedder {
+    /// The vectors of `texts`, the missing ones from the inner embedder,
+    /// in the background when `background`.
+    async fn embed_cached(&self, texts: &[String], background: bool) -> Result<Vec<Vec<f32>>> {
         let mut results: Vec<Option<Arc<Vec<f32>>>> = texts.iter().map(|text| self.cached(text)).collect();
         let missing: Vec<String> = texts
             .iter()
@@ -66,7 +67,10 @@ impl Embedder for CachedEmbedder {
             .map(|(text, _)| text.clone())
             .collect();
         if !missing.is_empty() {
-            let computed = self.inner.embed(&missing).await?;
+            let computed = match background {
+                true => self.inner.embed_background(&missing).await?,
+                false => self.inner.embed(&missing).await?,
+            };
             let mut computed = computed.into_iter().map(Arc::new);
             let mut entries = self.entries.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             for (text, slot) in texts.iter().zip(results.iter_mut()) {
@@ -85,6 +89,17 @@ impl Embedder for CachedEmbedder {
             .into_iter()
             .map(|vector| vector.map(|v| v.as_ref().clone()).unwrap_or_default())
             .collect())
+    }
+}
+
+#[async_trait]
+impl Embedder for CachedEmbedder {
+    async fn embed(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_cached(texts, false).await
+    }
+
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed_cached(texts, true).await
     }
 
     /// Not cached here: a query's vector may come from a cheaper copy of the

@@ -66,8 +66,8 @@ fn model_dir_ok(dir: &std::path::Path) -> bool {
 
 /// Builds the configured embedder; `Ok(None)` means semantic search is off.
 pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<dyn Embedder>>> {
-    let precision = embedding.query_precision;
-    let local = |dir: std::path::PathBuf| async move { load_local(dir, precision).await };
+    let precisions = (embedding.query_precision, embedding.document_precision);
+    let local = |dir: std::path::PathBuf| async move { load_local(dir, precisions).await };
     let embedder: Arc<dyn Embedder> = match embedding.provider {
         EmbeddingProvider::None => return Ok(None),
         EmbeddingProvider::TestHashing => {
@@ -109,22 +109,31 @@ pub async fn embedder(embedding: &EmbeddingConfig) -> anyhow::Result<Option<Arc<
 }
 
 #[cfg(feature = "candle")]
-async fn load_local(dir: std::path::PathBuf, precision: QueryPrecision) -> anyhow::Result<Arc<dyn Embedder>> {
+async fn load_local(
+    dir: std::path::PathBuf,
+    (queries, documents): (QueryPrecision, QueryPrecision),
+) -> anyhow::Result<Arc<dyn Embedder>> {
     use roncho_embed::bert::{BertEmbedder, QueryPrecision as Precision};
     let shown = dir.display().to_string();
-    let precision = match precision {
+    let precision = |precision| match precision {
         QueryPrecision::Int8 => Precision::Int8,
         QueryPrecision::Float => Precision::Float,
     };
-    let loaded = tokio::task::spawn_blocking(move || BertEmbedder::load_with(&dir, precision))
+    let (queries, documents) = (precision(queries), precision(documents));
+    let loaded = tokio::task::spawn_blocking(move || BertEmbedder::load_with_precisions(&dir, queries, documents))
         .await?
         .with_context(|| format!("loading the embedding model in {shown}"))?;
-    tracing::info!(model = loaded.model_id(), queries = ?loaded.query_precision(), "local embedding model loaded");
+    tracing::info!(
+        model = loaded.model_id(),
+        queries = ?loaded.query_precision(),
+        documents = ?loaded.document_precision(),
+        "local embedding model loaded"
+    );
     Ok(Arc::new(loaded))
 }
 
 #[cfg(not(feature = "candle"))]
-async fn load_local(dir: std::path::PathBuf, _: QueryPrecision) -> anyhow::Result<Arc<dyn Embedder>> {
+async fn load_local(dir: std::path::PathBuf, _: (QueryPrecision, QueryPrecision)) -> anyhow::Result<Arc<dyn Embedder>> {
     anyhow::bail!(
         "{} holds a local model, but this build has no `candle` feature",
         dir.display()

@@ -574,7 +574,7 @@ pub struct SyncItem {
 
 /// How far meaning is behind a workspace's writes: its messages whose
 /// vectors are not in the vector store yet (found by their words, not by
-/// meaning), and when the oldest of them was written.
+/// meaning), and since when the oldest of them has waited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MeaningLag {
     /// Messages waiting (pending, or failed after their attempts).
@@ -582,15 +582,17 @@ pub struct MeaningLag {
     /// Whether more may wait than `messages` counts (a long backlog is
     /// counted from its oldest entries, up to a bound).
     pub at_least: bool,
-    /// When the oldest of them was written (microseconds since the epoch).
-    pub oldest_written_at: Option<i64>,
+    /// When the oldest of them began to wait (microseconds since the
+    /// epoch): written, or queued again (another model, an erased turn
+    /// before it).
+    pub oldest_queued_at: Option<i64>,
 }
 
 impl MeaningLag {
     /// Seconds the oldest waiting message has waited at `now` (microseconds); 0 when none waits.
     pub fn seconds(&self, now: i64) -> f64 {
-        self.oldest_written_at
-            .map_or(0.0, |written| (now.saturating_sub(written)).max(0) as f64 / 1e6)
+        self.oldest_queued_at
+            .map_or(0.0, |queued| (now.saturating_sub(queued)).max(0) as f64 / 1e6)
     }
 }
 
@@ -600,8 +602,8 @@ pub struct SyncCounts {
     pub pending: i64,
     pub synced: i64,
     pub failed: i64,
-    /// When the oldest pending row was written (microseconds since the
-    /// epoch): how far meaning is behind, in time.
+    /// Since when the oldest pending row has waited (microseconds since the
+    /// epoch; a conclusion's creation): how far meaning is behind, in time.
     pub oldest_pending_at: Option<i64>,
 }
 

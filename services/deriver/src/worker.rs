@@ -624,7 +624,8 @@ impl Worker {
         target: &Collection<'_>,
         facts: &[String],
     ) -> Result<Vec<Placement>> {
-        let embedded = embedder.embed(facts).await?;
+        // After queries and message vectors: nobody waits on this check.
+        let embedded = embedder.embed_background(facts).await?;
         // Within the batch: of two near-identical facts keep the better worded.
         let mut kept: Vec<usize> = Vec::new();
         for (index, vector) in embedded.iter().enumerate() {

@@ -112,7 +112,7 @@ impl TextSearch for SqlStore {
         sql.bind(workspace_id)
             .push(" THEN 1 ELSE 0 END) AS n, MIN(CASE WHEN m.workspace_name = ")
             .bind(workspace_id)
-            .push(" THEN m.created_at END) AS oldest FROM (SELECT message_id FROM message_sync ORDER BY message_id LIMIT ")
+            .push(" THEN q.queued_at END) AS oldest FROM (SELECT message_id, queued_at FROM message_sync ORDER BY message_id LIMIT ")
             .bind(GAP_COUNT_LIMIT)
             .push(match self.dialect() {
                 Dialect::Postgres => {
@@ -128,7 +128,7 @@ impl TextSearch for SqlStore {
         Ok(MeaningLag {
             messages,
             at_least: messages > 0 && queued >= GAP_COUNT_LIMIT,
-            oldest_written_at: rows::get(&row, "oldest")?,
+            oldest_queued_at: rows::get(&row, "oldest")?,
         })
     }
 }

@@ -329,8 +329,7 @@ impl SyncLedger for SqlStore {
                 "SELECT (SELECT COUNT(*) FROM messages) AS total, \
                  (SELECT COUNT(*) FROM message_sync WHERE state = 'pending') AS pending, \
                  (SELECT COUNT(*) FROM message_sync WHERE state = 'failed') AS failed, \
-                 (SELECT m.created_at FROM message_sync q JOIN messages m ON m.id = q.message_id \
-                  WHERE q.state = 'pending' ORDER BY q.message_id LIMIT 1) AS oldest"
+                 (SELECT MIN(queued_at) FROM message_sync WHERE state = 'pending') AS oldest"
             }
             SyncKind::Conclusion => {
                 "SELECT COUNT(*) AS total, \

@@ -72,7 +72,8 @@ pub(crate) async fn requeue_messages(conn: &mut AnyConnection, condition: &(dyn 
     let mut requeued = 0;
     for (state, counted) in [("failed", true), ("pending", false)] {
         let mut sql = Sql::new("UPDATE message_sync SET state = 'pending', attempts = 0, error = NULL, version = ");
-        sql.bind(version).push(" WHERE state = ").bind(state);
+        sql.bind(version).push(", queued_at = ").bind(version);
+        sql.push(" WHERE state = ").bind(state);
         sql.push(" AND message_id IN (SELECT id FROM messages WHERE ");
         condition(&mut sql);
         sql.push(")");
@@ -81,8 +82,8 @@ pub(crate) async fn requeue_messages(conn: &mut AnyConnection, condition: &(dyn 
             requeued += changed;
         }
     }
-    let mut sql = Sql::new("INSERT INTO message_sync (message_id, version) SELECT id, ");
-    sql.bind(version).push(" FROM messages WHERE ");
+    let mut sql = Sql::new("INSERT INTO message_sync (message_id, version, queued_at) SELECT id, ");
+    sql.bind(version).push(", ").bind(version).push(" FROM messages WHERE ");
     condition(&mut sql);
     sql.push(" AND NOT EXISTS (SELECT 1 FROM message_sync q WHERE q.message_id = messages.id)");
     Ok(requeued + execute(conn, &sql).await?)

@@ -540,7 +540,18 @@ async fn a_store_from_before_0019_upgrades_with_its_sync_state(url: String) {
             .expect("an 0018 row");
     }
     roncho_store::migrate_to(&store, 22).await.expect("the upgrade");
-    assert_eq!(sync_counts(&store).await, (1, 2, 1));
+    // Counted as the schema of 0022 holds them (`sync_counts` reads what 0029 added).
+    let pool = store.pool();
+    let count = |sql: &'static str| async move {
+        let (n,): (i64,) = sqlx::query_as(sql).fetch_one(pool).await.expect(sql);
+        n
+    };
+    let (total, pending, failed) = (
+        count("SELECT COUNT(*) FROM messages").await,
+        count("SELECT COUNT(*) FROM message_sync WHERE state = 'pending'").await,
+        count("SELECT COUNT(*) FROM message_sync WHERE state = 'failed'").await,
+    );
+    assert_eq!((total - pending - failed, pending, failed), (1, 2, 1));
     assert_eq!(
         due_versions(&store).await,
         [("m2".to_owned(), 3), ("m4".to_owned(), 0)],

@@ -17,6 +17,7 @@ section! {
         embedding_dimensions: usize,
         embedding_api_key: String,
         embedding_query_precision: QueryPrecision,
+        embedding_document_precision: QueryPrecision,
         qdrant_url: String,
         qdrant_api_key: String,
         qdrant_collection: String,
@@ -39,13 +40,13 @@ pub enum EmbeddingProvider {
     TestHashing,
 }
 
-/// How the local model embeds search queries.
+/// How the local model embeds search queries, or stored texts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum QueryPrecision {
-    /// An 8-bit copy of the encoder where the CPU has AVX-512 VNNI (else float).
+    /// An 8-bit copy of the encoder where the CPU has AVX-512 VNNI or AVX2 (else float).
     Int8,
-    /// The float model, as stored texts are.
+    /// The float model.
     Float,
 }
 
@@ -70,6 +71,8 @@ pub struct EmbeddingConfig {
     pub api_key: Option<Secret>,
     /// How the local model embeds search queries.
     pub query_precision: QueryPrecision,
+    /// How the local model embeds stored texts (messages, passages, conclusions).
+    pub document_precision: QueryPrecision,
     /// Directories `auto` looks in for a local model, in order: each place's
     /// bge-small-en-v1.5 (the default), then its all-MiniLM-L6-v2.
     pub search_dirs: Vec<PathBuf>,
@@ -111,6 +114,7 @@ impl SearchLayer {
             dimensions: self.embedding_dimensions,
             api_key: self.embedding_api_key.as_ref().map(Secret::from),
             query_precision: self.embedding_query_precision.unwrap_or(QueryPrecision::Int8),
+            document_precision: self.embedding_document_precision.unwrap_or(QueryPrecision::Int8),
             search_dirs,
         };
         if embedding.provider == EmbeddingProvider::Openai && embedding.dimensions.is_none() {

@@ -19,7 +19,8 @@ async fn status_counts_queued_work() {
             content: format!("message {i}"),
             metadata: JsonObject::new(),
             configuration: JsonObject::new(),
-            created_at: None,
+            // An imported history: meaning's lag counts from the write, not from this date.
+            created_at: (i == 0).then_some(1_683_504_000_000_000),
             token_count: 2,
         })
         .collect();

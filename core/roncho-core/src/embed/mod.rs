@@ -16,6 +16,13 @@ pub trait Embedder: Send + Sync + 'static {
     async fn embed_query(&self, text: &str) -> Result<Vec<f32>> {
         Ok(self.embed(&[text.to_owned()]).await?.pop().unwrap_or_default())
     }
+    /// Returns one vector per text, as [`Embedder::embed`] does, for work
+    /// nobody waits on (the deriver's check for facts it already holds):
+    /// an embedder that shares its cores runs it after search queries and
+    /// stored texts, which search waits on. By default [`Embedder::embed`].
+    async fn embed_background(&self, texts: &[String]) -> Result<Vec<Vec<f32>>> {
+        self.embed(texts).await
+    }
     /// Returns the byte ranges of `text` embedded one by one, in order: the
     /// whole text when the model reads it at once; else passages the model
     /// reads whole, each overlapping the one before so that no sentence is
