@@ -42,6 +42,32 @@ const PASSAGE_TOKENS: usize = 128;
 /// Tokens each passage repeats of the one before: a sentence cut by one
 /// passage's end is read whole by the next.
 const PASSAGE_OVERLAP: usize = 16;
+/// The most passages a text is embedded as: 4,000 tokens of 128-token
+/// passages, the longest message of the long-conversation sets (14,000
+/// characters) whole.
+const MOST_PASSAGES: usize = 32;
+
+/// The token ranges of the passages of a text of `tokens` tokens: `size`
+/// tokens each, each starting `overlap` before the one before ends; past
+/// [`MOST_PASSAGES`], that many window-long passages spread evenly from the
+/// first token to the last (gaps between them, for a bounded cost).
+fn token_windows(tokens: usize, size: usize, overlap: usize) -> Vec<std::ops::Range<usize>> {
+    let stride = size - overlap;
+    let count = tokens.saturating_sub(overlap).div_ceil(stride).max(1);
+    if count <= MOST_PASSAGES {
+        return (0..count)
+            .map(|at| at * stride..(at * stride + size).min(tokens))
+            .collect();
+    }
+    let size = WINDOW_TOKENS.min(tokens);
+    let span = tokens - size;
+    (0..MOST_PASSAGES)
+        .map(|at| {
+            let start = span * at / (MOST_PASSAGES - 1);
+            start..start + size
+        })
+        .collect()
+}
 
 /// The files a model directory must hold.
 pub const MODEL_FILES: [&str; 3] = ["config.json", "tokenizer.json", "model.safetensors"];
@@ -311,9 +337,13 @@ impl BertEmbedder {
         let mut order: Vec<usize> = (0..texts.len()).collect();
         order.sort_by_key(|&index| std::cmp::Reverse(texts[index].len()));
         let next = AtomicUsize::new(0);
+        let failed = std::sync::atomic::AtomicBool::new(false);
         let take = |yields: bool| -> Result<Share> {
             let mut done = Vec::new();
             loop {
+                if failed.load(Ordering::SeqCst) {
+                    return Ok(done);
+                }
                 if yields && self.demand.queries.load(Ordering::SeqCst) > 0 {
                     if next.load(Ordering::SeqCst) >= order.len() {
                         return Ok(done);
@@ -324,7 +354,11 @@ impl BertEmbedder {
                 let Some(&index) = order.get(next.fetch_add(1, Ordering::SeqCst)) else {
                     return Ok(done);
                 };
-                done.push((index, self.embed_int8_one(encoder, &texts[index])?));
+                // One text failing fails the pass: the other cores stop too.
+                let vector = self
+                    .embed_int8_one(encoder, &texts[index])
+                    .inspect_err(|_| failed.store(true, Ordering::SeqCst))?;
+                done.push((index, vector));
             }
         };
         let shares: Vec<Result<Share>> = std::thread::scope(|scope| {
@@ -408,7 +442,10 @@ impl BertEmbedder {
     /// The passages of `text`: the whole text when the model reads it at
     /// once ([`WINDOW_TOKENS`]), else passages of [`PASSAGE_TOKENS`]
     /// tokens, each starting [`PASSAGE_OVERLAP`] tokens before the one
-    /// before it ends; the first starts at 0.
+    /// before it ends; the first starts at 0. A text of more than
+    /// [`MOST_PASSAGES`] such passages gets that many, as long as the window
+    /// and spread evenly over it: a message of 25,000 one-token characters
+    /// would be 224 passages, each costing what a message does.
     pub fn passage_ranges(&self, text: &str) -> Vec<std::ops::Range<usize>> {
         // Every token covers a byte at least: a text this short fits.
         if text.len() <= WINDOW_TOKENS {
@@ -421,18 +458,14 @@ impl BertEmbedder {
         if offsets.len() <= WINDOW_TOKENS {
             return whole(text);
         }
-        let stride = PASSAGE_TOKENS - PASSAGE_OVERLAP;
-        let mut ranges = Vec::with_capacity(offsets.len().div_ceil(stride));
-        let mut first = 0;
-        loop {
-            let last = (first + PASSAGE_TOKENS).min(offsets.len()) - 1;
-            let start = if first == 0 { 0 } else { offsets[first].0 };
-            ranges.push(start..offsets[last].1);
-            if last + 1 == offsets.len() {
-                return ranges;
-            }
-            first += stride;
-        }
+        token_windows(offsets.len(), PASSAGE_TOKENS, PASSAGE_OVERLAP)
+            .into_iter()
+            .enumerate()
+            .map(|(at, tokens)| {
+                let start = if at == 0 { 0 } else { offsets[tokens.start].0 };
+                start..offsets[tokens.end - 1].1
+            })
+            .collect()
     }
 
     /// Returns how this embedder embeds search queries.
@@ -622,6 +655,27 @@ mod tests {
             std::fs::write(dir.join("1_Pooling").join("config.json"), config).unwrap();
         }
         dir
+    }
+
+    #[test]
+    fn passages_overlap_cover_every_token_and_are_bounded_in_number() {
+        for tokens in [255, 256, 300, 1_000, 3_600, 3_601, 4_000, 25_000] {
+            let windows = token_windows(tokens, PASSAGE_TOKENS, PASSAGE_OVERLAP);
+            assert!(windows.len() <= MOST_PASSAGES, "{tokens}: {}", windows.len());
+            assert_eq!(windows[0].start, 0, "{tokens}");
+            assert_eq!(windows.last().unwrap().end, tokens, "{tokens}");
+            assert!(
+                windows.iter().all(|w| w.len() <= WINDOW_TOKENS && !w.is_empty()),
+                "{tokens}"
+            );
+            let contiguous = windows.windows(2).all(|pair| pair[1].start < pair[0].end);
+            let short = tokens <= MOST_PASSAGES * (PASSAGE_TOKENS - PASSAGE_OVERLAP);
+            assert!(
+                contiguous || !short,
+                "{tokens}: passages overlap while they may: {windows:?}"
+            );
+            assert!(windows.windows(2).all(|pair| pair[1].start > pair[0].start), "{tokens}");
+        }
     }
 
     #[test]

@@ -41,6 +41,10 @@ impl Embedder for SwitchableTestEmbedder {
         self.inner.embed(texts).await
     }
 
+    fn passages(&self, text: &str) -> Vec<std::ops::Range<usize>> {
+        self.inner.passages(text)
+    }
+
     fn dimensions(&self) -> usize {
         self.inner.dimensions()
     }

@@ -292,13 +292,21 @@ impl QdrantVectorStore {
         Ok(())
     }
 
+    /// Indexes `rid` in a collection made before deletes selected by it (a
+    /// no-op where it is); a key that may not index is warned about, and
+    /// deletes then filter each namespace's points one by one.
+    async fn index_ids(&self) {
+        if let Err(error) = self.index_keyword(RONCHO_ID).await {
+            tracing::warn!(%error, collection = %self.collection, "could not index `rid`: deletes scan the namespace");
+        }
+    }
+
     /// Makes sure the collection exists, creating it for `dimensions`.
     async fn ensure(&self, dimensions: usize, model_id: Option<&str>) -> Result<&Layout> {
         self.ready
             .get_or_try_init(|| async {
                 if let Some(layout) = self.describe().await? {
-                    // Made before deletes selected by `rid`: index it once.
-                    self.index_keyword(RONCHO_ID).await?;
+                    self.index_ids().await;
                     return Ok(layout);
                 }
                 self.create(dimensions, model_id).await?;
@@ -748,8 +756,10 @@ impl QdrantVectorStore {
             return Ok(Some(layout.clone()));
         }
         let layout = self.describe().await?;
-        if let Some(layout) = &layout {
-            let _ = self.ready.set(layout.clone());
+        if let Some(layout) = &layout
+            && self.ready.set(layout.clone()).is_ok()
+        {
+            self.index_ids().await;
         }
         Ok(layout)
     }

@@ -577,10 +577,10 @@ pub struct SyncItem {
 /// meaning), and since when the oldest of them has waited.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MeaningLag {
-    /// Messages waiting (pending, or failed after their attempts).
+    /// Messages waiting (pending).
     pub messages: i64,
     /// Whether more may wait than `messages` counts (a long backlog is
-    /// counted from its oldest entries, up to a bound).
+    /// counted over the workspace's newest messages, up to a bound).
     pub at_least: bool,
     /// When the oldest of them began to wait (microseconds since the
     /// epoch): written, or queued again (another model, an erased turn

@@ -263,19 +263,29 @@ impl Reconciler {
     /// (a batch's consecutive messages are each other's context).
     async fn vectors_of(&self, items: &[SyncItem]) -> Result<Vec<(Vec<f32>, Vec<Vec<f32>>)>> {
         // A message's text never changes, so neither do its passages; a
-        // conclusion's may, and is short: it keeps one vector.
-        let later_passages = |item: &'_ SyncItem| -> Vec<std::ops::Range<usize>> {
-            match item.kind {
-                SyncKind::Message => self.embedder.passages(&item.text).into_iter().skip(1).collect(),
-                SyncKind::Conclusion => Vec::new(),
-            }
-        };
+        // conclusion's may, and is short: it keeps one vector. Cutting a
+        // text into passages tokenizes all of it: off the async runtime.
+        let messages: Vec<Option<String>> = items
+            .iter()
+            .map(|item| (item.kind == SyncKind::Message).then(|| item.text.clone()))
+            .collect();
+        let embedder = self.embedder.clone();
+        let ranges = tokio::task::spawn_blocking(move || {
+            messages
+                .iter()
+                .map(|text| text.as_deref().map(|text| embedder.passages(text)).unwrap_or_default())
+                .collect::<Vec<_>>()
+        })
+        .await
+        .map_err(|error| roncho_core::Error::Internal(format!("cutting texts into passages failed: {error}")))?;
         let passages: Vec<Vec<&str>> = items
             .iter()
-            .map(|item| {
-                later_passages(item)
-                    .into_iter()
-                    .filter_map(|range| item.text.get(range))
+            .zip(&ranges)
+            .map(|(item, ranges)| {
+                ranges
+                    .iter()
+                    .skip(1)
+                    .map(|range| on_characters(&item.text, range.clone()))
                     .collect()
             })
             .collect();
@@ -308,6 +318,20 @@ impl Reconciler {
     }
 }
 
+/// The part of `text` within `range`, widened to the characters it cuts
+/// into (a passage is never dropped, so the numbers of those after it hold).
+fn on_characters(text: &str, range: std::ops::Range<usize>) -> &str {
+    let mut start = range.start.min(text.len());
+    while !text.is_char_boundary(start) {
+        start -= 1;
+    }
+    let mut end = range.end.clamp(start, text.len());
+    while !text.is_char_boundary(end) {
+        end += 1;
+    }
+    &text[start..end]
+}
+
 /// How much of the turn a message answers goes into its vector. A reply
 /// such as "Yes, last Sunday!" means little alone, but a message embedded
 /// together with its predecessor's text lent its meaning to the next turn
@@ -336,6 +360,16 @@ pub fn mix(own: &[f32], context: &[f32], weight: f32) -> Vec<f32> {
 #[cfg(test)]
 mod tests {
     use super::mix;
+
+    #[test]
+    fn a_passage_cut_inside_a_character_takes_all_of_it() {
+        let text = "ab日本cd";
+        assert_eq!(super::on_characters(text, 2..5), "日");
+        assert_eq!(super::on_characters(text, 3..6), "日本");
+        assert_eq!(super::on_characters(text, 1..3), "b日");
+        assert_eq!(super::on_characters(text, 0..99), text);
+        assert_eq!(super::on_characters(text, 99..120), "");
+    }
 
     #[test]
     fn a_mixed_vector_is_unit_length_and_leans_to_its_own_meaning() {

@@ -216,8 +216,13 @@ pub async fn search(
     // fusion needs them; and how far meaning is behind, for the reply.
     let meaning_lag = async {
         match semantic {
-            Some(_) => store.meaning_lag(workspace_id).await.map(Some),
-            None => Ok(None),
+            // Said beside the results; never a reason to fail them.
+            Some(_) => store
+                .meaning_lag(workspace_id)
+                .await
+                .inspect_err(|error| tracing::warn!(%error, "how far meaning is behind could not be read"))
+                .ok(),
+            None => None,
         }
     };
     let (named, found, meaning_lag) = tokio::join!(
@@ -235,7 +240,7 @@ pub async fn search(
         messages,
         mode: found.mode,
         degraded_reason: found.degraded_reason,
-        meaning_lag: meaning_lag?,
+        meaning_lag,
     })
 }
 

@@ -9,3 +9,11 @@ ALTER TABLE vectors ADD COLUMN passages BYTEA;
 -- `created_at` may be a date the client gave (an imported history).
 ALTER TABLE message_sync ADD COLUMN queued_at BIGINT NOT NULL
     DEFAULT ((extract(epoch FROM clock_timestamp()) * 1000000)::bigint);
+
+-- Messages the model may not read whole (over 200 characters: a token
+-- covers a character at least) are embedded again, now with passages.
+UPDATE message_sync SET state = 'pending', attempts = 0, error = NULL, version = version + 1
+    WHERE message_id IN (SELECT id FROM messages WHERE length(content) > 200);
+INSERT INTO message_sync (message_id, version)
+    SELECT m.id, 1 FROM messages m
+    WHERE length(m.content) > 200 AND NOT EXISTS (SELECT 1 FROM message_sync q WHERE q.message_id = m.id);

@@ -72,7 +72,11 @@ pub(crate) async fn requeue_messages(conn: &mut AnyConnection, condition: &(dyn 
     let mut requeued = 0;
     for (state, counted) in [("failed", true), ("pending", false)] {
         let mut sql = Sql::new("UPDATE message_sync SET state = 'pending', attempts = 0, error = NULL, version = ");
-        sql.bind(version).push(", queued_at = ").bind(version);
+        sql.bind(version);
+        if counted {
+            // Back from failed: waiting again from now. A pending row keeps its wait.
+            sql.push(", queued_at = ").bind(version);
+        }
         sql.push(" WHERE state = ").bind(state);
         sql.push(" AND message_id IN (SELECT id FROM messages WHERE ");
         condition(&mut sql);

@@ -600,6 +600,56 @@ async fn postgres_a_store_from_before_0019_upgrades_with_its_sync_state() {
     database.drop_database().await;
 }
 
+/// Migration 0029 queues again the synced messages the model may not have
+/// read whole, so that they get their passages, and times each message's
+/// wait from when it was queued, not from its `created_at`.
+async fn long_messages_are_embedded_again_with_their_passages(url: String) {
+    let store = roncho_store::connect(&StoreOptions::new(url)).await.expect("connect");
+    roncho_store::migrate_to(&store, 28).await.expect("migrate to 0028");
+    store
+        .create_messages(
+            "w",
+            "s",
+            vec![
+                new_message("alice", "short"),
+                new_message("alice", &"a long plan ".repeat(40)),
+            ],
+        )
+        .await
+        .unwrap();
+    sqlx::query("DELETE FROM message_sync")
+        .execute(store.pool())
+        .await
+        .expect("both synced");
+    roncho_store::migrate(&store).await.expect("0029");
+    let counts = store.sync_counts(SyncKind::Message).await.unwrap();
+    assert_eq!((counts.synced, counts.pending, counts.failed), (1, 1, 0));
+    let waited = roncho_core::model::now_micros() - counts.oldest_pending_at.expect("queued when migrated");
+    assert!((0..600_000_000).contains(&waited), "{waited} µs");
+    let due = store
+        .unsynced(SyncKind::Message, 10, roncho_core::model::now_micros(), 0)
+        .await
+        .unwrap();
+    assert_eq!(due.len(), 1);
+    assert!(due[0].text.contains("a long plan"), "{:?}", due[0].text);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn sqlite_long_messages_are_embedded_again_with_their_passages() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    long_messages_are_embedded_again_with_their_passages(StoreOptions::embedded(dir.path()).database_url).await;
+}
+
+#[tokio::test]
+async fn postgres_long_messages_are_embedded_again_with_their_passages() {
+    let Some(database) = FreshDatabase::create().await else {
+        return;
+    };
+    long_messages_are_embedded_again_with_their_passages(database.url.clone()).await;
+    database.drop_database().await;
+}
+
 /// Words indexed before migration 0026 move with their workspace and
 /// session, so a session's search, which reads its words by them, finds
 /// them; words indexed after carry them too.

@@ -44,9 +44,10 @@ pub trait TextSearch: Send + Sync + 'static {
     /// `newest` rows (which [`TextSearch::search_unsynced_messages`] reads),
     /// up to [`GAP_COUNT_LIMIT`].
     async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64>;
-    /// How far meaning is behind `workspace_id`'s writes, counted over the
-    /// oldest [`GAP_COUNT_LIMIT`] messages of every workspace waiting for
-    /// their vectors (one lookup when none waits).
+    /// How far meaning is behind `workspace_id`'s writes: which of its
+    /// newest [`GAP_COUNT_LIMIT`] messages wait for their vectors (pending;
+    /// those failed after their attempts are `roncho status`'s), and since
+    /// when the oldest of them has waited. One probe when none waits.
     async fn meaning_lag(&self, workspace_id: &str) -> Result<MeaningLag>;
     /// How many of the workspace's messages counted by
     /// [`crate::store::SyncLedger::count_terms`] hold each of `terms`, and how

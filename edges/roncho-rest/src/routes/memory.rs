@@ -46,8 +46,7 @@ pub(super) async fn search(
     let mut response = Json(messages).into_response();
     let headers = response.headers_mut();
     headers.insert("x-roncho-search-mode", HeaderValue::from_static(results.mode.name()));
-    let matches: Vec<String> = results.matches.iter().map(match_text).collect();
-    if let Ok(value) = HeaderValue::from_str(&matches.join(", ")) {
+    if let Ok(value) = HeaderValue::from_str(&matches_text(&results.matches)) {
         headers.insert("x-roncho-search-matches", value);
     }
     if let Some(lag) = results.meaning_lag {
@@ -69,6 +68,29 @@ pub(super) async fn search(
         }
     }
     Ok(response)
+}
+
+/// The longest `x-roncho-search-matches`: a proxy's default buffer for a
+/// response's head is 4 KiB (nginx), and the other headers need room.
+const MATCHES_HEADER_BYTES: usize = 2_048;
+
+/// Why each result was found, as many as fit [`MATCHES_HEADER_BYTES`],
+/// then how many more there are (`+12 more`).
+fn matches_text(matches: &[recall::SearchMatch]) -> String {
+    let mut text = String::new();
+    for (at, found) in matches.iter().enumerate() {
+        let entry = match_text(found);
+        let left = matches.len() - at;
+        if text.len() + entry.len() + 16 > MATCHES_HEADER_BYTES {
+            text.push_str(&format!(", +{left} more"));
+            break;
+        }
+        if at > 0 {
+            text.push_str(", ");
+        }
+        text.push_str(&entry);
+    }
+    text
 }
 
 /// One result's explanation as `x-roncho-search-matches` gives it.
