@@ -2,8 +2,9 @@
 # Retrieval quality: starts a release `roncho serve` (embedded, then on a fresh
 # Postgres database) and runs `roncho-eval locomo` on the given LoCoMo-format
 # files. Without arguments: the development set in ../shared/eval (never
-# copied into this repository), each of its conversations scored alone, and
-# a seeded synthetic set.
+# copied into this repository), each of its conversations scored alone, a
+# seeded synthetic set, and two folds of generated long assistant
+# conversations (`roncho-eval longconv`).
 #
 #   loadtests/run-eval.sh [file.json ...]
 #   RONCHO_EVAL_BACKENDS=embedded loadtests/run-eval.sh    one backend
@@ -29,6 +30,12 @@ PY
   fi
   "$eval_bin" synth --seed 1 --conversations 5 --out "$work/synth-seed1.json" >/dev/null
   files+=("$work/synth-seed1.json")
+  # Long coding and planning assistant conversations (issue 58), two folds:
+  # each seed's file is one coding and one planning conversation.
+  for seed in 1 2; do
+    "$eval_bin" longconv --seed $seed --out "$work/long-seed$seed.json" >/dev/null
+    files+=("$work/long-seed$seed.json")
+  done
 fi
 
 run() { # label serve-args...
@@ -44,7 +51,7 @@ run() { # label serve-args...
   status() { "$roncho" status --listen 127.0.0.1:$port "$@" 2>/dev/null || true; }
   grep -Eq "^semantic search +ok" <<<"$(status "$@")" &&
   until grep -Eq "^message vectors +ok +[0-9]+ synced, 0 pending" <<<"$(status "$@")"; do
-    [ $((SECONDS - started)) -gt 600 ] && { echo "vectors did not sync within 600 s"; "$roncho" status --listen 127.0.0.1:$port "$@"; exit 1; }
+    [ $((SECONDS - started)) -gt 1800 ] && { echo "vectors did not sync within 1800 s"; "$roncho" status --listen 127.0.0.1:$port "$@"; exit 1; }
     sleep 1
   done
   echo "# vectors synced $((SECONDS - started)) s after ingest"

@@ -185,7 +185,8 @@ impl Tally {
         scores.any_at_10 += if recall(evidence, ranked, 10) > 0.0 { 1.0 } else { 0.0 };
     }
 
-    /// Returns averages per category and over categories 1–4 (key 0).
+    /// Returns averages per category and over the categories with answers
+    /// (key 0): LoCoMo's 1–4 and the long conversations' 11–19.
     pub fn averages(&self) -> BTreeMap<u8, Scores> {
         let mut averages = BTreeMap::new();
         let mut overall = Scores::default();
@@ -201,7 +202,7 @@ impl Tally {
                     any_at_10: sums.any_at_10 / n,
                 },
             );
-            if (1..=4).contains(category) {
+            if (1..=4).contains(category) || (11..=19).contains(category) {
                 overall.questions += sums.questions;
                 overall.recall_at_5 += sums.recall_at_5;
                 overall.recall_at_10 += sums.recall_at_10;

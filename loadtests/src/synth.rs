@@ -305,29 +305,9 @@ fn conversation(rng: &mut Rng, index: usize) -> Sample {
         map.insert(format!("speaker_{}", ["a", "b", "c"][index]), json!(speaker));
     }
     for (index, turns) in sessions.into_iter().enumerate() {
-        let (hour, minute) = (8 + (days[index] % 12), (days[index] * 7) % 60);
-        let meridiem = if hour >= 12 { "pm" } else { "am" };
-        let hour12 = if hour > 12 { hour - 12 } else { hour };
-        let month = [
-            "January",
-            "February",
-            "March",
-            "April",
-            "May",
-            "June",
-            "July",
-            "August",
-            "September",
-            "October",
-            "November",
-            "December",
-        ][(days[index] / 28) % 12];
-        let day_of_month = days[index] % 28 + 1;
         map.insert(
             format!("session_{}_date_time", index + 1),
-            json!(format!(
-                "{hour12}:{minute:02} {meridiem} on {day_of_month} {month}, 2024"
-            )),
+            json!(session_date(days[index])),
         );
         map.insert(
             format!("session_{}", index + 1),
@@ -339,6 +319,31 @@ fn conversation(rng: &mut Rng, index: usize) -> Sample {
         conversation: map,
         qa: questions,
     }
+}
+
+/// The date text of a session on day `day` of a 2024 conversation, in
+/// LoCoMo's "1:56 pm on 8 May, 2024" form.
+pub fn session_date(day: usize) -> String {
+    let (hour, minute) = (8 + (day % 12), (day * 7) % 60);
+    let meridiem = if hour >= 12 { "pm" } else { "am" };
+    let hour12 = if hour > 12 { hour - 12 } else { hour };
+    const MONTHS: [&str; 12] = [
+        "January",
+        "February",
+        "March",
+        "April",
+        "May",
+        "June",
+        "July",
+        "August",
+        "September",
+        "October",
+        "November",
+        "December",
+    ];
+    let month = MONTHS[(day / 28) % 12];
+    let day_of_month = day % 28 + 1;
+    format!("{hour12}:{minute:02} {meridiem} on {day_of_month} {month}, 2024")
 }
 
 #[cfg(test)]

@@ -15,7 +15,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use roncho_loadtests::locomo::{Sample, Scores, Tally, normalize_evidence, parse_date_time, turn_content};
-use roncho_loadtests::synth;
+use roncho_loadtests::{longconv, synth};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
@@ -49,6 +49,16 @@ enum Command {
         /// line per question, to look at what a ranking missed.
         #[arg(long)]
         dump: Option<PathBuf>,
+    },
+    /// Writes long coding and planning assistant conversations in the
+    /// LoCoMo format, with questions of nine kinds (categories 11–19).
+    Longconv {
+        #[arg(long, default_value_t = 1)]
+        seed: u64,
+        #[arg(long, default_value_t = 2)]
+        conversations: usize,
+        #[arg(long)]
+        out: PathBuf,
     },
     /// Writes synthetic conversations in the LoCoMo format.
     Synth {
@@ -233,12 +243,15 @@ async fn locomo(
         );
         for (category, scores) in &averages {
             let name = match category {
-                0 => "all 1-4".to_owned(),
+                0 => "all".to_owned(),
                 1 => "1 multi".to_owned(),
                 2 => "2 time".to_owned(),
                 3 => "3 open".to_owned(),
                 4 => "4 single".to_owned(),
-                other => other.to_string(),
+                other => match longconv::Kind::name(*other) {
+                    Some(name) => format!("{other} {name}"),
+                    None => other.to_string(),
+                },
             };
             println!(
                 "{name:<10} {:>9} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
@@ -267,21 +280,27 @@ async fn main() -> anyhow::Result<()> {
             let run_id = run_id.unwrap_or_else(|| std::process::id().to_string());
             locomo(data, target, json, &phase, &run_id, dump).await
         }
+        Command::Longconv {
+            seed,
+            conversations,
+            out,
+        } => write_samples(&longconv::generate(seed, conversations), &out),
         Command::Synth {
             seed,
             conversations,
             out,
-        } => {
-            let samples = synth::generate(seed, conversations);
-            std::fs::write(&out, serde_json::to_string_pretty(&samples)?)
-                .with_context(|| format!("writing {}", out.display()))?;
-            println!(
-                "wrote {} conversations ({} questions) to {}",
-                samples.len(),
-                samples.iter().map(|s| s.qa.len()).sum::<usize>(),
-                out.display()
-            );
-            Ok(())
-        }
+        } => write_samples(&synth::generate(seed, conversations), &out),
     }
+}
+
+fn write_samples(samples: &[Sample], out: &std::path::Path) -> anyhow::Result<()> {
+    std::fs::write(out, serde_json::to_string_pretty(samples)?)
+        .with_context(|| format!("writing {}", out.display()))?;
+    println!(
+        "wrote {} conversations ({} questions) to {}",
+        samples.len(),
+        samples.iter().map(|s| s.qa.len()).sum::<usize>(),
+        out.display()
+    );
+    Ok(())
 }
