@@ -17,7 +17,12 @@
 //! - `rid`: the roncho id of the message or conclusion;
 //! - `session`, `peer`, `level`: the fields a query may filter on (keyword indexes);
 //! - `passage`: for a message longer than the embedder reads at once, which
-//!   of its passages after the first the point holds (absent on the first).
+//!   of its passages after the first the point holds (absent on the first);
+//! - `passages`: on every point of such a message, how many passages it has,
+//!   which its rank by meaning allows for
+//!   ([`roncho_core::vector::passage_chance`]; a point
+//!   synced before this field existed counts as one passage until the
+//!   message is synced again).
 //!
 //! The point id is a UUID derived from `(namespace, rid)` (a later passage:
 //! `rid` and its number) by a fixed 128-bit FNV-1a hash, so upserts replace
@@ -61,6 +66,7 @@ const SESSION: &str = "session";
 const PEER: &str = "peer";
 const LEVEL: &str = "level";
 const PASSAGE: &str = "passage";
+const PASSAGES: &str = "passages";
 /// The sparse vector of a message's words.
 const LEXICAL: &str = "text";
 /// Collection metadata keys.
@@ -348,10 +354,7 @@ impl QdrantVectorStore {
                     .ok_or_else(|| {
                         Error::Internal(format!("qdrant point in {namespace} has no `{RONCHO_ID}` payload"))
                     })?;
-                let passage = match point.payload.get(PASSAGE).and_then(|value| value.kind.as_ref()) {
-                    Some(value::Kind::IntegerValue(n)) => u32::try_from(*n).unwrap_or(0),
-                    _ => 0,
-                };
+                let passage = integer(&point, PASSAGE).unwrap_or(0);
                 Ok(VectorHit {
                     id,
                     distance: score(point.score),
@@ -439,7 +442,18 @@ fn payload(namespace: &str, record: &VectorRecord) -> HashMap<String, Value> {
             payload.insert(key.to_owned(), Value::from(value.clone()));
         }
     }
+    if !record.passages.is_empty() {
+        payload.insert(PASSAGES.to_owned(), Value::from(1 + record.passages.len() as i64));
+    }
     payload
+}
+
+/// A point's whole-number payload field `key`, if it has one.
+fn integer(point: &ScoredPoint, key: &str) -> Option<u32> {
+    match point.payload.get(key)?.kind.as_ref()? {
+        value::Kind::IntegerValue(n) => u32::try_from(*n).ok(),
+        _ => None,
+    }
 }
 
 #[async_trait]
@@ -567,7 +581,7 @@ impl VectorStore for QdrantVectorStore {
             score_threshold: max_distance.map(|distance| 1.0 - distance),
             ..Default::default()
         };
-        self.nearest_records(namespace, request, top_k).await
+        self.nearest_records(namespace, request, top_k, max_distance).await
     }
 
     /// The query's, but for a collection made with the `Idf` modifier
@@ -635,7 +649,7 @@ impl VectorStore for QdrantVectorStore {
             match dense {
                 Some(dense) => {
                     let request = query(Query::new_nearest(dense.to_vec()), None);
-                    self.nearest_records(namespace, request, top_k).await
+                    self.nearest_records(namespace, request, top_k, None).await
                 }
                 None => Ok(Vec::new()),
             }
@@ -726,10 +740,18 @@ impl QdrantVectorStore {
     }
 
     /// The `top_k` records nearest by `request` (a dense query without a
-    /// limit), each by its nearest passage: while a record's later
-    /// passages fill the list, it asks again for twice as many points.
-    async fn nearest_records(&self, namespace: &str, mut request: QueryPoints, top_k: usize) -> Result<Vec<VectorHit>> {
-        request.with_payload = Some(WithPayloadSelector::from(vec![RONCHO_ID, PASSAGE]));
+    /// limit), each by its nearest passage and the allowance for its
+    /// passages: while a record's later passages fill the list, or a point
+    /// not fetched may outrank a record that its allowance moved back, it
+    /// asks again for twice as many points.
+    async fn nearest_records(
+        &self,
+        namespace: &str,
+        mut request: QueryPoints,
+        top_k: usize,
+        max_distance: Option<f32>,
+    ) -> Result<Vec<VectorHit>> {
+        request.with_payload = Some(WithPayloadSelector::from(vec![RONCHO_ID, PASSAGE, PASSAGES]));
         let mut asked = top_k;
         loop {
             request.limit = Some(asked as u64);
@@ -741,8 +763,16 @@ impl QdrantVectorStore {
                 }
                 Err(error) => return Err(qdrant_error("query", error)),
             };
+            let counts: HashMap<String, u32> = points
+                .iter()
+                .filter_map(|point| {
+                    let count = integer(point, PASSAGES)?;
+                    Some((string_value(point.payload.get(RONCHO_ID)?.clone())?, count))
+                })
+                .collect();
             let hits = Self::hits(namespace, points, |score| 1.0 - score)?;
-            let (kept, short) = roncho_core::vector::best_per_record(hits, top_k, asked);
+            let passages = |id: &str| counts.get(id).copied().unwrap_or(1);
+            let (kept, short) = roncho_core::vector::best_per_record(hits, top_k, asked, max_distance, passages);
             if !short {
                 return Ok(kept);
             }

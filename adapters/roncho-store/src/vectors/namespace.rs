@@ -583,8 +583,9 @@ impl Namespace {
         if self.passages.is_empty() {
             return self.scan_staged(query, top_k, filter, max_distance, by_signs);
         }
-        // A record's passages may fill the list: ask for more until
-        // `top_k` records are in it, or every entry is.
+        // A record's passages may fill the list, and an entry not fetched
+        // may outrank a record its allowance moved back: ask for more until
+        // the top `top_k` records are settled, or every entry is in it.
         let mut asked = top_k.saturating_mul(2);
         loop {
             let hits = self
@@ -599,7 +600,8 @@ impl Namespace {
                     }
                 })
                 .collect();
-            let (kept, short) = roncho_core::vector::best_per_record(hits, top_k, asked);
+            let passages = |id: &str| 1 + self.passages.get(id).copied().unwrap_or(0);
+            let (kept, short) = roncho_core::vector::best_per_record(hits, top_k, asked, max_distance, passages);
             if !short || asked >= self.ids.len() {
                 return kept;
             }

@@ -224,7 +224,7 @@ pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors:
             "ns",
             vec![
                 record("a", unit(1.0, 0.0, 0.0), "s1", "alice", "explicit"),
-                record("c", unit(0.2, 0.0, 1.0), "s1", "bob", "explicit"),
+                record("c", unit(0.5, 0.0, 1.0), "s1", "bob", "explicit"),
                 long_record(
                     "long",
                     unit(0.0, 1.0, 0.0),
@@ -240,7 +240,11 @@ pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors:
     assert_eq!(ids(&hits), ["long", "c"], "{hits:?}");
     assert_eq!(hits[0].passage, 1, "{hits:?}");
     assert_eq!(hits[1].passage, 0, "{hits:?}");
-    assert!(hits[0].distance < 0.01, "scored by its nearest passage: {hits:?}");
+    // Scored by its nearest passage, allowing for the chance that one of
+    // four passages is that near.
+    let nearest = 1.0 - 1.0 / (1.0_f32 + 0.05 * 0.05).sqrt();
+    let expected = nearest + super::passage_chance(4);
+    assert!((hits[0].distance - expected).abs() < 1e-3, "{expected}: {hits:?}");
     let hits = near(vectors, unit(0.0, 0.0, 1.0), 10, all.clone()).await;
     assert_eq!(ids(&hits), ["long", "c", "a"], "each record once: {hits:?}");
     let hits = near(vectors, unit(0.0, 0.15, 1.0), 1, all.clone()).await;
@@ -261,12 +265,31 @@ pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors:
         assert_eq!(ids(&hybrid.dense), ["long", "c", "a"], "{hybrid:?}");
         assert_eq!(hybrid.dense[0].passage, 1, "{hybrid:?}");
     }
+    // A text of one passage a little farther than the long record's
+    // nearest passage, but nearer than that allowance, ranks first.
+    let short = unit(0.0, 0.1, 1.0);
+    vectors
+        .upsert("ns", vec![record("short", short, "s1", "bob", "explicit")])
+        .await
+        .unwrap();
+    let hits = near(vectors, unit(0.0, 0.0, 1.0), 10, all.clone()).await;
+    assert_eq!(ids(&hits), ["short", "long", "c", "a"], "{hits:?}");
+    // Asked for one, the store looks past the long record's nearer passages.
+    let hits = near(vectors, unit(0.0, 0.0, 1.0), 1, all.clone()).await;
+    assert_eq!(ids(&hits), ["short"], "{hits:?}");
+    // A distance limit holds with the allowance: the long record's nearest
+    // passage is within it, the record is not.
+    let hits = vectors
+        .query("ns", &unit(0.0, 0.0, 1.0), 10, &all, Some(0.02))
+        .await
+        .unwrap();
+    assert_eq!(ids(&hits), ["short"], "{hits:?}");
     // Deleting the record deletes every passage.
     vectors.delete("ns", &["long".into()]).await.unwrap();
     for query in [unit(0.0, 0.0, 1.0), unit(0.0, 0.15, 1.0), unit(0.0, 1.0, 0.0)] {
         let hits = near(vectors, query, 10, all.clone()).await;
         let mut found = ids(&hits);
         found.sort_unstable();
-        assert_eq!(found, ["a", "c"], "no passage outlives its record: {hits:?}");
+        assert_eq!(found, ["a", "c", "short"], "no passage outlives its record: {hits:?}");
     }
 }
