@@ -401,13 +401,12 @@ impl BertEmbedder {
             return Ok(None);
         }
         let hidden = self.dimensions;
-        let tokens = encoder
-            .forward(ids)
-            .map_err(|e| Error::Internal(format!("embedding a text: {e}")))?;
+        let failed = |e| Error::Internal(format!("embedding a text: {e}"));
         let mut vector = match self.loaded.pooling {
-            Pooling::Cls => tokens[..hidden].to_vec(),
+            Pooling::Cls => encoder.forward_first(ids).map_err(failed)?,
             // One text, no padding: every token counts.
             Pooling::Mean => {
+                let tokens = encoder.forward(ids).map_err(failed)?;
                 let mut sum = vec![0f32; hidden];
                 for token in tokens.chunks(hidden) {
                     sum.iter_mut().zip(token).for_each(|(s, t)| *s += t);

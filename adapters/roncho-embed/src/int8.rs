@@ -209,11 +209,16 @@ fn quantize_activations(x: &[f32]) -> (Vec<u8>, Vec<f32>) {
     let mut scales = Vec::with_capacity(x.len() / BLOCK);
     for (block, out) in x.chunks(BLOCK).zip(bytes.chunks_mut(BLOCK)) {
         let high = f32::from_bits(block.iter().fold(0, |high, v| high.max(v.to_bits() & 0x7fff_ffff)));
-        let inverse = if high > 0.0 { 127.0 / high } else { 0.0 };
+        // Finite even for a block of subnormals (`127 / high` would not be).
+        let inverse = if high > 0.0 { (127.0 / high).min(f32::MAX) } else { 0.0 };
         scales.push(high / 127.0);
         for (byte, v) in out.iter_mut().zip(block) {
-            let scaled = v * inverse;
-            *byte = ((scaled + 0.5f32.copysign(scaled)) as i32 + 128) as u8;
+            // `max` first: a NaN becomes −127, so the value is in range.
+            #[expect(clippy::manual_clamp, reason = "`clamp` would keep a NaN")]
+            let scaled = (v * inverse).max(-127.0).min(127.0);
+            #[expect(unsafe_code, reason = "within ±127.5 and not NaN, so it fits an i32")]
+            let rounded: i32 = unsafe { (scaled + 0.5f32.copysign(scaled)).to_int_unchecked() };
+            *byte = (rounded + 128) as u8;
         }
     }
     (bytes, scales)
@@ -285,17 +290,14 @@ mod vnni {
             #[expect(unsafe_code, reason = "16 f32 read within `scales`, checked by the slice")]
             let weight_scale = unsafe { _mm512_loadu_ps(scales[block * TILE..][..TILE].as_ptr()) };
             let block_weights = &weights[block * BLOCK * TILE..][..BLOCK * TILE];
-            // Each token's 32 bytes of this block, as 8 groups of 4.
-            let activations: [[i32; BLOCK / 4]; M] = std::array::from_fn(|token| {
-                let bytes = &bytes[token * inputs + block * BLOCK..][..BLOCK];
-                std::array::from_fn(|group| {
-                    i32::from_le_bytes([
-                        bytes[group * 4],
-                        bytes[group * 4 + 1],
-                        bytes[group * 4 + 2],
-                        bytes[group * 4 + 3],
-                    ])
-                })
+            // Each token's 32 bytes of this block, read 4 at a time
+            // straight into a broadcast where they are multiplied: read
+            // into a general register first, each took a move across to
+            // the vector unit, which competes with the products (Zen 4).
+            let activations: [&[u8; BLOCK]; M] = std::array::from_fn(|token| {
+                bytes[token * inputs + block * BLOCK..][..BLOCK]
+                    .try_into()
+                    .expect("a block of activations")
             });
             let mut dots = [offset; M];
             if first == 0 {
@@ -313,7 +315,9 @@ mod vnni {
                 #[expect(unsafe_code, reason = "64 bytes read within `block_weights`, checked by the slice")]
                 let w = unsafe { _mm512_loadu_si512(block_weights[group * 4 * TILE..][..4 * TILE].as_ptr().cast()) };
                 for (dot, activation) in dots.iter_mut().zip(&activations) {
-                    *dot = _mm512_dpbusd_epi32(*dot, _mm512_set1_epi32(activation[group]), w);
+                    #[expect(unsafe_code, reason = "4 bytes read within a block of 32, checked by the slice")]
+                    let four = unsafe { _mm_loadu_si32(activation[group * 4..][..4].as_ptr().cast()) };
+                    *dot = _mm512_dpbusd_epi32(*dot, _mm512_broadcastd_epi32(four), w);
                 }
             }
             for (token, (sum, dot)) in sums.iter_mut().zip(dots).enumerate() {
@@ -648,36 +652,50 @@ impl Int8Bert {
     /// input, norms, attention, GELU) are compiled for the kernel's CPU as
     /// well: in the x86-64 baseline they took a third of a query's time.
     pub fn forward(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
+        self.forward_rows(ids, ids.len())
+    }
+
+    /// The last layer's vector of the first token only (`hidden` values):
+    /// what a model pooled by its `[CLS]` token reads. The last layer
+    /// still computes every token's keys and values, but its attention,
+    /// its later products, norms and GELU run for that one row (of
+    /// bge-small's 12 layers, most of one).
+    pub fn forward_first(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
+        self.forward_rows(ids, ids.len().min(1))
+    }
+
+    /// Every layer for all of `ids`, the last for its first `rows` tokens.
+    fn forward_rows(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>, String> {
         #[cfg(target_arch = "x86_64")]
         match self.kernel {
             Kernel::Vnni if Kernel::detect() == Kernel::Vnni => {
                 #[expect(unsafe_code, reason = "the CPU's AVX-512 support is checked just above")]
-                return unsafe { self.forward_avx512(ids) };
+                return unsafe { self.forward_avx512(ids, rows) };
             }
             Kernel::Avx2 if Kernel::detect() != Kernel::Portable => {
                 #[expect(unsafe_code, reason = "the CPU's AVX2 and FMA support is checked just above")]
-                return unsafe { self.forward_avx2(ids) };
+                return unsafe { self.forward_avx2(ids, rows) };
             }
             _ => {}
         }
-        self.forward_steps(ids)
+        self.forward_steps(ids, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512f,avx512bw,avx2,fma")]
-    fn forward_avx512(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
-        self.forward_steps(ids)
+    fn forward_avx512(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>, String> {
+        self.forward_steps(ids, rows)
     }
 
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2,fma")]
-    fn forward_avx2(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
-        self.forward_steps(ids)
+    fn forward_avx2(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>, String> {
+        self.forward_steps(ids, rows)
     }
 
     /// [`Int8Bert::forward`]'s steps, inlined into each CPU's copy.
     #[inline(always)]
-    fn forward_steps(&self, ids: &[u32]) -> Result<Vec<f32>, String> {
+    fn forward_steps(&self, ids: &[u32], rows: usize) -> Result<Vec<f32>, String> {
         let hidden = self.shape.hidden;
         let tokens = ids.len();
         if tokens * hidden > self.positions.len() {
@@ -700,9 +718,13 @@ impl Int8Bert {
             );
         }
         layer_norm(&mut x, hidden, &self.embedding_norm);
-        for layer in &self.layers {
+        for (index, layer) in self.layers.iter().enumerate() {
             let qkv = layer.qkv.forward(self.kernel, &x);
-            let context = self.attention(&qkv, tokens);
+            // Every token's keys and values, but the last layer's output
+            // only for the rows asked for.
+            let queries = if index + 1 == self.layers.len() { rows } else { tokens };
+            x.truncate(queries * hidden);
+            let context = self.attention(&qkv, tokens, queries);
             let mut attended = layer.attention_out.forward(self.kernel, &context);
             attended.iter_mut().zip(&x).for_each(|(a, x)| *a += x);
             layer_norm(&mut attended, hidden, &layer.attention_norm);
@@ -713,42 +735,146 @@ impl Int8Bert {
             layer_norm(&mut out, hidden, &layer.output_norm);
             x = out;
         }
+        x.truncate(rows * hidden);
         Ok(x)
     }
 
     /// Self-attention over every token (one text, no padding) from the
-    /// fused query/key/value rows; returns the heads' contexts side by side.
+    /// fused query/key/value rows, for the first `queries` tokens; returns
+    /// the heads' contexts side by side (`queries × hidden`).
+    ///
+    /// Per head the keys are laid out by dimension (`width × tokens`,
+    /// scaled by `1/√width`), so a query's scores are `width` products
+    /// across all keys at once, and [`exp`] is a polynomial the compiler
+    /// vectorizes: a dot product per key with `expf` per weight took half
+    /// of a 256-token text's time (docs/benchmarks.md).
     #[inline(always)]
-    fn attention(&self, qkv: &[f32], tokens: usize) -> Vec<f32> {
+    fn attention(&self, qkv: &[f32], tokens: usize, queries: usize) -> Vec<f32> {
         let hidden = self.shape.hidden;
         let width = hidden / self.shape.heads;
         let scale = 1.0 / (width as f32).sqrt();
-        let mut context = vec![0f32; tokens * hidden];
-        let mut weights = vec![0f32; tokens];
+        let stride = tokens.next_multiple_of(SCORES);
+        let mut context = vec![0f32; queries * hidden];
+        let mut keys = vec![0f32; width * stride];
+        let mut values = vec![0f32; tokens * width];
+        let mut weights = vec![0f32; stride];
         for head in 0..self.shape.heads {
             let at = head * width;
-            for query in 0..tokens {
-                let q = &qkv[query * 3 * hidden + at..][..width];
-                for (key, weight) in weights.iter_mut().enumerate() {
-                    let k = &qkv[key * 3 * hidden + hidden + at..][..width];
-                    *weight = dot(q, k) * scale;
+            for (key, row) in qkv.chunks_exact(3 * hidden).enumerate() {
+                for (dimension, &value) in row[hidden + at..][..width].iter().enumerate() {
+                    keys[dimension * stride + key] = value * scale;
                 }
-                let high = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                let mut total = 0.0;
-                for weight in &mut weights {
-                    *weight = (*weight - high).exp();
-                    total += *weight;
-                }
+                values[key * width..][..width].copy_from_slice(&row[2 * hidden + at..][..width]);
+            }
+            for query in 0..queries {
+                scores(&qkv[query * 3 * hidden + at..][..width], &keys, &mut weights);
+                let weights = &mut weights[..tokens];
+                let high = lanes(weights, f32::NEG_INFINITY, f32::max);
+                weights.iter_mut().for_each(|weight| *weight = exp(*weight - high));
+                let inverse = 1.0 / lanes(weights, 0.0, |sum, weight| sum + weight);
                 let out = &mut context[query * hidden + at..][..width];
-                for (key, weight) in weights.iter().enumerate() {
-                    let v = &qkv[key * 3 * hidden + 2 * hidden + at..][..width];
-                    let weight = weight / total;
-                    out.iter_mut().zip(v).for_each(|(o, v)| *o += weight * v);
-                }
+                weighted_sum(weights, &values, out);
+                out.iter_mut().for_each(|o| *o *= inverse);
             }
         }
         context
     }
+}
+
+/// Keys scored at once in the smallest block: one register of 16 on
+/// AVX-512; blocks of four of them go first, each summed over the query's
+/// dimensions without leaving its registers.
+const SCORES: usize = 16;
+
+/// A query's score against every key, `keys` laid out by dimension
+/// (`q.len()` rows of `out.len()`, a multiple of [`SCORES`]): per four
+/// blocks of keys, the dimensions' products summed in registers.
+#[inline(always)]
+fn scores(q: &[f32], keys: &[f32], out: &mut [f32]) {
+    let stride = out.len();
+    let mut blocks = out.chunks_exact_mut(4 * SCORES);
+    for (index, out) in (&mut blocks).enumerate() {
+        score_block::<{ 4 * SCORES }>(q, keys, stride, index * 4 * SCORES, out);
+    }
+    let done = stride - blocks.into_remainder().len();
+    for (index, out) in out[done..].chunks_exact_mut(SCORES).enumerate() {
+        score_block::<SCORES>(q, keys, stride, done + index * SCORES, out);
+    }
+}
+
+#[inline(always)]
+fn score_block<const N: usize>(q: &[f32], keys: &[f32], stride: usize, first: usize, out: &mut [f32]) {
+    let mut sums = [0f32; N];
+    for (&q, row) in q.iter().zip(keys.chunks_exact(stride)) {
+        let row: &[f32; N] = row[first..first + N].try_into().expect("a block of keys");
+        sums.iter_mut().zip(row).for_each(|(sum, k)| *sum = q.mul_add(*k, *sum));
+    }
+    out.copy_from_slice(&sums);
+}
+
+/// `out = Σ weightᵢ × valuesᵢ` for rows of `out.len()` values, four rows
+/// a step: added one row at a time, each step waits on the one before (a
+/// softmax over 256 keys is 256 steps deep).
+#[inline(always)]
+fn weighted_sum(weights: &[f32], values: &[f32], out: &mut [f32]) {
+    let width = out.len();
+    out.fill(0.0);
+    let mut fours = weights.chunks_exact(4).zip(values.chunks_exact(4 * width));
+    for (w, rows) in &mut fours {
+        let (a, rest) = rows.split_at(width);
+        let (b, rest) = rest.split_at(width);
+        let (c, d) = rest.split_at(width);
+        for ((((o, a), b), c), d) in out.iter_mut().zip(a).zip(b).zip(c).zip(d) {
+            *o += w[1].mul_add(*b, w[0] * a) + w[3].mul_add(*d, w[2] * c);
+        }
+    }
+    let done = weights.len() / 4 * 4;
+    for (weight, row) in weights[done..].iter().zip(values[done * width..].chunks_exact(width)) {
+        out.iter_mut().zip(row).for_each(|(o, v)| *o += weight * v);
+    }
+}
+
+/// `values` folded by `join` in 16 running lanes, then the lanes: a sum
+/// or maximum in order is as deep as it is long and is not vectorized.
+#[inline(always)]
+fn lanes(values: &[f32], start: f32, join: impl Fn(f32, f32) -> f32) -> f32 {
+    const LANES: usize = 16;
+    let mut lanes = [start; LANES];
+    let chunks = values.chunks_exact(LANES);
+    let tail = chunks.remainder().iter().fold(start, |all, &value| join(all, value));
+    for chunk in chunks {
+        lanes
+            .iter_mut()
+            .zip(chunk)
+            .for_each(|(lane, &value)| *lane = join(*lane, value));
+    }
+    lanes.into_iter().fold(tail, &join)
+}
+
+/// `e^x` for `x ≤ 0` (a softmax's shifted scores), to within 3e-7
+/// relative: `x = n ln 2 + r` with `|r| ≤ ln 2 / 2`, Cephes' `expf`
+/// polynomial for `e^r`, and `2^n` put in the exponent's bits. No call and
+/// no branch, so a loop of it is vectorized. `x` is clamped to −87..0 (a
+/// NaN to −87): below, `e^x` is 0 as far as a softmax is concerned (e⁻⁸⁷
+/// ≈ 1.6e-38 is returned), and above 0 the exponent would not fit.
+#[inline(always)]
+fn exp(x: f32) -> f32 {
+    /// 1.5 × 2²³: adding it rounds to an integer held in the low bits.
+    const ROUND: f32 = 12_582_912.0;
+    #[expect(clippy::manual_clamp, reason = "`clamp` would keep a NaN")]
+    let x = x.max(-87.0).min(0.0);
+    let shifted = x * std::f32::consts::LOG2_E + ROUND;
+    let n = shifted - ROUND;
+    let whole = shifted.to_bits().wrapping_sub(ROUND.to_bits()) as i32;
+    let r = x - n * 0.693_359_4 - n * -2.121_944_4e-4;
+    let p = 1.987_569_1e-4;
+    let p = p * r + 1.398_199_9e-3;
+    let p = p * r + 8.333_452e-3;
+    let p = p * r + 4.166_579_6e-2;
+    let p = p * r + 0.166_666_65;
+    let p = p * r + 0.5;
+    let er = p * r * r + r + 1.0;
+    er * f32::from_bits(((whole + 127) << 23) as u32)
 }
 
 #[cfg(test)]
@@ -821,7 +947,7 @@ mod tests {
 
     /// A small BERT's tensors (hidden 64 in 2 heads, 2 layers) from noise.
     fn small_bert() -> (Tensors, Shape) {
-        let (hidden, inner, vocabulary, positions) = (64, 128, 40, 32);
+        let (hidden, inner, vocabulary, positions) = (64, 128, 40, 80);
         let mut tensors = Tensors::new();
         let mut seed = 7;
         let mut put = |name: String, rows: usize, columns: usize, scale: f32| {
@@ -869,7 +995,8 @@ mod tests {
     fn every_kernels_encoder_gives_the_portable_vectors() {
         let (tensors, shape) = small_bert();
         let portable = Int8Bert::new(&tensors, shape, Kernel::Portable).unwrap();
-        for tokens in [1, 5, 9, 16] {
+        // Up to blocks of 64 keys and past them, in every copy of attention.
+        for tokens in [1, 5, 9, 16, 49, 64, 70] {
             let ids: Vec<u32> = (0..tokens).map(|at| (at * 7 % 40) as u32).collect();
             let expected = portable.forward(&ids).unwrap();
             for kernel in Kernel::available() {
@@ -883,6 +1010,90 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// The first token's vector alone is the first row of every token's.
+    #[test]
+    fn the_first_tokens_vector_alone_is_the_first_row_of_all() {
+        let (tensors, shape) = small_bert();
+        for kernel in Kernel::available() {
+            let bert = Int8Bert::new(&tensors, shape, kernel).unwrap();
+            for tokens in [1, 6, 20, 64, 70] {
+                let ids: Vec<u32> = (0..tokens).map(|at| (at * 11 % 40) as u32).collect();
+                let all = bert.forward(&ids).unwrap();
+                let first = bert.forward_first(&ids).unwrap();
+                // Row by row, the same arithmetic: the same bits.
+                assert_eq!(first, all[..shape.hidden], "{kernel:?}, {tokens} tokens");
+            }
+        }
+    }
+
+    /// Attention by blocks of keys, [`exp`] and running lanes gives what
+    /// the textbook's softmax(q·k/√d)·v gives in `f64`, for lengths that
+    /// end inside a block, on a block and past several.
+    #[test]
+    fn attention_is_the_textbook_softmax_of_scaled_products() {
+        let (tensors, shape) = small_bert();
+        let bert = Int8Bert::new(&tensors, shape, Kernel::Portable).unwrap();
+        let hidden = shape.hidden;
+        let width = hidden / shape.heads;
+        for tokens in [1, 3, 16, 17, 64, 70, 131] {
+            let qkv: Vec<f32> = noise(tokens as u64, tokens * 3 * hidden)
+                .iter()
+                .map(|v| v * 4.0)
+                .collect();
+            for queries in [1, tokens] {
+                let context = bert.attention(&qkv, tokens, queries);
+                assert_eq!(context.len(), queries * hidden);
+                for head in 0..shape.heads {
+                    let at = head * width;
+                    for query in 0..queries {
+                        let row = |token: usize, part: usize| &qkv[token * 3 * hidden + part * hidden + at..][..width];
+                        let scores: Vec<f64> = (0..tokens)
+                            .map(|key| {
+                                let dot: f64 = row(query, 0)
+                                    .iter()
+                                    .zip(row(key, 1))
+                                    .map(|(q, k)| f64::from(q * k))
+                                    .sum();
+                                dot / (width as f64).sqrt()
+                            })
+                            .collect();
+                        let high = scores.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                        let weights: Vec<f64> = scores.iter().map(|s| (s - high).exp()).collect();
+                        let total: f64 = weights.iter().sum();
+                        for dimension in 0..width {
+                            let expected: f64 = (0..tokens)
+                                .map(|key| weights[key] / total * f64::from(row(key, 2)[dimension]))
+                                .sum();
+                            let got = f64::from(context[query * hidden + at + dimension]);
+                            assert!(
+                                (got - expected).abs() <= 1e-4 * (1.0 + expected.abs()),
+                                "{tokens} tokens, head {head}, query {query}: {got} vs {expected}"
+                            );
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn exp_matches_its_definition_where_a_softmax_reads_it() {
+        for step in 0..=90_000 {
+            let x = -(step as f32) / 1_000.0;
+            let exact = f64::from(x).exp();
+            let got = f64::from(exp(x));
+            if x >= -87.0 {
+                assert!((got - exact).abs() <= 3e-7 * exact, "exp({x}) = {got} vs {exact}");
+            } else {
+                assert!(got <= 1e-37, "exp({x}) = {got}");
+            }
+        }
+        assert_eq!(exp(0.0), 1.0);
+        assert!(exp(f32::NEG_INFINITY) <= 1e-37);
+        assert!(exp(f32::NAN) <= 1e-37, "a NaN score weighs nothing");
+        assert_eq!(exp(5.0), 1.0, "above 0 is clamped to 0");
     }
 
     #[test]
