@@ -158,6 +158,7 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
     let location = redact_url(&options.database_url);
     if dialect == Dialect::Sqlite {
         create_parent_dir(&options.database_url)?;
+        stable_sqlite_plans();
     }
     let url = match dialect {
         Dialect::Postgres => postgres_url(&options.database_url, options.statement_timeout),
@@ -233,6 +234,56 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         ),
     }
     Ok(store)
+}
+
+/// Makes every SQLite connection this process opens from now on keep its
+/// statements' plans whatever values are bound to them (SQLite's query
+/// planner stability guarantee), once per process.
+///
+/// Without it SQLite marks a prepared statement to be compiled again on its
+/// next run whenever a value is bound to a parameter the planner looked at:
+/// a `LIMIT ?`, the pattern of a `LIKE ?`. sqlx binds every value on every
+/// run, so each run of such a statement (the context walk, a search, a peer
+/// list) parsed and planned its SQL anew: 8 % of a context call's CPU
+/// (issue 58, docs/benchmarks.md). The plans it gives up were chosen for
+/// one value and never mattered to roncho's statements, whose indexes are
+/// chosen by equality on their scope.
+fn stable_sqlite_plans() {
+    static REGISTERED: std::sync::Once = std::sync::Once::new();
+    REGISTERED.call_once(|| {
+        // SAFETY: `sqlite3_auto_extension` stores a function pointer that
+        // SQLite calls with each new connection's handle, on the thread
+        // opening it, before the handle is used; the pointer is a plain
+        // `extern "C"` function that lives as long as the process.
+        #[allow(unsafe_code)]
+        let code = unsafe { libsqlite3_sys::sqlite3_auto_extension(Some(keep_plans)) };
+        if code != libsqlite3_sys::SQLITE_OK {
+            tracing::warn!(
+                code,
+                "SQLite refused the plan-stability hook: statements are re-planned as values change"
+            );
+        }
+    });
+}
+
+/// Sets `SQLITE_DBCONFIG_ENABLE_QPSG` on a connection SQLite has just opened.
+#[allow(unsafe_code)]
+unsafe extern "C" fn keep_plans(
+    db: *mut libsqlite3_sys::sqlite3,
+    _error: *mut *mut std::ffi::c_char,
+    _api: *const libsqlite3_sys::sqlite3_api_routines,
+) -> std::ffi::c_int {
+    // SAFETY: `db` is the open connection SQLite passes its auto-extensions;
+    // ENABLE_QPSG takes an int (1: on) and an int pointer for the new state,
+    // which may be null.
+    unsafe {
+        libsqlite3_sys::sqlite3_db_config(
+            db,
+            libsqlite3_sys::SQLITE_DBCONFIG_ENABLE_QPSG,
+            1 as std::ffi::c_int,
+            std::ptr::null_mut::<std::ffi::c_int>(),
+        )
+    }
 }
 
 /// Vacuums the tables an erasure deletes rows from (Postgres).

@@ -446,6 +446,15 @@ pub struct SessionSummary {
     pub created_at: i64,
 }
 
+/// What a session's context is cut from: its summaries, when asked for
+/// (at most one per kind, short first), and its newest messages whose
+/// tokens add up to at most a budget, oldest first.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ContextWindow {
+    pub summaries: Vec<SessionSummary>,
+    pub messages: Vec<Message>,
+}
+
 /// A validated conclusion waiting to be stored.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewConclusion {

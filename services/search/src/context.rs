@@ -475,6 +475,26 @@ pub fn select_summary(summaries: &[SessionSummary], budget: i64) -> (Option<Sess
     }
 }
 
+/// The newest of `messages` (oldest first) at or after position `from_seq`
+/// whose tokens add up to at most `token_budget`: the window a summary
+/// leaves to the messages, cut from the one read for the whole budget.
+fn newest_within(mut messages: Vec<Message>, token_budget: i64, from_seq: i64) -> Vec<Message> {
+    if token_budget <= 0 {
+        return Vec::new();
+    }
+    let mut used = 0_i64;
+    let mut first = messages.len();
+    for (index, message) in messages.iter().enumerate().rev() {
+        if message.seq_in_session < from_seq || used + message.token_count > token_budget {
+            break;
+        }
+        used += message.token_count;
+        first = index;
+    }
+    messages.drain(..first);
+    messages
+}
+
 /// Builds a session context within `token_limit` tokens in all: the peer
 /// card and the representation first (when a target is given), together at
 /// most half the budget — the card by line within a quarter, the
@@ -508,14 +528,15 @@ pub async fn session_context(
             (memory, left)
         }
     };
+    let window = store
+        .context_window(workspace_id, session_id, budget, include_summary)
+        .await?;
     let (summary, from_seq, message_budget) = if include_summary {
-        select_summary(&store.session_summaries(workspace_id, session_id).await?, budget)
+        select_summary(&window.summaries, budget)
     } else {
         (None, 0, budget)
     };
-    let messages = store
-        .context_messages(workspace_id, session_id, message_budget, from_seq)
-        .await?;
+    let messages = newest_within(window.messages, message_budget, from_seq);
     Ok(SessionContext {
         id: session_id.to_owned(),
         messages,
@@ -539,6 +560,37 @@ mod summary_tests {
             token_count: tokens,
             created_at: 0,
         }
+    }
+
+    #[test]
+    fn the_window_is_cut_from_the_newest_within_budget_and_summary() {
+        let messages: Vec<Message> = [(1, 5), (2, 0), (3, 4), (4, 3), (5, 0)]
+            .into_iter()
+            .map(|(seq, tokens)| Message {
+                id: format!("m{seq}"),
+                workspace_id: "w".into(),
+                session_id: "s".into(),
+                peer_id: "p".into(),
+                content: String::new(),
+                metadata: Default::default(),
+                created_at: seq,
+                token_count: tokens,
+                seq_in_session: seq,
+            })
+            .collect();
+        let cut = |budget, from_seq| {
+            newest_within(messages.clone(), budget, from_seq)
+                .iter()
+                .map(|message| message.seq_in_session)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(cut(12, 0), [1, 2, 3, 4, 5]);
+        assert_eq!(cut(11, 0), [2, 3, 4, 5], "stops at the first that does not fit");
+        assert_eq!(cut(3, 0), [4, 5]);
+        assert_eq!(cut(2, 0), [5]);
+        assert_eq!(cut(12, 3), [3, 4, 5], "nothing before the summary's last message");
+        assert!(cut(0, 0).is_empty(), "no budget, not even for a message of no tokens");
+        assert!(cut(-1, 0).is_empty());
     }
 
     #[test]

@@ -2,7 +2,7 @@
 
 use crate::db::{SqlStore, db_error, direction, execute, to_json};
 use crate::rows;
-use crate::sql::{Sql, render_filter};
+use crate::sql::{Dialect, Sql, render_filter};
 use crate::tx::entities::{load_message, load_session};
 use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::vectors::push_perspective;
@@ -12,10 +12,11 @@ use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
 use roncho_core::model::SummaryKind;
 use roncho_core::model::now_micros;
-use roncho_core::model::{JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary};
+use roncho_core::model::{
+    ContextWindow, JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary,
+};
 use roncho_core::store::Messages;
 use roncho_core::{Error, Result};
-use sqlx::Row;
 
 /// Sequence numbers and token counts read in the first page of a context
 /// walk (a 4,000-token budget of 50-token messages needs 80), and the most in one.
@@ -89,6 +90,66 @@ fn seq_range(workspace_id: &str, session_id: &str, first: i64, last: i64) -> Sql
         .push(" AND m.seq_in_session <= ")
         .bind(last);
     from_where
+}
+
+/// The columns of a session's summaries, as [`push_summaries_from`] names them.
+const SUMMARY_COLUMNS: &str = "s.is_active, ss.summary_type, ss.content, ss.message_public_id, ss.message_seq, \
+     ss.token_count, ss.created_at";
+
+/// Appends `FROM … WHERE …` of a session and its summaries: a row of NULLs
+/// beside the session when it has none, or while a member's erasure runs
+/// (they may quote it); no row when the session is not there or is being
+/// erased.
+fn push_summaries_from(sql: &mut Sql, workspace_id: &str, session_id: &str) {
+    sql.push(
+        "FROM sessions s LEFT JOIN session_summaries ss \
+         ON ss.workspace_name = s.workspace_name AND ss.session_name = s.name \
+         AND NOT EXISTS (SELECT 1 FROM erasure_receipts e JOIN session_peers sp \
+         ON sp.workspace_name = e.workspace_name AND sp.peer_name = e.target \
+         WHERE e.state = 'running' AND e.scope = 'peer' AND e.workspace_name = s.workspace_name \
+         AND sp.session_name = s.name) WHERE s.workspace_name = ",
+    );
+    sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
+    push_not_erasing(sql, erasing::SESSION);
+}
+
+/// A row of [`SUMMARY_COLUMNS`].
+type SummaryRow = (
+    i64,
+    Option<String>,
+    Option<String>,
+    Option<String>,
+    Option<i64>,
+    Option<i64>,
+    Option<i64>,
+);
+
+/// The summaries of the rows of [`push_summaries_from`], short first;
+/// `NotFound` when the session is not there, is deleted or is being erased.
+fn summaries_of(rows: Vec<SummaryRow>, session_id: &str) -> Result<Vec<SessionSummary>> {
+    if rows.first().is_none_or(|row| row.0 == 0) {
+        return Err(Error::not_found("session", session_id));
+    }
+    let mut summaries = Vec::new();
+    for (_, kind, content, message_id, message_seq, token_count, created_at) in rows {
+        let Some(kind) = kind else {
+            continue;
+        };
+        let Some(kind) = SummaryKind::from_name(&kind) else {
+            return Err(Error::Internal(format!("unknown summary type `{kind}` stored")));
+        };
+        let missing = || Error::Internal("a stored summary lacks a column".into());
+        summaries.push(SessionSummary {
+            kind,
+            content: content.ok_or_else(missing)?,
+            message_id: message_id.ok_or_else(missing)?,
+            message_seq: message_seq.ok_or_else(missing)?,
+            token_count: token_count.ok_or_else(missing)?,
+            created_at: created_at.ok_or_else(missing)?,
+        });
+    }
+    summaries.sort_by_key(|summary| summary.kind);
+    Ok(summaries)
 }
 
 #[async_trait]
@@ -310,45 +371,109 @@ impl Messages for SqlStore {
         self.read_messages(from_where, "m.seq_in_session").await
     }
 
+    #[tracing::instrument(name = "store.context_window", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]
+    async fn context_window(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+        with_summaries: bool,
+    ) -> Result<ContextWindow> {
+        // The first page of the walk back from the newest message, the
+        // rows of it that fit the budget and (SQLite) the session with its
+        // summaries, in one statement: one trip to SQLite's connection
+        // thread instead of three, two concurrent ones to Postgres. The
+        // window starts at the oldest message of the first page whose
+        // tokens, with those of every newer one, fit the budget.
+        let fitting = |sql: &mut Sql| {
+            sql.push("FROM messages m WHERE m.workspace_name = ")
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(session_id)
+                .push(
+                    " AND m.seq_in_session >= (SELECT MIN(seq) FROM (SELECT m.seq_in_session AS seq, \
+                     SUM(m.token_count) OVER (ORDER BY m.seq_in_session DESC ROWS UNBOUNDED PRECEDING) AS used \
+                     FROM messages m WHERE m.workspace_name = ",
+                )
+                .bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(session_id);
+            push_not_erasing(sql, erasing::MESSAGE);
+            sql.push(&format!(
+                " ORDER BY m.seq_in_session DESC LIMIT {CONTEXT_FIRST_PAGE}) walked WHERE used <= "
+            ))
+            .bind(token_budget.max(0))
+            .push(")");
+            push_not_erasing(sql, erasing::MESSAGE);
+        };
+        let mut sql = Sql::default();
+        let (summaries, mut messages) = if self.dialect == Dialect::Sqlite {
+            sql.push(&format!(
+                "SELECT (SELECT json_group_array(json_array({}) ORDER BY m.seq_in_session) ",
+                rows::MESSAGE_JSON_COLUMNS
+            ));
+            fitting(&mut sql);
+            sql.push(&format!(
+                ") AS page, (SELECT json_group_array(json_array({SUMMARY_COLUMNS})) "
+            ));
+            push_summaries_from(&mut sql, workspace_id, session_id);
+            sql.push(") AS summaries");
+            let row = self
+                .read_optional(&sql)
+                .await?
+                .ok_or_else(|| Error::Internal("the context window read no row".into()))?;
+            let summaries: Vec<SummaryRow> = serde_json::from_str(&rows::get::<String>(&row, "summaries")?)
+                .map_err(|error| Error::Internal(format!("decoding summaries: {error}")))?;
+            (
+                summaries_of(summaries, session_id)?,
+                rows::messages_from_json(&rows::get::<String>(&row, "page")?)?,
+            )
+        } else {
+            sql.push(&format!("SELECT {} ", rows::MESSAGE_COLUMNS));
+            fitting(&mut sql);
+            sql.push(" ORDER BY m.seq_in_session");
+            let (summaries, page) = tokio::try_join!(self.session_summaries(workspace_id, session_id), async {
+                self.read(&sql)
+                    .await?
+                    .iter()
+                    .map(rows::message)
+                    .collect::<Result<Vec<_>>>()
+            })?;
+            (summaries, page)
+        };
+        if token_budget <= 0 {
+            // Nothing fits, not even a message of no tokens.
+            messages.clear();
+        } else if messages.len() as i64 >= CONTEXT_FIRST_PAGE {
+            // All of the first page fit: walk on.
+            messages = self.context_messages(workspace_id, session_id, token_budget, 0).await?;
+        }
+        Ok(ContextWindow {
+            summaries: if with_summaries { summaries } else { Vec::new() },
+            messages,
+        })
+    }
+
     async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>> {
-        // The session and its summaries in one query: a row of NULLs when it
-        // has none, or while a member's erasure runs (they may quote it).
-        let mut sql = Sql::new(
-            "SELECT s.is_active, ss.summary_type, ss.content, ss.message_public_id, ss.message_seq, \
-             ss.token_count, ss.created_at FROM sessions s LEFT JOIN session_summaries ss \
-             ON ss.workspace_name = s.workspace_name AND ss.session_name = s.name \
-             AND NOT EXISTS (SELECT 1 FROM erasure_receipts e JOIN session_peers sp \
-             ON sp.workspace_name = e.workspace_name AND sp.peer_name = e.target \
-             WHERE e.state = 'running' AND e.scope = 'peer' AND e.workspace_name = s.workspace_name \
-             AND sp.session_name = s.name) WHERE s.workspace_name = ",
-        );
-        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
-        push_not_erasing(&mut sql, erasing::SESSION);
-        let rows = self.read(&sql).await?;
-        if rows.first().map_or(Ok(true), |row| {
-            rows::get::<i64>(row, "is_active").map(|active| active == 0)
-        })? {
-            return Err(Error::not_found("session", session_id));
-        }
-        let mut summaries = Vec::new();
-        for row in &rows {
-            let Some(kind) = rows::get::<Option<String>>(row, "summary_type")? else {
-                continue;
-            };
-            let Some(kind) = SummaryKind::from_name(&kind) else {
-                return Err(Error::Internal(format!("unknown summary type `{kind}` stored")));
-            };
-            summaries.push(SessionSummary {
-                kind,
-                content: row.try_get("content").map_err(db_error)?,
-                message_id: row.try_get("message_public_id").map_err(db_error)?,
-                message_seq: row.try_get("message_seq").map_err(db_error)?,
-                token_count: row.try_get("token_count").map_err(db_error)?,
-                created_at: row.try_get("created_at").map_err(db_error)?,
-            });
-        }
-        summaries.sort_by_key(|summary| summary.kind);
-        Ok(summaries)
+        let mut sql = Sql::new(&format!("SELECT {SUMMARY_COLUMNS} "));
+        push_summaries_from(&mut sql, workspace_id, session_id);
+        let rows = self
+            .read(&sql)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    rows::get(row, "is_active")?,
+                    rows::get(row, "summary_type")?,
+                    rows::get(row, "content")?,
+                    rows::get(row, "message_public_id")?,
+                    rows::get(row, "message_seq")?,
+                    rows::get(row, "token_count")?,
+                    rows::get(row, "created_at")?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        summaries_of(rows, session_id)
     }
 
     #[tracing::instrument(name = "store.set_session_summary", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id))]

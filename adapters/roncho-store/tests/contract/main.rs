@@ -380,6 +380,41 @@ async fn postgres_cancels_statements_past_the_statement_timeout() {
     database.drop_database().await;
 }
 
+/// SQLite compiles a statement again on its next run whenever a value is
+/// bound to a parameter its planner looked at (a `LIMIT ?`), and sqlx binds
+/// every value on every run: each run of such a statement was parsed and
+/// planned anew. Every connection of the embedded store, opened at once or
+/// not, plans with the values left out: the limit stays a parameter in the
+/// compiled program (`Variable`) instead of the bound value (`Integer 7`).
+#[tokio::test]
+async fn sqlite_connections_plan_a_statement_once_whatever_is_bound() {
+    use sqlx::Row;
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let explain = |limit: i64| {
+        let store = store.clone();
+        async move {
+            let rows = sqlx::query("EXPLAIN SELECT 1 FROM (SELECT 1 UNION ALL SELECT 2) LIMIT $1")
+                .bind(limit)
+                .fetch_all(store.pool())
+                .await
+                .unwrap();
+            rows.iter()
+                .map(|row| (row.get::<String, _>("opcode"), row.get::<i64, _>("p1")))
+                .collect::<Vec<_>>()
+        }
+    };
+    let programs = futures::future::join_all((0..6).map(|_| explain(7))).await;
+    for program in programs {
+        assert!(program.iter().any(|(opcode, _)| opcode == "Variable"), "{program:?}");
+        assert!(
+            !program.contains(&("Integer".to_owned(), 7)),
+            "the bound limit was planned in: {program:?}"
+        );
+    }
+    store.close().await;
+}
+
 /// A Postgres setting as the store's connections have it.
 async fn setting(store: &SqlStore, name: &str) -> String {
     select_value(store, "SELECT current_setting($1) AS value", name).await

@@ -8,6 +8,7 @@ store_contract_suite!(
     a_batch_past_the_bind_limit_is_written_whole,
     context_messages_fit_the_token_budget,
     context_messages_walk_back_across_pages,
+    context_windows_hold_what_the_walk_reads,
     pages_and_contexts_skip_what_was_erased,
     session_summaries_are_set_replaced_and_bound_context,
     message_scans_grep_date_and_window,
@@ -176,6 +177,99 @@ async fn context_messages_walk_back_across_pages(store: &dyn Store) {
     let tail = store.context_messages("w", "s", budget, from).await.unwrap();
     assert_eq!(tail.len(), 50, "nothing before from_seq");
     assert_eq!(tail[0].content, "m650");
+}
+
+/// A session's context window (its summaries and the messages that fit,
+/// read together) holds what the walk over the messages and the summaries
+/// read apart hold, for every budget: none, less than the newest message,
+/// within the walk's first page, exactly it and one more, past it, over
+/// gaps left by deletes; and a session that is not there, or was deleted,
+/// has none.
+async fn context_windows_hold_what_the_walk_reads(store: &dyn Store) {
+    // Messages of 1 to 9 words, 300 of them: more than a page of the walk.
+    let batch: Vec<_> = (0..300)
+        .map(|i| new_message("a", &vec![format!("w{i}"); 1 + i % 9].join(" ")))
+        .collect();
+    let mut batch = batch;
+    // Two messages of no tokens: fit any budget but none.
+    batch.insert(0, new_message("a", ""));
+    batch.push(new_message("a", ""));
+    let created = store.create_messages("w", "s", batch).await.unwrap();
+    // Neighbours with newer messages: another session, the same session's
+    // name in another workspace.
+    for (workspace, session) in [("w", "other"), ("w2", "s")] {
+        let batch = (0..200).map(|i| new_message("a", &format!("neighbour {i}"))).collect();
+        store.create_messages(workspace, session, batch).await.unwrap();
+    }
+    for gone in [300, 251, 181, 4] {
+        store.delete_message("w", "s", &created[gone].id).await.unwrap();
+    }
+    store
+        .set_session_summary("w", "s", SummaryKind::Short, "so far", &created[201].id, 30)
+        .await
+        .unwrap();
+    let newest_first: Vec<i64> = store
+        .context_messages("w", "s", i64::MAX / 2, 0)
+        .await
+        .unwrap()
+        .iter()
+        .rev()
+        .map(|m| m.token_count)
+        .collect();
+    assert_eq!(newest_first.len(), 298);
+    assert_eq!(newest_first[0], 0, "the newest has no tokens");
+    let first_tokens = |n: usize| newest_first[..n].iter().sum::<i64>();
+    let budgets = [
+        0,
+        newest_first[1] - 1,
+        newest_first[1],
+        first_tokens(40) + 1,
+        first_tokens(127),
+        first_tokens(128),
+        first_tokens(129),
+        first_tokens(200) - 1,
+        first_tokens(298),
+        i64::MAX / 2,
+    ];
+    let summaries = store.session_summaries("w", "s").await.unwrap();
+    assert_eq!(summaries.len(), 1);
+    for budget in budgets {
+        let walked = store.context_messages("w", "s", budget, 0).await.unwrap();
+        let window = store.context_window("w", "s", budget, true).await.unwrap();
+        assert_eq!(window.messages, walked, "budget {budget}");
+        assert_eq!(window.summaries, summaries, "budget {budget}");
+        let without = store.context_window("w", "s", budget, false).await.unwrap();
+        assert_eq!((without.messages, without.summaries), (walked, Vec::new()));
+    }
+    assert!(
+        store
+            .context_window("w", "s", 0, true)
+            .await
+            .unwrap()
+            .messages
+            .is_empty()
+    );
+    assert!(
+        store
+            .context_window("w", "s", -5, true)
+            .await
+            .unwrap()
+            .messages
+            .is_empty()
+    );
+    for with_summaries in [true, false] {
+        assert!(matches!(
+            store.context_window("w", "missing", 10, with_summaries).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
+    store.delete_session("w", "s").await.unwrap();
+    for with_summaries in [true, false] {
+        assert!(matches!(
+            store.context_window("w", "s", 10, with_summaries).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
 }
 
 /// Every page, both ways, of a session as written (its messages numbered

@@ -6,7 +6,9 @@ use async_trait::async_trait;
 use crate::Result;
 use crate::filter::Filter;
 use crate::idempotency::Once;
-use crate::model::{JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary, SummaryKind};
+use crate::model::{
+    ContextWindow, JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary, SummaryKind,
+};
 
 #[async_trait]
 pub trait Messages: Send + Sync + 'static {
@@ -76,6 +78,17 @@ pub trait Messages: Send + Sync + 'static {
         token_budget: i64,
         from_seq: i64,
     ) -> Result<Vec<Message>>;
+    /// A session's summaries (when `with_summaries`) and its newest
+    /// messages whose tokens add up to at most `token_budget`: what session
+    /// context is cut from, read together (an agent asks for it every
+    /// turn). `NotFound` when the session is not there or was deleted.
+    async fn context_window(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        token_budget: i64,
+        with_summaries: bool,
+    ) -> Result<ContextWindow>;
     /// A session's summaries (at most one per kind, short first).
     async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>>;
     /// Stores the summary of `kind`, replacing the previous one; `message_id`
