@@ -132,6 +132,28 @@ const NEIGHBOUR_SHARE: f64 = 0.5;
 /// and their replies").
 const REPLY_SHARE: f64 = 1.0;
 
+/// Tokens of a text whose words count whole under score fusion; a longer
+/// text's count [`words_share`] of theirs. A passage of the local model.
+const WORDS_WHOLE_TOKENS: f64 = 128.0;
+
+/// The share of its scaled score by words that a message of `tokens`
+/// tokens keeps under score fusion: 1 up to [`WORDS_WHOLE_TOKENS`], then
+/// `sqrt(128 / tokens)` (a half at 512 tokens, a fifth at 3,200). A long
+/// text holds a query's words by chance more often than a short one, as
+/// its nearest passage is nearer by chance (`passage_chance`); BM25's
+/// length normalisation lowers its score, but scaling each list to 0..=1
+/// gives the best of a list of long texts full weight. On the long
+/// conversations the best matches by words were mostly the assistant's
+/// replies discussing the question's subject, not the turns that settle
+/// it. Chosen on both folds of the long set (recall@10 / any@10): seed 1
+/// 0.356 / 0.448 → 0.379 / 0.466, seed 2 0.243 / 0.328 → 0.259 / 0.328;
+/// at 256 tokens 0.362 / 0.448 and 0.260 / 0.345, at 512 0.362 / 0.448
+/// and 0.260 / 0.345; the LoCoMo conversations, whose turns are all
+/// shorter, unchanged (docs/benchmarks.md, "Words in long messages").
+fn words_share(tokens: i64) -> f64 {
+    (WORDS_WHOLE_TOKENS / tokens.max(1) as f64).sqrt().min(1.0)
+}
+
 /// Candidates each source brings, per result asked for; fusion keeps the
 /// best. On the LoCoMo development set (embedded, MiniLM, rank fusion)
 /// recall@10 / any@10 were 0.716 / 0.766 at 2, 0.726 / 0.779 at 5 and
@@ -446,7 +468,9 @@ fn reciprocal_rank_fusion(lists: &[Vec<Message>]) -> Vec<Message> {
 /// without scores is scored by its ranks. A list that lends to neighbours
 /// scores each candidate of any list at least [`NEIGHBOUR_SHARE`] of the
 /// better of the turns right before and after it in its session
-/// ([`REPLY_SHARE`] of a turn before it that asks a question).
+/// ([`REPLY_SHARE`] of a turn before it that asks a question). A list by
+/// words gives a message longer than a passage [`words_share`] of its
+/// scaled score.
 fn score_fusion(lists: &[Ranking]) -> Vec<Message> {
     // Every list's candidates, in the order first found (ties stay stable), and by their place.
     let mut candidates: Vec<&Message> = Vec::new();
@@ -469,7 +493,9 @@ fn score_fusion(lists: &[Ranking]) -> Vec<Message> {
             (message, scaled)
         });
         if !list.by_meaning {
-            return scaled.collect();
+            return scaled
+                .map(|(message, score)| (message, score * words_share(message.token_count)))
+                .collect();
         }
         let own: HashMap<&str, f64> = scaled.map(|(message, score)| (message.id.as_str(), score)).collect();
         // What the turn `step` away from `message` lends it.
@@ -952,6 +978,39 @@ mod tests {
             &[],
         );
         assert_eq!(ids(&flat), ["y", "x"]);
+    }
+
+    #[test]
+    fn long_messages_keep_a_share_of_their_words_score() {
+        let sized = |id: &str, tokens: i64| Message {
+            token_count: tokens,
+            seq_in_session: tokens,
+            ..message(id, "bob")
+        };
+        // "reply" leads by words, "turn" by meaning, each as far ahead:
+        // whole, both score 1 and the words' list goes first on a tie; a reply of 512
+        // tokens keeps half its words' score and falls behind.
+        let fused = |reply_tokens: i64| {
+            let words = Ranking {
+                messages: vec![sized("reply", reply_tokens), sized("other", 40)],
+                scores: Some(vec![9.0, 1.0]),
+                by_meaning: false,
+                passages: Vec::new(),
+            };
+            let meaning = Ranking {
+                messages: vec![sized("turn", 20), sized("far", 30)],
+                scores: Some(vec![0.9, 0.1]),
+                by_meaning: true,
+                passages: Vec::new(),
+            };
+            fuse(&[words, meaning], Fusion::Score, &[])
+        };
+        assert_eq!(ids(&fused(128))[0], "reply", "a passage's words count whole");
+        assert_eq!(ids(&fused(512))[0], "turn");
+        assert_eq!(words_share(0), 1.0);
+        assert_eq!(words_share(128), 1.0);
+        assert_eq!(words_share(512), 0.5);
+        assert!(words_share(3_200) < 0.21);
     }
 
     #[test]
