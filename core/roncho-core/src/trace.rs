@@ -125,13 +125,25 @@ impl TraceContext {
     }
 }
 
+/// Renames `span`, started or not, in what it exports (a handler named the
+/// call after the span began).
+pub fn rename(span: &tracing::Span, name: String) {
+    span.context().span().update_name(name);
+}
+
 /// Parses `00-{32 hex}-{16 hex}-{2 hex}` (any later version's first four
 /// fields, as the spec asks); `None` for zero ids or malformed text.
 fn parse_traceparent(text: &str) -> Option<(TraceId, SpanId, TraceFlags)> {
     let mut parts = text.split('-');
     let version = parts.next()?;
     let (trace_id, span_id, flags) = (parts.next()?, parts.next()?, parts.next()?);
-    let hex = |part: &str, len: usize| part.len() == len && part.bytes().all(|byte| byte.is_ascii_hexdigit());
+    // Lowercase only, as the W3C specification writes it.
+    let hex = |part: &str, len: usize| {
+        part.len() == len
+            && part
+                .bytes()
+                .all(|byte| byte.is_ascii_digit() || (b'a'..=b'f').contains(&byte))
+    };
     let valid = hex(version, 2)
         && version != "ff"
         && (version != "00" || parts.next().is_none())
@@ -171,6 +183,9 @@ mod tests {
             "ff-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
             "00-4bf92f3577b34da6a3ce929d0e0e473g-00f067aa0ba902b7-01",
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00F067AA0BA902B7-01",
+            "0A-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
         ] {
             assert!(
                 TraceContext::from_headers(|name| (name == TRACEPARENT).then_some(bad)).is_none(),

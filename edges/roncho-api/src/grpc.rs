@@ -14,11 +14,11 @@ use roncho_core::{Caller, Error};
 use roncho_proto::v1 as pb;
 use tonic::{Request, Response, Status};
 
-use roncho_gate::admission::Admission;
 use roncho_gate::authz::Authorize;
 use roncho_gate::keys::KeyIssuer;
-use roncho_gate::{Authenticator, BoxError, DeadlineBody, Door, Edge, Peer, SlotBody};
+use roncho_gate::{BoxError, DeadlineBody, Door, Edge, Peer, SlotBody, StatusClass, Wire};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
+use tracing::Instrument;
 
 use crate::convert::{FromWire, IntoWire};
 use crate::error::status;
@@ -203,20 +203,89 @@ grpc_service! {
 /// reflection stay open (probes, tooling).
 const AUTHENTICATED_PREFIX: &str = "/roncho.v1.";
 
-/// The edge's layer, before any body is read: the [`Door`] (authentication
-/// of `roncho.v1` calls, then admission), the request's deadline and its
-/// body's, each refusal a gRPC status.
+/// Methods served besides roncho.v1's.
+const OTHER_METHODS: [&str; 4] = [
+    "grpc.health.v1.Health/Check",
+    "grpc.health.v1.Health/Watch",
+    "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+];
+
+/// Returns the method a request path names when the server has it, else
+/// `unknown`: labels and span names never carry what a client made up.
+pub fn known_method(path: &str) -> &'static str {
+    static KNOWN: std::sync::OnceLock<std::collections::HashSet<&'static str>> = std::sync::OnceLock::new();
+    let known = KNOWN.get_or_init(|| {
+        use prost::Message as _;
+        let descriptors = prost_types::FileDescriptorSet::decode(roncho_proto::FILE_DESCRIPTOR_SET)
+            .expect("the compiled-in descriptors decode");
+        let roncho = descriptors.file.iter().flat_map(|file| {
+            file.service.iter().flat_map(move |service| {
+                service
+                    .method
+                    .iter()
+                    .map(move |method| format!("{}.{}/{}", file.package(), service.name(), method.name()))
+            })
+        });
+        // Leaked once: the set lives as long as the process.
+        roncho
+            .map(|name| &*Box::leak(name.into_boxed_str()))
+            .chain(OTHER_METHODS)
+            .collect()
+    });
+    path.strip_prefix('/')
+        .and_then(|method| known.get(method).copied())
+        .unwrap_or("unknown")
+}
+
+/// Whose failure a reply of `code` to `method` is (OpenTelemetry's rule
+/// for gRPC server spans): a method the server does not have is the
+/// caller's mistake whatever it is answered, and so is a request prost
+/// could not decode (answered `INTERNAL` by the services outside
+/// roncho.v1, whose codec is tonic's: `message`).
+fn class_of(method: &str, code: tonic::Code, message: Option<&str>) -> StatusClass {
+    let undecodable = || message.is_some_and(|message| message.starts_with("failed%20to%20decode"));
+    match code {
+        tonic::Code::Ok => StatusClass::Ok,
+        _ if method == "unknown" => StatusClass::ClientError,
+        tonic::Code::Internal if undecodable() => StatusClass::ClientError,
+        tonic::Code::Unknown
+        | tonic::Code::DeadlineExceeded
+        | tonic::Code::Unimplemented
+        | tonic::Code::Internal
+        | tonic::Code::Unavailable
+        | tonic::Code::DataLoss => StatusClass::ServerError,
+        _ => StatusClass::ClientError,
+    }
+}
+
+/// The code a reply's head carries, and its message: errors come back
+/// trailers-only, with the status in the headers; a reply's own status
+/// comes in its trailers, after this: `Ok` here.
+fn code_of<R>(response: &http::Response<R>) -> (tonic::Code, Option<&str>) {
+    let headers = response.headers();
+    let code = headers
+        .get("grpc-status")
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.parse::<i32>().ok())
+        .map_or(tonic::Code::Ok, tonic::Code::from);
+    (code, headers.get("grpc-message").and_then(|value| value.to_str().ok()))
+}
+
+/// The edge's layer, before any body is read: the call's visit (its span,
+/// continuing the caller's `traceparent`, and its count by method and
+/// status), then the [`Door`] (authentication of `roncho.v1` calls, then
+/// admission), the request's deadline and its body's, each refusal a gRPC
+/// status.
 #[derive(Debug, Clone)]
 pub struct EdgeLayer {
     door: Door,
 }
 
 impl EdgeLayer {
-    /// Returns the layer admitting with `admission` and authenticating with `authenticator`.
-    pub fn new(admission: Admission, authenticator: Authenticator) -> Self {
-        Self {
-            door: Door::new(authenticator, admission),
-        }
+    /// Returns the layer passing every call through `door`.
+    pub fn new(door: Door) -> Self {
+        Self { door }
     }
 }
 
@@ -273,14 +342,32 @@ where
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
         let refused = |error: Error| status(error).into_http::<R>().map(|body| SlotBody::new(body, None));
+        let method = known_method(request.uri().path());
+        let authenticate = request.uri().path().starts_with(AUTHENTICATED_PREFIX);
+        // Probes and tooling come every few seconds: counted, not traced.
+        let visit = self
+            .door
+            .visit(Wire::Grpc, method.to_owned(), None, request.headers(), authenticate);
+        let span = visit.span().clone();
+        let (service, name) = method.split_once('/').unwrap_or((method, ""));
+        span.record("rpc.system", "grpc");
+        span.record("rpc.service", service);
+        span.record("rpc.method", name);
+        let finish = move |reply: Option<(tonic::Code, Option<&str>)>| match reply {
+            Some((code, message)) => {
+                visit.span().record("rpc.grpc.status_code", code as i32);
+                visit.finish(class_of(method, code, message), &format!("{code:?}"));
+            }
+            None => visit.finish(StatusClass::ServerError, "transport_error"),
+        };
         if let Some(peer) = peer_of(&request) {
             request.extensions_mut().insert(peer);
         }
-        let authenticate = request.uri().path().starts_with(AUTHENTICATED_PREFIX);
         let pass = match self.door.enter(&request, authenticate) {
             Ok(pass) => pass,
             Err(error) => {
                 let response = refused(error);
+                finish(Some(code_of(&response)));
                 return Box::pin(async move { Ok(response) });
             }
         };
@@ -289,20 +376,27 @@ where
             parts.extensions.insert(caller);
         }
         let request = http::Request::from_parts(parts, DeadlineBody::new(body, pass.body_timeout, grpc_body_error));
-        let response = self.inner.call(request);
+        let response = span.in_scope(|| self.inner.call(request));
         let (door, slot) = (self.door.clone(), pass.slot);
-        Box::pin(async move {
-            let Some(timeout) = pass.timeout else {
-                return response
-                    .await
-                    .map(|response| response.map(|body| SlotBody::holding(body, slot)));
-            };
-            match tokio::time::timeout(timeout, response).await {
+        Box::pin(
+            async move {
+                let response = match pass.timeout {
+                    None => response.await,
+                    Some(timeout) => match tokio::time::timeout(timeout, response).await {
+                        Ok(response) => response,
+                        Err(_) => {
+                            let response = refused(door.timed_out(timeout));
+                            finish(Some(code_of(&response)));
+                            return Ok(response);
+                        }
+                    },
+                };
+                finish(response.as_ref().ok().map(code_of));
                 // The place is held until the reply's body ends.
-                Ok(response) => response.map(|response| response.map(|body| SlotBody::holding(body, slot))),
-                Err(_) => Ok(refused(door.timed_out(timeout))),
+                response.map(|response| response.map(|body| SlotBody::holding(body, slot)))
             }
-        })
+            .instrument(span),
+        )
     }
 }
 
@@ -311,7 +405,51 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use roncho_gate::admission::Limits;
+    use roncho_gate::admission::{Admission, Limits};
+
+    #[test]
+    fn methods_are_named_only_when_the_server_has_them_at_that_exact_path() {
+        assert_eq!(
+            known_method("/roncho.v1.IngestService/CreateMessages"),
+            "roncho.v1.IngestService/CreateMessages"
+        );
+        assert_eq!(
+            known_method("/grpc.health.v1.Health/Check"),
+            "grpc.health.v1.Health/Check"
+        );
+        for path in [
+            "//roncho.v1.IngestService/CreateMessages",
+            "roncho.v1.IngestService/CreateMessages",
+            "/roncho.v1.IngestService/CreateMessages/",
+            "/roncho.v1.IngestService/MadeUp",
+            "/",
+            "",
+        ] {
+            assert_eq!(known_method(path), "unknown", "{path}");
+        }
+    }
+
+    #[test]
+    fn a_caller_cannot_make_its_mistakes_the_servers() {
+        use tonic::Code;
+        let method = "roncho.v1.IngestService/CreateMessages";
+        assert_eq!(class_of(method, Code::Ok, None), StatusClass::Ok);
+        assert_eq!(class_of(method, Code::InvalidArgument, None), StatusClass::ClientError);
+        assert_eq!(
+            class_of(method, Code::Internal, Some("internal%20error")),
+            StatusClass::ServerError
+        );
+        assert_eq!(class_of(method, Code::Unavailable, None), StatusClass::ServerError);
+        // A method the server does not have, or a body it cannot decode.
+        assert_eq!(class_of("unknown", Code::Unimplemented, None), StatusClass::ClientError);
+        assert_eq!(class_of("unknown", Code::Internal, None), StatusClass::ClientError);
+        let health = "grpc.health.v1.Health/Check";
+        let undecodable = "failed%20to%20decode%20Protobuf%20message:%20invalid%20varint";
+        assert_eq!(
+            class_of(health, Code::Internal, Some(undecodable)),
+            StatusClass::ClientError
+        );
+    }
     use roncho_gate::body::Silent;
 
     /// A service that answers after `delay`.
@@ -382,7 +520,8 @@ mod tests {
             body_timeout: Duration::from_millis(50),
             ..Limits::default()
         });
-        let mut service = EdgeLayer::new(admission.clone(), Authenticator::new(None)).layer(Reads);
+        let mut service =
+            EdgeLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone())).layer(Reads);
         let request = http::Request::builder()
             .uri("/roncho.v1.DialecticService/Chat")
             .body(Silent)
@@ -408,7 +547,7 @@ mod tests {
             request_timeout: Duration::from_millis(50),
             ..Limits::default()
         });
-        let layer = EdgeLayer::new(admission.clone(), Authenticator::new(None));
+        let layer = EdgeLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone()));
         let mut service = layer.layer(Slow(Duration::from_millis(300)));
         let request = |path: &str| http::Request::builder().uri(path).body(()).unwrap();
         let ended = service

@@ -1,4 +1,5 @@
 //! The door every request passes before its body is read, on every wire:
+//! its visit opened (a span and a clock, see [`observe`](crate::observe)),
 //! authentication, then admission (a place in flight, the request's
 //! deadline and its body's).
 
@@ -10,6 +11,7 @@ use roncho_core::{Caller, Error};
 
 use crate::admission::{Admission, Slot};
 use crate::keys::KeySet;
+use crate::observe::{RequestMetrics, Visit, Wire};
 
 /// The address a request's connection comes from: the listener puts it
 /// in the request's extensions, and admission bounds requests per
@@ -50,11 +52,22 @@ impl Authenticator {
     }
 }
 
-/// Authentication and admission, shared by every wire.
+/// A caller another wire of this process authenticated and admitted, on a
+/// request it makes in process (an MCP tool calling the REST routes) while
+/// its own call holds its place: the door lets it in as that caller, within
+/// the route's deadline but holding no second place, and leaves the call
+/// uncounted (the wire that made it counts it). The wire that makes such
+/// requests drops them when its own call ends. Only code puts it in a
+/// request's extensions; nothing a client sends becomes one.
+#[derive(Debug, Clone)]
+pub struct Vouched(pub Caller);
+
+/// Observation, authentication and admission, shared by every wire.
 #[derive(Debug, Clone)]
 pub struct Door {
     authenticator: Authenticator,
     admission: Admission,
+    metrics: Option<Arc<dyn RequestMetrics>>,
 }
 
 /// A request let in: who calls, the place it holds, and its deadlines.
@@ -77,7 +90,26 @@ impl Door {
         Self {
             authenticator,
             admission,
+            metrics: None,
         }
+    }
+
+    /// Counts every call's visit in `metrics`.
+    pub fn observed_by(mut self, metrics: Option<Arc<dyn RequestMetrics>>) -> Self {
+        self.metrics = metrics;
+        self
+    }
+
+    /// Opens the visit of a call to `route` on `wire` (see [`Visit::open`]).
+    pub fn visit(
+        &self,
+        wire: Wire,
+        route: String,
+        method: Option<&str>,
+        headers: &http::HeaderMap,
+        traced: bool,
+    ) -> Visit {
+        Visit::open(wire, route, method, headers, traced, self.metrics.clone())
     }
 
     /// Lets in a request for `path` with `headers`, from the connection
@@ -103,6 +135,11 @@ impl Door {
             timeout: limited.then(|| self.admission.timeout(path)),
             body_timeout: Some(self.admission.body_timeout()),
         })
+    }
+
+    /// How long a call to `path` may run.
+    pub fn timeout(&self, path: &str) -> Duration {
+        self.admission.timeout(path)
     }
 
     /// Counts a call that ran past its `timeout` and returns what it ends with.

@@ -4,6 +4,8 @@
 //! # Layout
 //! - [`door`]: authentication and admission before a body is read, the
 //!   request's deadlines, and what an internal error shows.
+//! - [`observe`]: each call's span and its count, by wire, route and
+//!   status class.
 //! - [`admission`]: requests in flight, time-outs, per-workspace rates.
 //! - [`authz`]: the authorization table and its decision.
 //! - [`keys`]: API keys (HS256 JWTs), verification and minting.
@@ -18,8 +20,10 @@ pub mod browser;
 pub mod door;
 pub mod edge;
 pub mod keys;
+pub mod observe;
 
 pub use body::{BODY_DEADLINE_REASON, BoxError, DeadlineBody, SlotBody};
 pub use browser::{BrowserPolicy, Verdict};
-pub use door::{Authenticator, Door, Pass, Peer, hide_internal};
+pub use door::{Authenticator, Door, Pass, Peer, Vouched, hide_internal};
 pub use edge::Edge;
+pub use observe::{CallName, Finished, RequestMetrics, StatusClass, Visit, Wire};

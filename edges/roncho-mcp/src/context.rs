@@ -3,6 +3,7 @@
 //! answers and fails.
 
 use http::HeaderValue;
+use roncho_gate::Vouched;
 use serde_json::{Map, Value, json};
 
 use crate::upstream::{ApiError, Call, Reply, Upstream, segment};
@@ -56,11 +57,13 @@ pub(crate) fn valid_id(id: &str) -> bool {
             .all(|byte| byte.is_ascii_alphanumeric() || byte == b'_' || byte == b'-')
 }
 
-/// What a call runs with: where REST is, the caller's key, the defaults.
+/// What a call runs with: where REST is, the caller's key (or, over HTTP
+/// in process, the caller the gate let in), the defaults.
 #[derive(Debug, Clone, Copy)]
 pub struct Context<'a> {
     pub upstream: &'a Upstream,
     pub authorization: Option<&'a HeaderValue>,
+    pub vouched: Option<&'a Vouched>,
     pub defaults: &'a Defaults,
 }
 
@@ -173,7 +176,7 @@ pub(crate) fn kind(value: &Value) -> &'static str {
 
 impl Context<'_> {
     pub(crate) async fn send(&self, call: Call) -> std::result::Result<Reply, ApiError> {
-        self.upstream.send(&call, self.authorization).await
+        self.upstream.send(&call, self.authorization, self.vouched).await
     }
 
     pub(crate) async fn json(&self, call: Call) -> Result<Value> {

@@ -28,6 +28,7 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData, ServiceExt};
+use roncho_gate::{CallName, Vouched};
 
 mod context;
 mod memory;
@@ -54,6 +55,17 @@ const MAX_RESULT_BYTES: usize = 256 * 1024;
 pub const WORKSPACE_HEADER: &str = "x-honcho-workspace-id";
 pub const PEER_HEADER: &str = "x-roncho-peer-id";
 pub const SESSION_HEADER: &str = "x-roncho-session-id";
+
+/// Who a request calls as, and how its call is named in metrics.
+struct Caller {
+    /// The key sent on to REST (`Authorization`).
+    authorization: Option<HeaderValue>,
+    /// Over HTTP in process: the caller the gate let in, handed on as such.
+    vouched: Option<Vouched>,
+    defaults: Defaults,
+    /// Over HTTP: where the call's name goes (`tools/call search`).
+    name: Option<CallName>,
+}
 
 /// An MCP server over a REST edge.
 #[derive(Clone, Debug)]
@@ -83,11 +95,16 @@ impl McpServer {
         Ok(self)
     }
 
-    /// This request's key and defaults: over HTTP, its headers'; otherwise
-    /// the server's.
-    fn for_request(&self, context: &RequestContext<RoleServer>) -> (Option<HeaderValue>, Defaults) {
+    /// What this request runs with: over HTTP, its headers' key and
+    /// defaults and the caller the gate let in; otherwise the server's.
+    fn for_request(&self, context: &RequestContext<RoleServer>) -> Caller {
         let Some(parts) = context.extensions.get::<http::request::Parts>() else {
-            return (self.authorization.clone(), self.defaults.clone());
+            return Caller {
+                authorization: self.authorization.clone(),
+                vouched: None,
+                defaults: self.defaults.clone(),
+                name: None,
+            };
         };
         let header = |name: &str| {
             parts
@@ -103,7 +120,12 @@ impl McpServer {
             peer: header(PEER_HEADER).or_else(|| self.defaults.peer.clone()),
             session: header(SESSION_HEADER).or_else(|| self.defaults.session.clone()),
         };
-        (parts.headers.get(http::header::AUTHORIZATION).cloned(), defaults)
+        Caller {
+            authorization: parts.headers.get(http::header::AUTHORIZATION).cloned(),
+            vouched: parts.extensions.get::<roncho_core::Caller>().cloned().map(Vouched),
+            defaults,
+            name: parts.extensions.get::<CallName>().cloned(),
+        }
     }
 
     /// The tools of this server's profile, their schemas under `defaults`.
@@ -138,8 +160,11 @@ impl ServerHandler for McpServer {
         _request: Option<PaginatedRequestParams>,
         context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        let (_, defaults) = self.for_request(&context);
-        Ok(ListToolsResult::with_all_items(self.tools(&defaults)))
+        let caller = self.for_request(&context);
+        if let Some(name) = &caller.name {
+            name.name("tools/list");
+        }
+        Ok(ListToolsResult::with_all_items(self.tools(&caller.defaults)))
     }
 
     async fn call_tool(
@@ -147,25 +172,46 @@ impl ServerHandler for McpServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let (authorization, defaults) = self.for_request(&context);
+        let caller = self.for_request(&context);
         let arguments = request.arguments.unwrap_or_default();
         let name = request.name.as_ref();
         let listed = self.profile.tools().iter().any(|tool| tool.name == name);
+        if let Some(call) = &caller.name {
+            // Counted under the tool's name only when it is one of ours.
+            call.name(format!("tools/call {}", if listed { name } else { "unknown" }));
+        }
         let outcome = if listed {
             let call_context = Context {
                 upstream: &self.upstream,
-                authorization: authorization.as_ref(),
-                defaults: &defaults,
+                authorization: caller.authorization.as_ref(),
+                vouched: caller.vouched.as_ref(),
+                defaults: &caller.defaults,
             };
-            tools::call(call_context, name, &arguments).await
+            // The tool runs in a task of rmcp's that outlives its HTTP call;
+            // it ends with the call (the client went away, the deadline
+            // passed), and with it the REST calls it makes in process, which
+            // hold no place of their own.
+            tokio::select! {
+                outcome = tools::call(call_context, name, &arguments) => outcome,
+                () = context.ct.cancelled() => Err(tools::ToolFailure {
+                    reason: "the call was cancelled".to_owned(),
+                    class: roncho_gate::StatusClass::Cancelled,
+                }),
+            }
         } else {
-            Err(format!("Tool {name} not found"))
+            Err(tools::ToolFailure {
+                reason: format!("Tool {name} not found"),
+                class: roncho_gate::StatusClass::ClientError,
+            })
         };
         let result = match outcome {
             Ok(Output::Text(text)) => CallToolResult::success(vec![ContentBlock::text(capped(text))]),
             Ok(Output::Json(value)) => CallToolResult::success(vec![ContentBlock::text(capped(value.to_string()))]),
-            Err(reason) => {
+            Err(tools::ToolFailure { reason, class }) => {
                 tracing::debug!(tool = name, %reason, "tool failed");
+                if let Some(call) = &caller.name {
+                    call.failed(class);
+                }
                 CallToolResult::error(vec![ContentBlock::text(reason)])
             }
         };

@@ -8,6 +8,7 @@
 //! protocol errors; arguments that do not fit a tool's schema read
 //! `MCP error -32602: Input validation error: ...`, as Honcho's server says.
 
+use roncho_gate::StatusClass;
 use serde_json::{Map, Value, json};
 
 use crate::context::{Args, Context, Defaults, Failure, Output, Result};
@@ -372,29 +373,51 @@ pub async fn call(
     context: Context<'_>,
     name: &str,
     arguments: &Map<String, Value>,
-) -> std::result::Result<Output, String> {
+) -> std::result::Result<Output, ToolFailure> {
+    let not_found = || ToolFailure {
+        reason: format!("Tool {name} not found"),
+        class: StatusClass::ClientError,
+    };
     let Some(info) = HONCHO_TOOLS.iter().chain(MEMORY_TOOLS).find(|tool| tool.name == name) else {
-        return Err(format!("Tool {name} not found"));
+        return Err(not_found());
     };
     let args = Args {
         tool: info.name,
         map: arguments,
     };
     let Some(result) = run(name, context, &args).await else {
-        return Err(format!("Tool {name} not found"));
+        return Err(not_found());
     };
     result.map_err(|failure| match failure {
-        Failure::Invalid(text) => text,
-        Failure::Failed(reason) => format!("{}: {reason}", info.prefix),
+        Failure::Invalid(reason) => ToolFailure {
+            reason,
+            class: StatusClass::ClientError,
+        },
+        Failure::Failed(reason) => ToolFailure {
+            reason: format!("{}: {reason}", info.prefix),
+            class: StatusClass::ClientError,
+        },
         Failure::Api(error) => {
             let hint = if matches!(name, "list_workspaces" | "create_workspace") && matches!(error.status, 401 | 403) {
                 ". This operation is only possible with an admin API key."
             } else {
                 ""
             };
-            format!("{}: {}{hint}", info.prefix, error.message)
+            // No answer at all (status 0) is the server's failure.
+            let class = http::StatusCode::from_u16(error.status).map_or(StatusClass::ServerError, StatusClass::of_http);
+            ToolFailure {
+                reason: format!("{}: {}{hint}", info.prefix, error.message),
+                class,
+            }
         }
     })
+}
+
+/// Why a tool call failed, as the agent reads it, and whose failure it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolFailure {
+    pub reason: String,
+    pub class: StatusClass,
 }
 
 #[cfg(test)]
@@ -462,6 +485,7 @@ mod tests {
         let context = Context {
             upstream,
             authorization: None,
+            vouched: None,
             defaults: &defaults,
         };
         let arguments = json!({ "workspace_id": "w", "query": "kittens" });

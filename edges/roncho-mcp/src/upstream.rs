@@ -6,6 +6,7 @@
 use std::time::Duration;
 
 use http::{HeaderValue, Method, StatusCode};
+use roncho_gate::Vouched;
 use serde_json::Value;
 
 /// The largest REST reply a tool reads (a page of messages is far smaller).
@@ -146,11 +147,18 @@ impl Upstream {
     }
 
     /// Sends `call` with `authorization` (the caller's `Bearer` key), again
-    /// on overload or a lost connection.
-    pub async fn send(&self, call: &Call, authorization: Option<&HeaderValue>) -> Result<Reply, ApiError> {
+    /// on overload or a lost connection. In process, a caller the gate
+    /// already let in (`vouched`) is handed to the routes as such: not
+    /// authenticated, admitted or counted a second time.
+    pub async fn send(
+        &self,
+        call: &Call,
+        authorization: Option<&HeaderValue>,
+        vouched: Option<&Vouched>,
+    ) -> Result<Reply, ApiError> {
         let mut attempt = 0;
         loop {
-            let reply = self.attempt(call, authorization).await;
+            let reply = self.attempt(call, authorization, vouched).await;
             let retry_after = match &reply {
                 Err((error, retry_after)) if attempt < RETRIES && retryable(error.status) => *retry_after,
                 _ => return reply.map_err(|(error, _)| error),
@@ -166,6 +174,7 @@ impl Upstream {
         &self,
         call: &Call,
         authorization: Option<&HeaderValue>,
+        vouched: Option<&Vouched>,
     ) -> Result<Reply, (ApiError, Option<Duration>)> {
         let (status, headers, bytes) = match self {
             Self::Remote { client, base } => {
@@ -192,9 +201,9 @@ impl Upstream {
                     })?
                     .clone()
                     .unwrap_or_default();
-                call_router(router, call, authorization).await?
+                call_router(router, call, authorization, vouched).await?
             }
-            Self::Local(router) => call_router(router.clone(), call, authorization).await?,
+            Self::Local(router) => call_router(router.clone(), call, authorization, vouched).await?,
         };
         let json = if bytes.is_empty() {
             None
@@ -229,6 +238,7 @@ async fn call_router(
     mut router: axum::Router,
     call: &Call,
     authorization: Option<&HeaderValue>,
+    vouched: Option<&Vouched>,
 ) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), (ApiError, Option<Duration>)> {
     let mut request = http::Request::builder()
         .method(call.method.clone())
@@ -236,6 +246,9 @@ async fn call_router(
         .header(http::header::CONTENT_TYPE, "application/json");
     if let Some(authorization) = authorization {
         request = request.header(http::header::AUTHORIZATION, authorization.clone());
+    }
+    if let Some(vouched) = vouched {
+        request = request.extension(vouched.clone());
     }
     let body = match &call.body {
         Some(body) => axum::body::Body::from(body.to_string()),

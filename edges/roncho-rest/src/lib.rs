@@ -25,12 +25,12 @@ use roncho_core::{Caller, Error};
 use roncho_deriver::DeriverApi;
 use roncho_dialectic::DialecticApi;
 use roncho_dreamer::DreamerApi;
-use roncho_gate::admission::Admission;
 use roncho_gate::authz::Authorize;
 use roncho_gate::keys::KeyIssuer;
-use roncho_gate::{Authenticator, BoxError, DeadlineBody, Door, Edge, SlotBody};
+use roncho_gate::{BoxError, DeadlineBody, Door, Edge, SlotBody, StatusClass, Vouched, Wire};
 use roncho_ingest::IngestApi;
 use roncho_recall::RecallApi;
+use tracing::Instrument;
 
 pub mod error;
 pub mod extract;
@@ -115,14 +115,13 @@ impl Rest {
         self
     }
 
-    /// Returns the router: Honcho's routes, each admitted and authenticated
-    /// first; `/health` and the like stay open.
-    pub fn router(self, authenticator: Authenticator, admission: Admission) -> axum::Router {
+    /// Returns the router: Honcho's routes, each observed, admitted and
+    /// authenticated by `door` first; `/health` and the like stay open.
+    pub fn router(self, door: Door) -> axum::Router {
         let routes = routes::v3(self.clone())
             .merge(routes::extensions(self))
             .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES));
-        let door = Door::new(authenticator, admission);
-        gated(routes, door.clone())
+        gated(routes, door.clone(), Wire::Rest)
             .merge(open(routes::open(), door))
             // FastAPI's answer to a path it has no route for.
             .fallback(|| async {
@@ -159,38 +158,100 @@ fn rest_body_error(error: Error) -> BoxError {
     Box::new(error)
 }
 
-/// Returns `routes` behind the gate's door: every request authenticated
-/// and admitted, its body and its run held to their deadlines, each
-/// refusal in Honcho's shape. Honcho's routes pass it, and so does MCP over
-/// HTTP (`/mcp`), which the binary mounts beside them.
-pub fn gated(routes: axum::Router, door: Door) -> axum::Router {
+/// Where the door stands before a router's handlers: the wire its calls
+/// are counted on, and whether they need a key.
+#[derive(Clone)]
+struct Entrance {
+    door: Door,
+    wire: Wire,
+    authenticate: bool,
+}
+
+/// Returns `routes` behind the gate's door: every request observed as a
+/// call on `wire`, authenticated and admitted, its body and its run held
+/// to their deadlines, each refusal in Honcho's shape. Honcho's routes pass
+/// it, and so does MCP over HTTP (`/mcp`, [`Wire::Mcp`]), which the binary
+/// mounts beside them.
+pub fn gated(routes: axum::Router, door: Door, wire: Wire) -> axum::Router {
     routes.layer(axum::middleware::from_fn_with_state(
-        (door, true),
-        admit_and_authenticate,
+        Entrance {
+            door,
+            wire,
+            authenticate: true,
+        },
+        observe_and_enter,
     ))
 }
 
 /// Returns `routes`, which need no key (`/health`, `/docs`, `/metrics`),
 /// behind the door's places for such calls: bounded per process, client
-/// address and connection.
+/// address and connection; counted, not traced.
 pub fn open(routes: axum::Router, door: Door) -> axum::Router {
     routes.layer(axum::middleware::from_fn_with_state(
-        (door, false),
-        admit_and_authenticate,
+        Entrance {
+            door,
+            wire: Wire::Rest,
+            authenticate: false,
+        },
+        observe_and_enter,
     ))
 }
 
-/// The gate's door before any handler: authentication, admission, the
-/// request's deadline and its body's, each refusal in Honcho's shape.
-async fn admit_and_authenticate(
-    State((door, authenticate)): State<(Door, bool)>,
-    request: Request,
-    next: Next,
-) -> Response {
+/// The gate before any handler: the call's visit (its span, a child of the
+/// caller's `traceparent`, and its count by route and status class), then
+/// the door.
+async fn observe_and_enter(State(entrance): State<Entrance>, mut request: Request, next: Next) -> Response {
+    // The route's template, never the path a client sent.
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unknown", axum::extract::MatchedPath::as_str)
+        .to_owned();
+    let vouched = request.extensions().get::<Vouched>().cloned();
+    let method = roncho_gate::observe::known_http_method(request.method());
+    let mut visit = entrance.door.visit(
+        entrance.wire,
+        route,
+        Some(method),
+        request.headers(),
+        entrance.authenticate,
+    );
+    visit.span().record("http.request.method", method);
+    visit.span().record("http.route", visit.route());
+    if vouched.is_some() {
+        visit = visit.uncounted();
+    }
+    if entrance.wire == Wire::Mcp {
+        request.extensions_mut().insert(visit.call_name());
+    }
+    let response = enter(&entrance, vouched, request, next)
+        .instrument(visit.span().clone())
+        .await;
+    let status = response.status();
+    visit.span().record("http.response.status_code", status.as_u16());
+    visit.finish(StatusClass::of_http(status), status.as_str());
+    response
+}
+
+/// The door: authentication, admission, the request's deadline and its
+/// body's, each refusal in Honcho's shape. A request another wire of this
+/// process made for a caller it let in ([`Vouched`]) enters as that caller,
+/// within the deadline and the place of the call that made it.
+async fn enter(entrance: &Entrance, vouched: Option<Vouched>, request: Request, next: Next) -> Response {
     if let Some(refusal) = extract::refuse_non_json(&request) {
         return refusal.into_response();
     }
-    let pass = match door.enter(&request, authenticate) {
+    let door = &entrance.door;
+    if let Some(Vouched(caller)) = vouched {
+        let timeout = door.timeout(request.uri().path());
+        let (mut parts, body) = request.into_parts();
+        parts.extensions.insert(caller);
+        return match tokio::time::timeout(timeout, next.run(Request::from_parts(parts, body))).await {
+            Ok(response) => response,
+            Err(_) => RestError::from(door.timed_out(timeout)).into_response(),
+        };
+    }
+    let pass = match door.enter(&request, entrance.authenticate) {
         Ok(pass) => pass,
         Err(error) => return RestError::from(error).into_response(),
     };

@@ -11,6 +11,7 @@ mod agents_flow;
 mod attack;
 mod authorization;
 mod boundaries;
+mod dashboards;
 mod derive_processes;
 mod dialectic;
 mod erasure;
@@ -23,6 +24,7 @@ mod llm_deriver;
 #[cfg(feature = "candle")]
 mod long_message;
 #[cfg(feature = "candle")]
+mod mcp_bounds;
 mod meaning;
 mod metrics;
 #[cfg(target_os = "linux")]

@@ -1,6 +1,6 @@
-//! Prometheus metrics: RPCs by method and code with latency, queue depth by
-//! task type and state, vector sync state, LLM calls and tokens by model;
-//! served over HTTP at /metrics.
+//! Prometheus metrics: calls on every wire (gRPC, REST, MCP) by route and
+//! status class with latency, queue depth by task type and state, vector
+//! sync state, LLM calls and tokens by model; served over HTTP at /metrics.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -91,6 +91,45 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         .await
         .unwrap();
 
+    // REST: a workspace made, one refused for its id, and a path no route has.
+    let http = reqwest::Client::new();
+    let rest_url = format!("http://{rest_address}");
+    for (body, expected) in [(r#"{"id":"w2"}"#, 201), (r#"{"id":"no spaces allowed"}"#, 422)] {
+        let reply = http
+            .post(format!("{rest_url}/v3/workspaces"))
+            .header("content-type", "application/json")
+            .body(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(reply.status().as_u16(), expected, "{body}");
+    }
+    // MCP over HTTP: a tool call, whose REST calls in process are its own.
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "add_messages_to_session",
+        "arguments": {"workspace_id": "w", "session_id": "s-mcp",
+                      "messages": [{"peer_id": "alice", "content": "I moved to Lisbon."}]}}});
+    let reply = http
+        .post(format!("{rest_url}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(call.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status().as_u16(), 200);
+    let reply = reply.text().await.unwrap();
+    assert!(reply.contains("Messages added to session successfully"), "{reply}");
+    let made_up_tool = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "drop_every_table_42", "arguments": {}}});
+    http.post(format!("{rest_url}/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .body(made_up_tool.to_string())
+        .send()
+        .await
+        .unwrap();
+
     // An LLM call through the metered wrapper.
     let app = axum::Router::new().route(
         "/v1/chat/completions",
@@ -158,13 +197,52 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         ),
         Some(3.0)
     );
+    // The same calls in the family every wire shares.
+    for (series, count) in [
+        (
+            "wire=\"grpc\",route=\"roncho.v1.IngestService/GetOrCreateWorkspace\",status=\"ok\"",
+            2.0,
+        ),
+        (
+            "wire=\"grpc\",route=\"roncho.v1.IngestService/GetOrCreateWorkspace\",status=\"client_error\"",
+            1.0,
+        ),
+        ("wire=\"grpc\",route=\"unknown\",status=\"client_error\"", 1.0),
+        ("wire=\"rest\",route=\"/v3/workspaces\",status=\"ok\"", 1.0),
+        ("wire=\"rest\",route=\"/v3/workspaces\",status=\"client_error\"", 1.0),
+        (
+            "wire=\"mcp\",route=\"tools/call add_messages_to_session\",status=\"ok\"",
+            1.0,
+        ),
+        ("wire=\"mcp\",route=\"tools/call unknown\",status=\"client_error\"", 1.0),
+    ] {
+        assert_eq!(
+            sample(text, &format!("roncho_requests_total{{{series}}}")),
+            Some(count),
+            "{series}: {text}"
+        );
+    }
+    assert_eq!(
+        sample(
+            text,
+            "roncho_request_duration_seconds_count{wire=\"rest\",route=\"/v3/workspaces\"}"
+        ),
+        Some(2.0),
+        "{text}"
+    );
+    assert!(!text.contains("drop_every_table_42"), "{text}");
+    // The tool's own REST calls are counted once, as the tool call.
+    assert!(
+        !text.contains("wire=\"rest\",route=\"/v3/workspaces/{workspace_id}/sessions/{session_id}/messages\""),
+        "{text}"
+    );
     assert_eq!(
         sample(
             text,
             "roncho_queue_tasks{task_type=\"representation\",state=\"pending\"}"
         ),
-        Some(1.0),
-        "alice's message waits for a deriver: {text}"
+        Some(2.0),
+        "alice's messages (gRPC and MCP) wait for a deriver: {text}"
     );
     assert!(
         sample(
@@ -175,7 +253,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     );
     assert_eq!(
         sample(text, "roncho_vector_sync_rows{kind=\"message\",state=\"pending\"}"),
-        Some(1.0)
+        Some(2.0)
     );
     assert_eq!(
         sample(

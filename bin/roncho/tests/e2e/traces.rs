@@ -1,10 +1,11 @@
-//! One trace across processes: a client's CreateMessages (with W3C
-//! `traceparent` metadata) reaches a `--roles ingest` process, whose work
-//! travels over NATS to a `--roles deriver` process that calls a model and
-//! stores conclusions. Both export spans over OTLP to a stand-in collector;
-//! the batch delay is a minute, so spans arrive only because SIGTERM
-//! flushes them. The spans must form one tree:
-//! client → CreateMessages → store.create_messages → publish work →
+//! One trace across processes, from each wire: a client's write of
+//! messages (with a W3C `traceparent`) over gRPC, over REST and as an MCP
+//! tool call reaches a `--roles ingest` process, whose work travels over
+//! NATS to a `--roles deriver` process that calls a model and stores
+//! conclusions. Both export spans over OTLP to a stand-in collector; the
+//! batch delay is a minute, so spans arrive only because SIGTERM flushes
+//! them. Each wire's spans must form one tree:
+//! client → the call → store.create_messages → publish work →
 //! process work → llm chat, store.create_conclusions.
 
 use std::collections::HashMap;
@@ -95,9 +96,19 @@ async fn completions(
     Json(processes::facts_reply(&body))
 }
 
-fn serve(roles: &str, listen: &str, env: &[(&str, &str)], log: &std::path::Path) -> Child {
+fn serve(roles: &str, listen: &str, rest: &str, env: &[(&str, &str)], log: &std::path::Path) -> Child {
     Command::new(env!("CARGO_BIN_EXE_roncho"))
-        .args(["serve", "--roles", roles, "--listen", listen, "--log", "info"])
+        .args([
+            "serve",
+            "--roles",
+            roles,
+            "--listen",
+            listen,
+            "--rest-listen",
+            rest,
+            "--log",
+            "info",
+        ])
         .envs(env.iter().copied())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(log).unwrap())
@@ -107,7 +118,7 @@ fn serve(roles: &str, listen: &str, env: &[(&str, &str)], log: &std::path::Path)
 
 // The collector must answer while this test waits for the processes to exit.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its_store_writes() {
+async fn one_trace_runs_from_each_wire_through_nats_to_the_deriver_and_its_store_writes() {
     let Some(nats_url) = roncho_store::testing::integration_env(roncho_store::testing::NATS_URL_VAR) else {
         return;
     };
@@ -142,17 +153,44 @@ async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its
     ];
     let logs = tempfile::tempdir().unwrap();
     let ingest_address = free_address();
-    let mut ingest_process = serve("ingest", &ingest_address, &env, &logs.path().join("ingest.log"));
-    let mut deriver_process = serve("deriver", "127.0.0.1:0", &env, &logs.path().join("deriver.log"));
+    let rest_address = free_address();
+    let mut ingest_process = serve(
+        "ingest",
+        &ingest_address,
+        &rest_address,
+        &env,
+        &logs.path().join("ingest.log"),
+    );
+    let mut deriver_process = serve("deriver", "127.0.0.1:0", "off", &env, &logs.path().join("deriver.log"));
 
-    // The caller's span: a trace id and span id of our own, sampled.
-    let trace_id = "4bf92f3577b34da6a3ce929d0e0e4736";
-    let client_span_id = "00f067aa0ba902b7";
+    // Each wire's caller has a span of its own: a trace id and span id, sampled.
+    let wires = [
+        Wire {
+            name: "gRPC",
+            trace_id: "4bf92f3577b34da6a3ce929d0e0e4736",
+            client_span_id: "00f067aa0ba902b7",
+            server_span: "roncho.v1.IngestService/CreateMessages",
+        },
+        Wire {
+            name: "REST",
+            trace_id: "5bf92f3577b34da6a3ce929d0e0e4737",
+            client_span_id: "10f067aa0ba902b8",
+            server_span: "POST /v3/workspaces/{workspace_id}/sessions/{session_id}/messages",
+        },
+        Wire {
+            name: "MCP",
+            trace_id: "6bf92f3577b34da6a3ce929d0e0e4738",
+            client_span_id: "20f067aa0ba902b9",
+            server_span: "tools/call add_messages_to_session",
+        },
+    ];
+    let traceparent = |wire: &Wire| format!("00-{}-{}-01", wire.trace_id, wire.client_span_id);
+    let facts = ["I keep bees on my roof.", "My hives are on the north side."];
     let mut ingest = IngestServiceClient::new(connect(&ingest_address).await);
     let mut request = tonic::Request::new(pb::CreateMessagesRequest {
-        workspace_id: "w".into(),
+        workspace_id: "w-grpc".into(),
         session_id: "s".into(),
-        messages: ["I keep bees on my roof.", "My hives are on the north side."]
+        messages: facts
             .into_iter()
             .map(|content| pb::MessageCreate {
                 peer_id: "alice".into(),
@@ -162,11 +200,51 @@ async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its
             .collect(),
         idempotency_key: None,
     });
-    request.metadata_mut().insert(
-        "traceparent",
-        format!("00-{trace_id}-{client_span_id}-01").parse().unwrap(),
-    );
+    request
+        .metadata_mut()
+        .insert("traceparent", traceparent(&wires[0]).parse().unwrap());
     ingest.create_messages(request).await.unwrap();
+
+    let http = reqwest::Client::new();
+    let rest = format!("http://{rest_address}");
+    let post = |path: &str, body: Value, parent: Option<String>| {
+        let mut request = http
+            .post(format!("{rest}{path}"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(body.to_string());
+        if let Some(parent) = parent {
+            request = request.header("traceparent", parent);
+        }
+        async move {
+            let reply = request.send().await.unwrap();
+            let status = reply.status();
+            let text = reply.text().await.unwrap();
+            assert!(status.is_success(), "{status}: {text}");
+            text
+        }
+    };
+    let messages: Vec<Value> = facts
+        .iter()
+        .map(|content| serde_json::json!({"peer_id": "alice", "content": content}))
+        .collect();
+    post("/v3/workspaces", serde_json::json!({"id": "w-rest"}), None).await;
+    post("/v3/workspaces/w-rest/sessions", serde_json::json!({"id": "s"}), None).await;
+    post(
+        "/v3/workspaces/w-rest/sessions/s/messages",
+        serde_json::json!({"messages": messages}),
+        Some(traceparent(&wires[1])),
+    )
+    .await;
+    let added = post(
+        "/mcp",
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "add_messages_to_session",
+            "arguments": {"workspace_id": "w-mcp", "session_id": "s", "messages": messages}}}),
+        Some(traceparent(&wires[2])),
+    )
+    .await;
+    assert!(added.contains("Messages added to session successfully"), "{added}");
 
     // Wait for the derivation to finish: its conclusions are stored.
     let store = roncho_store::testing::open_migrated(&database.url).await;
@@ -203,17 +281,35 @@ async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its
         );
     }
     eprintln!("== every span received\n{:#?}", collector.spans.lock().unwrap());
-    let spans: Vec<Received> = collector
-        .spans
-        .lock()
-        .unwrap()
+    let received = collector.spans.lock().unwrap().clone();
+    let sent = traceparents.lock().unwrap().clone();
+    for wire in &wires {
+        assert_one_trace(&received, wire, &sent);
+    }
+}
+
+/// A wire's call in the test: the caller's trace and span, and the name of
+/// the server's span for the call.
+struct Wire {
+    name: &'static str,
+    trace_id: &'static str,
+    client_span_id: &'static str,
+    server_span: &'static str,
+}
+
+/// Asserts that `wire`'s trace runs from its caller through the ingest
+/// process's write and NATS to the deriver's model call (whose request
+/// carried it on, as `sent` shows) and its write.
+fn assert_one_trace(received: &[Received], wire: &Wire, sent: &[String]) {
+    let trace_id = wire.trace_id;
+    let spans: Vec<Received> = received
         .iter()
         .filter(|span| span.trace_id == trace_id)
         .cloned()
         .collect();
     let by_id: HashMap<&str, &Received> = spans.iter().map(|span| (span.span_id.as_str(), span)).collect();
     let described = || {
-        spans
+        let spans = spans
             .iter()
             .map(|span| {
                 format!(
@@ -222,51 +318,53 @@ async fn one_trace_runs_from_create_messages_through_nats_to_the_deriver_and_its
                 )
             })
             .collect::<Vec<_>>()
-            .join("\n")
+            .join("\n");
+        format!("{}:\n{spans}", wire.name)
     };
     let find = |service: &str, name: &str, kind: SpanKind| {
         spans
             .iter()
             .find(|span| span.service == service && span.name == name && span.kind == kind as i32)
-            .unwrap_or_else(|| panic!("no {kind:?} span {name} from {service} in the trace:\n{}", described()))
+            .unwrap_or_else(|| panic!("no {kind:?} span {name} from {service} in the trace of {}", described()))
     };
-    let rpc = find(
-        "roncho-ingest",
-        "roncho.v1.IngestService/CreateMessages",
-        SpanKind::Server,
-    );
-    assert_eq!(
-        rpc.parent_span_id, client_span_id,
-        "the RPC continues the caller's span"
-    );
-    let write = find("roncho-ingest", "store.create_messages", SpanKind::Internal);
-    assert_eq!(write.parent_span_id, rpc.span_id);
-    let publish = find("roncho-ingest", "publish work", SpanKind::Producer);
-    assert_eq!(
-        publish.parent_span_id, write.span_id,
-        "the work was enqueued in the write"
-    );
-    let process = find("roncho-deriver", "process work", SpanKind::Consumer);
-    assert_eq!(
-        process.parent_span_id, publish.span_id,
-        "the deriver's work continues the context its NATS message carried"
-    );
-    // Below the work: the model call and the conclusions' write.
-    let descends_from_process = |span: &Received| {
+    let descends_from = |span: &Received, ancestor: &Received| {
         let mut parent = span.parent_span_id.as_str();
         while let Some(above) = by_id.get(parent) {
-            if above.span_id == process.span_id {
+            if above.span_id == ancestor.span_id {
                 return true;
             }
             parent = above.parent_span_id.as_str();
         }
         false
     };
+    let call = find("roncho-ingest", wire.server_span, SpanKind::Server);
+    assert_eq!(
+        call.parent_span_id,
+        wire.client_span_id,
+        "the call continues the caller's span: {}",
+        described()
+    );
+    let write = find("roncho-ingest", "store.create_messages", SpanKind::Internal);
+    assert!(descends_from(write, call), "{}", described());
+    let publish = find("roncho-ingest", "publish work", SpanKind::Producer);
+    assert_eq!(
+        publish.parent_span_id,
+        write.span_id,
+        "the work was enqueued in the write: {}",
+        described()
+    );
+    let process = find("roncho-deriver", "process work", SpanKind::Consumer);
+    assert_eq!(
+        process.parent_span_id,
+        publish.span_id,
+        "the deriver's work continues the context its NATS message carried: {}",
+        described()
+    );
+    // Below the work: the model call and the conclusions' write.
     let llm = find("roncho-deriver", "chat", SpanKind::Client);
-    assert!(descends_from_process(llm), "{}", described());
+    assert!(descends_from(llm, process), "{}", described());
     let conclusions = find("roncho-deriver", "store.create_conclusions", SpanKind::Internal);
-    assert!(descends_from_process(conclusions), "{}", described());
+    assert!(descends_from(conclusions, process), "{}", described());
     // And the model's HTTP request carried the trace on, from the LLM span.
-    let sent = traceparents.lock().unwrap().clone();
     assert!(sent.contains(&format!("00-{trace_id}-{}-01", llm.span_id)), "{sent:?}");
 }
