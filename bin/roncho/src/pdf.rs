@@ -168,7 +168,7 @@ pub fn extract_from_stdin(memory_limit_mb: u64, cpu_limit_secs: u64) -> anyhow::
         eprintln!("{error}");
         std::process::exit(UNREADABLE);
     }
-    match roncho_core::files::pdf_text(&file) {
+    match roncho_pdf::pdf_text(&file) {
         Ok(text) => {
             std::io::stdout().write_all(text.as_bytes())?;
             Ok(())

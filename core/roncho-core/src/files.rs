@@ -1,5 +1,6 @@
-//! File upload: decoding text, JSON and PDF files and splitting them into
-//! message-sized chunks on paragraph, line, sentence, then word boundaries.
+//! File upload: decoding text and JSON files (PDFs are read behind the
+//! [`PdfReader`] port, by an adapter) and splitting text into message-sized
+//! chunks on paragraph, line, sentence, then word boundaries.
 
 use serde_json::Value;
 
@@ -83,8 +84,8 @@ pub struct FileChunk {
     pub end: usize,
 }
 
-/// Returns the text of a file of an accepted type, or a clear refusal. PDFs
-/// are parsed here, in this thread: see [`PdfReader`] for a bounded parse.
+/// Returns the text of a text or JSON file, or a clear refusal. PDFs are
+/// read by a [`PdfReader`] (an adapter's), where their parse is bounded.
 pub fn extract_text(content_type: &str, bytes: &[u8]) -> Result<String> {
     check_file_size(bytes)?;
     let text = match media_type(content_type).as_str() {
@@ -93,7 +94,11 @@ pub fn extract_text(content_type: &str, bytes: &[u8]) -> Result<String> {
                 .map_err(|error| Error::invalid("file", format!("is not valid JSON: {error}")))?;
             python_json_dumps(&value)
         }
-        "application/pdf" => pdf_text(bytes)?,
+        "application/pdf" => {
+            return Err(Error::Internal(
+                "a PDF's text is read by the PDF reader, not here".into(),
+            ));
+        }
         text if text.starts_with("text/") => decode_text(bytes),
         _ => {
             return Err(Error::invalid(
@@ -125,22 +130,6 @@ fn decode_text(bytes: &[u8]) -> String {
         _ => None,
     };
     decoded.unwrap_or_else(|| bytes.iter().map(|&byte| char::from(byte)).collect())
-}
-
-/// Returns the text of a PDF, pages headed `[Page N]`, parsed in this thread
-/// with no bound on its time or memory (see [`PdfReader`]).
-pub fn pdf_text(bytes: &[u8]) -> Result<String> {
-    // pdf-extract panics on some malformed files; a bad upload must be an error, not a crash.
-    let pages = std::panic::catch_unwind(|| pdf_extract::extract_text_from_mem_by_pages(bytes))
-        .map_err(|_| Error::invalid("file", "is not a readable PDF"))?
-        .map_err(|error| Error::invalid("file", format!("is not a readable PDF: {error}")))?;
-    let text = pages
-        .iter()
-        .enumerate()
-        .map(|(index, page)| format!("[Page {}]\n{}", index + 1, page.trim()))
-        .collect::<Vec<_>>()
-        .join("\n\n");
-    Ok(text)
 }
 
 /// Serialises JSON the way Python's `json.dumps(value, ensure_ascii=False)` does,

@@ -312,58 +312,6 @@ pub trait IngestApi: Send + Sync {
     async fn remove_scope_session(&self, request: RemoveScopeSession) -> Result<ErasureReceipt>;
 }
 
-/// Reads PDFs in this process: at most `permits` at once, each answered
-/// within `deadline` (a parse past it keeps its permit until it ends, so
-/// abandoned parses cannot pile up). Memory is not bounded here; the server
-/// runs its parses in a sandboxed process instead (`roncho::pdf`).
-#[derive(Debug)]
-pub struct InProcessPdf {
-    permits: Arc<tokio::sync::Semaphore>,
-    deadline: std::time::Duration,
-}
-
-impl InProcessPdf {
-    /// Returns the reader running `permits` parses at once, each answered within `deadline`.
-    pub fn new(permits: usize, deadline: std::time::Duration) -> Self {
-        Self {
-            permits: Arc::new(tokio::sync::Semaphore::new(permits.max(1))),
-            deadline,
-        }
-    }
-}
-
-impl Default for InProcessPdf {
-    fn default() -> Self {
-        Self::new(2, std::time::Duration::from_secs(30))
-    }
-}
-
-#[async_trait::async_trait]
-impl PdfReader for InProcessPdf {
-    async fn text(&self, bytes: Vec<u8>) -> Result<String> {
-        let permit = self
-            .permits
-            .clone()
-            .acquire_owned()
-            .await
-            .map_err(|_| Error::Unavailable("the PDF reader is shutting down".into()))?;
-        let parse = tokio::task::spawn_blocking(move || {
-            let _permit = permit;
-            files::pdf_text(&bytes)
-        });
-        match tokio::time::timeout(self.deadline, parse).await {
-            Ok(joined) => joined.map_err(|error| Error::Internal(format!("PDF parsing task failed: {error}")))?,
-            Err(_) => Err(Error::invalid(
-                "file",
-                format!(
-                    "is a PDF that takes longer than {} s to read",
-                    self.deadline.as_secs_f32()
-                ),
-            )),
-        }
-    }
-}
-
 /// The ingest service over a store.
 #[derive(Clone)]
 pub struct Ingest {
@@ -404,7 +352,7 @@ impl Ingest {
             store,
             after_write: None,
             activity: None,
-            pdf: Arc::new(InProcessPdf::default()),
+            pdf: Arc::new(roncho_pdf::InProcessPdf::default()),
             allow_private_webhooks: false,
             idempotency_window: DEFAULT_IDEMPOTENCY_WINDOW,
             erasure_budget: std::time::Duration::from_secs(5),
