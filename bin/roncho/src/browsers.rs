@@ -1,7 +1,8 @@
 //! The browser rules of [`roncho_gate::browser`] in front of every HTTP
 //! router the process serves (REST, `/mcp`, docs, health, metrics): a
-//! refused request is 403 with the reason before any route runs; a
-//! configured origin gets CORS headers and its preflights an answer.
+//! refused request is 403 with the reason before any route runs, counted
+//! by the door like any refusal; a configured origin gets CORS headers and
+//! its preflights an answer.
 
 use std::sync::Arc;
 
@@ -9,7 +10,7 @@ use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, StatusCode, header};
-use roncho_gate::{BrowserPolicy, Verdict};
+use roncho_gate::{BrowserPolicy, Door, StatusClass, Verdict, Wire};
 
 /// How long a browser may cache a preflight's answer.
 const PREFLIGHT_MAX_AGE_SECS: &str = "600";
@@ -17,12 +18,13 @@ const PREFLIGHT_MAX_AGE_SECS: &str = "600";
 const ALLOWED_METHODS: &str = "GET, POST, PUT, PATCH, DELETE, OPTIONS";
 const EXPOSED_HEADERS: &str = "x-roncho-degraded-reason, x-roncho-erasure-receipt, retry-after, mcp-session-id";
 
-/// Returns `app` with every request judged by `policy` first.
-pub fn guard(app: axum::Router, policy: Arc<BrowserPolicy>) -> axum::Router {
-    app.layer(axum::middleware::from_fn_with_state(policy, judge))
+/// Returns `app` with every request judged by `policy` first; `door`
+/// counts the refusals.
+pub fn guard(app: axum::Router, policy: Arc<BrowserPolicy>, door: Door) -> axum::Router {
+    app.layer(axum::middleware::from_fn_with_state((policy, door), judge))
 }
 
-async fn judge(State(policy): State<Arc<BrowserPolicy>>, request: Request, next: Next) -> Response {
+async fn judge(State((policy, door)): State<(Arc<BrowserPolicy>, Door)>, request: Request, next: Next) -> Response {
     match policy.judge(request.method(), request.uri(), request.headers()) {
         Verdict::Serve => next.run(request).await,
         Verdict::ServeCors(origin) => {
@@ -56,6 +58,7 @@ async fn judge(State(policy): State<Arc<BrowserPolicy>>, request: Request, next:
         }
         Verdict::Refuse(reason) => {
             tracing::debug!(%reason, path = request.uri().path(), "browser request refused");
+            count_refusal(&door, &request);
             (
                 StatusCode::FORBIDDEN,
                 axum::Json(serde_json::json!({ "detail": reason })),
@@ -63,6 +66,25 @@ async fn judge(State(policy): State<Arc<BrowserPolicy>>, request: Request, next:
                 .into_response()
         }
     }
+}
+
+/// Counts a refused page's call as the gate counts its own refusals: on
+/// the wire of its route (`/mcp` is MCP's), under the route's template,
+/// the caller's error. Not traced: the page's trace is not ours to carry.
+fn count_refusal(door: &Door, request: &Request) {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or("unknown", axum::extract::MatchedPath::as_str)
+        .to_owned();
+    let wire = if route.starts_with("/mcp") {
+        Wire::Mcp
+    } else {
+        Wire::Rest
+    };
+    let method = roncho_gate::observe::known_http_method(request.method());
+    door.visit(wire, route, Some(method), request.headers(), false)
+        .finish(StatusClass::ClientError, StatusCode::FORBIDDEN.as_str());
 }
 
 /// Lets `origin`'s page read the answer; caches keep answers per origin.

@@ -828,7 +828,7 @@ impl HttpListener for GatedListener {
 /// Serves `app` over HTTP/1.1 or HTTP/2 on `listener` until `shutdown`,
 /// then lets the requests in progress finish. Every request is judged by
 /// `browsers` first (web pages of other origins, hosts that are not this
-/// server's). HTTP/1 request heads must
+/// server's; `door` counts the refusals). HTTP/1 request heads must
 /// arrive within `header_timeout` (also the keep-alive idle timeout);
 /// HTTP/2 connections that stop answering pings are dropped. Each request
 /// carries its peer's address as the gate's [`roncho_gate::Peer`], which
@@ -838,9 +838,10 @@ pub async fn serve_http<L: HttpListener>(
     app: axum::Router,
     header_timeout: Duration,
     browsers: Arc<roncho_gate::BrowserPolicy>,
+    door: roncho_gate::Door,
     shutdown: CancellationToken,
 ) {
-    let app = crate::browsers::guard(app, browsers);
+    let app = crate::browsers::guard(app, browsers, door);
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     let mut builder = hyper_util::server::conn::auto::Builder::new(TokioExecutor::new());
     builder

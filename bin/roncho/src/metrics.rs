@@ -665,8 +665,8 @@ pub async fn serve(
     tracing::info!(%address, "serving metrics at /metrics");
     let header_timeout = edge.gate.limits().header_timeout;
     let listener = crate::connections::GatedListener::new(listener, edge.gate);
-    let app = roncho_rest::open(router(metrics), edge.door);
-    crate::connections::serve_http(listener, app, header_timeout, edge.browsers, shutdown).await;
+    let app = roncho_rest::open(router(metrics), edge.door.clone());
+    crate::connections::serve_http(listener, app, header_timeout, edge.browsers, edge.door, shutdown).await;
     refresher.abort();
     Ok(())
 }

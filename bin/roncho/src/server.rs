@@ -480,15 +480,16 @@ fn serve_rest(
     let gate = services.connections.clone();
     let header_timeout = gate.limits().header_timeout;
     let browsers = services.browsers();
+    let door = services.door();
     match &services.tls {
         // The gRPC listener's certificate (and client CA), reloaded with it.
         Some(tls) => {
             let listener = crate::tls::TlsListener::new(listener, tls.clone(), gate, shutdown.clone())?;
-            tokio::spawn(serve_http(listener, app, header_timeout, browsers, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, browsers, door, stop));
         }
         None => {
             let listener = GatedListener::new(listener, gate);
-            tokio::spawn(serve_http(listener, app, header_timeout, browsers, stop));
+            tokio::spawn(serve_http(listener, app, header_timeout, browsers, door, stop));
         }
     }
     Ok(())

@@ -104,6 +104,18 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             .unwrap();
         assert_eq!(reply.status().as_u16(), expected, "{body}");
     }
+    // A web page of another origin, refused by the browser rules before the gate.
+    for path in ["/v3/workspaces/list", "/mcp"] {
+        let refused = http
+            .post(format!("{rest_url}{path}"))
+            .header("content-type", "application/json")
+            .header("origin", "https://evil.example")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(refused.status().as_u16(), 403, "{path}");
+    }
     // MCP over HTTP: a tool call, whose REST calls in process are its own.
     let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "add_messages_to_session",
@@ -215,6 +227,11 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             1.0,
         ),
         ("wire=\"mcp\",route=\"tools/call unknown\",status=\"client_error\"", 1.0),
+        (
+            "wire=\"rest\",route=\"/v3/workspaces/list\",status=\"client_error\"",
+            1.0,
+        ),
+        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 1.0),
     ] {
         assert_eq!(
             sample(text, &format!("roncho_requests_total{{{series}}}")),
