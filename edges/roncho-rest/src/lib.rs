@@ -122,14 +122,8 @@ impl Rest {
             .merge(routes::extensions(self))
             .layer(axum::extract::DefaultBodyLimit::max(extract::MAX_BODY_BYTES));
         gated(routes, door.clone(), Wire::Rest)
-            .merge(open(routes::open(), door))
-            // FastAPI's answer to a path it has no route for.
-            .fallback(|| async {
-                (
-                    http::StatusCode::NOT_FOUND,
-                    axum::Json(serde_json::json!({"detail": "Not Found"})),
-                )
-            })
+            .merge(open(routes::open(), door.clone()))
+            .fallback(move |request: Request| not_found(door, request))
     }
 
     /// Runs `request` as `caller` on `api` (the service of `role`, when this
@@ -156,6 +150,19 @@ impl Rest {
 /// A body error in REST's terms: the domain error, answered by its status.
 fn rest_body_error(error: Error) -> BoxError {
     Box::new(error)
+}
+
+/// FastAPI's answer to a path it has no route for, counted as the caller's
+/// error under the route `unknown` (the path a client sent is no label).
+async fn not_found(door: Door, request: Request) -> Response {
+    let method = roncho_gate::observe::known_http_method(request.method());
+    door.visit(Wire::Rest, "unknown".to_owned(), Some(method), request.headers(), false)
+        .finish(StatusClass::ClientError, http::StatusCode::NOT_FOUND.as_str());
+    (
+        http::StatusCode::NOT_FOUND,
+        axum::Json(serde_json::json!({"detail": "Not Found"})),
+    )
+        .into_response()
 }
 
 /// Where the door stands before a router's handlers: the wire its calls

@@ -104,6 +104,11 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             .unwrap();
         assert_eq!(reply.status().as_u16(), expected, "{body}");
     }
+    // Paths no route has: counted under `unknown`, never under what the client sent.
+    for path in ["/v3/no-such-route", "/v3/%2e%2e/admin/x/y/z", "/mcp/"] {
+        let missing = http.get(format!("{rest_url}{path}")).send().await.unwrap();
+        assert_eq!(missing.status().as_u16(), 404, "{path}");
+    }
     // A web page of another origin, refused by the browser rules before the gate.
     for path in ["/v3/workspaces/list", "/mcp"] {
         let refused = http
@@ -232,6 +237,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             1.0,
         ),
         ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 1.0),
+        ("wire=\"rest\",route=\"unknown\",status=\"client_error\"", 3.0),
     ] {
         assert_eq!(
             sample(text, &format!("roncho_requests_total{{{series}}}")),
@@ -248,6 +254,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         "{text}"
     );
     assert!(!text.contains("drop_every_table_42"), "{text}");
+    assert!(!text.contains("no-such-route") && !text.contains("admin"), "{text}");
     // The tool's own REST calls are counted once, as the tool call.
     assert!(
         !text.contains("wire=\"rest\",route=\"/v3/workspaces/{workspace_id}/sessions/{session_id}/messages\""),
