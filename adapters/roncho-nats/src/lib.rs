@@ -44,10 +44,11 @@ use async_nats::jetstream::{self, AckKind, consumer, kv, message::Acker, stream}
 use async_trait::async_trait;
 use futures::StreamExt;
 use roncho_core::model::now_micros;
-use roncho_core::queue::{Claim, NewTask, QueueStatus, RetryFilter, StatusFilter, WorkQueue};
+use roncho_core::queue::{
+    Claim, DeliveryLedger, NewTask, QueueStatus, RetryFilter, StatusFilter, Unpublished, WorkQueue,
+};
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
-use roncho_store::SqlWorkQueue;
 use tokio::sync::Notify;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -146,7 +147,7 @@ impl std::fmt::Debug for NatsWorkQueue {
 
 struct Inner {
     options: NatsOptions,
-    ledger: SqlWorkQueue,
+    ledger: Arc<dyn DeliveryLedger>,
     /// The ledger database's installation id, in every message id and envelope.
     installation: String,
     jetstream: jetstream::Context,
@@ -269,7 +270,7 @@ async fn settle(ackers: Vec<Arc<Acker>>, kind: AckKind) {
 impl NatsWorkQueue {
     /// Connects, creates the stream and lease bucket if missing, takes this
     /// process's share of partitions and starts delivery and the relay.
-    pub async fn connect(options: NatsOptions, ledger: SqlWorkQueue) -> Result<Self> {
+    pub async fn connect(options: NatsOptions, ledger: Arc<dyn DeliveryLedger>) -> Result<Self> {
         if !subjects::valid_token(&options.prefix) {
             return Err(Error::invalid(
                 "nats_prefix",
@@ -731,7 +732,7 @@ impl Inner {
     }
 
     /// Publishes again, under fresh ids, the tasks the ledger finds lost
-    /// (see [`SqlWorkQueue::take_lost`]); returns how many.
+    /// (see [`DeliveryLedger::take_lost`]); returns how many.
     async fn republish_lost(&self) -> Result<usize> {
         let _round = self.relaying.lock().await;
         let lost = self.ledger.take_lost(LOST_BATCH, self.options.redeliver_after).await?;
@@ -747,7 +748,7 @@ impl Inner {
     /// task's first publication).
     async fn publish(
         &self,
-        row: &roncho_store::Unpublished,
+        row: &Unpublished,
         suffix: &str,
     ) -> Result<async_nats::jetstream::context::PublishAckFuture> {
         let id = row.id;

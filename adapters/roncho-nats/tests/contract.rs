@@ -45,7 +45,7 @@ impl Setup {
     async fn queue(&self, instance: &str) -> NatsWorkQueue {
         let mut options = self.options.clone();
         options.instance = instance.to_owned();
-        NatsWorkQueue::connect(options, SqlWorkQueue::new(self.store.clone()))
+        NatsWorkQueue::connect(options, Arc::new(SqlWorkQueue::new(self.store.clone())))
             .await
             .expect("connecting the NATS queue")
     }
@@ -203,8 +203,8 @@ async fn a_dead_process_hands_on_its_work_without_repeats() {
 }
 
 impl Setup {
-    fn ledger(&self) -> SqlWorkQueue {
-        SqlWorkQueue::new(self.store.clone())
+    fn ledger(&self) -> Arc<SqlWorkQueue> {
+        Arc::new(SqlWorkQueue::new(self.store.clone()))
     }
 }
 

@@ -4,13 +4,14 @@
 //! # Layout in Qdrant
 //! All namespaces share one collection (default `roncho`): one unnamed dense
 //! vector per point, cosine distance, and for messages a sparse vector
-//! `text` of BM25 term weights ([`roncho_core::lexical`]), so one
-//! `QueryBatch` request returns both the nearest and the best full-text
-//! candidates (ADR 0007). A query's terms carry their inverse document
-//! frequencies over the queried workspace ([`TermWeighting::Query`]), counted
-//! by the reconciler in the database: Qdrant's own `Idf` modifier would count
+//! `text` of BM25 term weights ([`roncho_core::lexical`]), so Qdrant ranks
+//! both the nearest and the best full-text candidates of a search, side by
+//! side (ADR 0007). A query's terms carry their inverse document
+//! frequencies over the queried workspace ([`WordRanking::Workspace`]), counted
+//! in the database as the store takes the points
+//! ([`QdrantVectorStore::counting_terms_in`]): Qdrant's own `Idf` modifier would count
 //! them over every workspace of the collection, and a collection made with it
-//! (before the counts) keeps it ([`TermWeighting::Collection`]). Each point's
+//! (before the counts) keeps it ([`WordRanking::Collection`]). Each point's
 //! payload carries
 //! - `ns`: the roncho namespace (`msg/{workspace}` or `doc/{ws}/{observer}/{observed}`),
 //!   indexed as a keyword with `is_tenant`, so Qdrant co-locates and filters by it;
@@ -31,13 +32,14 @@
 //! records the embedding model in its metadata; `check_dimensions` compares
 //! the configured size with the collection's and stops start-up on a mismatch.
 //! A collection made before the `text` vector existed has no lexical ranking:
-//! [`QdrantVectorStore::ranks_full_text`] says so and full text stays in the
+//! [`QdrantVectorStore::word_ranking`] says so and full text stays in the
 //! database (docs/operations.md says how to move to a new collection).
 //!
 //! With feature `standin`, [`standin::StandIn`] runs an in-process server
 //! speaking the RPCs used here, for tests where Qdrant cannot run.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -51,8 +53,11 @@ use qdrant_client::qdrant::{
     VectorInput, VectorParams, Vectors, VectorsConfig, WithPayloadSelector, payload_index_params, points_selector,
     quantization_config, value, vector_output, vectors_config, vectors_output,
 };
-use roncho_core::lexical::SparseVector;
-use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::lexical::{self, SparseVector};
+use roncho_core::store::TermCounter;
+use roncho_core::vector::{
+    Found, SearchFailure, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore, messages_namespace,
+};
 use roncho_core::{Error, Result};
 use tokio::sync::OnceCell;
 
@@ -106,6 +111,24 @@ pub struct QdrantVectorStore {
     url: String,
     /// Set once the collection is known to exist.
     ready: OnceCell<Layout>,
+    /// Where the terms of messages' words are counted per workspace, which
+    /// weigh a query's words ([`WordRanking::Workspace`]): the database's
+    /// sync ledger ([`QdrantVectorStore::counting_terms_in`]).
+    term_ledger: Option<Arc<dyn TermCounter>>,
+}
+
+/// Where a collection's words are ranked, and over what their weights are
+/// counted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WordRanking {
+    /// In the database: the collection predates the `text` vector.
+    Database,
+    /// In Qdrant, weighed over every workspace of the collection: it was
+    /// made with the `Idf` modifier, before per-workspace term counts.
+    Collection,
+    /// In Qdrant, weighed over the queried workspace by the counts kept in
+    /// the database as messages are upserted.
+    Workspace,
 }
 
 /// What a collection holds: its dense vectors' size, the model recorded
@@ -147,7 +170,18 @@ impl QdrantVectorStore {
             collection: options.collection.clone(),
             url: options.url.clone(),
             ready: OnceCell::new(),
+            term_ledger: None,
         })
+    }
+
+    /// Counts the terms of every message upserted in `ledger`, whose
+    /// counts per workspace weigh each query's words (searches read them
+    /// from the database of their plan). A store without one refuses
+    /// messages' words in a collection that weighs per workspace
+    /// (`FAILED_PRECONDITION`): uncounted, they would match nothing.
+    pub fn counting_terms_in(mut self, ledger: Arc<dyn TermCounter>) -> Self {
+        self.term_ledger = Some(ledger);
+        self
     }
 
     /// Returns Qdrant's version, or why it cannot be reached.
@@ -504,7 +538,12 @@ impl VectorStore for QdrantVectorStore {
 
     async fn upsert(&self, namespace: &str, records: Vec<VectorRecord>) -> Result<()> {
         let Some(first) = records.first() else { return Ok(()) };
-        let Layout { size, lexical, .. } = *self.ensure(first.vector.len(), None).await?;
+        let Layout {
+            size,
+            lexical,
+            collection_idf,
+            ..
+        } = *self.ensure(first.vector.len(), None).await?;
         if let Some(wrong) = records.iter().find(|record| record.vector.len() != size) {
             return Err(Error::FailedPrecondition(format!(
                 "vector of {} has {} dimensions; qdrant collection {} holds {size}",
@@ -547,19 +586,48 @@ impl VectorStore for QdrantVectorStore {
                 std::iter::once(first).chain(later)
             })
             .collect();
-        for chunk in points.chunks(UPSERT_BATCH) {
-            let points = chunk.to_vec();
-            self.client
-                .upsert_points(UpsertPoints {
-                    collection_name: self.collection.clone(),
-                    wait: Some(true),
-                    points,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| qdrant_error("upsert", e))?;
+        let upserts = async {
+            for chunk in points.chunks(UPSERT_BATCH) {
+                let points = chunk.to_vec();
+                self.client
+                    .upsert_points(UpsertPoints {
+                        collection_name: self.collection.clone(),
+                        wait: Some(true),
+                        points,
+                        ..Default::default()
+                    })
+                    .await
+                    .map_err(|e| qdrant_error("upsert", e))?;
+            }
+            Ok(())
+        };
+        // Each message's terms counted once, in the database while Qdrant
+        // takes the points (a message counted whose upsert then fails is
+        // synced again, not counted again); a collection weighing over
+        // itself needs no counts.
+        let counted: Vec<(String, Vec<u32>)> = match collection_idf {
+            false => records
+                .iter()
+                .filter_map(|record| Some((record.id.clone(), record.lexical.as_ref()?.indices.clone())))
+                .collect(),
+            true => Vec::new(),
+        };
+        if lexical && !counted.is_empty() && self.term_ledger.is_none() {
+            return Err(Error::FailedPrecondition(format!(
+                "qdrant collection {} weighs words by each workspace's term counts, and this store has no \
+                 ledger to count them in: the words of {} messages would match nothing",
+                self.collection,
+                counted.len()
+            )));
         }
-        Ok(())
+        let counting = async {
+            match &self.term_ledger {
+                Some(ledger) if !counted.is_empty() => ledger.count(&counted).await,
+                _ => Ok(()),
+            }
+        };
+        let (upserted, counted) = tokio::join!(upserts, counting);
+        upserted.and(counted)
     }
 
     async fn query(
@@ -570,8 +638,7 @@ impl VectorStore for QdrantVectorStore {
         filter: &VectorFilter,
         max_distance: Option<f32>,
     ) -> Result<Vec<VectorHit>> {
-        let empty = |list: &Option<Vec<String>>| list.as_ref().is_some_and(Vec::is_empty);
-        if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
+        if Self::finds_nothing(top_k, filter) {
             return Ok(Vec::new());
         }
         let request = QueryPoints {
@@ -584,82 +651,30 @@ impl VectorStore for QdrantVectorStore {
         self.nearest_records(namespace, request, top_k, max_distance).await
     }
 
-    /// The query's, but for a collection made with the `Idf` modifier
-    /// (before per-workspace counts), which counts over the whole collection.
-    async fn term_weighting(&self) -> Result<TermWeighting> {
-        Ok(match self.describe_cached().await? {
-            Some(layout) if layout.collection_idf => TermWeighting::Collection,
-            _ => TermWeighting::Query,
-        })
-    }
-
-    /// True for a collection with the `text` vector, and for none yet (it
-    /// will be made with it).
-    async fn ranks_full_text(&self) -> Result<bool> {
-        Ok(self.describe_cached().await?.is_none_or(|layout| layout.lexical))
-    }
-
-    async fn hybrid_query(
-        &self,
-        namespace: &str,
-        dense: Option<&[f32]>,
-        lexical: &SparseVector,
-        top_k: usize,
-        filter: &VectorFilter,
-    ) -> Result<Option<HybridHits>> {
-        let Some(layout) = self.describe_cached().await? else {
-            // No collection yet: nothing was ever stored.
-            return Ok(Some(HybridHits::default()));
-        };
-        if !layout.lexical {
-            return Ok(None);
-        }
-        let empty = |list: &Option<Vec<String>>| list.as_ref().is_some_and(Vec::is_empty);
-        if top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels) {
-            return Ok(Some(HybridHits::default()));
-        }
-        let query = |query: Query, using: Option<&str>| QueryPoints {
-            collection_name: self.collection.clone(),
-            query: Some(query),
-            using: using.map(str::to_owned),
-            filter: Some(Self::filter(namespace, filter)),
-            limit: Some(top_k as u64),
-            with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
-            ..Default::default()
-        };
-        // Two requests at once, not one batch: Qdrant answers a batch's
-        // queries one after the other, and the meaning and the words of a
-        // query are ranked by different indexes, each on a core of its own.
-        let ranked = |points: Option<QueryPoints>| async move {
-            match points {
-                Some(points) => self
-                    .client
-                    .query(points)
-                    .await
-                    .map(|response| response.result)
-                    .map_err(|error| qdrant_error("query", error)),
-                None => Ok(Vec::new()),
-            }
-        };
-        let words = (!lexical.is_empty()).then(|| {
-            let words = VectorInput::new_sparse(lexical.indices.clone(), lexical.values.clone());
-            query(Query::new_nearest(words), Some(LEXICAL))
-        });
+    /// The words and the meaning each in Qdrant, on a core of its own (two
+    /// requests at once, not one batch: Qdrant answers a batch's queries
+    /// one after the other), beside the database's matches among the
+    /// messages not synced yet; a collection made before the `text` vector
+    /// leaves the words to the database.
+    async fn search(&self, plan: &SearchPlan<'_>) -> std::result::Result<Found, SearchFailure> {
+        let namespace = messages_namespace(plan.workspace_id);
+        let layout = self.describe_cached().await?;
         let meaning = async {
-            match dense {
-                Some(dense) => {
-                    let request = query(Query::new_nearest(dense.to_vec()), None);
-                    self.nearest_records(namespace, request, top_k, None).await
-                }
-                None => Ok(Vec::new()),
-            }
+            let vector = plan.query.meaning().await?;
+            self.query(&namespace, &vector, plan.top_k, &plan.scope, None).await
         };
-        // Only a record's first passage carries its words: one point a record.
-        let (dense, words) = tokio::join!(meaning, ranked(words));
-        Ok(Some(HybridHits {
-            dense: dense?,
-            lexical: Self::hits(namespace, words?, |score| -score)?,
-        }))
+        if layout.as_ref().is_some_and(|layout| !layout.lexical) {
+            let (words, meaning) = tokio::join!(plan.database_words(), meaning);
+            return Ok(Found { words: words?, meaning });
+        }
+        let words = async {
+            // No collection yet: nothing was ever stored.
+            let Some(layout) = layout else { return Ok(Vec::new()) };
+            let words = Self::weighed(plan, layout.collection_idf).await?;
+            self.rank_words(&namespace, &words, plan.top_k, &plan.scope).await
+        };
+        let (words, meaning) = tokio::join!(plan.with_unsynced(words), meaning);
+        Ok(Found { words: words?, meaning })
     }
 
     /// Deletes each record's every point: its first passage and the later ones.
@@ -691,6 +706,74 @@ impl VectorStore for QdrantVectorStore {
 }
 
 impl QdrantVectorStore {
+    /// Where this collection's words are ranked and weighed (`roncho status`).
+    pub async fn word_ranking(&self) -> Result<WordRanking> {
+        Ok(match self.describe_cached().await? {
+            Some(layout) if !layout.lexical => WordRanking::Database,
+            Some(layout) if layout.collection_idf => WordRanking::Collection,
+            _ => WordRanking::Workspace,
+        })
+    }
+
+    /// Whether a query of `top_k` under `filter` can find nothing: none
+    /// asked for, or an allowlist of no session or level.
+    fn finds_nothing(top_k: usize, filter: &VectorFilter) -> bool {
+        let empty = |list: &Option<Vec<String>>| list.as_ref().is_some_and(Vec::is_empty);
+        top_k == 0 || empty(&filter.session_ids) || empty(&filter.levels)
+    }
+
+    /// The plan's words as this collection ranks them: weighed by their
+    /// counts over the workspace (the database's), or, in a collection made
+    /// with the `Idf` modifier, without the names of the peers the query
+    /// names ([`lexical::without_names`]).
+    async fn weighed(plan: &SearchPlan<'_>, collection_idf: bool) -> Result<SparseVector> {
+        if collection_idf {
+            return Ok(lexical::without_names(plan.words.clone(), &plan.query.names().await?));
+        }
+        if plan.words.is_empty() {
+            return Ok(plan.words.clone());
+        }
+        let counts = plan
+            .database
+            .term_counts(plan.workspace_id, &plan.words.indices)
+            .await?;
+        Ok(lexical::weighted(&plan.words, &counts))
+    }
+
+    /// The `top_k` best of `namespace` by BM25 for `words` (`distance` is
+    /// the negated score), passing `filter`.
+    async fn rank_words(
+        &self,
+        namespace: &str,
+        words: &SparseVector,
+        top_k: usize,
+        filter: &VectorFilter,
+    ) -> Result<Vec<VectorHit>> {
+        if words.is_empty() || Self::finds_nothing(top_k, filter) {
+            return Ok(Vec::new());
+        }
+        let request = QueryPoints {
+            collection_name: self.collection.clone(),
+            query: Some(Query::new_nearest(VectorInput::new_sparse(
+                words.indices.clone(),
+                words.values.clone(),
+            ))),
+            using: Some(LEXICAL.to_owned()),
+            filter: Some(Self::filter(namespace, filter)),
+            limit: Some(top_k as u64),
+            with_payload: Some(WithPayloadSelector::from(vec![RONCHO_ID])),
+            ..Default::default()
+        };
+        let points = self
+            .client
+            .query(request)
+            .await
+            .map_err(|error| qdrant_error("query", error))?
+            .result;
+        // Only a record's first passage carries its words: one point a record.
+        Self::hits(namespace, points, |score| -score)
+    }
+
     /// Every point of `namespace`: its roncho id and vector, read with
     /// Qdrant's scroll (for audits: what the vector store holds, erasures
     /// included).

@@ -5,14 +5,19 @@
 //! with another size, an outage, an unreachable server.
 
 use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::{SystemTime, UNIX_EPOCH};
 
-use roncho_core::Error;
+use async_trait::async_trait;
+use roncho_core::filter::Filter;
 use roncho_core::lexical;
-use roncho_core::vector::contract::Check;
-use roncho_core::vector::{TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::model::MessageQuery;
+use roncho_core::store::TermCounter;
+use roncho_core::vector::contract::{Check, EmptyDatabase};
+use roncho_core::vector::{Found, GivenQuery, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore, Words};
+use roncho_core::{Error, Result};
 use roncho_qdrant::standin::StandIn;
-use roncho_qdrant::{QdrantOptions, QdrantVectorStore};
+use roncho_qdrant::{QdrantOptions, QdrantVectorStore, WordRanking};
 
 fn options(url: String) -> QdrantOptions {
     let nanos = SystemTime::now().duration_since(UNIX_EPOCH).unwrap().as_nanos();
@@ -154,14 +159,74 @@ fn hit_ids(hits: &[VectorHit]) -> Vec<&str> {
     hits.iter().map(|hit| hit.id.as_str()).collect()
 }
 
+/// The ledger a Qdrant store counts terms in, remembering what it was given.
+#[derive(Default)]
+struct CountedTerms(Mutex<Vec<(String, Vec<u32>)>>);
+
+#[async_trait]
+impl TermCounter for CountedTerms {
+    async fn count(&self, messages: &[(String, Vec<u32>)]) -> Result<()> {
+        self.0.lock().unwrap().extend_from_slice(messages);
+        Ok(())
+    }
+}
+
+/// What `vectors` finds in workspace `ws` for `query` under `scope`.
+async fn planned(
+    vectors: &QdrantVectorStore,
+    database: &EmptyDatabase,
+    query: &str,
+    scope: &VectorFilter,
+    meaning: Option<Vec<f32>>,
+) -> Found {
+    let search = MessageQuery {
+        terms: roncho_core::search::terms(query),
+        session_ids: None,
+        peer_id: None,
+        peer_perspective: None,
+        limit: 5,
+    };
+    let parts = GivenQuery {
+        meaning,
+        names: Vec::new(),
+    };
+    let plan = SearchPlan {
+        workspace_id: "ws",
+        words: lexical::query(query),
+        top_k: 5,
+        scope: scope.clone(),
+        search: &search,
+        filter: &Filter::All,
+        database,
+        query: &parts,
+    };
+    vectors.search(&plan).await.unwrap()
+}
+
+/// The hits Qdrant ranked by words, and those by meaning.
+fn lists(found: Found) -> (Vec<VectorHit>, Result<Vec<VectorHit>>) {
+    match found.words {
+        Words::Synced { hits, unsynced, gap } => {
+            assert!(unsynced.is_empty() && gap == 0, "{unsynced:?} {gap}");
+            (hits, found.meaning)
+        }
+        other => panic!("qdrant ranks the words of what is synced: {other:?}"),
+    }
+}
+
 #[tokio::test]
-async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_request() {
+async fn a_search_ranks_words_by_bm25_and_vectors_by_distance_side_by_side() {
     let Some(url) = real_qdrant_url() else { return };
-    let vectors = QdrantVectorStore::connect(&options(url)).unwrap();
+    let options = options(url);
+    let counted = Arc::new(CountedTerms::default());
+    let vectors = QdrantVectorStore::connect(&options)
+        .unwrap()
+        .counting_terms_in(counted.clone());
     vectors.check_dimensions(2, "test").await.unwrap();
-    assert!(
-        vectors.ranks_full_text().await.unwrap(),
-        "a new collection has the `text` vector"
+    assert_eq!(
+        vectors.word_ranking().await.unwrap(),
+        WordRanking::Workspace,
+        "a new collection has the `text` vector, weighed by the workspace's counts"
     );
     let message = |id: &str, session: &str, vector: Vec<f32>, text: &str| VectorRecord {
         session_id: Some(session.into()),
@@ -194,6 +259,10 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
     }
     // A conclusion: searched by meaning only.
     records.push(record("conclusion", vec![0.0, 1.0]));
+    // Without a ledger to count them in, words that would match nothing are refused.
+    let uncounted = QdrantVectorStore::connect(&options).unwrap();
+    let refused = uncounted.upsert("msg/ws", records.clone()).await.unwrap_err();
+    assert!(matches!(refused, Error::FailedPrecondition(_)), "{refused:?}");
     vectors.upsert("msg/ws", records).await.unwrap();
     vectors
         .upsert(
@@ -202,31 +271,29 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
         )
         .await
         .unwrap();
+    // Each message's terms counted as Qdrant took it; the conclusion has no words.
+    let mut ids: Vec<String> = counted.0.lock().unwrap().iter().map(|(id, _)| id.clone()).collect();
+    ids.sort();
+    assert_eq!(ids.len(), 10, "{ids:?}");
+    assert!(ids.contains(&"kittens".to_owned()) && !ids.contains(&"conclusion".to_owned()));
 
-    assert_eq!(
-        vectors.term_weighting().await.unwrap(),
-        TermWeighting::Query,
-        "a new collection counts no terms over the collection: queries carry the workspace's"
-    );
-    // Weighed as search weighs it: by the workspace's counts (9 messages).
+    // Weighed by the workspace's counts (9 messages), read from the database.
     let word = |word: &str| lexical::query(word).indices[0];
-    let counts = lexical::TermCounts {
-        documents: 9,
-        frequencies: HashMap::from([(word("kitten"), 3), (word("sofa"), 9)]),
+    let database = EmptyDatabase {
+        term_counts: lexical::TermCounts {
+            documents: 9,
+            frequencies: HashMap::from([(word("kitten"), 3), (word("sofa"), 9)]),
+        },
     };
-    let query = lexical::weighted(&lexical::query("Kittens on a sofa?"), &counts);
+    let query = "Kittens on a sofa?";
     let all = VectorFilter::default();
-    let hits = vectors
-        .hybrid_query("msg/ws", Some(&[0.0, 1.0]), &query, 5, &all)
-        .await
-        .unwrap()
-        .expect("ranks full text");
+    let (hits, meaning) = lists(planned(&vectors, &database, query, &all, Some(vec![0.0, 1.0])).await);
     assert_eq!(
-        hit_ids(&hits.dense),
+        hit_ids(&meaning.unwrap()),
         hit_ids(&vectors.query("msg/ws", &[0.0, 1.0], 5, &all, None).await.unwrap()),
-        "the dense list is a plain nearest-neighbour query"
+        "the list by meaning is a plain nearest-neighbour query"
     );
-    let words = hit_ids(&hits.lexical);
+    let words = hit_ids(&hits);
     assert_eq!(words.len(), 5, "{words:?}");
     // "kitten" is in 3 of 9 messages, "sofa" in all: repeated kittens first, then
     // one kitten in a short text, and a sofa alone last.
@@ -234,31 +301,22 @@ async fn a_hybrid_query_ranks_words_by_bm25_and_vectors_by_distance_in_one_reque
     assert!(words[3..].iter().all(|id| id.starts_with("sofa-")), "{words:?}");
     assert!(!words.contains(&"conclusion") && !words.contains(&"other-workspace"));
     assert!(
-        hits.lexical.windows(2).all(|pair| pair[0].distance <= pair[1].distance),
-        "best first: {:?}",
-        hits.lexical
+        hits.windows(2).all(|pair| pair[0].distance <= pair[1].distance),
+        "best first: {hits:?}"
     );
 
     let in_s2 = VectorFilter {
         session_ids: Some(vec!["s2".into()]),
         ..VectorFilter::default()
     };
-    let hits = vectors
-        .hybrid_query("msg/ws", Some(&[0.0, 1.0]), &query, 5, &in_s2)
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(hit_ids(&hits.lexical), ["elsewhere"]);
-    assert_eq!(hit_ids(&hits.dense), ["elsewhere"]);
+    let (words, meaning) = lists(planned(&vectors, &database, query, &in_s2, Some(vec![0.0, 1.0])).await);
+    assert_eq!(hit_ids(&words), ["elsewhere"]);
+    assert_eq!(hit_ids(&meaning.unwrap()), ["elsewhere"]);
 
     // Without a query vector (the embedder is down): words alone.
-    let hits = vectors
-        .hybrid_query("msg/ws", None, &query, 5, &all)
-        .await
-        .unwrap()
-        .unwrap();
-    assert!(hits.dense.is_empty());
-    assert_eq!(hit_ids(&hits.lexical)[..3], ["kittens", "kitten-once", "elsewhere"]);
+    let (words, meaning) = lists(planned(&vectors, &database, query, &all, None).await);
+    assert!(meaning.is_err());
+    assert_eq!(hit_ids(&words)[..3], ["kittens", "kitten-once", "elsewhere"]);
     vectors.drop_collection().await.unwrap();
 }
 
@@ -303,7 +361,6 @@ async fn a_collection_made_with_the_idf_modifier_keeps_weighing_over_the_collect
         .await
         .unwrap();
     let vectors = QdrantVectorStore::connect(&options).unwrap();
-    assert!(vectors.ranks_full_text().await.unwrap());
-    assert_eq!(vectors.term_weighting().await.unwrap(), TermWeighting::Collection);
+    assert_eq!(vectors.word_ranking().await.unwrap(), WordRanking::Collection);
     vectors.drop_collection().await.unwrap();
 }

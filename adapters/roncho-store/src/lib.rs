@@ -28,7 +28,7 @@ mod vectors;
 pub use db::SqlStore;
 pub use open::{StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
 pub use ports::SESSION_TEXT_SCAN;
-pub use queue::{SqlWorkQueue, Unpublished};
+pub use queue::SqlWorkQueue;
 pub use sql::Dialect;
 pub use tx::vectors::TEXT_TAIL;
 pub use vectors::SqlVectorStore;

@@ -12,7 +12,8 @@ use std::time::Duration;
 use async_trait::async_trait;
 use roncho_core::model::{new_public_id, now_micros};
 use roncho_core::queue::{
-    Claim, Counts, FailedTask, NewTask, PostponedTask, QueueStatus, RetryFilter, StatusFilter, Task, WorkQueue,
+    Claim, Counts, DeliveryLedger, FailedTask, NewTask, PostponedTask, QueueStatus, RetryFilter, StatusFilter, Task,
+    Unpublished, WorkQueue,
 };
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
@@ -38,6 +39,23 @@ pub struct SqlWorkQueue {
 }
 
 impl SqlWorkQueue {
+    /// Sets `column` to now on the tasks of `task_ids` that pass `condition`
+    /// (SQL over `work_tasks`, written here, never from input).
+    async fn stamp_now(&self, column: &'static str, condition: &'static str, task_ids: &[i64]) -> Result<()> {
+        if task_ids.is_empty() {
+            return Ok(());
+        }
+        let mut tx = self.store.begin_write().await?;
+        for chunk in task_ids.chunks(500) {
+            let mut sql = Sql::new(&format!("UPDATE work_tasks SET {column} = "));
+            sql.bind(now_micros())
+                .push(&format!(" WHERE {condition} AND id IN "))
+                .push_list(chunk);
+            execute(tx.conn(), &sql).await?;
+        }
+        tx.commit().await
+    }
+
     /// Returns the queue in `store`'s database.
     pub fn new(store: Arc<SqlStore>) -> Self {
         Self {
@@ -107,191 +125,6 @@ impl SqlWorkQueue {
         }
         Ok(counts)
     }
-
-    /// Leases the first of `candidates` — work unit keys with the ids of
-    /// their tasks that were delivered to this worker (the NATS queue's
-    /// deliveries) — whose next pending task is delivered and ready; see
-    /// [`WorkQueue::claim`]. Tasks are handed out in ledger order, so a task
-    /// published late holds back the ones behind it until it arrives.
-    pub async fn claim_delivered(
-        &self,
-        worker: &str,
-        candidates: &[(String, BTreeSet<i64>)],
-        max: usize,
-        lease: Duration,
-    ) -> Result<Option<Claim>> {
-        if candidates.is_empty() || max == 0 {
-            return Ok(None);
-        }
-        let mut tx = self.store.begin_write().await?;
-        let candidates = candidates
-            .iter()
-            .map(|(key, delivered)| (key.as_str(), Some(delivered)))
-            .collect();
-        let claim = claim_first(tx.conn(), worker, candidates, max, lease).await?;
-        tx.commit().await?;
-        Ok(claim)
-    }
-
-    /// Returns which of `task_ids` are still pending (the rest are done,
-    /// dead or purged: a delivery of them is stale).
-    pub async fn pending_among(&self, task_ids: &[i64]) -> Result<BTreeSet<i64>> {
-        let mut pending = BTreeSet::new();
-        for chunk in task_ids.chunks(500) {
-            let mut sql = Sql::new("SELECT id FROM work_tasks WHERE state = 'pending' AND id IN ");
-            sql.push_list(chunk);
-            for row in self.store.read(&sql).await? {
-                pending.insert(row.try_get::<i64, _>("id").map_err(db_error)?);
-            }
-        }
-        Ok(pending)
-    }
-
-    /// Returns up to `limit` pending tasks not yet published (the outbox),
-    /// oldest first; `older_than` (micros since the epoch) leaves out tasks
-    /// written since, which their writer publishes.
-    pub async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<Unpublished>> {
-        let mut sql = Sql::new(
-            "SELECT id, work_unit_key, trace_context FROM work_tasks WHERE published_at IS NULL AND state = 'pending'",
-        );
-        if let Some(before) = older_than {
-            sql.push(" AND created_at < ").bind(before);
-        }
-        sql.push(" ORDER BY id LIMIT ").bind(limit);
-        self.store
-            .read(&sql)
-            .await?
-            .iter()
-            .map(|row| {
-                Ok(Unpublished {
-                    id: row.try_get("id").map_err(db_error)?,
-                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
-                    trace: trace_column(row)?,
-                })
-            })
-            .collect()
-    }
-
-    /// Gives back every unit `worker` holds and returns their keys (see
-    /// [`WorkQueue::release_worker`]).
-    pub async fn release_units_of(&self, worker: &str) -> Result<Vec<String>> {
-        let mut tx = self.store.begin_write().await?;
-        let mut sql = Sql::new("DELETE FROM work_leases WHERE owner = ");
-        sql.bind(worker).push(" RETURNING work_unit_key");
-        let rows = sql
-            .query(self.store.dialect())?
-            .fetch_all(tx.conn())
-            .await
-            .map_err(db_error)?;
-        tx.commit().await?;
-        rows.iter()
-            .map(|row| row.try_get("work_unit_key").map_err(db_error))
-            .collect()
-    }
-
-    /// Returns this database's installation id: stream message ids carry it,
-    /// so a new or recreated database never repeats ids a stream has seen.
-    pub async fn installation(&self) -> Result<String> {
-        let rows = self
-            .store
-            .read(&Sql::new("SELECT id FROM installation ORDER BY created_at LIMIT 1"))
-            .await?;
-        let row = rows
-            .first()
-            .ok_or_else(|| Error::Internal("the installation id is missing (migration 0009)".into()))?;
-        row.try_get("id").map_err(db_error)
-    }
-
-    /// Records that a consumer holds deliveries of `task_ids` now.
-    pub async fn mark_seen(&self, task_ids: &[i64]) -> Result<()> {
-        if task_ids.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.store.begin_write().await?;
-        for chunk in task_ids.chunks(500) {
-            let mut sql = Sql::new("UPDATE work_tasks SET seen_at = ");
-            sql.bind(now_micros())
-                .push(" WHERE state = 'pending' AND id IN ")
-                .push_list(chunk);
-            execute(tx.conn(), &sql).await?;
-        }
-        tx.commit().await
-    }
-
-    /// Takes up to `limit` tasks the stream lost: pending, published, of a
-    /// unit nobody holds, and held by no consumer for `quiet` times one more
-    /// than their republications so far (at most 7 times). Marks them
-    /// published again and returns them with how often they have been.
-    pub async fn take_lost(&self, limit: i64, quiet: Duration) -> Result<Vec<(Unpublished, i64)>> {
-        let now = now_micros();
-        let lost = |sql: &mut Sql| {
-            sql.push(
-                "t.state = 'pending' AND t.published_at IS NOT NULL \
-                 AND (CASE WHEN t.seen_at IS NULL OR t.seen_at < t.published_at THEN t.published_at ELSE t.seen_at END) < ",
-            );
-            sql.bind(now)
-                .push(" - (")
-                .bind(micros(quiet))
-                .push(" * (CASE WHEN t.republished < 6 THEN t.republished ELSE 6 END + 1))");
-            sql.push(" AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ")
-                .bind(now)
-                .push(")");
-        };
-        let mut sql = Sql::new("UPDATE work_tasks AS t SET published_at = ");
-        sql.bind(now)
-            .push(", republished = t.republished + 1 WHERE t.id IN (SELECT t.id FROM work_tasks t WHERE ");
-        lost(&mut sql);
-        sql.push(" ORDER BY t.id LIMIT ").bind(limit).push(") AND ");
-        // Again outside the subquery: a sweeper that waited for another's row
-        // locks sees the row it republished and leaves it.
-        lost(&mut sql);
-        sql.push(" RETURNING t.id, t.work_unit_key, t.trace_context, t.republished");
-        let mut tx = self.store.begin_write().await?;
-        let rows = sql
-            .query(self.store.dialect())?
-            .fetch_all(tx.conn())
-            .await
-            .map_err(db_error)?;
-        tx.commit().await?;
-        let mut taken = rows
-            .iter()
-            .map(|row| {
-                let task = Unpublished {
-                    id: row.try_get("id").map_err(db_error)?,
-                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
-                    trace: trace_column(row)?,
-                };
-                Ok((task, row.try_get::<i64, _>("republished").map_err(db_error)?))
-            })
-            .collect::<Result<Vec<_>>>()?;
-        taken.sort_by_key(|(task, _)| task.id);
-        Ok(taken)
-    }
-
-    /// Marks tasks as published to the stream.
-    pub async fn mark_published(&self, task_ids: &[i64]) -> Result<()> {
-        if task_ids.is_empty() {
-            return Ok(());
-        }
-        let mut tx = self.store.begin_write().await?;
-        for chunk in task_ids.chunks(500) {
-            let mut sql = Sql::new("UPDATE work_tasks SET published_at = ");
-            sql.bind(now_micros())
-                .push(" WHERE published_at IS NULL AND id IN ")
-                .push_list(chunk);
-            execute(tx.conn(), &sql).await?;
-        }
-        tx.commit().await
-    }
-}
-
-/// A task of the outbox, not yet published to the stream.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unpublished {
-    pub id: i64,
-    pub work_unit_key: String,
-    /// The trace it joins, sent with it as message headers.
-    pub trace: Option<TraceContext>,
 }
 
 /// Reads a row's `trace_context` (unreadable text is no context: tracing
@@ -495,6 +328,143 @@ fn push_not_scheduled(sql: &mut Sql, now: i64) {
     sql.push("NOT (t.state = 'pending' AND t.attempts = 0 AND t.deferrals = 0 AND t.available_at > ")
         .bind(now)
         .push(")");
+}
+
+#[async_trait]
+impl DeliveryLedger for SqlWorkQueue {
+    async fn claim_delivered(
+        &self,
+        worker: &str,
+        candidates: &[(String, BTreeSet<i64>)],
+        max: usize,
+        lease: Duration,
+    ) -> Result<Option<Claim>> {
+        if candidates.is_empty() || max == 0 {
+            return Ok(None);
+        }
+        let mut tx = self.store.begin_write().await?;
+        let candidates = candidates
+            .iter()
+            .map(|(key, delivered)| (key.as_str(), Some(delivered)))
+            .collect();
+        let claim = claim_first(tx.conn(), worker, candidates, max, lease).await?;
+        tx.commit().await?;
+        Ok(claim)
+    }
+
+    async fn pending_among(&self, task_ids: &[i64]) -> Result<BTreeSet<i64>> {
+        let mut pending = BTreeSet::new();
+        for chunk in task_ids.chunks(500) {
+            let mut sql = Sql::new("SELECT id FROM work_tasks WHERE state = 'pending' AND id IN ");
+            sql.push_list(chunk);
+            for row in self.store.read(&sql).await? {
+                pending.insert(row.try_get::<i64, _>("id").map_err(db_error)?);
+            }
+        }
+        Ok(pending)
+    }
+
+    async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<Unpublished>> {
+        let mut sql = Sql::new(
+            "SELECT id, work_unit_key, trace_context FROM work_tasks WHERE published_at IS NULL AND state = 'pending'",
+        );
+        if let Some(before) = older_than {
+            sql.push(" AND created_at < ").bind(before);
+        }
+        sql.push(" ORDER BY id LIMIT ").bind(limit);
+        self.store
+            .read(&sql)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok(Unpublished {
+                    id: row.try_get("id").map_err(db_error)?,
+                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                    trace: trace_column(row)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn release_units_of(&self, worker: &str) -> Result<Vec<String>> {
+        let mut tx = self.store.begin_write().await?;
+        let mut sql = Sql::new("DELETE FROM work_leases WHERE owner = ");
+        sql.bind(worker).push(" RETURNING work_unit_key");
+        let rows = sql
+            .query(self.store.dialect())?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?;
+        tx.commit().await?;
+        rows.iter()
+            .map(|row| row.try_get("work_unit_key").map_err(db_error))
+            .collect()
+    }
+
+    async fn installation(&self) -> Result<String> {
+        let rows = self
+            .store
+            .read(&Sql::new("SELECT id FROM installation ORDER BY created_at LIMIT 1"))
+            .await?;
+        let row = rows
+            .first()
+            .ok_or_else(|| Error::Internal("the installation id is missing (migration 0009)".into()))?;
+        row.try_get("id").map_err(db_error)
+    }
+
+    async fn mark_seen(&self, task_ids: &[i64]) -> Result<()> {
+        self.stamp_now("seen_at", "state = 'pending'", task_ids).await
+    }
+
+    async fn take_lost(&self, limit: i64, quiet: Duration) -> Result<Vec<(Unpublished, i64)>> {
+        let now = now_micros();
+        let lost = |sql: &mut Sql| {
+            sql.push(
+                "t.state = 'pending' AND t.published_at IS NOT NULL \
+                 AND (CASE WHEN t.seen_at IS NULL OR t.seen_at < t.published_at THEN t.published_at ELSE t.seen_at END) < ",
+            );
+            sql.bind(now)
+                .push(" - (")
+                .bind(micros(quiet))
+                .push(" * (CASE WHEN t.republished < 6 THEN t.republished ELSE 6 END + 1))");
+            sql.push(" AND NOT EXISTS (SELECT 1 FROM work_leases l WHERE l.work_unit_key = t.work_unit_key AND l.expires_at > ")
+                .bind(now)
+                .push(")");
+        };
+        let mut sql = Sql::new("UPDATE work_tasks AS t SET published_at = ");
+        sql.bind(now)
+            .push(", republished = t.republished + 1 WHERE t.id IN (SELECT t.id FROM work_tasks t WHERE ");
+        lost(&mut sql);
+        sql.push(" ORDER BY t.id LIMIT ").bind(limit).push(") AND ");
+        // Again outside the subquery: a sweeper that waited for another's row
+        // locks sees the row it republished and leaves it.
+        lost(&mut sql);
+        sql.push(" RETURNING t.id, t.work_unit_key, t.trace_context, t.republished");
+        let mut tx = self.store.begin_write().await?;
+        let rows = sql
+            .query(self.store.dialect())?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?;
+        tx.commit().await?;
+        let mut taken = rows
+            .iter()
+            .map(|row| {
+                let task = Unpublished {
+                    id: row.try_get("id").map_err(db_error)?,
+                    work_unit_key: row.try_get("work_unit_key").map_err(db_error)?,
+                    trace: trace_column(row)?,
+                };
+                Ok((task, row.try_get::<i64, _>("republished").map_err(db_error)?))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        taken.sort_by_key(|(task, _)| task.id);
+        Ok(taken)
+    }
+
+    async fn mark_published(&self, task_ids: &[i64]) -> Result<()> {
+        self.stamp_now("published_at", "published_at IS NULL", task_ids).await
+    }
 }
 
 #[async_trait]

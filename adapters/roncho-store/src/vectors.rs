@@ -10,8 +10,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 
 use async_trait::async_trait;
-use roncho_core::lexical::SparseVector;
-use roncho_core::vector::{HybridHits, VectorFilter, VectorHit, VectorRecord, VectorStore, messages_namespace};
+use roncho_core::vector::{
+    Found, SearchFailure, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore, Words, messages_namespace,
+};
 use roncho_core::{Error, Result};
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -75,6 +76,13 @@ impl SqlVectorStore {
             texts,
             resident: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// Whether this store ranks messages' words itself, over every row
+    /// written (SQLite's in-memory index): the database's own full-text
+    /// index then rests.
+    pub fn ranks_words(&self) -> bool {
+        self.texts.is_some()
     }
 
     /// The full-text index of `workspace_id`'s messages, brought up to the
@@ -435,50 +443,31 @@ impl VectorStore for SqlVectorStore {
         .map_err(|error| Error::Internal(format!("vector scan failed: {error}")))?
     }
 
-    async fn ranks_full_text(&self) -> Result<bool> {
-        Ok(self.texts.is_some())
-    }
-
-    fn indexes_text_at_once(&self) -> bool {
-        self.texts.is_some()
-    }
-
-    fn ranks_in_process(&self) -> bool {
-        self.texts.is_some()
-    }
-
-    async fn hybrid_query(
-        &self,
-        namespace: &str,
-        dense: Option<&[f32]>,
-        lexical: &SparseVector,
-        top_k: usize,
-        filter: &VectorFilter,
-    ) -> Result<Option<HybridHits>> {
-        let Some(workspace_id) = namespace.strip_prefix(&messages_namespace("")) else {
-            return Ok(None);
+    /// On SQLite, the words in the workspace's in-memory index (every row
+    /// written) while the query is embedded, then its nearest vectors; on
+    /// Postgres, the database's full text beside the nearest vectors.
+    async fn search(&self, plan: &SearchPlan<'_>) -> std::result::Result<Found, SearchFailure> {
+        let namespace = messages_namespace(plan.workspace_id);
+        let meaning = async {
+            let vector = plan.query.meaning().await?;
+            self.query(&namespace, &vector, plan.top_k, &plan.scope, None).await
         };
-        // Both load at once the first time a workspace is searched.
-        let (text, vectors) = tokio::join!(self.text_index(workspace_id), async {
-            match dense {
-                Some(_) => self.cached(namespace).await,
-                None => Ok(None),
+        let words = async {
+            match self.text_index(plan.workspace_id).await? {
+                Some(text) => {
+                    let (words, top_k, scope) = (plan.words.clone(), plan.top_k, plan.scope.clone());
+                    let hits = tokio::task::spawn_blocking(move || {
+                        Ok::<_, Error>(text.index.read().map_err(poisoned)?.top(&words, top_k, &scope))
+                    })
+                    .await
+                    .map_err(|error| Error::Internal(format!("full-text ranking failed: {error}")))??;
+                    Ok(Words::Ranked(hits))
+                }
+                None => plan.database_words().await,
             }
-        });
-        let (Some(text), vectors) = (text?, vectors?) else {
-            return Ok(None);
         };
-        let (dense, lexical, filter) = (dense.map(<[f32]>::to_vec), lexical.clone(), filter.clone());
-        tokio::task::spawn_blocking(move || {
-            let lexical = text.index.read().map_err(poisoned)?.top(&lexical, top_k, &filter);
-            let dense = match (vectors, dense) {
-                (Some(vectors), Some(query)) => vectors.read().map_err(poisoned)?.scan(&query, top_k, &filter, None),
-                _ => Vec::new(),
-            };
-            Ok(Some(HybridHits { dense, lexical }))
-        })
-        .await
-        .map_err(|error| Error::Internal(format!("hybrid query failed: {error}")))?
+        let (words, meaning) = tokio::join!(words, meaning);
+        Ok(Found { words: words?, meaning })
     }
 
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {

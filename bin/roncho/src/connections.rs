@@ -2,7 +2,7 @@
 //! health): what a client that opens connections and never finishes a
 //! request can hold.
 //!
-//! - A [`ConnectionGate`] counts the open connections of a process and of
+//! - A [`ConnectionAdmission`] counts the open connections of a process and of
 //!   each client address. At either cap a new connection takes the place of
 //!   the oldest one that has not yet sent a request (its preface on gRPC, a
 //!   whole request head on HTTP/1), from the same address at the address
@@ -220,7 +220,7 @@ pub async fn hand_back_after_floods(
 /// Counts open connections per process and per client address, shared by
 /// every listener of the process.
 #[derive(Debug, Clone)]
-pub struct ConnectionGate {
+pub struct ConnectionAdmission {
     limits: ConnectionLimits,
     stats: Arc<ConnectionStats>,
     per_address: Arc<Tally<IpAddr>>,
@@ -237,8 +237,8 @@ pub struct ConnectionGate {
 /// Connections by address, oldest first.
 type Waiting = VecDeque<(IpAddr, Weak<ConnectionState>)>;
 
-impl ConnectionGate {
-    /// Returns a gate enforcing `limits`.
+impl ConnectionAdmission {
+    /// Returns the connection admission enforcing `limits`.
     pub fn new(limits: ConnectionLimits) -> Self {
         Self {
             limits,
@@ -462,7 +462,7 @@ impl ConnectionGate {
 /// A connection's place, given back when the connection closes.
 #[derive(Debug)]
 pub struct ConnectionPermit {
-    gate: ConnectionGate,
+    gate: ConnectionAdmission,
     address: Option<IpAddr>,
     state: Arc<ConnectionState>,
 }
@@ -792,8 +792,8 @@ pub trait HttpListener: Send + 'static {
 /// the browser rules, and the door (for metrics and probes, the places of
 /// calls that need no key).
 #[derive(Debug, Clone)]
-pub struct HttpEdge {
-    pub gate: ConnectionGate,
+pub struct HttpEntrance {
+    pub gate: ConnectionAdmission,
     pub browsers: Arc<roncho_gate::BrowserPolicy>,
     pub door: roncho_gate::Door,
 }
@@ -801,12 +801,12 @@ pub struct HttpEdge {
 /// Plain TCP connections let in by a gate.
 pub struct GatedListener {
     listener: TcpListener,
-    gate: ConnectionGate,
+    gate: ConnectionAdmission,
 }
 
 impl GatedListener {
     /// Accepts on `listener` through `gate`.
-    pub fn new(listener: TcpListener, gate: ConnectionGate) -> Self {
+    pub fn new(listener: TcpListener, gate: ConnectionAdmission) -> Self {
         Self { listener, gate }
     }
 }
@@ -914,8 +914,8 @@ impl Drop for MarkWhenDone {
 mod tests {
     use super::*;
 
-    fn gate(max_open: usize, max_per_address: usize) -> ConnectionGate {
-        ConnectionGate::new(ConnectionLimits {
+    fn gate(max_open: usize, max_per_address: usize) -> ConnectionAdmission {
+        ConnectionAdmission::new(ConnectionLimits {
             max_open,
             max_per_address,
             ..ConnectionLimits::default()
@@ -1086,7 +1086,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_opening_stopped_at_any_byte_is_closed_at_the_handshake_timeout() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let gate = ConnectionGate::new(ConnectionLimits {
+        let gate = ConnectionAdmission::new(ConnectionLimits {
             handshake_timeout: Duration::from_secs(5),
             ..ConnectionLimits::default()
         });
@@ -1144,7 +1144,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_silent_past_the_handshake_timeout_is_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let gate = ConnectionGate::new(ConnectionLimits {
+        let gate = ConnectionAdmission::new(ConnectionLimits {
             handshake_timeout: Duration::from_secs(5),
             ..ConnectionLimits::default()
         });

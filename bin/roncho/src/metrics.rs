@@ -85,7 +85,7 @@ struct Limit {
 /// Admission control's counters, read at each scrape.
 struct Admission {
     stats: Arc<roncho_gate::admission::AdmissionStats>,
-    rates: Arc<roncho_gate::admission::RateLimiter>,
+    rates: Arc<roncho_gate::rate::RateLimiter>,
     /// What was already added to the counters: shed (process, connection,
     /// workspace), timed out, per rate class.
     seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>, u64)>,
@@ -414,7 +414,7 @@ impl Metrics {
     pub fn watch_admission(
         &self,
         stats: Arc<roncho_gate::admission::AdmissionStats>,
-        rates: Arc<roncho_gate::admission::RateLimiter>,
+        rates: Arc<roncho_gate::rate::RateLimiter>,
     ) {
         let _ = self.admission.set(Admission {
             stats,
@@ -642,7 +642,7 @@ pub fn router(metrics: Arc<Metrics>) -> axum::Router {
 /// calls that need no key).
 pub async fn serve(
     listener: tokio::net::TcpListener,
-    edge: crate::connections::HttpEdge,
+    entrance: crate::connections::HttpEntrance,
     metrics: Arc<Metrics>,
     store: Arc<dyn GaugeStore>,
     ledger: Option<roncho_store::SqlWorkQueue>,
@@ -663,10 +663,18 @@ pub async fn serve(
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, "serving metrics at /metrics");
-    let header_timeout = edge.gate.limits().header_timeout;
-    let listener = crate::connections::GatedListener::new(listener, edge.gate);
-    let app = roncho_rest::open(router(metrics), edge.door.clone());
-    crate::connections::serve_http(listener, app, header_timeout, edge.browsers, edge.door, shutdown).await;
+    let header_timeout = entrance.gate.limits().header_timeout;
+    let listener = crate::connections::GatedListener::new(listener, entrance.gate);
+    let app = roncho_rest::open(router(metrics), entrance.door.clone());
+    crate::connections::serve_http(
+        listener,
+        app,
+        header_timeout,
+        entrance.browsers,
+        entrance.door,
+        shutdown,
+    )
+    .await;
     refresher.abort();
     Ok(())
 }

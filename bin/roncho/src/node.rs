@@ -171,7 +171,7 @@ fn build_services(
         config.limits.pdf_concurrency,
     )));
     services.admission = roncho_gate::admission::Admission::new(config.limits.admission());
-    services.connections = crate::connections::ConnectionGate::new(config.limits.connections.within_descriptors())
+    services.connections = crate::connections::ConnectionAdmission::new(config.limits.connections.within_descriptors())
         .watching(services.admission.clone());
     let derives_with_model = config
         .llm
@@ -233,10 +233,10 @@ async fn serve_metrics(
         .await
         .with_context(|| format!("binding the metrics address {address}"))?;
     let ledger = roncho_store::SqlWorkQueue::new(runtime.store.clone());
-    let (store, stop, edge) = (runtime.store.clone(), shutdown.clone(), services.http_edge());
+    let (store, stop, entrance) = (runtime.store.clone(), shutdown.clone(), services.http_entrance());
     tokio::spawn(async move {
         let refresh = std::time::Duration::from_secs(15);
-        let served = crate::metrics::serve(listener, edge, metrics, store, Some(ledger), refresh, stop);
+        let served = crate::metrics::serve(listener, entrance, metrics, store, Some(ledger), refresh, stop);
         if let Err(error) = served.await {
             tracing::error!(%error, "the metrics server stopped");
         }
@@ -468,7 +468,7 @@ fn start_deriver(
     let lane = Arc::new(roncho_deriver::webhooks::WebhookLane::new(
         runtime.store.clone(),
         queue.clone(),
-        webhooks,
+        Arc::new(webhooks),
         worker_config.clone(),
         config.webhooks.lane,
     ));

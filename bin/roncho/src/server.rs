@@ -5,15 +5,16 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use roncho_api::grpc::{
-    DeriverServiceServer, DialecticServiceServer, DreamerServiceServer, EdgeLayer, GrpcDeriver, GrpcDialectic,
+    DeriverServiceServer, DialecticServiceServer, DoorLayer, DreamerServiceServer, GrpcDeriver, GrpcDialectic,
     GrpcDreamer, GrpcIngest, GrpcKeys, GrpcRecall, IngestServiceServer, KeyServiceServer, RecallServiceServer,
 };
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::Health;
-use roncho_gate::admission::{Admission, Limits, RateLimiter};
+use roncho_gate::admission::{Admission, Limits};
 use roncho_gate::authz::Authorizer;
 use roncho_gate::keys::{KeyIssuer, KeySet};
-use roncho_gate::{Authenticator, Edge};
+use roncho_gate::rate::RateLimiter;
+use roncho_gate::{Authenticator, CallPolicy};
 use roncho_store::SqlStore;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
@@ -66,7 +67,7 @@ pub struct Services {
     pub admission: Admission,
     /// Bounds on open connections and how long they may stay silent, on
     /// every listener of the process.
-    pub connections: crate::connections::ConnectionGate,
+    pub connections: crate::connections::ConnectionAdmission,
     /// Per-workspace rates of the metered calls.
     pub rates: Arc<RateLimiter>,
     /// Where uploaded PDFs are read; `None`: in this process.
@@ -142,8 +143,8 @@ impl Services {
     }
 
     /// Returns what every HTTP listener of the process applies.
-    pub fn http_edge(&self) -> crate::connections::HttpEdge {
-        crate::connections::HttpEdge {
+    pub fn http_entrance(&self) -> crate::connections::HttpEntrance {
+        crate::connections::HttpEntrance {
             gate: self.connections.clone(),
             browsers: self.browsers(),
             door: self.door(),
@@ -172,7 +173,7 @@ impl Services {
             health_listen: None,
             rest: None,
             admission: Admission::new(Limits::default()),
-            connections: crate::connections::ConnectionGate::new(crate::connections::ConnectionLimits::default()),
+            connections: crate::connections::ConnectionAdmission::new(crate::connections::ConnectionLimits::default()),
             rates: Arc::new(RateLimiter::default()),
             pdf: None,
             allow_private_webhooks: false,
@@ -204,7 +205,7 @@ pub async fn run(
         (None, None)
     };
 
-    let edge = Edge::new(Authorizer::new(services.store.clone()), services.rates.clone());
+    let policy = CallPolicy::new(Authorizer::new(services.store.clone()), services.rates.clone());
     // Outermost first: every request is observed, then authenticated (a
     // key's workspace has places of its own), then admitted.
     let limits = services.admission.limits();
@@ -220,11 +221,11 @@ pub async fn run(
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
         .max_connection_age(std::time::Duration::from_secs(3600))
-        .layer(EdgeLayer::new(services.door()))
+        .layer(DoorLayer::new(services.door()))
         .add_service(health_service.clone())
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
-    let (router, rest, served) = mount_roles(router, &edge, &services, roles);
+    let (router, rest, served) = mount_roles(router, &policy, &services, roles);
     tokio::spawn(crate::connections::hand_back_after_floods(
         services.connections.stats(),
         services.admission.stats(),
@@ -292,7 +293,7 @@ pub async fn run(
 /// same services; returns the names served (for health).
 fn mount_roles<L>(
     mut router: tonic::transport::server::Router<L>,
-    edge: &Edge,
+    policy: &CallPolicy,
     services: &Services,
     roles: &[Role],
 ) -> (
@@ -301,32 +302,36 @@ fn mount_roles<L>(
     Vec<&'static str>,
 ) {
     let mut served = Vec::new();
-    let mut rest = roncho_rest::Rest::new(edge.clone());
+    let mut rest = roncho_rest::Rest::new(policy.clone());
     if roles.iter().any(|role| role.serves_api()) {
         served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
         let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
         rest = rest.with_keys(issuer.clone());
-        router = router.add_service(KeyServiceServer::new(GrpcKeys::new(edge.clone(), issuer)));
+        router = router.add_service(KeyServiceServer::new(GrpcKeys::new(policy.clone(), issuer)));
     }
     for role in roles {
         router = match role {
             Role::Ingest => {
                 let mut ingest = roncho_ingest::Ingest::new(services.store.clone())
                     .allowing_private_webhooks(services.allow_private_webhooks)
-                    .with_idempotency_window(services.idempotency_window);
+                    .with_idempotency_window(services.idempotency_window)
+                    // Unless wiring gives the sandboxed reader: in this process, bounded.
+                    .with_pdf_reader(
+                        services
+                            .pdf
+                            .clone()
+                            .unwrap_or_else(|| Arc::new(roncho_pdf::InProcessPdf::default())),
+                    );
                 if let Some(after_write) = &services.after_write {
                     ingest = ingest.with_after_write(after_write.clone());
                 }
                 if let Some(activity) = &services.write_activity {
                     ingest = ingest.with_activity(activity.clone());
                 }
-                if let Some(pdf) = &services.pdf {
-                    ingest = ingest.with_pdf_reader(pdf.clone());
-                }
                 served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
                 let ingest = Arc::new(ingest);
                 rest = rest.with_ingest(ingest.clone());
-                let service = IngestServiceServer::new(GrpcIngest::new(edge.clone(), ingest))
+                let service = IngestServiceServer::new(GrpcIngest::new(policy.clone(), ingest))
                     .max_decoding_message_size(MAX_REQUEST_BYTES);
                 router.add_service(service)
             }
@@ -337,7 +342,7 @@ fn mount_roles<L>(
                     services.semantic.clone(),
                 ));
                 rest = rest.with_recall(recall.clone());
-                router.add_service(RecallServiceServer::new(GrpcRecall::new(edge.clone(), recall)))
+                router.add_service(RecallServiceServer::new(GrpcRecall::new(policy.clone(), recall)))
             }
             Role::Dialectic => {
                 served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
@@ -346,7 +351,10 @@ fn mount_roles<L>(
                 });
                 let dialectic = Arc::new(dialectic);
                 rest = rest.with_dialectic(dialectic.clone());
-                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(edge.clone(), dialectic)))
+                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(
+                    policy.clone(),
+                    dialectic,
+                )))
             }
             Role::Deriver => {
                 served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
@@ -355,7 +363,7 @@ fn mount_roles<L>(
                         .with_health(services.store.clone()),
                 );
                 rest = rest.with_deriver(deriver.clone());
-                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(edge.clone(), deriver)))
+                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(policy.clone(), deriver)))
             }
             Role::Dreamer => {
                 served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
@@ -366,7 +374,7 @@ fn mount_roles<L>(
                 );
                 let dreamer = Arc::new(dreamer);
                 rest = rest.with_dreamer(dreamer.clone());
-                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(edge.clone(), dreamer)))
+                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(policy.clone(), dreamer)))
             }
             // The reconciler is a worker without a service of its own.
             Role::Reconciler => router,
@@ -433,7 +441,7 @@ async fn serve_health_only(
     tracing::info!(%address, "serving gRPC health checks in plain text");
     // Probes need no key, and take the places of such calls like any other.
     let health_only = tonic::transport::Server::builder()
-        .layer(EdgeLayer::new(services.door()))
+        .layer(DoorLayer::new(services.door()))
         .add_service(health_service.clone());
     let stop = shutdown.clone();
     let incoming = services

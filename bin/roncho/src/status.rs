@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use roncho_core::store::{Health, SyncLedger};
-use roncho_core::vector::{TermWeighting, VectorStore};
+use roncho_qdrant::WordRanking;
 use serde_json::{Value, json};
 use tonic_health::pb::HealthCheckRequest;
 use tonic_health::pb::health_client::HealthClient;
@@ -275,28 +275,26 @@ async fn vector_store_check(config: &Config) -> Check {
     options.timeout = Duration::from_secs(3);
     let health = match roncho_qdrant::QdrantVectorStore::connect(&options) {
         Ok(store) => match store.health().await {
-            Ok(version) => match (store.ranks_full_text().await, store.term_weighting().await) {
-                (Ok(lexical), Ok(weighting)) => Ok((version, lexical, weighting)),
-                (Err(error), _) | (_, Err(error)) => Err(error),
-            },
+            Ok(version) => store.word_ranking().await.map(|ranking| (version, ranking)),
             Err(error) => Err(error),
         },
         Err(error) => Err(error),
     };
     match health {
-        Ok((version, lexical, weighting)) => Check {
+        Ok((version, ranking)) => Check {
             name: "vector store",
             ok: true,
             detail: format!(
                 "qdrant {version} at {}, collection {}; full text ranked {}",
                 roncho_store::redact_url(&qdrant.url),
                 qdrant.collection,
-                match (lexical, weighting) {
-                    (false, _) => "by the database (the collection predates lexical vectors: see docs/operations.md)",
-                    (true, TermWeighting::Collection) =>
+                match ranking {
+                    WordRanking::Database =>
+                        "by the database (the collection predates lexical vectors: see docs/operations.md)",
+                    WordRanking::Collection =>
                         "in qdrant, words weighed over every workspace of the collection (it predates \
                          per-workspace term counts: see docs/operations.md)",
-                    (true, _) => "in qdrant, words weighed over each workspace",
+                    WordRanking::Workspace => "in qdrant, words weighed over each workspace",
                 }
             ),
         },
@@ -319,14 +317,13 @@ async fn nats_check(config: &Config) -> Option<Check> {
     options.max_connections = 1;
     let store = std::sync::Arc::new(roncho_store::connect(&options).await.ok()?);
     let ledger = roncho_store::SqlWorkQueue::new(store.clone());
-    let unpublished = ledger
-        .unpublished(10_000, None)
+    let unpublished = roncho_core::queue::DeliveryLedger::unpublished(&ledger, 10_000, None)
         .await
         .map(|rows| rows.len())
         .unwrap_or(0);
     let mut queue = nats.options();
     queue.relay = false;
-    let check = match roncho_nats::NatsWorkQueue::connect(queue, ledger).await {
+    let check = match roncho_nats::NatsWorkQueue::connect(queue, std::sync::Arc::new(ledger)).await {
         Ok(queue) => {
             let waiting = queue.stream_messages().await;
             roncho_core::queue::WorkQueue::close(&queue).await;

@@ -25,7 +25,7 @@ use tokio_util::sync::CancellationToken;
 
 use roncho_gate::admission::Tally;
 
-use crate::connections::{ConnectionGate, FirstBytes, Guarded, HttpListener};
+use crate::connections::{ConnectionAdmission, FirstBytes, Guarded, HttpListener};
 
 /// Longest a client may take to finish its handshake.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -194,7 +194,7 @@ pub type GuardedTls = Guarded<TlsStream<TcpStream>>;
 pub fn incoming(
     listener: TcpListener,
     tls: Arc<ReloadingTls>,
-    gate: ConnectionGate,
+    gate: ConnectionAdmission,
     first: FirstBytes,
     shutdown: CancellationToken,
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<GuardedTls>> {
@@ -245,7 +245,7 @@ impl TlsListener {
     pub fn new(
         listener: TcpListener,
         tls: Arc<ReloadingTls>,
-        gate: ConnectionGate,
+        gate: ConnectionAdmission,
         shutdown: CancellationToken,
     ) -> std::io::Result<Self> {
         // Some byte within the handshake timeout after the TLS handshake; then

@@ -223,12 +223,15 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         });
     };
     let mut warm = None;
+    // Whether the database's own full-text index must be kept: the embedded
+    // vector store ranks words itself, and SQLite's FTS5 then rests.
+    let mut database_ranks_words = true;
     let (vectors, where_vectors): (Arc<dyn VectorStore>, String) = match &config.search.qdrant {
         Some(qdrant) => {
             let mut options = roncho_qdrant::QdrantOptions::new(&qdrant.url);
             options.collection = qdrant.collection.clone();
             options.api_key = qdrant.api_key.as_ref().map(|key| key.expose().to_owned());
-            let store = roncho_qdrant::QdrantVectorStore::connect(&options)?;
+            let store = roncho_qdrant::QdrantVectorStore::connect(&options)?.counting_terms_in(store.clone());
             (
                 Arc::new(store),
                 format!("qdrant {} collection {}", qdrant.url, qdrant.collection),
@@ -236,6 +239,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
         }
         None => {
             let vectors = SqlVectorStore::new(store.clone());
+            database_ranks_words = !vectors.ranks_words();
             warm = Some(vectors.clone());
             (Arc::new(vectors), "exact vector store".to_owned())
         }
@@ -260,8 +264,7 @@ pub async fn build(config: &Config) -> anyhow::Result<Runtime> {
             }
         });
     }
-    // The embedded vector store ranks words itself: SQLite's FTS5 rests.
-    store.maintain_full_text_index(!vectors.indexes_text_at_once()).await?;
+    store.maintain_full_text_index(database_ranks_words).await?;
     let description = format!(
         "{} ({} dimensions), {where_vectors}",
         embedder.model_id(),
@@ -388,10 +391,10 @@ pub struct Queue {
 /// ledger, or the SQL queue in the store itself. A process with the
 /// deriver role consumes representation and summary work.
 pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
-    let ledger = roncho_store::SqlWorkQueue::new(store.clone());
+    let ledger = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
     let Some(nats) = &config.queue.nats else {
         return Ok(Queue {
-            queue: Arc::new(ledger),
+            queue: ledger,
             nats: None,
         });
     };

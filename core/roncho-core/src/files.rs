@@ -19,6 +19,20 @@ pub trait PdfReader: Send + Sync {
     async fn text(&self, bytes: Vec<u8>) -> Result<String>;
 }
 
+/// The reader of a service given none: it reads no PDF (the binary wires
+/// `roncho-pdf`'s).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NoPdfReader;
+
+#[async_trait::async_trait]
+impl PdfReader for NoPdfReader {
+    async fn text(&self, _bytes: Vec<u8>) -> Result<String> {
+        Err(crate::Error::Internal(
+            "no PDF reader is wired into this service".into(),
+        ))
+    }
+}
+
 /// Returns the media type of a content type, lowercase, without parameters.
 pub fn media_type(content_type: &str) -> String {
     content_type

@@ -66,12 +66,13 @@ pub fn document(text: &str) -> SparseVector {
 
 /// Returns the lexical vector of a query: its search terms' stems, each 1.
 pub fn query(text: &str) -> SparseVector {
-    SparseVector::from_counts(
-        search::terms(text)
-            .iter()
-            .map(|term| (dimension(&stem(term)), 1.0))
-            .collect(),
-    )
+    of_terms(&search::terms(text))
+}
+
+/// Returns the lexical vector of a query's search terms
+/// ([`crate::search::terms`], as a search carries them): their stems, each 1.
+pub fn of_terms(terms: &[String]) -> SparseVector {
+    SparseVector::from_counts(terms.iter().map(|term| (dimension(&stem(term)), 1.0)).collect())
 }
 
 /// BM25's inverse document frequency of a term that `frequency` of
@@ -104,6 +105,31 @@ pub fn weighted(query: &SparseVector, counts: &TermCounts) -> SparseVector {
             (frequency > 0).then(|| (dimension, value * idf(documents, frequency as f32)))
         })
         .unzip();
+    SparseVector { indices, values }
+}
+
+/// `words` without the terms of `names` (the peers a query names), unless
+/// they are all it has: for a store that weighs terms over every workspace
+/// (a Qdrant collection made with the `Idf` modifier). A speaker's name is
+/// in each of their lexical texts (`speaker: text`), so in half of a
+/// two-person workspace's messages, yet rare across a collection of many
+/// workspaces: its IDF there outweighs the question's own words
+/// (docs/benchmarks.md, "Fusing by score"). Search's named-peer list
+/// carries the names instead.
+pub fn without_names(words: SparseVector, names: &[String]) -> SparseVector {
+    if names.is_empty() {
+        return words;
+    }
+    let named: Vec<u32> = names.iter().flat_map(|name| query(name).indices).collect();
+    let (indices, values): (Vec<u32>, Vec<f32>) = words
+        .indices
+        .iter()
+        .zip(&words.values)
+        .filter(|(index, _)| !named.contains(index))
+        .unzip();
+    if indices.is_empty() {
+        return words;
+    }
     SparseVector { indices, values }
 }
 
@@ -144,6 +170,19 @@ mod tests {
             .iter()
             .position(|index| *index == dimension)
             .map(|at| vector.values[at])
+    }
+
+    #[test]
+    fn a_query_sent_to_shared_statistics_leaves_out_the_peers_it_names() {
+        let words = query("What did Caroline-Smith paint at the lake?");
+        let named = ["Caroline-Smith".to_owned()];
+        assert_eq!(without_names(words.clone(), &[]), words);
+        assert_eq!(without_names(words, &named), query("What did paint at the lake?"));
+        assert_eq!(
+            without_names(query("Caroline Smith?"), &named),
+            query("Caroline Smith?"),
+            "a query of names alone keeps them"
+        );
     }
 
     #[test]

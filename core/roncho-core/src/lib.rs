@@ -6,6 +6,7 @@
 //! - `arbitrary` (feature `testing`): generators of client input for property tests.
 //! - [`auth`]: the authenticated caller.
 //! - [`embed`]: the `Embedder` port (and, with feature `testing`, its contract suite).
+//! - [`llm`]: the `Llm` port: chat requests, streamed replies, tools, structured output.
 //! - [`derivation`]: which background work a new message creates (Honcho's observer rules).
 //! - [`error`]: the domain error.
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
@@ -15,6 +16,7 @@
 //! - [`search`]: query text → full-text search terms.
 //! - [`representation`]: Honcho's working representation and its markdown.
 //! - [`trace`]: W3C trace context carried from requests to queued work.
+//! - [`webhook`]: webhook events' envelope and the `WebhookDelivery` port.
 //! - [`tokens`]: o200k_base token counting.
 //! - [`files`]: file upload decoding and chunking into messages.
 //! - [`store`]: the relational `Store` port both backends implement.
@@ -32,6 +34,7 @@ pub mod files;
 pub mod filter;
 pub mod idempotency;
 pub mod lexical;
+pub mod llm;
 pub mod model;
 pub mod queue;
 pub mod representation;
@@ -41,6 +44,7 @@ pub mod tokens;
 pub mod trace;
 pub mod validate;
 pub mod vector;
+pub mod webhook;
 
 pub use auth::Caller;
 pub use error::{Error, Result};

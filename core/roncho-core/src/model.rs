@@ -332,59 +332,6 @@ pub fn shallow_merge(mut base: JsonObject, update: JsonObject) -> JsonObject {
     base
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn public_ids_are_honchos_shape_and_sort_by_time() {
-        let mut ids = Vec::new();
-        for _ in 0..50 {
-            ids.push(new_public_id());
-            std::thread::sleep(std::time::Duration::from_micros(2));
-        }
-        for id in &ids {
-            assert_eq!(id.len(), 21, "{id}");
-            assert!(crate::validate::resource_id("id", id).is_ok(), "{id}");
-        }
-        let mut sorted = ids.clone();
-        sorted.sort();
-        assert_eq!(sorted, ids, "later ids sort after earlier ones");
-        let mut unique = ids.clone();
-        unique.dedup();
-        assert_eq!(unique.len(), ids.len());
-        let same_instant: std::collections::BTreeSet<String> = (0..1000).map(|_| new_public_id()).collect();
-        assert_eq!(
-            same_instant.len(),
-            1000,
-            "the random part keeps ids of one instant apart"
-        );
-    }
-
-    #[test]
-    fn page_counts_round_up() {
-        let request = PageRequest::from_wire(2, 10, false).unwrap();
-        let page = Page::new(vec![1, 2, 3], 23, request);
-        assert_eq!((page.page, page.size, page.pages, page.total), (2, 10, 3, 23));
-        assert_eq!(request.offset(), 10);
-        assert_eq!(Page::<u8>::new(vec![], 0, request).pages, 0);
-    }
-
-    #[test]
-    fn page_size_above_100_is_rejected() {
-        assert!(PageRequest::from_wire(1, 101, false).is_err());
-        assert!(PageRequest::from_wire(-1, 10, false).is_err());
-        assert_eq!(
-            PageRequest::from_wire(0, 0, true).unwrap(),
-            PageRequest {
-                page: 1,
-                size: 50,
-                reverse: true
-            }
-        );
-    }
-}
-
 /// The levels of a conclusion, as Honcho names them.
 pub const LEVELS: [&str; 4] = ["explicit", "deductive", "inductive", "contradiction"];
 
@@ -531,7 +478,7 @@ pub struct MessageScan {
 
 /// A full-text search over messages of one workspace.
 #[derive(Debug, Clone, PartialEq)]
-pub struct MessageSearch {
+pub struct MessageQuery {
     /// Normalised search terms (see [`crate::search::terms`]); never empty.
     pub terms: Vec<String>,
     /// Only these sessions (one session's search, or a scope's sessions);
@@ -756,4 +703,57 @@ pub struct ErasureReceipt {
     /// the truncating checkpoint after every row and vector went); `None`
     /// until then, and on Postgres.
     pub overwritten_at: Option<i64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn public_ids_are_honchos_shape_and_sort_by_time() {
+        let mut ids = Vec::new();
+        for _ in 0..50 {
+            ids.push(new_public_id());
+            std::thread::sleep(std::time::Duration::from_micros(2));
+        }
+        for id in &ids {
+            assert_eq!(id.len(), 21, "{id}");
+            assert!(crate::validate::resource_id("id", id).is_ok(), "{id}");
+        }
+        let mut sorted = ids.clone();
+        sorted.sort();
+        assert_eq!(sorted, ids, "later ids sort after earlier ones");
+        let mut unique = ids.clone();
+        unique.dedup();
+        assert_eq!(unique.len(), ids.len());
+        let same_instant: std::collections::BTreeSet<String> = (0..1000).map(|_| new_public_id()).collect();
+        assert_eq!(
+            same_instant.len(),
+            1000,
+            "the random part keeps ids of one instant apart"
+        );
+    }
+
+    #[test]
+    fn page_counts_round_up() {
+        let request = PageRequest::from_wire(2, 10, false).unwrap();
+        let page = Page::new(vec![1, 2, 3], 23, request);
+        assert_eq!((page.page, page.size, page.pages, page.total), (2, 10, 3, 23));
+        assert_eq!(request.offset(), 10);
+        assert_eq!(Page::<u8>::new(vec![], 0, request).pages, 0);
+    }
+
+    #[test]
+    fn page_size_above_100_is_rejected() {
+        assert!(PageRequest::from_wire(1, 101, false).is_err());
+        assert!(PageRequest::from_wire(-1, 10, false).is_err());
+        assert_eq!(
+            PageRequest::from_wire(0, 0, true).unwrap(),
+            PageRequest {
+                page: 1,
+                size: 50,
+                reverse: true
+            }
+        );
+    }
 }

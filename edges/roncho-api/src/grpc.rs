@@ -1,7 +1,7 @@
 //! The gRPC edge: every `roncho.v1` service is one generated table of
-//! methods over [`call`], which takes the caller the [`EdgeLayer`]
+//! methods over [`call`], which takes the caller the [`DoorLayer`]
 //! authenticated, converts the request, authorizes it through the gate's
-//! [`Edge`], calls the domain service and converts its reply.
+//! [`CallPolicy`], calls the domain service and converts its reply.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -16,18 +16,18 @@ use tonic::{Request, Response, Status};
 
 use roncho_gate::authz::Authorize;
 use roncho_gate::keys::KeyIssuer;
-use roncho_gate::{BoxError, DeadlineBody, Door, Edge, Peer, SlotBody, StatusClass, Wire};
+use roncho_gate::{BoxError, CallPolicy, DeadlineBody, Door, Peer, SlotBody, StatusClass, Wire};
 use tonic::transport::server::{TcpConnectInfo, TlsConnectInfo};
 use tracing::Instrument;
 
 use crate::convert::{FromWire, IntoWire};
 use crate::error::status;
 
-/// Runs one gRPC call through `edge`: the caller the [`EdgeLayer`]
+/// Runs one gRPC call through `policy`: the caller the [`DoorLayer`]
 /// authenticated, the request in domain terms, its authorization and rate
-/// (see [`Edge::run`]), the service (`op`), the reply in wire terms. A
+/// (see [`CallPolicy::run`]), the service (`op`), the reply in wire terms. A
 /// refused call has done nothing.
-pub async fn call<W, D, R, O, F, Fut>(edge: &Edge, request: Request<W>, op: F) -> Result<Response<O>, Status>
+pub async fn call<W, D, R, O, F, Fut>(policy: &CallPolicy, request: Request<W>, op: F) -> Result<Response<O>, Status>
 where
     D: FromWire<W> + Authorize + Sync,
     R: IntoWire<O>,
@@ -40,7 +40,7 @@ where
         .cloned()
         .ok_or_else(|| Status::unauthenticated("no authenticated caller"))?;
     let request = D::from_wire(request.into_inner());
-    let reply = edge.run(caller, request, op).await.map_err(status)?;
+    let reply = policy.run(caller, request, op).await.map_err(status)?;
     Ok(Response::new(reply.into_wire()))
 }
 
@@ -54,7 +54,7 @@ impl<D: IntoWire<W> + 'static, W: 'static> IntoWire<WireStream<W>> for BoxStream
 }
 
 /// Generates a service's gRPC server over its domain trait: each method
-/// is `Edge::call` on the method of the same name.
+/// is [`call`] through the [`CallPolicy`] on the method of the same name.
 macro_rules! grpc_service {
     (
         $(#[$doc:meta])*
@@ -66,14 +66,14 @@ macro_rules! grpc_service {
         $(#[$doc])*
         #[derive(Clone)]
         pub struct $name {
-            edge: Edge,
+            policy: CallPolicy,
             api: Arc<$api>,
         }
 
         impl $name {
-            /// Returns the server calling `api` through `edge`.
-            pub fn new(edge: Edge, api: Arc<$api>) -> Self {
-                Self { edge, api }
+            /// Returns the server calling `api` through `policy`.
+            pub fn new(policy: CallPolicy, api: Arc<$api>) -> Self {
+                Self { policy, api }
             }
         }
 
@@ -89,7 +89,7 @@ macro_rules! grpc_service {
             $(
                 async fn $method(&self, request: Request<pb::$request>) -> Result<Response<$response>, Status> {
                     let api = self.api.clone();
-                    call(&self.edge, request, |request| async move { api.$method(request).await }).await
+                    call(&self.policy, request, |request| async move { api.$method(request).await }).await
                 }
             )*
         }
@@ -272,37 +272,37 @@ fn code_of<R>(response: &http::Response<R>) -> (tonic::Code, Option<&str>) {
     (code, headers.get("grpc-message").and_then(|value| value.to_str().ok()))
 }
 
-/// The edge's layer, before any body is read: the call's visit (its span,
+/// The door's layer on the gRPC wire, before any body is read: the call's visit (its span,
 /// continuing the caller's `traceparent`, and its count by method and
 /// status), then the [`Door`] (authentication of `roncho.v1` calls, then
 /// admission), the request's deadline and its body's, each refusal a gRPC
 /// status.
 #[derive(Debug, Clone)]
-pub struct EdgeLayer {
+pub struct DoorLayer {
     door: Door,
 }
 
-impl EdgeLayer {
+impl DoorLayer {
     /// Returns the layer passing every call through `door`.
     pub fn new(door: Door) -> Self {
         Self { door }
     }
 }
 
-impl<S> tower_layer::Layer<S> for EdgeLayer {
-    type Service = EdgeService<S>;
+impl<S> tower_layer::Layer<S> for DoorLayer {
+    type Service = DoorService<S>;
 
     fn layer(&self, inner: S) -> Self::Service {
-        EdgeService {
+        DoorService {
             inner,
             door: self.door.clone(),
         }
     }
 }
 
-/// A service behind [`EdgeLayer`].
+/// A service behind [`DoorLayer`].
 #[derive(Debug, Clone)]
-pub struct EdgeService<S> {
+pub struct DoorService<S> {
     inner: S,
     door: Door,
 }
@@ -326,7 +326,7 @@ fn grpc_body_error(error: Error) -> BoxError {
     Box::new(status(error))
 }
 
-impl<S, B, R> tower_service::Service<http::Request<B>> for EdgeService<S>
+impl<S, B, R> tower_service::Service<http::Request<B>> for DoorService<S>
 where
     S: tower_service::Service<http::Request<DeadlineBody<B>>, Response = http::Response<R>>,
     S::Future: Send + 'static,
@@ -521,7 +521,7 @@ mod tests {
             ..Limits::default()
         });
         let mut service =
-            EdgeLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone())).layer(Reads);
+            DoorLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone())).layer(Reads);
         let request = http::Request::builder()
             .uri("/roncho.v1.DialecticService/Chat")
             .body(Silent)
@@ -547,7 +547,7 @@ mod tests {
             request_timeout: Duration::from_millis(50),
             ..Limits::default()
         });
-        let layer = EdgeLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone()));
+        let layer = DoorLayer::new(Door::new(roncho_gate::Authenticator::new(None), admission.clone()));
         let mut service = layer.layer(Slow(Duration::from_millis(300)));
         let request = |path: &str| http::Request::builder().uri(path).body(()).unwrap();
         let ended = service

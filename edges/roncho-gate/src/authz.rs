@@ -23,7 +23,7 @@ use std::sync::Arc;
 use roncho_core::store::Workspaces;
 use roncho_core::{Caller, Error, Result};
 
-use crate::admission::{Rate, RateClass};
+use crate::rate::{Rate, RateClass};
 
 /// What a call needs of the caller's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -274,7 +274,7 @@ impl Authorize for recall::SearchMessages {
             (None, Some(peer)) => Need::Peer(workspace, peer),
             (None, None) => Need::Workspace(workspace),
         }];
-        if let Some(perspective) = self.peer_perspective() {
+        if let Some(perspective) = self.peer_perspective()? {
             needs.push(Need::ActsAs(workspace, perspective));
         }
         if !self.scopes.is_empty() {

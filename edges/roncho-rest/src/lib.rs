@@ -1,7 +1,7 @@
 //! The Honcho v3 REST edge: Honcho's routes (`/v3/...`) and JSON shapes, so
 //! Honcho's official SDKs and the apps built on them work against roncho
 //! unchanged. Every route converts its request to the domain request the
-//! gRPC edge would make and runs it through the same [`Edge`]: one
+//! gRPC edge would make and runs it through the same [`CallPolicy`]: one
 //! authorization table, one set of rates, the same services. Nothing is
 //! implemented twice.
 //!
@@ -27,7 +27,7 @@ use roncho_dialectic::DialecticApi;
 use roncho_dreamer::DreamerApi;
 use roncho_gate::authz::Authorize;
 use roncho_gate::keys::KeyIssuer;
-use roncho_gate::{BoxError, DeadlineBody, Door, Edge, SlotBody, StatusClass, Vouched, Wire};
+use roncho_gate::{BoxError, CallPolicy, DeadlineBody, Door, SlotBody, StatusClass, Vouched, Wire};
 use roncho_ingest::IngestApi;
 use roncho_recall::RecallApi;
 use tracing::Instrument;
@@ -39,11 +39,11 @@ pub mod wire;
 
 use error::RestError;
 
-/// The services the REST routes call, and the edge they call them through.
+/// The services the REST routes call, and the call policy they call them through.
 /// A process without a role answers that role's routes 501 with the reason.
 #[derive(Clone)]
 pub struct Rest {
-    edge: Edge,
+    policy: CallPolicy,
     ingest: Option<Arc<dyn IngestApi>>,
     recall: Option<Arc<dyn RecallApi>>,
     deriver: Option<Arc<dyn DeriverApi>>,
@@ -66,10 +66,10 @@ impl std::fmt::Debug for Rest {
 }
 
 impl Rest {
-    /// Returns routes calling no service yet, through `edge`.
-    pub fn new(edge: Edge) -> Self {
+    /// Returns routes calling no service yet, through `policy`.
+    pub fn new(policy: CallPolicy) -> Self {
         Self {
-            edge,
+            policy,
             ingest: None,
             recall: None,
             deriver: None,
@@ -127,7 +127,7 @@ impl Rest {
     }
 
     /// Runs `request` as `caller` on `api` (the service of `role`, when this
-    /// process runs it): authorized and metered by the edge.
+    /// process runs it): authorized and metered by the call policy.
     async fn run<A, D, R, F, Fut>(
         &self,
         api: Option<Arc<A>>,
@@ -143,7 +143,7 @@ impl Rest {
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         let api = api.ok_or(Error::Unimplemented(role))?;
-        Ok(self.edge.run(caller, request, |request| op(api, request)).await?)
+        Ok(self.policy.run(caller, request, |request| op(api, request)).await?)
     }
 }
 

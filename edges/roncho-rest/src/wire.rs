@@ -698,35 +698,6 @@ fn default_reasoning_level() -> String {
     "low".to_owned()
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn timestamps_are_iso_utc_with_microseconds_when_there_are_any() {
-        assert_eq!(timestamp(1_764_083_091_000_000), "2025-11-25T15:04:51Z");
-        assert_eq!(timestamp(1_764_083_091_000_042), "2025-11-25T15:04:51.000042Z");
-        assert_eq!(
-            parse_timestamp("created_at", &timestamp(1_764_083_091_123_456)).unwrap(),
-            1_764_083_091_123_456
-        );
-    }
-
-    #[test]
-    fn pages_start_at_one_and_hold_fifty() {
-        let paging = PageQuery::default().paging().unwrap();
-        assert_eq!((paging.page, paging.size, paging.reverse), (1, 50, false));
-        assert!(
-            PageQuery {
-                page: Some(0),
-                ..Default::default()
-            }
-            .paging()
-            .is_err()
-        );
-    }
-}
-
 /// An erasure's receipt (roncho's own shape: Honcho has none).
 #[derive(Debug, Serialize)]
 pub struct Receipt {
@@ -771,5 +742,34 @@ impl From<model::ErasureReceipt> for Receipt {
             finished_at: receipt.finished_at.map(timestamp),
             bytes_overwritten_at: receipt.overwritten_at.map(timestamp),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn timestamps_are_iso_utc_with_microseconds_when_there_are_any() {
+        assert_eq!(timestamp(1_764_083_091_000_000), "2025-11-25T15:04:51Z");
+        assert_eq!(timestamp(1_764_083_091_000_042), "2025-11-25T15:04:51.000042Z");
+        assert_eq!(
+            parse_timestamp("created_at", &timestamp(1_764_083_091_123_456)).unwrap(),
+            1_764_083_091_123_456
+        );
+    }
+
+    #[test]
+    fn pages_start_at_one_and_hold_fifty() {
+        let paging = PageQuery::default().paging().unwrap();
+        assert_eq!((paging.page, paging.size, paging.reverse), (1, 50, false));
+        assert!(
+            PageQuery {
+                page: Some(0),
+                ..Default::default()
+            }
+            .paging()
+            .is_err()
+        );
     }
 }

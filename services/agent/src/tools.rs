@@ -3,7 +3,7 @@
 //! traces keep their calling patterns; and the tool set of each agent.
 //! `tests/schemas.rs` pins them against `tests/fixtures/tool_schemas.json`.
 
-use roncho_llm::Tool;
+use roncho_core::llm::Tool;
 use serde_json::{Value, json};
 
 /// The dialectic agent at every level but minimal.
@@ -139,33 +139,7 @@ fn observation_tool(name: &str) -> Option<(&'static str, Value)> {
             "Create new inductive observations discovered while answering the query. Every observation must \
              include source_ids, source text, pattern_type, and confidence. Use this only for patterns supported \
              by multiple observations.",
-            json!({
-                "type": "object",
-                "properties": {
-                    "observations": {
-                        "type": "array",
-                        "description": "List of new inductive observations to create",
-                        "items": {
-                            "type": "object",
-                            "properties": {
-                                "content": {"type": "string", "description": "The inductive pattern or generalization as a self-contained statement"},
-                                "source_ids": {"type": "array", "items": {"type": "string"}, "minItems": 2,
-                                    "description": "Required list of at least two source observation IDs supporting the pattern"},
-                                "sources": {"type": "array", "items": {"type": "string"}, "minItems": 2,
-                                    "description": "Required human-readable evidence text matching the source observations"},
-                                "pattern_type": {"type": "string",
-                                    "enum": ["preference", "behavior", "personality", "tendency", "correlation"],
-                                    "description": "Required pattern category"},
-                                "confidence": {"type": "string", "enum": ["high", "medium", "low"],
-                                    "description": "Required confidence level based on evidence count"}
-                            },
-                            "required": ["content", "source_ids", "sources", "pattern_type", "confidence"],
-                            "additionalProperties": false
-                        }
-                    }
-                },
-                "required": ["observations"]
-            }),
+            create_observations_inductive_schema(),
         ),
         "delete_observations" => (
             "Delete observations by their IDs. Use the exact ID shown in [id:xxx] format from search results. \
@@ -435,6 +409,38 @@ fn create_observations_schema() -> Value {
                          "then": {"required": ["source_ids", "sources"],
                                   "properties": {"source_ids": at_least(2), "sources": at_least(2)}}}
                     ]
+                }
+            }
+        },
+        "required": ["observations"]
+    })
+}
+
+/// The input of `create_observations_inductive`: observations with their
+/// sources, pattern type and confidence.
+fn create_observations_inductive_schema() -> Value {
+    json!({
+        "type": "object",
+        "properties": {
+            "observations": {
+                "type": "array",
+                "description": "List of new inductive observations to create",
+                "items": {
+                    "type": "object",
+                    "properties": {
+                        "content": {"type": "string", "description": "The inductive pattern or generalization as a self-contained statement"},
+                        "source_ids": {"type": "array", "items": {"type": "string"}, "minItems": 2,
+                            "description": "Required list of at least two source observation IDs supporting the pattern"},
+                        "sources": {"type": "array", "items": {"type": "string"}, "minItems": 2,
+                            "description": "Required human-readable evidence text matching the source observations"},
+                        "pattern_type": {"type": "string",
+                            "enum": ["preference", "behavior", "personality", "tendency", "correlation"],
+                            "description": "Required pattern category"},
+                        "confidence": {"type": "string", "enum": ["high", "medium", "low"],
+                            "description": "Required confidence level based on evidence count"}
+                    },
+                    "required": ["content", "source_ids", "sources", "pattern_type", "confidence"],
+                    "additionalProperties": false
                 }
             }
         },

@@ -9,6 +9,8 @@
 
 use std::sync::Arc;
 
+mod dedup;
+mod extractive;
 pub mod webhooks;
 pub mod worker;
 

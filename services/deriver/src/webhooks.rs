@@ -22,8 +22,8 @@ use roncho_core::model::{PageRequest, WebhookEndpoint};
 use roncho_core::queue::{Claim, Task, WorkQueue, workspace_of};
 use roncho_core::store::Webhooks;
 use roncho_core::validate::MAX_WEBHOOKS_PER_WORKSPACE;
+use roncho_core::webhook::{WebhookDelivery, envelope, timestamp};
 use roncho_core::{Error, Result};
-use roncho_http::webhook::{WebhookSender, envelope, timestamp};
 use roncho_worker::WorkerConfig;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -59,7 +59,7 @@ const BUSY_RETRY: Duration = Duration::from_secs(1);
 pub struct WebhookLane {
     store: Arc<dyn Webhooks>,
     queue: Arc<dyn WorkQueue>,
-    sender: WebhookSender,
+    sender: Arc<dyn WebhookDelivery>,
     config: WorkerConfig,
     limits: LaneLimits,
     /// Deliveries in flight by workspace (`w:…`) and by receiver (`t:…`).
@@ -82,7 +82,7 @@ impl WebhookLane {
     pub fn new(
         store: Arc<dyn Webhooks>,
         queue: Arc<dyn WorkQueue>,
-        sender: WebhookSender,
+        sender: Arc<dyn WebhookDelivery>,
         config: WorkerConfig,
         limits: LaneLimits,
     ) -> Self {
@@ -236,7 +236,7 @@ impl roncho_worker::Handler for WebhookLane {
                     retry_after: BUSY_RETRY,
                 });
             };
-            if let Err(error) = deliver_to(&self.sender, &endpoint, task).await {
+            if let Err(error) = deliver_to(self.sender.as_ref(), &endpoint, task).await {
                 if !delivered.is_empty() {
                     self.queue.complete(claim, &delivered).await?;
                 }
@@ -277,7 +277,7 @@ fn payload_field<'a>(task: &'a Task, key: &str) -> Result<&'a str> {
 }
 
 /// Delivers one webhook task to `endpoint`.
-async fn deliver_to(sender: &WebhookSender, endpoint: &WebhookEndpoint, task: &Task) -> Result<()> {
+async fn deliver_to(sender: &dyn WebhookDelivery, endpoint: &WebhookEndpoint, task: &Task) -> Result<()> {
     let event_type = payload_field(task, "event_type")?;
     let at = task.payload["timestamp"].as_i64().unwrap_or_default();
     let body = envelope(event_type, &task.payload["data"], &timestamp(at));

@@ -10,28 +10,31 @@
 //! never an empty success. Handlers are idempotent: a redelivered task
 //! (after a crash or a lost lease) finds its conclusions and adds none.
 //!
-//! Saving follows Honcho's dedup: a fact the collection already holds
-//! (same level and session, ignoring case and spacing) counts one more
-//! derivation (`times_derived`); with an embedder, a fact within cosine
-//! distance [`SEMANTIC_DUPLICATE`] of a stored one is the same fact, and the
-//! better worded of the two (more words, more distinct words) is kept
-//! carrying the count.
+//! Saving follows Honcho's dedup (the `dedup` module): a fact the
+//! collection already holds (same level and session, ignoring case and
+//! spacing) counts one more derivation (`times_derived`); with an embedder,
+//! a fact within cosine distance [`SEMANTIC_DUPLICATE`] of a stored one is
+//! the same fact, and the better worded of the two (more words, more
+//! distinct words) is kept carrying the count. The extractive deriver is
+//! the `extractive` module.
 
 use std::sync::Arc;
 
 use roncho_core::derivation::{CUSTOM_INSTRUCTIONS, task_message_ids, with_instructions};
-use roncho_core::embed::{Embedder, cosine};
-use roncho_core::filter;
-use roncho_core::model::{JsonObject, Message, NewConclusion, PageRequest, SummaryKind};
+use roncho_core::embed::Embedder;
+use roncho_core::llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
+use roncho_core::model::{Message, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
 use roncho_core::store::{DerivationHealth, Erasure, Memory, Messages, Outcome, Scopes};
-use roncho_core::vector::{VectorFilter, VectorStore, documents_namespace};
+use roncho_core::vector::VectorStore;
 use roncho_core::{Error, Result, representation, tokens};
-use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
 use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
+
+use crate::dedup::{Collection, FactWriter};
+use crate::extractive::extractive_metadata;
 
 roncho_core::store_view! {
     /// The store as the deriver's work uses it: messages and summaries,
@@ -52,17 +55,12 @@ pub const ERASURES: [&str; 1] = ["deletion"];
 
 pub use roncho_worker::{CollectionListener, WorkerConfig, unique_worker_id};
 
+pub use crate::dedup::SEMANTIC_DUPLICATE;
+pub use crate::extractive::{extract, extractive_summary};
+
 /// Reply budgets of a derivation call and of a long summary (a short one gets at most 1,000).
 const DEFAULT_MAX_TOKENS: (u32, u32) = (2_000, 4_000);
 
-/// Sentences of a message that become conclusions, at most.
-const MAX_SENTENCES: usize = 3;
-/// Shortest sentence (in words) worth a conclusion.
-const MIN_WORDS: usize = 3;
-/// Longest quoted sentence, in characters.
-const MAX_SENTENCE_CHARS: usize = 300;
-/// Cosine distance at or under which two facts are one (Honcho's 0.05).
-pub const SEMANTIC_DUPLICATE: f32 = 0.05;
 /// Turns listed by the short and the long extractive summary.
 const SHORT_TURNS: usize = 20;
 const LONG_TURNS: usize = 60;
@@ -79,12 +77,9 @@ pub struct Worker {
     deriver: Option<Arc<dyn Llm>>,
     /// The summariser's model; `None`: extractive.
     summarizer: Option<Arc<dyn Llm>>,
-    /// Embedder and vectors for semantic dedup; `None`: exact dedup only.
-    semantic: Option<(Arc<dyn Embedder>, Arc<dyn VectorStore>)>,
-    /// Called after conclusions are written (wakes a reconciler in this process).
-    on_saved: Option<Arc<dyn Fn() + Send + Sync>>,
-    /// Told which collections gained observations (the dream scheduler).
-    listener: Option<Arc<dyn CollectionListener>>,
+    /// Saves facts with dedup, semantic with an embedder, and tells who
+    /// listens (a reconciler, the dream scheduler).
+    writer: FactWriter,
     /// The task types it claims.
     task_types: &'static [&'static str],
 }
@@ -114,6 +109,7 @@ impl std::fmt::Debug for Worker {
 impl Worker {
     pub fn new(store: Arc<dyn DeriverStore>, queue: Arc<dyn WorkQueue>, config: WorkerConfig) -> Self {
         Self {
+            writer: FactWriter::new(store.clone()),
             store,
             queue,
             config,
@@ -121,9 +117,6 @@ impl Worker {
             wake: Notify::new(),
             deriver: None,
             summarizer: None,
-            semantic: None,
-            on_saved: None,
-            listener: None,
             task_types: &TASK_TYPES,
         }
     }
@@ -142,19 +135,19 @@ impl Worker {
 
     /// Tells `listener` which collections gain observations.
     pub fn with_listener(mut self, listener: Arc<dyn CollectionListener>) -> Self {
-        self.listener = Some(listener);
+        self.writer.listener = Some(listener);
         self
     }
 
     /// Deduplicates semantically against the collection's vectors too.
     pub fn with_semantic_dedup(mut self, embedder: Arc<dyn Embedder>, vectors: Arc<dyn VectorStore>) -> Self {
-        self.semantic = Some((embedder, vectors));
+        self.writer.semantic = Some((embedder, vectors));
         self
     }
 
     /// Calls `hook` after each write of conclusions.
     pub fn with_saved_hook(mut self, hook: Arc<dyn Fn() + Send + Sync>) -> Self {
-        self.on_saved = Some(hook);
+        self.writer.on_saved = Some(hook);
         self
     }
 
@@ -317,13 +310,14 @@ impl Worker {
                 observed: &message.peer_id,
                 session,
             };
-            self.save_facts(
-                &target,
-                facts,
-                std::slice::from_ref(&message.id),
-                &extractive_metadata(),
-            )
-            .await?;
+            self.writer
+                .save(
+                    &target,
+                    facts,
+                    std::slice::from_ref(&message.id),
+                    &extractive_metadata(),
+                )
+                .await?;
         }
         Ok(())
     }
@@ -407,50 +401,7 @@ impl Worker {
     ) -> Result<()> {
         let Some(first) = messages.first() else { return Ok(()) };
         let observed = first.peer_id.clone();
-        let transcript: String = messages
-            .iter()
-            .map(|message| {
-                format!(
-                    "{} {}: {}\n",
-                    representation::format_time(message.created_at),
-                    message.peer_id,
-                    message.content
-                )
-            })
-            .collect();
-        let request = ChatRequest {
-            messages: vec![
-                ChatMessage::new(
-                    Role::System,
-                    with_instructions(
-                        format!(
-                            "You extract explicit observations about {observed} from their messages. Each \
-                             observation is one atomic fact that {observed} stated or that follows literally from \
-                             what they said, written in the third person with their name, self-contained, with \
-                             dates made absolute when the message time allows. No speculation, no facts about other \
-                             people. Reply with JSON {{\"explicit\": [{{\"content\": \"...\"}}]}}; an empty list \
-                             when there is nothing."
-                        ),
-                        instructions,
-                    ),
-                ),
-                ChatMessage::new(Role::User, transcript),
-            ],
-            max_tokens: self.max_tokens.0,
-            temperature: Some(0.0),
-            json_schema: Some(JsonSchema {
-                name: "observations".into(),
-                schema: json!({
-                    "type": "object",
-                    "properties": {"explicit": {"type": "array", "items": {
-                        "type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
-                        "additionalProperties": false}}},
-                    "required": ["explicit"],
-                    "additionalProperties": false,
-                }),
-            }),
-            ..ChatRequest::default()
-        };
+        let request = self.derivation_request(&observed, messages, instructions);
         let (observations, usage) = match chat_json::<Observations>(llm, request).await {
             Ok(read) => read,
             Err(error) => {
@@ -494,9 +445,58 @@ impl Worker {
                 observed: &observed,
                 session,
             };
-            self.save_facts(&target, facts.clone(), &sources, &metadata).await?;
+            self.writer.save(&target, facts.clone(), &sources, &metadata).await?;
         }
         Ok(())
+    }
+
+    /// Returns the deriver call asking, as JSON, for the explicit facts
+    /// `observed` stated in `messages`.
+    fn derivation_request(&self, observed: &str, messages: &[&Message], instructions: Option<&str>) -> ChatRequest {
+        let transcript: String = messages
+            .iter()
+            .map(|message| {
+                format!(
+                    "{} {}: {}\n",
+                    representation::format_time(message.created_at),
+                    message.peer_id,
+                    message.content
+                )
+            })
+            .collect();
+        ChatRequest {
+            messages: vec![
+                ChatMessage::new(
+                    Role::System,
+                    with_instructions(
+                        format!(
+                            "You extract explicit observations about {observed} from their messages. Each \
+                             observation is one atomic fact that {observed} stated or that follows literally from \
+                             what they said, written in the third person with their name, self-contained, with \
+                             dates made absolute when the message time allows. No speculation, no facts about other \
+                             people. Reply with JSON {{\"explicit\": [{{\"content\": \"...\"}}]}}; an empty list \
+                             when there is nothing."
+                        ),
+                        instructions,
+                    ),
+                ),
+                ChatMessage::new(Role::User, transcript),
+            ],
+            max_tokens: self.max_tokens.0,
+            temperature: Some(0.0),
+            json_schema: Some(JsonSchema {
+                name: "observations".into(),
+                schema: json!({
+                    "type": "object",
+                    "properties": {"explicit": {"type": "array", "items": {
+                        "type": "object", "properties": {"content": {"type": "string"}}, "required": ["content"],
+                        "additionalProperties": false}}},
+                    "required": ["explicit"],
+                    "additionalProperties": false,
+                }),
+            }),
+            ..ChatRequest::default()
+        }
     }
 
     /// Records a derivation's outcome for the workspace's health; a failure
@@ -508,193 +508,6 @@ impl Worker {
         if matches!(outcome, Outcome::Empty { .. } | Outcome::Unreadable { .. }) {
             tracing::warn!(workspace, model = %llm.model_id(), ?outcome, "a derivation gave no observations");
         }
-    }
-
-    /// Saves explicit facts into one collection with Honcho's dedup: exact
-    /// (ignoring case and spacing), then semantic when an embedder is set.
-    async fn save_facts(
-        &self,
-        target: &Collection<'_>,
-        facts: Vec<String>,
-        sources: &[String],
-        metadata: &JsonObject,
-    ) -> Result<()> {
-        let Collection {
-            workspace,
-            observer,
-            observed,
-            session,
-        } = *target;
-        let known = self.collection_facts(workspace, observer, observed, session).await?;
-        let mut rederived = Vec::new();
-        let mut fresh: Vec<String> = Vec::new();
-        for content in facts {
-            let key = normalized(&content);
-            if content.is_empty() || fresh.iter().any(|seen| normalized(seen) == key) {
-                continue;
-            }
-            match known.iter().find(|(known, _)| *known == key) {
-                Some((_, id)) => rederived.push(id.clone()),
-                None => fresh.push(content),
-            }
-        }
-        let conclusion = |content: String| NewConclusion {
-            observer_id: observer.to_owned(),
-            observed_id: observed.to_owned(),
-            session_id: Some(session.to_owned()),
-            level: "explicit".into(),
-            content,
-            premises: Vec::new(),
-            source_ids: sources.to_vec(),
-            metadata: metadata.clone(),
-        };
-        let mut new = Vec::new();
-        let mut superseded = 0;
-        for placed in self.place_semantically(target, fresh).await {
-            match placed {
-                Placement::New(content) => new.push(conclusion(content)),
-                Placement::Rederived(id) => rederived.push(id),
-                Placement::Supersedes(old, content) => {
-                    match self
-                        .store
-                        .supersede_conclusion(workspace, &old, conclusion(content.clone()))
-                        .await
-                    {
-                        Ok(_) => superseded += 1,
-                        // Deleted meanwhile: the fact is simply new.
-                        Err(Error::NotFound { .. }) => new.push(conclusion(content)),
-                        Err(error) => return Err(error),
-                    }
-                }
-            }
-        }
-        self.store.increment_times_derived(workspace, &rederived).await?;
-        let created = new.len();
-        if !new.is_empty() {
-            self.store.create_conclusions(workspace, new).await?;
-        }
-        if created + superseded > 0 {
-            if let Some(hook) = &self.on_saved {
-                hook();
-            }
-            if let Some(listener) = &self.listener {
-                listener.gained(workspace, observer, observed).await;
-            }
-        }
-        tracing::debug!(
-            workspace,
-            observer,
-            observed,
-            session,
-            created,
-            superseded,
-            rederived = rederived.len(),
-            "saved facts"
-        );
-        Ok(())
-    }
-
-    /// Decides where each fact goes by its embedding: new, a re-derivation
-    /// of a stored fact, or a better wording replacing one. Facts of the
-    /// same batch within the threshold keep the better one. Without an
-    /// embedder, or when it fails, every fact is new (logged; nothing is lost).
-    async fn place_semantically(&self, target: &Collection<'_>, facts: Vec<String>) -> Vec<Placement> {
-        let Some((embedder, vectors)) = &self.semantic else {
-            return facts.into_iter().map(Placement::New).collect();
-        };
-        if facts.is_empty() {
-            return Vec::new();
-        }
-        match self
-            .semantic_placements(embedder.as_ref(), vectors.as_ref(), target, &facts)
-            .await
-        {
-            Ok(placements) => placements,
-            Err(error) => {
-                tracing::warn!(%error, observer = target.observer, observed = target.observed, "semantic dedup unavailable; saving without it");
-                facts.into_iter().map(Placement::New).collect()
-            }
-        }
-    }
-
-    async fn semantic_placements(
-        &self,
-        embedder: &dyn Embedder,
-        vectors: &dyn VectorStore,
-        target: &Collection<'_>,
-        facts: &[String],
-    ) -> Result<Vec<Placement>> {
-        // After queries and message vectors: nobody waits on this check.
-        let embedded = embedder.embed_background(facts).await?;
-        // Within the batch: of two near-identical facts keep the better worded.
-        let mut kept: Vec<usize> = Vec::new();
-        for (index, vector) in embedded.iter().enumerate() {
-            match kept
-                .iter()
-                .position(|&other| 1.0 - cosine(vector, &embedded[other]) <= SEMANTIC_DUPLICATE)
-            {
-                Some(slot) if wording_score(&facts[index]) > wording_score(&facts[kept[slot]]) => kept[slot] = index,
-                Some(_) => {}
-                None => kept.push(index),
-            }
-        }
-        let namespace = documents_namespace(target.workspace, target.observer, target.observed);
-        let filter = VectorFilter {
-            session_ids: Some(vec![target.session.to_owned()]),
-            levels: Some(vec!["explicit".to_owned()]),
-            ..VectorFilter::default()
-        };
-        let mut placements = Vec::new();
-        let mut matched: Vec<String> = Vec::new();
-        for index in kept {
-            let content = facts[index].clone();
-            let hit = vectors
-                .query(&namespace, &embedded[index], 1, &filter, Some(SEMANTIC_DUPLICATE))
-                .await?
-                .into_iter()
-                .next();
-            let stored = match hit {
-                Some(hit) => self.store.conclusions_by_ids(target.workspace, &[hit.id]).await?.pop(),
-                None => None,
-            };
-            placements.push(match stored {
-                // Another fact of this batch already answered for it.
-                Some(stored) if matched.contains(&stored.id) => continue,
-                Some(stored) => {
-                    matched.push(stored.id.clone());
-                    if wording_score(&content) >= wording_score(&stored.content) {
-                        Placement::Supersedes(stored.id, content)
-                    } else {
-                        Placement::Rederived(stored.id)
-                    }
-                }
-                None => Placement::New(content),
-            });
-        }
-        Ok(placements)
-    }
-
-    /// The collection's newest explicit conclusions from this session, as
-    /// (normalized content, id).
-    async fn collection_facts(
-        &self,
-        workspace: &str,
-        observer: &str,
-        observed: &str,
-        session: &str,
-    ) -> Result<Vec<(String, String)>> {
-        let filters =
-            json!({"observer_id": observer, "observed_id": observed, "session_id": session, "level": "explicit"});
-        let filter = filter::parse(&filter::CONCLUSION, filters.as_object())?;
-        let page = PageRequest::from_wire(1, 100, false)?;
-        Ok(self
-            .store
-            .list_conclusions(workspace, &filter, page)
-            .await?
-            .items
-            .into_iter()
-            .map(|conclusion| (normalized(&conclusion.content), conclusion.id))
-            .collect())
     }
 
     /// Contents of the conclusions this message already gave the observer,
@@ -828,89 +641,17 @@ impl Worker {
     }
 }
 
-/// One observer's collection of facts about one peer, within a session.
-#[derive(Debug, Clone, Copy)]
-struct Collection<'a> {
-    workspace: &'a str,
-    observer: &'a str,
-    observed: &'a str,
-    session: &'a str,
-}
-
-/// Where a fact goes after semantic dedup.
-#[derive(Debug)]
-enum Placement {
-    New(String),
-    /// The stored conclusion with this id is the same fact.
-    Rederived(String),
-    /// The fact replaces the stored conclusion with this id.
-    Supersedes(String, String),
-}
-
-/// Honcho's measure of the better wording: words plus ten per distinct word.
-fn wording_score(content: &str) -> usize {
-    let words: Vec<String> = content.split_whitespace().map(str::to_lowercase).collect();
-    let distinct: std::collections::HashSet<&String> = words.iter().collect();
-    words.len() + 10 * distinct.len()
-}
-
-/// Content compared ignoring case and runs of whitespace.
-fn normalized(content: &str) -> String {
-    content.to_lowercase().split_whitespace().collect::<Vec<_>>().join(" ")
-}
-
 fn payload_str<'a>(task: &'a Task, key: &str) -> Result<&'a str> {
     task.payload[key]
         .as_str()
         .ok_or_else(|| Error::Internal(format!("task {} has no `{key}`", task.dedup_id)))
 }
 
-fn extractive_metadata() -> JsonObject {
-    json!({"derived_by": "extractive"})
-        .as_object()
-        .cloned()
-        .unwrap_or_default()
-}
-
-/// The sentences of a message worth keeping, as conclusions quoting the speaker.
-pub fn extract(message: &Message) -> Vec<String> {
-    message
-        .content
-        .split_inclusive(['.', '!', '?', '\n'])
-        .map(str::trim)
-        .filter(|sentence| sentence.split_whitespace().count() >= MIN_WORDS)
-        .take(MAX_SENTENCES)
-        .map(|sentence| {
-            let quoted: String = sentence.chars().take(MAX_SENTENCE_CHARS).collect();
-            format!("{} said: \"{quoted}\"", message.peer_id)
-        })
-        .collect()
-}
-
-/// A summary listing the latest turns up to message `seq`.
-pub fn extractive_summary(messages: &[Message], seq: i64) -> String {
-    let mut text = format!(
-        "Extractive summary (no LLM configured): the last {} turns up to message {seq}.",
-        messages.len()
-    );
-    for message in messages {
-        let first: String = message
-            .content
-            .split_inclusive(['.', '!', '?', '\n'])
-            .next()
-            .unwrap_or_default()
-            .trim()
-            .chars()
-            .take(200)
-            .collect();
-        text.push_str(&format!("\n{}: {first}", message.peer_id));
-    }
-    text
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::dedup::wording_score;
+    use roncho_core::model::JsonObject;
 
     #[test]
     fn worker_ids_differ_between_processes_with_the_same_pid() {

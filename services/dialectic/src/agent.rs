@@ -11,8 +11,8 @@ use std::time::Duration;
 use roncho_agent::ToolContext;
 use roncho_agent::executor::{message_line, observation_line};
 use roncho_agent::tools;
+use roncho_core::llm::{self, ChatMessage, ChatRequest, JsonSchema, Llm, Role, StreamEvent};
 use roncho_core::{Error, Result};
-use roncho_llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, StreamEvent};
 use serde_json::Value;
 
 /// Honcho's reasoning levels.
@@ -295,7 +295,7 @@ async fn structured(model: &LevelModel, ask: &Ask, answer: &str, format: &Value)
         }),
         ..ChatRequest::default()
     };
-    let value = match roncho_llm::chat_json::<Value>(model.llm.as_ref(), request).await {
+    let value = match llm::chat_json::<Value>(model.llm.as_ref(), request).await {
         Ok((value, _)) => value,
         Err(Error::Internal(reason)) => {
             tracing::warn!(%reason, "the model gave no JSON for the response format; answering null");

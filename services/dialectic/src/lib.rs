@@ -107,7 +107,7 @@ impl Dialectic {
     }
 
     /// Answers `level` with this model and reply budget.
-    pub fn with_model(mut self, level: Level, llm: Arc<dyn roncho_llm::Llm>, max_tokens: u32) -> Self {
+    pub fn with_model(mut self, level: Level, llm: Arc<dyn roncho_core::llm::Llm>, max_tokens: u32) -> Self {
         self.models[level.index()] = Some(LevelModel { llm, max_tokens });
         self
     }

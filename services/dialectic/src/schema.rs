@@ -111,24 +111,8 @@ fn validate_at(schema: &Value, value: &Value, path: &str) -> std::result::Result
     {
         return Err(format!("{path}: must be {constant}"));
     }
-    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
     if let Some(number) = value.as_f64() {
-        for (key, ok) in [
-            ("minimum", bound("minimum").is_none_or(|min| number >= min)),
-            ("maximum", bound("maximum").is_none_or(|max| number <= max)),
-            (
-                "exclusiveMinimum",
-                bound("exclusiveMinimum").is_none_or(|min| number > min),
-            ),
-            (
-                "exclusiveMaximum",
-                bound("exclusiveMaximum").is_none_or(|max| number < max),
-            ),
-        ] {
-            if !ok {
-                return Err(format!("{path}: violates {key}"));
-            }
-        }
+        validate_bounds(schema, number, path)?;
     }
     let count = |key: &str| schema.get(key).and_then(Value::as_u64);
     if let Value::String(text) = value {
@@ -186,6 +170,30 @@ fn validate_at(schema: &Value, value: &Value, path: &str) -> std::result::Result
             .count();
         if matching != 1 {
             return Err(format!("{path}: matches {matching} of oneOf, not exactly one"));
+        }
+    }
+    Ok(())
+}
+
+/// Checks a number against the schema's `minimum`, `maximum`,
+/// `exclusiveMinimum` and `exclusiveMaximum`; the error names the first it
+/// violates.
+fn validate_bounds(schema: &Map<String, Value>, number: f64, path: &str) -> std::result::Result<(), String> {
+    let bound = |key: &str| schema.get(key).and_then(Value::as_f64);
+    for (key, ok) in [
+        ("minimum", bound("minimum").is_none_or(|min| number >= min)),
+        ("maximum", bound("maximum").is_none_or(|max| number <= max)),
+        (
+            "exclusiveMinimum",
+            bound("exclusiveMinimum").is_none_or(|min| number > min),
+        ),
+        (
+            "exclusiveMaximum",
+            bound("exclusiveMaximum").is_none_or(|max| number < max),
+        ),
+    ] {
+        if !ok {
+            return Err(format!("{path}: violates {key}"));
         }
     }
     Ok(())

@@ -14,10 +14,10 @@ use std::sync::Arc;
 use roncho_agent::AgentStore;
 use roncho_agent::ToolContext;
 use roncho_agent::tools;
+use roncho_core::llm::{self, ChatMessage, ChatRequest, Llm, Role};
 use roncho_core::queue::{Claim, Task, WorkQueue};
 use roncho_core::store::DreamLedger;
 use roncho_core::{Error, Result};
-use roncho_llm::{ChatMessage, ChatRequest, Llm, Role};
 use roncho_search::Semantic;
 use roncho_worker::{self as runner, Handler, WorkerConfig};
 use serde_json::json;
@@ -217,7 +217,7 @@ impl DreamWorker {
             ..ChatRequest::default()
         };
         let allowed = specialist.tools;
-        let (reply, _) = roncho_llm::run_tools(
+        let (reply, _) = llm::run_tools(
             self.llm.as_ref(),
             request,
             specialist.iterations + 1,

@@ -24,7 +24,7 @@ use roncho_core::embed::Embedder;
 use roncho_core::lexical;
 use roncho_core::model::{SyncItem, SyncKind, now_micros};
 use roncho_core::store::SyncLedger;
-use roncho_core::vector::{TermWeighting, VectorRecord, VectorStore};
+use roncho_core::vector::{VectorRecord, VectorStore};
 use roncho_worker::yielding::YieldToWrites;
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
@@ -231,26 +231,11 @@ impl Reconciler {
                     lexical: (item.kind == SyncKind::Message).then(|| lexical::document(&item.text)),
                 });
         }
-        // A store that keeps no term statistics per workspace gets them from
-        // the database: each message's terms counted once, in the database
-        // while the store takes the vectors (a message counted whose upsert
-        // then fails is synced again, not counted again).
-        let counted: Vec<(String, Vec<u32>)> = match self.vectors.term_weighting().await? {
-            TermWeighting::Query => by_namespace
-                .values()
-                .flatten()
-                .filter_map(|record| Some((record.id.clone(), record.lexical.as_ref()?.indices.clone())))
-                .collect(),
-            TermWeighting::Namespace | TermWeighting::Collection => Vec::new(),
-        };
-        let upserts = async {
-            for (namespace, records) in by_namespace {
-                self.vectors.upsert(namespace, records).await?;
-            }
-            Ok(())
-        };
-        let (upserted, counted) = tokio::join!(upserts, self.store.count_terms(&counted));
-        upserted.and(counted)?;
+        // A store that keeps term statistics in the database counts them as
+        // it takes the vectors (Qdrant, `counting_terms_in`).
+        for (namespace, records) in by_namespace {
+            self.vectors.upsert(namespace, records).await?;
+        }
         let kind = items[0].kind;
         let synced: Vec<(String, i64)> = items.iter().map(|item| (item.id.clone(), item.version)).collect();
         self.store.mark_synced(kind, &synced).await

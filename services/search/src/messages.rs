@@ -3,18 +3,20 @@
 //! list has none); degraded to full text alone (and saying why) when there
 //! is no embedder or it fails.
 //!
-//! Where the vector store ranks full text too (Qdrant, ADR 0007; the embedded
-//! store's in-memory index, ADR 0008), both lists come from it in one
-//! request, and the database only looks up their rows (and, for Qdrant,
-//! searches the newest messages it has not seen yet): no query ranks every
-//! full-text match of a large workspace.
+//! The vector store plans how the candidates are ranked
+//! ([`roncho_core::vector::VectorStore::search`]): where it ranks full text
+//! too (Qdrant, ADR 0007; the embedded store's in-memory index, ADR 0008),
+//! both lists come from it and the database only looks up their rows (and,
+//! for Qdrant, searches the newest messages it has not seen yet): no query
+//! ranks every full-text match of a large workspace. Search fuses what it
+//! is given without asking what it talks to.
 
 use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
-use roncho_core::lexical::{self, SparseVector};
-use roncho_core::model::{MeaningLag, Message, MessageSearch, PageRequest, PeerKind};
-use roncho_core::vector::{TermWeighting, VectorFilter, VectorHit, messages_namespace};
+use roncho_core::lexical;
+use roncho_core::model::{MeaningLag, Message, MessageQuery, PageRequest, PeerKind};
+use roncho_core::vector::{Found, QueryParts, SearchFailure, SearchPlan, VectorFilter, VectorHit, Words};
 use roncho_core::{Error, Result};
 
 use crate::SearchStore;
@@ -165,12 +167,6 @@ const CANDIDATE_DEPTH: i64 = 5;
 /// Peers a workspace may have for [`named_peers`] to look for them in queries.
 const NAMED_PEER_SCAN: i64 = 100;
 
-/// The store's newest messages, of which those not synced yet are searched
-/// in the database when the vector store ranks full text: a message is
-/// searchable by its words as soon as it is written, at a cost bounded by
-/// this many rows.
-const UNSYNCED_SCAN: i64 = 2_000;
-
 /// Why search runs on full text alone.
 const NO_EMBEDDER: &str = "no embedder is configured: results come from full-text search alone";
 
@@ -212,7 +208,7 @@ pub async fn search(
     semantic: Option<&Semantic>,
     workspace_id: &str,
     query: &str,
-    search: &MessageSearch,
+    search: &MessageQuery,
     filter: &Filter,
 ) -> Result<SearchResults> {
     let limit = usize::try_from(search.limit).unwrap_or(usize::MAX);
@@ -230,7 +226,7 @@ pub async fn search(
             meaning_lag: None,
         });
     }
-    let candidates = MessageSearch {
+    let candidates = MessageQuery {
         limit: search.limit * CANDIDATE_DEPTH,
         ..search.clone()
     };
@@ -260,8 +256,8 @@ pub async fn search(
     Ok(SearchResults {
         matches: explain(&found.lists, &messages),
         messages,
-        mode: found.mode,
-        degraded_reason: found.degraded_reason,
+        mode: found.mode(),
+        degraded_reason: found.degraded.reason(),
         meaning_lag,
     })
 }
@@ -270,106 +266,227 @@ pub async fn search(
 struct Candidates {
     lists: Vec<Ranking>,
     fusion: Fusion,
-    /// Which sources answered.
-    mode: SearchMode,
-    /// Why the search ran degraded; empty when it did not.
-    degraded_reason: String,
+    degraded: Degraded,
 }
 
 impl Candidates {
-    fn new(lists: Vec<Ranking>, fusion: Fusion, mode: SearchMode, degraded_reason: String) -> Self {
-        Self {
-            lists,
-            fusion,
-            mode,
-            degraded_reason,
+    /// Which sources answered.
+    fn mode(&self) -> SearchMode {
+        match self.degraded.without_meaning {
+            None => SearchMode::Hybrid,
+            Some(_) => SearchMode::FullText,
         }
     }
 }
 
-/// Finds the candidates of every source that answers.
+/// Why a search ran degraded; the reply says it ([`Degraded::reason`]).
+#[derive(Debug, Default)]
+pub struct Degraded {
+    /// Why meaning took no part in the results.
+    pub without_meaning: Option<WithoutMeaning>,
+    /// How many messages of the scope an index behind left out.
+    pub behind: Option<Behind>,
+}
+
+/// Why a search's results come from full text alone.
+#[derive(Debug)]
+pub enum WithoutMeaning {
+    /// No embedder is configured.
+    NoEmbedder,
+    /// The query could not be embedded, or the vector store could not answer.
+    Unavailable(Error),
+}
+
+/// Messages of a search's scope that could not match, because an index has
+/// not reached them yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Behind {
+    /// The database's text index (the reconciler role indexes them).
+    TextIndex(i64),
+    /// The vector store, which ranks the words of synced messages only
+    /// beyond the newest [`roncho_core::vector::UNSYNCED_SCAN`].
+    VectorSync(i64),
+}
+
+impl Behind {
+    fn of(gap: i64, behind: fn(i64) -> Behind) -> Option<Behind> {
+        (gap > 0).then(|| behind(gap))
+    }
+}
+
+impl Degraded {
+    /// The reply's words for it; empty when the search ran whole.
+    pub fn reason(&self) -> String {
+        let without = match &self.without_meaning {
+            None => None,
+            Some(WithoutMeaning::NoEmbedder) => Some(NO_EMBEDDER.to_owned()),
+            Some(WithoutMeaning::Unavailable(error)) => Some(format!("semantic search unavailable: {error}")),
+        };
+        let behind = self.behind.map(|behind| {
+            let (gap, why) = match behind {
+                Behind::TextIndex(gap) => (gap, TEXT_BEHIND),
+                Behind::VectorSync(gap) => (gap, VECTORS_BEHIND),
+            };
+            let at_least = if gap >= roncho_core::store::GAP_COUNT_LIMIT {
+                "at least "
+            } else {
+                ""
+            };
+            format!("results are partial: {at_least}{gap} messages of this scope {why}")
+        });
+        [without, behind].into_iter().flatten().collect::<Vec<_>>().join("; ")
+    }
+}
+
+/// The parts of a query the vector store may ask for ([`QueryParts`]).
+struct Parts<'a> {
+    store: &'a dyn SearchStore,
+    semantic: &'a Semantic,
+    workspace_id: &'a str,
+    query: &'a str,
+    search: &'a MessageQuery,
+}
+
+#[async_trait::async_trait]
+impl QueryParts for Parts<'_> {
+    async fn meaning(&self) -> Result<Vec<f32>> {
+        self.semantic.embed_query(self.workspace_id, self.query).await
+    }
+
+    async fn names(&self) -> Result<Vec<String>> {
+        Ok(named_peers(self.store, self.workspace_id, self.query, self.search)
+            .await?
+            .mentioned)
+    }
+}
+
+/// Finds the candidates of every source that answers: the vector store's,
+/// as it plans the search, or the database's full text alone (without an
+/// embedder, or when the vector store cannot answer).
 async fn candidates_of(
     store: &dyn SearchStore,
     semantic: Option<&Semantic>,
     workspace_id: &str,
     query: &str,
-    candidates: &MessageSearch,
+    candidates: &MessageQuery,
     filter: &Filter,
 ) -> Result<Candidates> {
     let Some(semantic) = semantic else {
-        let (full_text, gap) = database_full_text(store, workspace_id, candidates, filter).await?;
-        return Ok(Candidates::new(
-            vec![Ranking::unscored(full_text)],
-            Fusion::Rank,
-            SearchMode::FullText,
-            with_gap(NO_EMBEDDER.to_owned(), gap, TEXT_BEHIND),
-        ));
+        return database_only(store, workspace_id, candidates, filter, WithoutMeaning::NoEmbedder).await;
     };
-    let degraded = |lists, fusion, error: Error| -> Candidates {
-        tracing::warn!(%error, "semantic search unavailable; answering from full text");
-        Candidates::new(
-            lists,
-            fusion,
-            SearchMode::FullText,
-            format!("semantic search unavailable: {error}"),
-        )
+    let parts = Parts {
+        store,
+        semantic,
+        workspace_id,
+        query,
+        search: candidates,
     };
-    // An unreachable vector store answers `false`: the database path below then degrades.
-    if semantic.vectors.ranks_full_text().await.unwrap_or(false) {
-        // The unseen tail in the database while the vector store ranks both
-        // lists, unless the store's full text sees every message already.
-        let unsynced = async {
-            if semantic.vectors.indexes_text_at_once() {
-                return Ok((Vec::new(), 0));
-            }
-            let (found, gap) = tokio::join!(
-                store.search_unsynced_messages(workspace_id, candidates, filter, UNSYNCED_SCAN),
-                store.vector_sync_gap(workspace_id, candidates, UNSYNCED_SCAN),
-            );
-            Ok::<_, Error>((found?, gap?))
-        };
-        let (unsynced, hybrid) = tokio::join!(
-            unsynced,
-            hybrid_candidates(store, semantic, workspace_id, query, candidates, filter),
-        );
-        let (unsynced, sync_gap) = unsynced?;
-        let unsynced_gap = |reason: String| with_gap(reason, sync_gap, VECTORS_BEHIND);
-        match hybrid {
-            Ok(Some(Ranked { mut lists, embed_error })) => {
-                if !unsynced.is_empty() {
-                    // Scored by its ranks: the database's full-text scores are not BM25's.
-                    lists.push(Ranking::unscored(unsynced));
-                }
-                let mut found = match embed_error {
-                    None => Candidates::new(lists, Fusion::Score, SearchMode::Hybrid, String::new()),
-                    // Words alone, still ranked by the vector store at a bounded cost.
-                    Some(error) => degraded(lists, Fusion::Score, error),
-                };
-                found.degraded_reason = unsynced_gap(found.degraded_reason);
-                return Ok(found);
-            }
-            Ok(None) => {}
-            Err(error) => {
-                let (full_text, gap) = database_full_text(store, workspace_id, candidates, filter).await?;
-                let mut found = degraded(vec![Ranking::unscored(full_text)], Fusion::Rank, error);
-                found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
-                return Ok(found);
-            }
+    let plan = SearchPlan {
+        workspace_id,
+        // Tokenised once, by the caller: the search's terms.
+        words: lexical::of_terms(&candidates.terms),
+        top_k: candidate_count(candidates, filter),
+        scope: vector_filter(candidates),
+        search: candidates,
+        filter,
+        database: store,
+        query: &parts,
+    };
+    match semantic.vectors.search(&plan).await {
+        Ok(found) => ranked(store, workspace_id, candidates, filter, found).await,
+        // The database's own part failed: as any read would.
+        Err(SearchFailure::Database(error)) => Err(error),
+        Err(SearchFailure::Store(error)) => {
+            tracing::warn!(%error, "semantic search unavailable; answering from full text");
+            database_only(
+                store,
+                workspace_id,
+                candidates,
+                filter,
+                WithoutMeaning::Unavailable(error),
+            )
+            .await
         }
     }
-    // Both candidate lists at once: the embedding and vector scan overlap the full-text query.
-    let (full_text, semantic_hits) = tokio::join!(
-        database_full_text(store, workspace_id, candidates, filter),
-        semantic_candidates(store, semantic, workspace_id, query, candidates, filter),
-    );
-    let (full_text, gap) = full_text?;
-    let full_text = Ranking::unscored(full_text);
-    let mut found = match semantic_hits {
-        Ok(hits) => Candidates::new(vec![full_text, hits], Fusion::Rank, SearchMode::Hybrid, String::new()),
-        Err(error) => degraded(vec![full_text], Fusion::Rank, error),
+}
+
+/// The database's full-text candidates alone, by rank.
+async fn database_only(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    search: &MessageQuery,
+    filter: &Filter,
+    without_meaning: WithoutMeaning,
+) -> Result<Candidates> {
+    let (full_text, gap) = database_full_text(store, workspace_id, search, filter).await?;
+    Ok(Candidates {
+        lists: vec![Ranking::unscored(full_text)],
+        fusion: Fusion::Rank,
+        degraded: Degraded {
+            without_meaning: Some(without_meaning),
+            behind: Behind::of(gap, Behind::TextIndex),
+        },
+    })
+}
+
+/// The rows of what the vector store found, as fusion takes them: lists
+/// the store ranked by their scores, the database's by their ranks.
+async fn ranked(
+    store: &dyn SearchStore,
+    workspace_id: &str,
+    search: &MessageQuery,
+    filter: &Filter,
+    found: Found,
+) -> Result<Candidates> {
+    let (meaning, without_meaning) = match found.meaning {
+        Ok(hits) => (Some(hits), None),
+        Err(error) => {
+            tracing::warn!(%error, "semantic search unavailable; answering from full text");
+            (None, Some(WithoutMeaning::Unavailable(error)))
+        }
     };
-    found.degraded_reason = with_gap(found.degraded_reason, gap, TEXT_BEHIND);
-    Ok(found)
+    let (words, unsynced, behind) = match found.words {
+        Words::Database { messages, gap } => {
+            let mut lists = vec![Ranking::unscored(messages)];
+            if let Some(hits) = meaning {
+                let mut meaning = rows_in_order(store, workspace_id, &[hits], search, filter).await?;
+                meaning[0].by_meaning = true;
+                lists.append(&mut meaning);
+            }
+            return Ok(Candidates {
+                lists,
+                fusion: Fusion::Rank,
+                degraded: Degraded {
+                    without_meaning,
+                    behind: Behind::of(gap, Behind::TextIndex),
+                },
+            });
+        }
+        Words::Ranked(hits) => (hits, Vec::new(), None),
+        Words::Synced { hits, unsynced, gap } => (hits, unsynced, Behind::of(gap, Behind::VectorSync)),
+    };
+    // Both lists' rows in one read; an empty list by meaning when the query has no vector.
+    let mut lists = rows_in_order(
+        store,
+        workspace_id,
+        &[words, meaning.unwrap_or_default()],
+        search,
+        filter,
+    )
+    .await?;
+    lists[1].by_meaning = true;
+    if !unsynced.is_empty() {
+        // Scored by its ranks: the database's full-text scores are not BM25's.
+        lists.push(Ranking::unscored(unsynced));
+    }
+    Ok(Candidates {
+        lists,
+        fusion: Fusion::Score,
+        degraded: Degraded {
+            without_meaning,
+            behind,
+        },
+    })
 }
 
 /// The database's full-text matches, and how many messages of the scope
@@ -377,7 +494,7 @@ async fn candidates_of(
 async fn database_full_text(
     store: &dyn SearchStore,
     workspace_id: &str,
-    search: &MessageSearch,
+    search: &MessageQuery,
     filter: &Filter,
 ) -> Result<(Vec<Message>, i64)> {
     let (found, gap) = tokio::join!(
@@ -394,25 +511,6 @@ const TEXT_BEHIND: &str = "are not indexed by their words yet and cannot match (
 /// Why messages of a scope cannot match: the vector store has not received them.
 const VECTORS_BEHIND: &str = "are not synced to the vector store yet and cannot match (the reconciler role \
      syncs them; `roncho status` shows the pending vectors)";
-
-/// `reason`, with the `gap` messages of the scope that an index's lag
-/// (`why`) left out of the results.
-fn with_gap(reason: String, gap: i64, why: &str) -> String {
-    if gap == 0 {
-        return reason;
-    }
-    let at_least = if gap >= roncho_core::store::GAP_COUNT_LIMIT {
-        "at least "
-    } else {
-        ""
-    };
-    let behind = format!("results are partial: {at_least}{gap} messages of this scope {why}");
-    if reason.is_empty() {
-        behind
-    } else {
-        format!("{reason}; {behind}")
-    }
-}
 
 /// Lowercase alphanumeric words of `text`.
 fn lower_words(text: &str) -> Vec<String> {
@@ -565,12 +663,7 @@ struct Named {
 /// words, split at `-` and `_`, appear in it in order, ignoring case);
 /// none where the search is of one peer's messages. Workspaces of more
 /// than [`NAMED_PEER_SCAN`] peers are not scanned.
-async fn named_peers(
-    store: &dyn SearchStore,
-    workspace_id: &str,
-    query: &str,
-    search: &MessageSearch,
-) -> Result<Named> {
+async fn named_peers(store: &dyn SearchStore, workspace_id: &str, query: &str, search: &MessageQuery) -> Result<Named> {
     if search.peer_id.is_some() {
         return Ok(Named::default());
     }
@@ -628,176 +721,17 @@ fn names_in(query: &str, peers: impl Iterator<Item = String>) -> Named {
     Named { mentioned, asked_about }
 }
 
-/// Returns the messages nearest the query's embedding that pass the search's scope and filter.
-async fn semantic_candidates(
-    store: &dyn SearchStore,
-    semantic: &Semantic,
-    workspace_id: &str,
-    query: &str,
-    search: &MessageSearch,
-    filter: &Filter,
-) -> Result<Ranking> {
-    let vector = semantic.embed_query(workspace_id, query).await?;
-    let hits = semantic
-        .vectors
-        .query(
-            &messages_namespace(workspace_id),
-            &vector,
-            candidate_count(search, filter),
-            &vector_filter(search),
-            None,
-        )
-        .await?;
-    let mut meaning = rows_in_order(store, workspace_id, &[hits], search, filter)
-        .await?
-        .remove(0);
-    // Fused by rank: it lends nothing to neighbours.
-    meaning.by_meaning = true;
-    Ok(meaning)
-}
-
-/// Candidate lists ranked by a vector store that ranks full text.
-struct Ranked {
-    lists: Vec<Ranking>,
-    /// Why the query has no vector: the lists are then its words' alone.
-    embed_error: Option<Error>,
-}
-
-/// Returns the best full-text matches and the nearest messages, ranked by a
-/// vector store that ranks full text (the matches alone when the query
-/// cannot be embedded); `None` if it does not rank full text.
-async fn hybrid_candidates(
-    store: &dyn SearchStore,
-    semantic: &Semantic,
-    workspace_id: &str,
-    query: &str,
-    search: &MessageSearch,
-    filter: &Filter,
-) -> Result<Option<Ranked>> {
-    let namespace = messages_namespace(workspace_id);
-    let weighting = semantic.vectors.term_weighting().await?;
-    let lexical = match weighting {
-        // Only a collection's shared statistics need the names out of the query before it is sent.
-        TermWeighting::Collection => {
-            let named = named_peers(store, workspace_id, query, search).await?;
-            lexical_query(query, &named.mentioned)
-        }
-        TermWeighting::Namespace | TermWeighting::Query => lexical::query(query),
-    };
-    let weigh = |lexical: SparseVector| weighed(store, workspace_id, lexical, weighting);
-    let (count, vector_filter) = (candidate_count(search, filter), vector_filter(search));
-    let rows = |hits: Vec<VectorHit>| async move {
-        let mut lists = rows_in_order(store, workspace_id, &[hits], search, filter).await?;
-        Ok::<_, Error>(lists.remove(0))
-    };
-    // Each query goes out as soon as its own input is ready: the words once
-    // their statistics are read, the meaning once the query is embedded.
-    let by_words = async {
-        let lexical = weigh(lexical).await?;
-        semantic
-            .vectors
-            .hybrid_query(&namespace, None, &lexical, count, &vector_filter)
-            .await
-    };
-    let by_meaning = async {
-        match semantic.embed_query(workspace_id, query).await {
-            Ok(vector) => semantic
-                .vectors
-                .query(&namespace, &vector, count, &vector_filter, None)
-                .await
-                .map(|hits| (hits, None)),
-            Err(error) => Ok((Vec::new(), Some(error))),
-        }
-    };
-    if semantic.vectors.ranks_in_process() {
-        // The words are ranked, and their rows read, while the query is
-        // embedded on another core; the meaning's rows are read after.
-        let by_words = async {
-            match by_words.await? {
-                Some(hits) => rows(hits.lexical).await.map(Some),
-                None => Ok(None),
-            }
-        };
-        let by_meaning = async {
-            let (hits, embed_error) = by_meaning.await?;
-            Ok::<_, Error>((rows(hits).await?, embed_error))
-        };
-        let (by_words, by_meaning) = tokio::join!(by_words, by_meaning);
-        let Some(words) = by_words? else {
-            return Ok(None);
-        };
-        let (mut meaning, embed_error) = by_meaning?;
-        meaning.by_meaning = true;
-        return Ok(Some(Ranked {
-            lists: vec![words, meaning],
-            embed_error,
-        }));
-    }
-    // A remote store (Qdrant): both lists' rows in one read, after both.
-    let (by_words, by_meaning) = tokio::join!(by_words, by_meaning);
-    let Some(words) = by_words? else {
-        return Ok(None);
-    };
-    let (meaning, embed_error) = by_meaning?;
-    let mut lists = rows_in_order(store, workspace_id, &[words.lexical, meaning], search, filter).await?;
-    lists[1].by_meaning = true;
-    Ok(Some(Ranked { lists, embed_error }))
-}
-
-/// `lexical` as the vector store ranks it: where it keeps no term
-/// statistics per workspace ([`TermWeighting::Query`]), each term weighs its
-/// IDF over the workspace's messages, counted in the database.
-async fn weighed(
-    store: &dyn SearchStore,
-    workspace_id: &str,
-    lexical: SparseVector,
-    weighting: TermWeighting,
-) -> Result<SparseVector> {
-    if weighting != TermWeighting::Query || lexical.is_empty() {
-        return Ok(lexical);
-    }
-    let counts = store.term_counts(workspace_id, &lexical.indices).await?;
-    Ok(lexical::weighted(&lexical, &counts))
-}
-
-/// The query's lexical vector without the words of the peers it names, for
-/// a store that counts term statistics over every workspace (a Qdrant
-/// collection made with the `Idf` modifier, [`TermWeighting::Collection`]). A
-/// speaker's name is in each of their lexical texts (`speaker: text`), so
-/// in half of a two-person workspace's messages, yet rare across a
-/// collection of many workspaces: its IDF there outweighs the question's
-/// own words (docs/benchmarks.md, "Fusing by score"). The named-peer list
-/// carries the names instead.
-fn lexical_query(query: &str, named: &[String]) -> SparseVector {
-    let words = lexical::query(query);
-    if named.is_empty() {
-        return words;
-    }
-    let names: Vec<u32> = named.iter().flat_map(|peer| lexical::query(peer).indices).collect();
-    let (indices, values): (Vec<u32>, Vec<f32>) = words
-        .indices
-        .iter()
-        .zip(&words.values)
-        .filter(|(index, _)| !names.contains(index))
-        .unzip();
-    // A query of names alone keeps them: its words are all it has.
-    if indices.is_empty() {
-        return words;
-    }
-    SparseVector { indices, values }
-}
-
 /// Vector hits to ask for: as many as the candidates wanted, twice as many
 /// where a filter or a perspective is applied to their rows and may drop
 /// some. Without either, the first hits are the candidates, and the rows
 /// of the others would be read for nothing (at a million messages, reading
 /// 200 rows instead of 100 took 4.8 ms of a 15 ms search; docs/benchmarks.md).
-fn candidate_count(search: &MessageSearch, filter: &Filter) -> usize {
+fn candidate_count(search: &MessageQuery, filter: &Filter) -> usize {
     let narrowed = search.peer_perspective.is_some() || *filter != Filter::All;
     usize::try_from(search.limit * if narrowed { 2 } else { 1 }).unwrap_or(200)
 }
 
-fn vector_filter(search: &MessageSearch) -> VectorFilter {
+fn vector_filter(search: &MessageQuery) -> VectorFilter {
     VectorFilter {
         session_ids: search.session_ids.clone(),
         peer_id: search.peer_id.clone(),
@@ -812,7 +746,7 @@ async fn rows_in_order(
     store: &dyn SearchStore,
     workspace_id: &str,
     lists: &[Vec<VectorHit>],
-    search: &MessageSearch,
+    search: &MessageQuery,
     filter: &Filter,
 ) -> Result<Vec<Ranking>> {
     let mut ids: Vec<String> = lists.iter().flatten().map(|hit| hit.id.clone()).collect();
@@ -869,7 +803,7 @@ mod tests {
 
     #[test]
     fn hits_are_doubled_only_where_rows_may_fail_the_filter_or_perspective() {
-        let search = MessageSearch {
+        let search = MessageQuery {
             terms: vec!["cat".into()],
             session_ids: Some(vec!["s1".into()]),
             peer_id: Some("alice".into()),
@@ -879,7 +813,7 @@ mod tests {
         // Session and peer are the vector store's own filter: its hits pass them.
         assert_eq!(candidate_count(&search, &Filter::All), 50);
         assert_eq!(candidate_count(&search, &Filter::Nothing), 100);
-        let seen_by = MessageSearch {
+        let seen_by = MessageQuery {
             peer_perspective: Some("bob".into()),
             ..search
         };
@@ -888,24 +822,37 @@ mod tests {
 
     #[test]
     fn partial_results_say_how_many_messages_they_left_out_and_why() {
-        assert_eq!(with_gap(NO_EMBEDDER.to_owned(), 0, TEXT_BEHIND), NO_EMBEDDER);
-        let reason = with_gap(NO_EMBEDDER.to_owned(), 999, TEXT_BEHIND);
+        let degraded = |without_meaning, behind| {
+            Degraded {
+                without_meaning,
+                behind,
+            }
+            .reason()
+        };
+        assert_eq!(degraded(None, None), "");
+        assert_eq!(degraded(Some(WithoutMeaning::NoEmbedder), None), NO_EMBEDDER);
+        let reason = degraded(Some(WithoutMeaning::NoEmbedder), Behind::of(999, Behind::TextIndex));
         assert!(reason.starts_with(NO_EMBEDDER), "{reason}");
         assert!(
-            reason.contains("results are partial: 999 messages of this scope are not indexed"),
+            reason.contains("; results are partial: 999 messages of this scope are not indexed"),
             "{reason}"
         );
+        assert_eq!(Behind::of(0, Behind::TextIndex), None, "nothing left out says nothing");
         // The store counts up to its limit: a count there means at least.
-        let reason = with_gap(String::new(), roncho_core::store::GAP_COUNT_LIMIT, TEXT_BEHIND);
+        let limit = roncho_core::store::GAP_COUNT_LIMIT;
+        let reason = degraded(None, Some(Behind::TextIndex(limit)));
         assert!(
             reason.starts_with("results are partial: at least 1000 messages of this scope are not indexed"),
             "{reason}"
         );
-        let reason = with_gap(String::new(), 7, VECTORS_BEHIND);
+        let reason = degraded(None, Some(Behind::VectorSync(7)));
         assert!(
             reason.starts_with("results are partial: 7 messages") && reason.contains("vector store"),
             "{reason}"
         );
+        let down = Error::Unavailable("qdrant is down".into());
+        let expected = format!("semantic search unavailable: {down}");
+        assert_eq!(degraded(Some(WithoutMeaning::Unavailable(down)), None), expected);
     }
 
     #[test]
@@ -1036,22 +983,6 @@ mod tests {
         assert_eq!(order[..3], ["x", "a", "b"], "b gets half of a's score: {order:?}");
         assert_eq!(order[3], "c");
         assert_eq!(lent.len(), plain.len(), "lending adds no candidate");
-    }
-
-    #[test]
-    fn named_peers_leave_the_lexical_query_sent_to_shared_statistics() {
-        let query = "What did Caroline-Smith paint at the lake?";
-        let named = ["Caroline-Smith".to_owned()];
-        assert_eq!(lexical_query(query, &[]), lexical::query(query));
-        assert_eq!(
-            lexical_query(query, &named),
-            lexical::query("What did paint at the lake?")
-        );
-        assert_eq!(
-            lexical_query("Caroline Smith?", &named),
-            lexical::query("Caroline Smith?"),
-            "a query of names alone keeps them"
-        );
     }
 
     #[test]

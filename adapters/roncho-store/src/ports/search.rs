@@ -12,7 +12,7 @@ use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::lexical::TermCounts;
 use roncho_core::model::MeaningLag;
-use roncho_core::model::{Message, MessageSearch};
+use roncho_core::model::{Message, MessageQuery};
 use roncho_core::store::{GAP_COUNT_LIMIT, TextSearch};
 use roncho_core::{Error, Result};
 
@@ -44,7 +44,7 @@ impl TextSearch for SqlStore {
     async fn search_messages(
         &self,
         workspace_id: &str,
-        search: &MessageSearch,
+        search: &MessageQuery,
         filter: &Filter,
     ) -> Result<Vec<Message>> {
         self.search_text(workspace_id, search, filter, None).await
@@ -53,14 +53,14 @@ impl TextSearch for SqlStore {
     async fn search_unsynced_messages(
         &self,
         workspace_id: &str,
-        search: &MessageSearch,
+        search: &MessageQuery,
         filter: &Filter,
         newest: i64,
     ) -> Result<Vec<Message>> {
         self.search_text(workspace_id, search, filter, Some(newest)).await
     }
 
-    async fn text_index_gap(&self, workspace_id: &str, search: &MessageSearch) -> Result<i64> {
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageQuery) -> Result<i64> {
         if self.dialect() != Dialect::Postgres {
             return Ok(0);
         }
@@ -101,7 +101,7 @@ impl TextSearch for SqlStore {
         Ok(counts)
     }
 
-    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageSearch, newest: i64) -> Result<i64> {
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageQuery, newest: i64) -> Result<i64> {
         self.waiting_in_scope(workspace_id, search, "message_sync", newest, 0)
             .await
     }
@@ -183,7 +183,7 @@ impl SqlStore {
     pub(crate) async fn search_text(
         &self,
         workspace_id: &str,
-        search: &MessageSearch,
+        search: &MessageQuery,
         filter: &Filter,
         unsynced_newest: Option<i64>,
     ) -> Result<Vec<Message>> {
@@ -226,7 +226,7 @@ impl SqlStore {
     async fn postgres_search(
         &self,
         workspace_id: &str,
-        search: &MessageSearch,
+        search: &MessageQuery,
         conditions: &Conditions<'_>,
     ) -> Result<Vec<Message>> {
         let words = match &search.session_ids {
@@ -280,7 +280,7 @@ impl SqlStore {
     async fn waiting_in_scope(
         &self,
         workspace_id: &str,
-        search: &MessageSearch,
+        search: &MessageQuery,
         queue: &str,
         tail: i64,
         covered: i64,
@@ -378,7 +378,7 @@ type Conditions<'a> = dyn Fn(&mut Sql) -> Result<()> + Sync + 'a;
 
 /// SQLite: FTS5's matches, ranked by bm25 (among the unsynced newest rows
 /// when `unsynced_newest`).
-fn sqlite_matches(search: &MessageSearch, unsynced_newest: Option<i64>, conditions: &Conditions<'_>) -> Result<Sql> {
+fn sqlite_matches(search: &MessageQuery, unsynced_newest: Option<i64>, conditions: &Conditions<'_>) -> Result<Sql> {
     // Quoted terms are plain strings to FTS5: no operator can reach it.
     let expression = search
         .terms
@@ -404,7 +404,7 @@ fn sqlite_matches(search: &MessageSearch, unsynced_newest: Option<i64>, conditio
 }
 
 /// Postgres, among the `newest` rows whose vectors are not synced.
-fn postgres_pending_matches(search: &MessageSearch, newest: i64, conditions: &Conditions<'_>) -> Result<Sql> {
+fn postgres_pending_matches(search: &MessageQuery, newest: i64, conditions: &Conditions<'_>) -> Result<Sql> {
     // Pending rows, many not text-indexed yet: each is matched by
     // its stored vector, or, among the TEXT_TAIL newest rows, by
     // one computed now (as the full query below does); an older
@@ -481,7 +481,7 @@ enum Words<'a> {
 /// Postgres, the whole scope.
 fn postgres_matches(
     workspace_id: &str,
-    search: &MessageSearch,
+    search: &MessageQuery,
     conditions: &Conditions<'_>,
     words: Words<'_>,
     top: TopMatches,

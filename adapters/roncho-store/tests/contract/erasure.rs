@@ -504,7 +504,7 @@ async fn message_reads(store: &dyn Store, session: &str, id: &str, word: &str) -
             .into_iter()
             .map(|c| format!("search: {c}")),
     );
-    let in_session = MessageSearch {
+    let in_session = MessageQuery {
         session_ids: Some(vec![session.to_owned()]),
         ..search(word)
     };

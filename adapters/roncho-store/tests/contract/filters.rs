@@ -140,7 +140,7 @@ async fn every_filter_key_reads_its_column(store: &dyn Store) {
     conclusion.metadata = object(json!({"tag": "x"}));
     conclusion.source_ids = vec![message.id.clone()];
     let conclusion = store.create_conclusions("w", vec![conclusion]).await.unwrap().remove(0);
-    let search = MessageSearch {
+    let search = MessageQuery {
         terms: vec!["kitten".into()],
         session_ids: None,
         peer_id: None,

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use roncho_core::Error;
 use roncho_core::filter::{self, Filter};
 use roncho_core::model::{
-    CollectionQuery, JsonObject, MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
+    CollectionQuery, JsonObject, MessageQuery, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
 };
 use roncho_core::model::{MessageScan, PeerKind, SummaryKind, SyncKind};
 use roncho_core::store::{Erasure, Health, Memory, Messages, Store, SyncLedger, TextSearch};
@@ -166,7 +166,7 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
         }
     }
     assert!(store.text_index_backlog().await.unwrap() >= 49_000);
-    let in_first = MessageSearch {
+    let in_first = MessageQuery {
         session_ids: Some(vec!["first".to_owned()]),
         ..search("zanzibar")
     };
@@ -186,7 +186,7 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
     // of a session past its 5,000 newest (6,400 in all).
     let gap = store.text_index_gap("w", &search("zanzibar")).await.unwrap();
     assert_eq!(gap, roncho_core::store::GAP_COUNT_LIMIT);
-    let in_other = MessageSearch {
+    let in_other = MessageQuery {
         session_ids: Some(vec!["other-1".to_owned()]),
         ..search("zanzibar")
     };
@@ -197,7 +197,7 @@ async fn postgres_a_session_is_searchable_by_its_words_while_the_text_index_is_b
     // Below the limit the count is exact, also where the backlog's newest
     // entries are all another workspace's.
     assert_eq!(store.text_index_gap("v", &search("zanzibar")).await.unwrap(), 3);
-    let by_carol = MessageSearch {
+    let by_carol = MessageQuery {
         peer_id: Some("carol".to_owned()),
         ..search("zanzibar")
     };
@@ -713,7 +713,7 @@ async fn postgres_words_indexed_before_0026_are_found_by_their_session() {
         sqlx::query(statement).execute(store.pool()).await.expect(statement);
     }
     roncho_store::migrate(&store).await.expect("0026");
-    let in_session = |session: &str| MessageSearch {
+    let in_session = |session: &str| MessageQuery {
         session_ids: Some(vec![session.to_owned()]),
         ..search("kitten")
     };
@@ -889,8 +889,8 @@ async fn sqlite_data_survives_reopening_the_file() {
     );
 }
 
-fn search(query: &str) -> MessageSearch {
-    MessageSearch {
+fn search(query: &str) -> MessageQuery {
+    MessageQuery {
         terms: roncho_core::search::terms(query),
         session_ids: None,
         peer_id: None,
@@ -899,7 +899,7 @@ fn search(query: &str) -> MessageSearch {
     }
 }
 
-async fn found(store: &dyn Store, workspace_id: &str, search: &MessageSearch, filter: &Filter) -> Vec<String> {
+async fn found(store: &dyn Store, workspace_id: &str, search: &MessageQuery, filter: &Filter) -> Vec<String> {
     store
         .search_messages(workspace_id, search, filter)
         .await

@@ -11,7 +11,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestRunner};
 use roncho_core::arbitrary::{filter as grammar, object};
 use roncho_core::filter::{self, Filter};
-use roncho_core::model::{MessageSearch, NewConclusion, NewMessage, PageRequest, SessionPeerConfig};
+use roncho_core::model::{MessageQuery, NewConclusion, NewMessage, PageRequest, SessionPeerConfig};
 use roncho_core::store::{Memory, Messages, TextSearch, Workspaces};
 use roncho_core::{Error, Result, search};
 use roncho_store::SqlStore;
@@ -106,7 +106,7 @@ async fn run(store: &SqlStore, filters: &serde_json::Map<String, serde_json::Val
     }
     let terms = search::terms(query);
     if !terms.is_empty() {
-        let search = MessageSearch {
+        let search = MessageQuery {
             terms,
             session_ids: None,
             peer_id: None,

@@ -53,7 +53,7 @@ async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn St
         found(store, "busy", &kiwi, &all()).await,
         expected(399, &|i| format!("kiwi kiwi kiwi kiwi {i}"))
     );
-    let in_session = MessageSearch {
+    let in_session = MessageQuery {
         session_ids: Some(vec!["s".to_owned()]),
         ..search("kiwi")
     };
@@ -63,7 +63,7 @@ async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn St
     );
     // A scope inside the workspace that holds fewer than the limit, none
     // of them among the store's best.
-    let by_alice = MessageSearch {
+    let by_alice = MessageQuery {
         peer_id: Some("alice".to_owned()),
         ..search("kiwi")
     };
@@ -78,7 +78,7 @@ async fn a_neighbours_better_matches_do_not_hide_a_workspaces_own(store: &dyn St
         ]
     );
     // The same inside a session: its best are all another peer's.
-    let in_s = |peer_id: Option<&str>| MessageSearch {
+    let in_s = |peer_id: Option<&str>| MessageQuery {
         session_ids: Some(vec!["s".to_owned()]),
         peer_id: peer_id.map(str::to_owned),
         ..search("kiwi")
@@ -137,7 +137,7 @@ async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
     let by_speaker = found(store, "w", &search("bob"), &all()).await;
     assert!(by_speaker.contains(&"Bob went running in the park yesterday".to_owned()));
 
-    let in_session = MessageSearch {
+    let in_session = MessageQuery {
         session_ids: Some(vec!["s2".into()]),
         ..search("running")
     };
@@ -145,7 +145,7 @@ async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
         found(store, "w", &in_session, &all()).await,
         ["Bob went running in the park yesterday"]
     );
-    let by_peer = MessageSearch {
+    let by_peer = MessageQuery {
         peer_id: Some("alice".into()),
         ..search("running")
     };
@@ -153,7 +153,7 @@ async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
         found(store, "w", &by_peer, &all()).await,
         ["Alice runs every morning by the river"]
     );
-    let perspective = MessageSearch {
+    let perspective = MessageQuery {
         peer_perspective: Some("alice".into()),
         ..search("running swimming")
     };
@@ -169,7 +169,7 @@ async fn full_text_search_stems_scopes_and_never_errors(store: &dyn Store) {
         found(store, "w", &search("running"), &filtered).await,
         ["Bob went running in the park yesterday"]
     );
-    let limited = MessageSearch {
+    let limited = MessageQuery {
         limit: 1,
         ..search("running")
     };
@@ -285,7 +285,7 @@ async fn words_are_searchable_at_once_and_indexed_off_the_write_path(store: &dyn
         found(store, "w", &zebra, &all()).await.is_empty(),
         "below the on-the-fly tail"
     );
-    let pending_tail = |search: MessageSearch| async move {
+    let pending_tail = |search: MessageQuery| async move {
         store
             .search_unsynced_messages("w", &search, &all(), 10_000)
             .await
@@ -334,7 +334,7 @@ async fn searches_count_what_an_unsynced_vector_store_cannot_return(store: &dyn 
     };
     let first = store.create_messages("w", "s1", batch("s1")).await.unwrap();
     store.create_messages("w", "s2", batch("s2")).await.unwrap();
-    let scoped = |sessions: Option<&[&str]>| MessageSearch {
+    let scoped = |sessions: Option<&[&str]>| MessageQuery {
         session_ids: sessions.map(|ids| ids.iter().map(|id| (*id).to_owned()).collect()),
         ..search("line")
     };

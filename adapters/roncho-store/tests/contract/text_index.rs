@@ -5,10 +5,13 @@
 
 use std::sync::Arc;
 
+use roncho_core::filter::Filter;
 use roncho_core::lexical;
 use roncho_core::model::{JsonObject, NewMessage};
 use roncho_core::store::{Erasure, Messages};
-use roncho_core::vector::{VectorFilter, VectorRecord, VectorStore, messages_namespace};
+use roncho_core::vector::{
+    Found, GivenQuery, SearchPlan, VectorFilter, VectorRecord, VectorStore, Words, messages_namespace,
+};
 use roncho_store::{SqlStore, SqlVectorStore, StoreOptions};
 
 fn said(peer_id: &str, content: &str) -> NewMessage {
@@ -19,6 +22,19 @@ fn said(peer_id: &str, content: &str) -> NewMessage {
         configuration: JsonObject::new(),
         created_at: None,
         token_count: 1,
+    }
+}
+
+/// A message's vector, as the reconciler syncs it (no words: the index reads the rows).
+fn vector_of(id: String, vector: Vec<f32>, session: &str, peer: &str) -> VectorRecord {
+    VectorRecord {
+        id,
+        vector,
+        session_id: Some(session.into()),
+        peer_id: Some(peer.into()),
+        level: None,
+        lexical: None,
+        passages: Vec::new(),
     }
 }
 
@@ -33,27 +49,48 @@ async fn open(dir: &std::path::Path) -> (Arc<SqlStore>, SqlVectorStore) {
     (store, vectors)
 }
 
-/// Ids the index ranks for `query` under `filter`, best first.
-async fn ranked(vectors: &SqlVectorStore, query: &str, filter: &VectorFilter) -> Vec<String> {
-    let hits = vectors
-        .hybrid_query(&messages_namespace("w"), None, &lexical::query(query), 10, filter)
-        .await
-        .expect("hybrid query")
-        .expect("the embedded store ranks full text");
-    assert!(hits.dense.is_empty(), "no dense list without a query vector");
-    hits.lexical.into_iter().map(|hit| hit.id).collect()
+/// What the store finds for `query` in workspace `w` under `scope`, with
+/// `meaning` as the query's embedding (none: it cannot be embedded).
+async fn planned(
+    store: &SqlStore,
+    vectors: &SqlVectorStore,
+    query: &str,
+    scope: &VectorFilter,
+    meaning: Option<Vec<f32>>,
+) -> Found {
+    let search = crate::search(query);
+    let parts = GivenQuery {
+        meaning,
+        names: Vec::new(),
+    };
+    let plan = SearchPlan {
+        workspace_id: "w",
+        words: lexical::query(query),
+        top_k: 10,
+        scope: scope.clone(),
+        search: &search,
+        filter: &Filter::All,
+        database: store,
+        query: &parts,
+    };
+    vectors.search(&plan).await.expect("search")
+}
+
+/// Ids the index ranks for `query` under `scope`, best first.
+async fn ranked(store: &SqlStore, vectors: &SqlVectorStore, query: &str, scope: &VectorFilter) -> Vec<String> {
+    let found = planned(store, vectors, query, scope, None).await;
+    assert!(found.meaning.is_err(), "no list by meaning without a query vector");
+    match found.words {
+        Words::Ranked(hits) => hits.into_iter().map(|hit| hit.id).collect(),
+        other => panic!("the embedded store ranks every message's words itself: {other:?}"),
+    }
 }
 
 #[tokio::test]
 async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
     let dir = tempfile::tempdir().unwrap();
     let (store, vectors) = open(dir.path()).await;
-    assert!(vectors.ranks_full_text().await.unwrap());
-    assert!(vectors.indexes_text_at_once());
-    assert!(
-        vectors.ranks_in_process(),
-        "search ranks the words while it embeds the query"
-    );
+    assert!(vectors.ranks_words(), "FTS5 rests beside it");
     let first = store
         .create_messages(
             "w",
@@ -76,7 +113,7 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
         .unwrap();
     let all = VectorFilter::default();
     assert_eq!(
-        ranked(&vectors, "kitten shelter", &all).await,
+        ranked(&store, &vectors, "kitten shelter", &all).await,
         [first[0].id.clone(), first[1].id.clone()],
         "both words first, one word next, other workspaces never"
     );
@@ -86,19 +123,19 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
         .create_messages("w", "s2", vec![said("bob", "a kitten waited at the shelter door")])
         .await
         .unwrap();
-    let found = ranked(&vectors, "kitten shelter", &all).await;
+    let found = ranked(&store, &vectors, "kitten shelter", &all).await;
     assert_eq!(found.len(), 3);
     assert!(found.contains(&later[0].id));
     let in_s2 = VectorFilter {
         session_ids: Some(vec!["s2".into()]),
         ..VectorFilter::default()
     };
-    assert_eq!(ranked(&vectors, "kitten", &in_s2).await, [later[0].id.clone()]);
+    assert_eq!(ranked(&store, &vectors, "kitten", &in_s2).await, [later[0].id.clone()]);
     let by_bob = VectorFilter {
         peer_id: Some("bob".into()),
         ..VectorFilter::default()
     };
-    let mut bobs = ranked(&vectors, "kitten", &by_bob).await;
+    let mut bobs = ranked(&store, &vectors, "kitten", &by_bob).await;
     bobs.sort();
     let mut expected = vec![first[1].id.clone(), later[0].id.clone()];
     expected.sort();
@@ -108,31 +145,16 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
     vectors
         .upsert(
             &messages_namespace("w"),
-            vec![VectorRecord {
-                id: first[2].id.clone(),
-                vector: vec![1.0, 0.0],
-                session_id: Some("s1".into()),
-                peer_id: Some("alice".into()),
-                level: None,
-                lexical: None,
-                passages: Vec::new(),
-            }],
+            vec![vector_of(first[2].id.clone(), vec![1.0, 0.0], "s1", "alice")],
         )
         .await
         .unwrap();
-    let hits = vectors
-        .hybrid_query(
-            &messages_namespace("w"),
-            Some(&[1.0, 0.0]),
-            &lexical::query("tax"),
-            10,
-            &all,
-        )
-        .await
-        .unwrap()
-        .unwrap();
-    assert_eq!(hits.dense[0].id, first[2].id);
-    assert_eq!(hits.lexical[0].id, first[2].id);
+    let taxes = planned(&store, &vectors, "tax", &all, Some(vec![1.0, 0.0])).await;
+    let Words::Ranked(words) = taxes.words else {
+        panic!("ranked by the store")
+    };
+    assert_eq!(taxes.meaning.unwrap()[0].id, first[2].id);
+    assert_eq!(words[0].id, first[2].id);
 
     // Deletes reach the index: a deleted row's tombstone (or an erasure)
     // deletes through the vector store, as the reconciler does.
@@ -141,15 +163,65 @@ async fn messages_are_ranked_by_their_words_from_the_moment_they_are_written() {
         .delete(&messages_namespace("w"), &[first[0].id.clone()])
         .await
         .unwrap();
-    assert!(!ranked(&vectors, "kitten shelter", &all).await.contains(&first[0].id));
+    assert!(
+        !ranked(&store, &vectors, "kitten shelter", &all)
+            .await
+            .contains(&first[0].id)
+    );
     store.close().await;
 
     // Nothing is persisted: after a restart the index is rebuilt from the rows.
     let (store, vectors) = open(dir.path()).await;
-    let rebuilt = ranked(&vectors, "kitten shelter", &all).await;
+    let rebuilt = ranked(&store, &vectors, "kitten shelter", &all).await;
     assert_eq!(
         rebuilt,
         found.into_iter().filter(|id| *id != first[0].id).collect::<Vec<_>>()
     );
     store.close().await;
+}
+
+/// On Postgres the store ranks no words: the database's full-text search
+/// answers beside the nearest vectors, and a query that cannot be embedded
+/// still finds its words.
+#[tokio::test]
+async fn postgres_leaves_the_words_to_the_database_beside_the_nearest_vectors() {
+    let Some(fixture) = crate::postgres_fixture().await else {
+        return;
+    };
+    let store = fixture.store.clone();
+    let vectors = SqlVectorStore::new(store.clone());
+    assert!(!vectors.ranks_words());
+    let written = store
+        .create_messages(
+            "w",
+            "s1",
+            vec![said("alice", "the kitten naps"), said("bob", "the tax forms are due")],
+        )
+        .await
+        .unwrap();
+    vectors
+        .upsert(
+            &messages_namespace("w"),
+            vec![vector_of(written[1].id.clone(), vec![1.0, 0.0], "s1", "bob")],
+        )
+        .await
+        .unwrap();
+    let all = VectorFilter::default();
+    for meaning in [Some(vec![1.0, 0.0]), None] {
+        let found = planned(&store, &vectors, "kitten", &all, meaning.clone()).await;
+        match found.words {
+            Words::Database { messages, gap } => {
+                assert_eq!(messages.len(), 1);
+                assert_eq!(messages[0].id, written[0].id);
+                assert_eq!(gap, 0);
+            }
+            other => panic!("the database ranks the words on Postgres: {other:?}"),
+        }
+        match (meaning, found.meaning) {
+            (Some(_), Ok(hits)) => assert_eq!(hits[0].id, written[1].id),
+            (None, Err(_)) => {}
+            (meaning, found) => panic!("{meaning:?}: {found:?}"),
+        }
+    }
+    fixture.finish().await;
 }

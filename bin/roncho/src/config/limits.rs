@@ -145,9 +145,9 @@ impl LimitsConfig {
     }
 
     /// The per-workspace rates; messages are metered only when `derives_with_model`.
-    pub fn rates(&self, derives_with_model: bool) -> roncho_gate::admission::RateLimiter {
-        use roncho_gate::admission::RateClass;
-        roncho_gate::admission::RateLimiter::new([
+    pub fn rates(&self, derives_with_model: bool) -> roncho_gate::rate::RateLimiter {
+        use roncho_gate::rate::RateClass;
+        roncho_gate::rate::RateLimiter::new([
             (RateClass::Chat, self.chat_per_minute),
             (
                 RateClass::Messages,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use axum::Json;
 use roncho::config::Role;
-use roncho_gate::admission::{Admission, Limits, RateClass, RateLimiter};
+use roncho_gate::admission::{Admission, Limits};
+use roncho_gate::rate::{RateClass, RateLimiter};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::dialectic_service_client::DialecticServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;

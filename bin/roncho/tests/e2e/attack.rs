@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roncho::config::Role;
-use roncho::connections::{ConnectionGate, ConnectionLimits};
+use roncho::connections::{ConnectionAdmission, ConnectionLimits};
 use roncho_gate::admission::{Admission, Limits};
 use roncho_gate::keys::{Claims, KeySet};
 use serde_json::{Value, json};
@@ -209,7 +209,7 @@ async fn no_webhook_spelling_of_loopback_is_accepted() {
 struct Guarded {
     served: support::Served,
     rest: std::net::SocketAddr,
-    gate: ConnectionGate,
+    gate: ConnectionAdmission,
     admission: Admission,
     keys: Arc<KeySet>,
     _dir: tempfile::TempDir,
@@ -222,7 +222,7 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
     let address = rest.local_addr().unwrap();
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
     let admission = Admission::new(limits);
-    let gate = ConnectionGate::new(connections).watching(admission.clone());
+    let gate = ConnectionAdmission::new(connections).watching(admission.clone());
     let services = roncho::server::Services {
         rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
         keys: Some(keys.clone()),

@@ -211,7 +211,7 @@ async fn kill_one_of_two(nats: Nats) {
             options.prefix = prefix.clone();
             options.ack_wait = Duration::from_secs(2);
             options.lease_ttl = options.ack_wait;
-            let observer = roncho_nats::NatsWorkQueue::connect(options, queue.clone())
+            let observer = roncho_nats::NatsWorkQueue::connect(options, std::sync::Arc::new(queue.clone()))
                 .await
                 .unwrap();
             let published = observer.stream_state().await.unwrap().last_sequence;
@@ -642,12 +642,15 @@ async fn three_derivers_drain_a_new_database_on_a_stream_prefix_another_database
         return;
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
-    roncho_nats::NatsWorkQueue::connect(options, roncho_store::SqlWorkQueue::new(store.clone()))
-        .await
-        .unwrap()
-        .delete_streams()
-        .await
-        .unwrap();
+    roncho_nats::NatsWorkQueue::connect(
+        options,
+        std::sync::Arc::new(roncho_store::SqlWorkQueue::new(store.clone())),
+    )
+    .await
+    .unwrap()
+    .delete_streams()
+    .await
+    .unwrap();
     store.close().await;
     database.drop_database().await;
 }

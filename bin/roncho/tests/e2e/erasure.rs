@@ -44,7 +44,11 @@ async fn a_deleted_message_leaves_no_trace_on_postgres_and_qdrant() {
     let store = roncho_store::testing::open_migrated(&database.url).await;
     let mut options = QdrantOptions::new(url);
     options.collection = format!("erasure_{}", roncho_store::testing::unique_name());
-    let qdrant = Arc::new(QdrantVectorStore::connect(&options).unwrap());
+    let qdrant = Arc::new(
+        QdrantVectorStore::connect(&options)
+            .unwrap()
+            .counting_terms_in(store.clone()),
+    );
     erase_and_look_everywhere(store.clone(), qdrant.clone(), Some(qdrant.clone())).await;
     qdrant.drop_collection().await.unwrap();
     store.close().await;

@@ -63,7 +63,11 @@ async fn qdrant_outage_on_postgres_degrades_search_and_loses_nothing() {
     let relay = Arc::new(support::Relay::start(upstream).await);
     let mut options = QdrantOptions::new(format!("http://{}", relay.address));
     options.collection = format!("hybrid_{}", roncho_store::testing::unique_name());
-    let qdrant = Arc::new(QdrantVectorStore::connect(&options).unwrap());
+    let qdrant = Arc::new(
+        QdrantVectorStore::connect(&options)
+            .unwrap()
+            .counting_terms_in(store.clone()),
+    );
     let embedder = Arc::new(SwitchableTestEmbedder::down(128));
     embedder.set_up(true);
     relay.set_up(false);

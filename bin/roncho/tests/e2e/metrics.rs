@@ -177,7 +177,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let metrics_address = metrics_listener.local_addr().unwrap();
     tokio::spawn(roncho::metrics::serve(
         metrics_listener,
-        roncho::server::Services::store_only(store.clone()).http_edge(),
+        roncho::server::Services::store_only(store.clone()).http_entrance(),
         metrics.clone(),
         dyn_store,
         Some(roncho_store::SqlWorkQueue::new(store.clone())),

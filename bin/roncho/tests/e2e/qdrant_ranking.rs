@@ -1,7 +1,7 @@
 //! In the distributed mode Qdrant ranks full text: once a message's vectors
 //! are synced, SearchMessages takes both candidate lists (BM25 over the
-//! sparse `text` vectors, and the nearest dense vectors) from one Qdrant
-//! request, and Postgres only looks up their rows and searches the newest
+//! sparse `text` vectors, and the nearest dense vectors) from Qdrant, side
+//! by side, and Postgres only looks up their rows and searches the newest
 //! messages Qdrant has not seen. On the real Postgres and the real Qdrant.
 //!
 //! What tells the rankers apart: after the sync, the test rewrites two rows
@@ -20,10 +20,11 @@ use roncho::config::Role;
 use roncho::server::Services;
 use roncho_core::Result;
 use roncho_core::embed::Embedder;
-use roncho_core::lexical::SparseVector;
-use roncho_core::model::SyncKind;
-use roncho_core::store::SyncLedger;
-use roncho_core::vector::{HybridHits, TermWeighting, VectorFilter, VectorHit, VectorRecord, VectorStore};
+use roncho_core::filter::Filter;
+use roncho_core::lexical::TermCounts;
+use roncho_core::model::{MeaningLag, Message, MessageQuery, SyncKind};
+use roncho_core::store::{SyncLedger, TextSearch};
+use roncho_core::vector::{Found, SearchFailure, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore};
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::recall_service_client::RecallServiceClient;
 use roncho_reconciler::{Reconciler, ReconcilerConfig};
@@ -49,7 +50,11 @@ impl Setup {
         let store = roncho_store::testing::open_migrated(&database.url).await;
         let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
         options.collection = format!("{collection}_{}", roncho_store::testing::unique_name());
-        let qdrant = Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+        let qdrant = Arc::new(
+            roncho_qdrant::QdrantVectorStore::connect(&options)
+                .unwrap()
+                .counting_terms_in(store.clone()),
+        );
         let embedder = Arc::new(roncho_embed::testing::SwitchableTestEmbedder::down(64));
         embedder.set_up(true);
         let reconciler = Reconciler::new(
@@ -246,10 +251,60 @@ async fn a_neighbouring_workspace_never_moves_a_ranking_by_words() {
     setup.finish().await;
 }
 
-/// Qdrant, telling when a query of words alone goes out.
+/// Qdrant, telling when a search's words are weighed: the request of its
+/// words goes out right after, in the same task.
 struct WordsTold {
     qdrant: Arc<roncho_qdrant::QdrantVectorStore>,
+    store: Arc<roncho_store::SqlStore>,
     words_sent: Arc<Notify>,
+}
+
+/// The database of a search's plan, telling when the words' statistics are read.
+struct StatisticsTold {
+    database: Arc<roncho_store::SqlStore>,
+    words_sent: Arc<Notify>,
+}
+
+#[async_trait]
+impl TextSearch for StatisticsTold {
+    async fn search_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageQuery,
+        filter: &Filter,
+    ) -> Result<Vec<Message>> {
+        self.database.search_messages(workspace_id, search, filter).await
+    }
+
+    async fn search_unsynced_messages(
+        &self,
+        workspace_id: &str,
+        search: &MessageQuery,
+        filter: &Filter,
+        newest: i64,
+    ) -> Result<Vec<Message>> {
+        self.database
+            .search_unsynced_messages(workspace_id, search, filter, newest)
+            .await
+    }
+
+    async fn text_index_gap(&self, workspace_id: &str, search: &MessageQuery) -> Result<i64> {
+        self.database.text_index_gap(workspace_id, search).await
+    }
+
+    async fn vector_sync_gap(&self, workspace_id: &str, search: &MessageQuery, newest: i64) -> Result<i64> {
+        self.database.vector_sync_gap(workspace_id, search, newest).await
+    }
+
+    async fn meaning_lag(&self, workspace_id: &str) -> Result<MeaningLag> {
+        self.database.meaning_lag(workspace_id).await
+    }
+
+    async fn term_counts(&self, workspace_id: &str, terms: &[u32]) -> Result<TermCounts> {
+        let counts = self.database.term_counts(workspace_id, terms).await;
+        self.words_sent.notify_one();
+        counts
+    }
 }
 
 #[async_trait]
@@ -273,26 +328,18 @@ impl VectorStore for WordsTold {
         self.qdrant.query(namespace, vector, top_k, filter, max_distance).await
     }
 
-    async fn ranks_full_text(&self) -> Result<bool> {
-        self.qdrant.ranks_full_text().await
-    }
-
-    async fn term_weighting(&self) -> Result<TermWeighting> {
-        self.qdrant.term_weighting().await
-    }
-
-    async fn hybrid_query(
-        &self,
-        namespace: &str,
-        dense: Option<&[f32]>,
-        lexical: &SparseVector,
-        top_k: usize,
-        filter: &VectorFilter,
-    ) -> Result<Option<HybridHits>> {
-        if dense.is_none() {
-            self.words_sent.notify_one();
-        }
-        self.qdrant.hybrid_query(namespace, dense, lexical, top_k, filter).await
+    async fn search(&self, plan: &SearchPlan<'_>) -> std::result::Result<Found, SearchFailure> {
+        let told = StatisticsTold {
+            database: self.store.clone(),
+            words_sent: self.words_sent.clone(),
+        };
+        let plan = SearchPlan {
+            words: plan.words.clone(),
+            scope: plan.scope.clone(),
+            database: &told,
+            ..*plan
+        };
+        self.qdrant.search(&plan).await
     }
 
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()> {
@@ -333,7 +380,8 @@ impl Embedder for AfterTheWords {
 
 /// A hybrid search sends the query's words to Qdrant as soon as their
 /// statistics are read, while the query is still being embedded: with a
-/// search whose embedding waits for that, it answers, by both lists.
+/// search whose embedding waits for those statistics, it answers, by both
+/// lists.
 #[tokio::test]
 async fn a_querys_words_go_to_qdrant_while_it_is_embedded() {
     let Some(setup) = Setup::start("words_first").await else {
@@ -356,6 +404,7 @@ async fn a_querys_words_go_to_qdrant_while_it_is_embedded() {
             }),
             Arc::new(WordsTold {
                 qdrant: setup.qdrant.clone(),
+                store: setup.store.clone(),
                 words_sent,
             }),
         )),

@@ -167,9 +167,12 @@ async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
     let mut options = roncho_nats::NatsOptions::new(format!("nats://{}", relay.address));
     options.prefix = roncho_store::testing::unique_name();
     options.consume = vec!["representation".into(), "summary".into()];
-    let queue = roncho_nats::NatsWorkQueue::connect(options, roncho_store::SqlWorkQueue::new(store.clone()))
-        .await
-        .unwrap();
+    let queue = roncho_nats::NatsWorkQueue::connect(
+        options,
+        std::sync::Arc::new(roncho_store::SqlWorkQueue::new(store.clone())),
+    )
+    .await
+    .unwrap();
     let services = roncho::server::Services {
         dependencies: vec![roncho::server::Dependency::nats(queue.clone())],
         ..roncho::server::Services::store_only(store.clone())

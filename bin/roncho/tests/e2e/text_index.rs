@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use roncho::config::{Config, ConfigLayer, EmbeddingProvider};
 use roncho_core::filter::Filter;
-use roncho_core::model::{JsonObject, MessageSearch, NewMessage};
+use roncho_core::model::{JsonObject, MessageQuery, NewMessage};
 use roncho_core::store::{Messages, Store, SyncLedger};
 
 fn message(content: String) -> NewMessage {
@@ -39,7 +39,7 @@ async fn text_index_line(config: &Config) -> Option<String> {
 }
 
 async fn found(store: &dyn Store, word: &str) -> usize {
-    let search = MessageSearch {
+    let search = MessageQuery {
         terms: vec![word.to_owned()],
         session_ids: None,
         peer_id: None,

@@ -84,7 +84,7 @@ async fn world() -> World {
     let lane = WebhookLane::new(
         store.clone(),
         queue.clone(),
-        WebhookSender::new(Some(SECRET), Duration::from_secs(5), true).unwrap(),
+        Arc::new(WebhookSender::new(Some(SECRET), Duration::from_secs(5), true).unwrap()),
         config.clone(),
         LaneLimits::default(),
     );

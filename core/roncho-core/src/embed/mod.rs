@@ -89,6 +89,9 @@ pub fn normalize(vector: &mut [f32]) {
     }
 }
 
+#[cfg(feature = "testing")]
+pub mod contract;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -106,6 +109,3 @@ mod tests {
         assert!((cosine(&v, &[0.6, 0.8]) - 1.0).abs() < 1e-6);
     }
 }
-
-#[cfg(feature = "testing")]
-pub mod contract;

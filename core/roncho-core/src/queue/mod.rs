@@ -289,6 +289,58 @@ pub trait WorkQueue: Send + Sync + 'static {
     async fn close(&self) {}
 }
 
+/// A task of the outbox, not yet published to a delivery stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Unpublished {
+    pub id: i64,
+    pub work_unit_key: String,
+    /// The trace it joins, sent with it as message headers.
+    pub trace: Option<crate::trace::TraceContext>,
+}
+
+/// The task ledger under a queue that delivers through a stream (NATS
+/// JetStream): the ledger stays the truth of every task, and the stream
+/// only says which worker should look at which unit. What the stream needs
+/// of the ledger beyond [`WorkQueue`]: the outbox, the deliveries seen, the
+/// tasks the stream lost, and claims among the tasks delivered.
+#[async_trait]
+pub trait DeliveryLedger: WorkQueue {
+    /// This database's installation id: stream message ids carry it, so a
+    /// new or recreated database never repeats ids a stream has seen.
+    async fn installation(&self) -> Result<String>;
+    /// Up to `limit` pending tasks not yet published (the outbox), oldest
+    /// first; `older_than` (micros since the epoch) leaves out tasks written
+    /// since, which their writer publishes.
+    async fn unpublished(&self, limit: i64, older_than: Option<i64>) -> Result<Vec<Unpublished>>;
+    /// Marks tasks as published to the stream.
+    async fn mark_published(&self, task_ids: &[i64]) -> Result<()>;
+    /// Records that a consumer holds deliveries of `task_ids` now.
+    async fn mark_seen(&self, task_ids: &[i64]) -> Result<()>;
+    /// Takes up to `limit` tasks the stream lost: pending, published, of a
+    /// unit nobody holds, and held by no consumer for `quiet` times one more
+    /// than their republications so far (at most 7 times). Marks them
+    /// published again and returns them with how often they have been.
+    async fn take_lost(&self, limit: i64, quiet: Duration) -> Result<Vec<(Unpublished, i64)>>;
+    /// Which of `task_ids` are still pending (the rest are done, dead or
+    /// purged: a delivery of them is stale).
+    async fn pending_among(&self, task_ids: &[i64]) -> Result<std::collections::BTreeSet<i64>>;
+    /// Leases the first of `candidates` — work unit keys with the ids of
+    /// their tasks that were delivered to this worker — whose next pending
+    /// task is delivered and ready; see [`WorkQueue::claim`]. Tasks are
+    /// handed out in ledger order, so a task published late holds back the
+    /// ones behind it until it arrives.
+    async fn claim_delivered(
+        &self,
+        worker: &str,
+        candidates: &[(String, std::collections::BTreeSet<i64>)],
+        max: usize,
+        lease: Duration,
+    ) -> Result<Option<Claim>>;
+    /// Gives back every unit `worker` holds and returns their keys (see
+    /// [`WorkQueue::release_worker`]).
+    async fn release_units_of(&self, worker: &str) -> Result<Vec<String>>;
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -46,7 +46,7 @@ pub use memory::Memory;
 pub use messages::Messages;
 pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
 pub use search::{GAP_COUNT_LIMIT, TextSearch};
-pub use sync::SyncLedger;
+pub use sync::{SyncLedger, TermCounter};
 pub use webhooks::Webhooks;
 pub use workspaces::{SessionPeers, Workspaces};
 

@@ -44,3 +44,19 @@ pub trait SyncLedger: Send + Sync + 'static {
     /// Forgets tombstones whose vectors are removed.
     async fn clear_tombstones(&self, tombstones: &[Tombstone]) -> Result<()>;
 }
+
+/// Where a vector store that keeps no term statistics per workspace (a
+/// Qdrant collection) counts the terms of the messages it takes: the
+/// database's ledger ([`SyncLedger::count_terms`]), given it at wiring.
+#[async_trait]
+pub trait TermCounter: Send + Sync + 'static {
+    /// Counts the terms of messages, `(id, its lexical vector's dimensions)`.
+    async fn count(&self, messages: &[(String, Vec<u32>)]) -> Result<()>;
+}
+
+#[async_trait]
+impl<T: SyncLedger + ?Sized> TermCounter for T {
+    async fn count(&self, messages: &[(String, Vec<u32>)]) -> Result<()> {
+        self.count_terms(messages).await
+    }
+}

@@ -1,14 +1,20 @@
 //! The `VectorStore` contract suite (feature `testing`): every implementation
 //! runs these same checks through [`vector_store_contract!`](crate::vector_store_contract).
 //!
-//! Each check starts from an empty store and uses the namespaces `ns` and
-//! `other` only.
+//! Each check starts from an empty store and uses the namespaces `ns`,
+//! `other` and `msg/contract` only.
 
 use std::future::Future;
 use std::pin::Pin;
 
-use crate::Error;
-use crate::vector::{VectorFilter, VectorHit, VectorRecord, VectorStore};
+use async_trait::async_trait;
+
+use crate::filter::Filter;
+use crate::lexical::TermCounts;
+use crate::model::{MeaningLag, Message, MessageQuery};
+use crate::store::TextSearch;
+use crate::vector::{GivenQuery, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore, Words};
+use crate::{Error, Result};
 
 /// One contract check over a store the caller provides.
 pub type Check = for<'a> fn(&'a dyn VectorStore) -> Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
@@ -26,6 +32,7 @@ macro_rules! vector_store_contract {
                 namespaces_are_separate_and_deletable,
                 dimensions_are_recorded_and_checked,
                 a_record_is_found_by_its_nearest_passage_and_deleted_whole,
+                a_search_plan_keeps_its_scope_and_ranks_by_meaning_as_a_query_does,
             );
         }
     };
@@ -257,14 +264,6 @@ pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors:
         ..VectorFilter::default()
     };
     assert_eq!(ids(&near(vectors, unit(0.0, 0.0, 1.0), 10, only_s1).await), ["c", "a"]);
-    let hybrid = vectors
-        .hybrid_query("ns", Some(&unit(0.0, 0.0, 1.0)), &Default::default(), 10, &all)
-        .await
-        .unwrap();
-    if let Some(hybrid) = hybrid {
-        assert_eq!(ids(&hybrid.dense), ["long", "c", "a"], "{hybrid:?}");
-        assert_eq!(hybrid.dense[0].passage, 1, "{hybrid:?}");
-    }
     // A text of one passage a little farther than the long record's
     // nearest passage, but nearer than that allowance, ranks first.
     let short = unit(0.0, 0.1, 1.0);
@@ -292,4 +291,103 @@ pub async fn a_record_is_found_by_its_nearest_passage_and_deleted_whole(vectors:
         found.sort_unstable();
         assert_eq!(found, ["a", "c", "short"], "no passage outlives its record: {hits:?}");
     }
+}
+
+/// A database that holds no message row: what a search plan leaves to it
+/// finds nothing, every message is synced, and each workspace's terms are
+/// counted as given (for a store that weighs words by them).
+#[derive(Debug, Clone, Default)]
+pub struct EmptyDatabase {
+    pub term_counts: TermCounts,
+}
+
+#[async_trait]
+impl TextSearch for EmptyDatabase {
+    async fn search_messages(&self, _: &str, _: &MessageQuery, _: &Filter) -> Result<Vec<Message>> {
+        Ok(Vec::new())
+    }
+    async fn search_unsynced_messages(&self, _: &str, _: &MessageQuery, _: &Filter, _: i64) -> Result<Vec<Message>> {
+        Ok(Vec::new())
+    }
+    async fn text_index_gap(&self, _: &str, _: &MessageQuery) -> Result<i64> {
+        Ok(0)
+    }
+    async fn vector_sync_gap(&self, _: &str, _: &MessageQuery, _: i64) -> Result<i64> {
+        Ok(0)
+    }
+    async fn meaning_lag(&self, _: &str) -> Result<MeaningLag> {
+        Ok(MeaningLag::default())
+    }
+    async fn term_counts(&self, _: &str, _: &[u32]) -> Result<TermCounts> {
+        Ok(self.term_counts.clone())
+    }
+}
+
+pub async fn a_search_plan_keeps_its_scope_and_ranks_by_meaning_as_a_query_does(vectors: &dyn VectorStore) {
+    let namespace = crate::vector::messages_namespace("contract");
+    vectors
+        .upsert(
+            &namespace,
+            vec![
+                record("a", unit(1.0, 0.0, 0.0), "s1", "alice", "explicit"),
+                record("b", unit(0.95, 0.05, 0.0), "s2", "bob", "explicit"),
+                record("c", unit(0.0, 1.0, 0.0), "s1", "bob", "explicit"),
+            ],
+        )
+        .await
+        .unwrap();
+    let search = MessageQuery {
+        terms: vec!["kitten".into()],
+        session_ids: Some(vec!["s1".into()]),
+        peer_id: None,
+        peer_perspective: None,
+        limit: 10,
+    };
+    let scope = VectorFilter {
+        session_ids: Some(vec!["s1".into()]),
+        ..VectorFilter::default()
+    };
+    let found = |meaning: Option<Vec<f32>>| {
+        let (search, scope) = (&search, scope.clone());
+        async move {
+            let query = GivenQuery {
+                meaning,
+                names: Vec::new(),
+            };
+            let plan = SearchPlan {
+                workspace_id: "contract",
+                words: crate::lexical::of_terms(&search.terms),
+                top_k: 10,
+                scope,
+                search,
+                filter: &Filter::All,
+                database: &EmptyDatabase::default(),
+                query: &query,
+            };
+            vectors.search(&plan).await.unwrap()
+        }
+    };
+    let nearest = vectors
+        .query(&namespace, &unit(1.0, 0.0, 0.0), 10, &scope, None)
+        .await
+        .unwrap();
+    let by_meaning = found(Some(unit(1.0, 0.0, 0.0))).await;
+    assert_eq!(
+        ids(&by_meaning.meaning.unwrap()),
+        ids(&nearest),
+        "a plan's meaning is a nearest-neighbour query in its scope"
+    );
+    assert_eq!(ids(&nearest), ["a", "c"], "b is nearer, and outside the scope");
+    // Without the query's embedding the meaning says why, and the words stand.
+    let without = found(None).await;
+    assert!(without.meaning.is_err());
+    let words = match without.words {
+        Words::Ranked(hits) | Words::Synced { hits, .. } => hits,
+        Words::Database { messages, .. } => {
+            assert!(messages.is_empty(), "the database holds nothing");
+            Vec::new()
+        }
+    };
+    assert!(words.iter().all(|hit| hit.id != "b"), "words in scope only: {words:?}");
+    vectors.delete_namespace(&namespace).await.unwrap();
 }

@@ -4,7 +4,10 @@
 use async_trait::async_trait;
 
 use crate::Result;
+use crate::filter::Filter;
 use crate::lexical::SparseVector;
+use crate::model::{Message, MessageQuery};
+use crate::store::TextSearch;
 
 /// Returns the namespace of a workspace's message vectors.
 pub fn messages_namespace(workspace_id: &str) -> String {
@@ -26,7 +29,7 @@ pub struct VectorRecord {
     pub peer_id: Option<String>,
     pub level: Option<String>,
     /// The words of a message as BM25 term weights ([`crate::lexical`]),
-    /// for stores that rank full text ([`VectorStore::hybrid_query`]).
+    /// for stores that rank full text ([`VectorStore::search`]).
     pub lexical: Option<SparseVector>,
     /// The vectors of the passages after the first, in order, when the
     /// text is longer than the embedder reads at once
@@ -151,28 +154,151 @@ pub fn best_per_record(
     (kept, short)
 }
 
-/// The two candidate lists of a hybrid query, best first.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct HybridHits {
-    /// Nearest by the dense vector.
-    pub dense: Vec<VectorHit>,
-    /// Best by BM25 over the records' lexical vectors (`distance` is the
-    /// negated score).
-    pub lexical: Vec<VectorHit>,
+/// The store's newest messages, of which those not synced yet are searched
+/// in the database when a store ranks the words of the synced ones
+/// ([`Words::Synced`]): a message is searchable by its words as soon as it
+/// is written, at a cost bounded by this many rows.
+pub const UNSYNCED_SCAN: i64 = 2_000;
+
+/// A search of a workspace's messages, as the vector store is given it: the
+/// store plans how its words and meaning are ranked (in its own indexes, or
+/// by the database where it has none), so no caller asks what it talks to.
+pub struct SearchPlan<'a> {
+    pub workspace_id: &'a str,
+    /// The query's words, each 1 ([`crate::lexical::query`]).
+    pub words: SparseVector,
+    /// Candidates wanted from each list.
+    pub top_k: usize,
+    /// The scope every candidate is drawn from.
+    pub scope: VectorFilter,
+    /// The search as the database runs it (for what the store leaves to it):
+    /// its scope, its candidates' count, and the rows' filter.
+    pub search: &'a MessageQuery,
+    pub filter: &'a Filter,
+    pub database: &'a dyn TextSearch,
+    /// What the store may ask of the query beyond its words; nothing is
+    /// computed that it does not ask for.
+    pub query: &'a dyn QueryParts,
 }
 
-/// Where the inverse document frequencies of a hybrid query's BM25 come from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TermWeighting {
-    /// The store counts them over the queried namespace (the embedded store).
-    Namespace,
-    /// The store counts them over every namespace: a Qdrant collection made
-    /// with the `Idf` modifier, before per-workspace counts (all workspaces).
-    Collection,
-    /// The query carries them: the store applies none; the reconciler counts
-    /// terms per workspace ([`crate::store::SyncLedger::count_terms`]) and
-    /// search weighs a query by them ([`crate::lexical::weighted`]).
-    Query,
+/// The parts of a query a vector store may need, computed when it asks.
+#[async_trait]
+pub trait QueryParts: Send + Sync {
+    /// The query's embedding.
+    async fn meaning(&self) -> Result<Vec<f32>>;
+    /// The ids of the workspace's peers the query names.
+    async fn names(&self) -> Result<Vec<String>>;
+}
+
+/// A query's parts that are given, not computed (tests; callers with an
+/// embedding at hand).
+#[derive(Debug, Clone, Default)]
+pub struct GivenQuery {
+    /// The embedding; `None` answers `meaning` with `Unavailable`.
+    pub meaning: Option<Vec<f32>>,
+    pub names: Vec<String>,
+}
+
+#[async_trait]
+impl QueryParts for GivenQuery {
+    async fn meaning(&self) -> Result<Vec<f32>> {
+        self.meaning
+            .clone()
+            .ok_or_else(|| crate::Error::Unavailable("the query has no embedding".into()))
+    }
+
+    async fn names(&self) -> Result<Vec<String>> {
+        Ok(self.names.clone())
+    }
+}
+
+/// The candidates of a [`SearchPlan`], best first in each list.
+#[derive(Debug)]
+pub struct Found {
+    /// Best by the query's words.
+    pub words: Words,
+    /// Nearest by the query's meaning, or why there are none: the query
+    /// could not be embedded, or not ranked by meaning. The words stand.
+    pub meaning: std::result::Result<Vec<VectorHit>, crate::Error>,
+}
+
+/// Who ranked a query's words, and over which messages.
+#[derive(Debug)]
+pub enum Words {
+    /// The store, by BM25 (`distance` is the negated score), over every
+    /// message written (the embedded store indexes the rows themselves).
+    Ranked(Vec<VectorHit>),
+    /// The store, by BM25, over the messages synced to it; the database's
+    /// matches among the newest [`UNSYNCED_SCAN`] that are not, by rank;
+    /// and how many messages of the scope beyond those it left out.
+    Synced {
+        hits: Vec<VectorHit>,
+        unsynced: Vec<Message>,
+        gap: i64,
+    },
+    /// The database, by its own full-text search (ranks, no comparable
+    /// scores), where the store ranks no words; and how many messages of
+    /// the scope its text index has not reached.
+    Database { messages: Vec<Message>, gap: i64 },
+}
+
+/// Why a [`SearchPlan`] found nothing: the store could not answer (search
+/// then answers from the database's full text, and says so), or the
+/// database could not (the search fails with its error, as any read does).
+#[derive(Debug)]
+pub enum SearchFailure {
+    Store(crate::Error),
+    Database(crate::Error),
+}
+
+impl From<crate::Error> for SearchFailure {
+    /// A store's own error.
+    fn from(error: crate::Error) -> Self {
+        SearchFailure::Store(error)
+    }
+}
+
+impl std::fmt::Display for SearchFailure {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            SearchFailure::Store(error) | SearchFailure::Database(error) => error.fmt(formatter),
+        }
+    }
+}
+
+impl SearchPlan<'_> {
+    /// The database's full-text matches: for a store that ranks no words.
+    pub async fn database_words(&self) -> std::result::Result<Words, SearchFailure> {
+        let (messages, gap) = futures::join!(
+            self.database
+                .search_messages(self.workspace_id, self.search, self.filter),
+            self.database.text_index_gap(self.workspace_id, self.search),
+        );
+        Ok(Words::Database {
+            messages: messages.map_err(SearchFailure::Database)?,
+            gap: gap.map_err(SearchFailure::Database)?,
+        })
+    }
+
+    /// `hits` ranked by a store over the messages synced to it, with the
+    /// database's matches among those not synced yet.
+    pub async fn with_unsynced(
+        &self,
+        hits: impl Future<Output = Result<Vec<VectorHit>>>,
+    ) -> std::result::Result<Words, SearchFailure> {
+        let (hits, unsynced, gap) = futures::join!(
+            hits,
+            self.database
+                .search_unsynced_messages(self.workspace_id, self.search, self.filter, UNSYNCED_SCAN),
+            self.database
+                .vector_sync_gap(self.workspace_id, self.search, UNSYNCED_SCAN),
+        );
+        Ok(Words::Synced {
+            hits: hits?,
+            unsynced: unsynced.map_err(SearchFailure::Database)?,
+            gap: gap.map_err(SearchFailure::Database)?,
+        })
+    }
 }
 
 #[async_trait]
@@ -192,44 +318,13 @@ pub trait VectorStore: Send + Sync + 'static {
         filter: &VectorFilter,
         max_distance: Option<f32>,
     ) -> Result<Vec<VectorHit>>;
-    /// Whether [`VectorStore::hybrid_query`] ranks full text: the store
-    /// indexes records' lexical vectors. Stores that do not leave full-text
-    /// ranking to the database.
-    async fn ranks_full_text(&self) -> Result<bool> {
-        Ok(false)
-    }
-    /// Whether the full text [`VectorStore::hybrid_query`] ranks covers every
-    /// message as soon as it is written (the embedded store indexes the rows
-    /// themselves), rather than the messages whose vectors are synced.
-    fn indexes_text_at_once(&self) -> bool {
-        false
-    }
-    /// Whether [`VectorStore::hybrid_query`] ranks in process, where a
-    /// list's rows are best read as soon as it is ranked: search then reads
-    /// the rows of a query's words while it embeds the query, and those of
-    /// a remote store's two lists in one read after both.
-    fn ranks_in_process(&self) -> bool {
-        false
-    }
-    /// Where [`VectorStore::hybrid_query`]'s BM25 takes each term's inverse
-    /// document frequency from.
-    async fn term_weighting(&self) -> Result<TermWeighting> {
-        Ok(TermWeighting::Namespace)
-    }
-    /// Returns, in one request, the `top_k` nearest records by `dense` (none
-    /// without it: the embedder failed) and the `top_k` best by BM25 for
-    /// `lexical`, both passing `filter`; `None` from a store that does not
-    /// rank full text.
-    async fn hybrid_query(
-        &self,
-        _namespace: &str,
-        _dense: Option<&[f32]>,
-        _lexical: &SparseVector,
-        _top_k: usize,
-        _filter: &VectorFilter,
-    ) -> Result<Option<HybridHits>> {
-        Ok(None)
-    }
+    /// Ranks a message search's candidates by words and by meaning, as
+    /// the store plans it ([`SearchPlan`]). A meaning that cannot be had is
+    /// said in [`Found::meaning`]; the whole search fails when the store
+    /// cannot rank at all ([`SearchFailure::Store`]: search falls back to
+    /// the database's full text) or the database's part fails
+    /// ([`SearchFailure::Database`]).
+    async fn search(&self, plan: &SearchPlan<'_>) -> std::result::Result<Found, SearchFailure>;
     /// Removes records by id; absent ids are ignored.
     async fn delete(&self, namespace: &str, ids: &[String]) -> Result<()>;
     /// Removes a whole namespace.
@@ -238,3 +333,86 @@ pub trait VectorStore: Send + Sync + 'static {
 
 #[cfg(feature = "testing")]
 pub mod contract;
+
+#[cfg(test)]
+mod tests {
+    use futures::executor::block_on;
+
+    use super::*;
+    use crate::Error;
+    use crate::lexical::TermCounts;
+    use crate::model::MeaningLag;
+
+    /// A database whose every read fails.
+    struct Down;
+
+    fn down<T>() -> Result<T> {
+        Err(Error::Unavailable("the database is down".into()))
+    }
+
+    #[async_trait]
+    impl TextSearch for Down {
+        async fn search_messages(&self, _: &str, _: &MessageQuery, _: &Filter) -> Result<Vec<Message>> {
+            down()
+        }
+        async fn search_unsynced_messages(
+            &self,
+            _: &str,
+            _: &MessageQuery,
+            _: &Filter,
+            _: i64,
+        ) -> Result<Vec<Message>> {
+            down()
+        }
+        async fn text_index_gap(&self, _: &str, _: &MessageQuery) -> Result<i64> {
+            down()
+        }
+        async fn vector_sync_gap(&self, _: &str, _: &MessageQuery, _: i64) -> Result<i64> {
+            down()
+        }
+        async fn meaning_lag(&self, _: &str) -> Result<MeaningLag> {
+            down()
+        }
+        async fn term_counts(&self, _: &str, _: &[u32]) -> Result<TermCounts> {
+            down()
+        }
+    }
+
+    #[test]
+    fn the_databases_part_of_a_plan_fails_as_the_databases_and_the_stores_as_the_stores() {
+        let search = MessageQuery {
+            terms: vec!["kitten".into()],
+            session_ids: None,
+            peer_id: None,
+            peer_perspective: None,
+            limit: 10,
+        };
+        let query = GivenQuery::default();
+        let plan = SearchPlan {
+            workspace_id: "w",
+            words: crate::lexical::of_terms(&search.terms),
+            top_k: 10,
+            scope: VectorFilter::default(),
+            search: &search,
+            filter: &Filter::All,
+            database: &Down,
+            query: &query,
+        };
+        // Search fails with the database's error (as any read), not degraded to it.
+        assert!(matches!(
+            block_on(plan.database_words()),
+            Err(SearchFailure::Database(_))
+        ));
+        let ranked = async { Ok(Vec::new()) };
+        assert!(matches!(
+            block_on(plan.with_unsynced(ranked)),
+            Err(SearchFailure::Database(_))
+        ));
+        // The store's own failure is the store's: search answers from full text.
+        let refused = async { Err(Error::Unavailable("qdrant is down".into())) };
+        assert!(matches!(
+            block_on(plan.with_unsynced(refused)),
+            Err(SearchFailure::Store(_))
+        ));
+    }
+}

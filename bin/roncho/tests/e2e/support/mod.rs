@@ -176,7 +176,11 @@ impl Distributed {
         let store = roncho_store::testing::open_migrated(&database.url).await;
         let mut options = roncho_qdrant::QdrantOptions::new(qdrant_url);
         options.collection = format!("{prefix}_{}", roncho_store::testing::unique_name());
-        let qdrant = std::sync::Arc::new(roncho_qdrant::QdrantVectorStore::connect(&options).unwrap());
+        let qdrant = std::sync::Arc::new(
+            roncho_qdrant::QdrantVectorStore::connect(&options)
+                .unwrap()
+                .counting_terms_in(store.clone()),
+        );
         Some(Self {
             store,
             qdrant,

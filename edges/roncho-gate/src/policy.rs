@@ -1,4 +1,4 @@
-//! The edge: every call, whatever its wire, is authorized by the table in
+//! The call policy: every call, whatever its wire, is authorized by the table in
 //! [`crate::authz`], metered by its workspace's rates, then run.
 
 use std::future::Future;
@@ -6,18 +6,18 @@ use std::sync::Arc;
 
 use roncho_core::Caller;
 
-use crate::admission::RateLimiter;
 use crate::authz::{Authorize, Authorizer};
+use crate::rate::RateLimiter;
 
 /// Calls domain services on behalf of authenticated callers.
 #[derive(Debug, Clone)]
-pub struct Edge {
+pub struct CallPolicy {
     authorizer: Authorizer,
     rates: Arc<RateLimiter>,
 }
 
-impl Edge {
-    /// Returns the edge deciding with `authorizer` and metering with `rates`.
+impl CallPolicy {
+    /// Returns the policy deciding with `authorizer` and metering with `rates`.
     pub fn new(authorizer: Authorizer, rates: Arc<RateLimiter>) -> Self {
         Self { authorizer, rates }
     }
