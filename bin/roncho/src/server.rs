@@ -225,7 +225,10 @@ pub async fn run(
         .add_service(health_service.clone())
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha);
-    let (router, rest, served) = mount_roles(router, &policy, &services, roles);
+    // Each service built once, mounted on both wires.
+    let domain = Domain::build(&services, roles);
+    let (router, served) = domain.grpc(router, &policy);
+    let rest = domain.rest(&policy);
     tokio::spawn(crate::connections::hand_back_after_floods(
         services.connections.stats(),
         services.admission.stats(),
@@ -289,116 +292,158 @@ pub async fn run(
     Ok(())
 }
 
-/// Mounts the roles' gRPC services on `router` and gives the REST edge the
-/// same services; returns the names served (for health).
-fn mount_roles<L>(
-    mut router: tonic::transport::server::Router<L>,
-    policy: &CallPolicy,
-    services: &Services,
-    roles: &[Role],
-) -> (
-    tonic::transport::server::Router<L>,
-    roncho_rest::Rest,
-    Vec<&'static str>,
-) {
-    let mut served = Vec::new();
-    let mut rest = roncho_rest::Rest::new(policy.clone());
-    if roles.iter().any(|role| role.serves_api()) {
-        served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
-        let issuer = Arc::new(KeyIssuer::new(services.keys.clone()));
-        rest = rest.with_keys(issuer.clone());
-        router = router.add_service(KeyServiceServer::new(GrpcKeys::new(policy.clone(), issuer)));
-    }
-    for role in roles {
-        router = match role {
-            Role::Ingest => {
-                let mut ingest = roncho_ingest::Ingest::new(services.store.clone())
-                    .allowing_private_webhooks(services.allow_private_webhooks)
-                    .with_idempotency_window(services.idempotency_window)
-                    // Unless wiring gives the sandboxed reader: in this process, bounded.
-                    .with_pdf_reader(
-                        services
-                            .pdf
-                            .clone()
-                            .unwrap_or_else(|| Arc::new(roncho_pdf::InProcessPdf::default())),
-                    );
-                if let Some(after_write) = &services.after_write {
-                    ingest = ingest.with_after_write(after_write.clone());
-                }
-                if let Some(activity) = &services.write_activity {
-                    ingest = ingest.with_activity(activity.clone());
-                }
-                served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
-                let ingest = Arc::new(ingest);
-                rest = rest.with_ingest(ingest.clone());
-                let service = IngestServiceServer::new(GrpcIngest::new(policy.clone(), ingest))
-                    .max_decoding_message_size(MAX_REQUEST_BYTES);
-                router.add_service(service)
+/// The domain services of a process's roles, each built once and mounted
+/// on every wire that serves it (gRPC and REST).
+struct Domain {
+    keys: Option<Arc<KeyIssuer>>,
+    ingest: Option<Arc<roncho_ingest::Ingest>>,
+    recall: Option<Arc<roncho_recall::Recall>>,
+    dialectic: Option<Arc<roncho_dialectic::Dialectic>>,
+    /// Served on gRPC by the deriver role; on REST by it or by ingest
+    /// (Honcho serves every route at one address: where REST writes, it
+    /// also answers queue status itself, reading the queue).
+    deriver: Option<Arc<roncho_deriver::Deriver>>,
+    /// Likewise for the dreamer role (REST schedules dreams where it writes).
+    dreamer: Option<Arc<roncho_dreamer::Dreamer>>,
+    roles: Vec<Role>,
+}
+
+impl Domain {
+    /// Builds the services `roles` serve over `services`.
+    fn build(services: &Services, roles: &[Role]) -> Self {
+        let has = |role: Role| roles.contains(&role);
+        let ingest = has(Role::Ingest).then(|| {
+            let mut ingest = roncho_ingest::Ingest::new(services.store.clone())
+                .allowing_private_webhooks(services.allow_private_webhooks)
+                .with_idempotency_window(services.idempotency_window)
+                // Unless wiring gives the sandboxed reader: in this process, bounded.
+                .with_pdf_reader(
+                    services
+                        .pdf
+                        .clone()
+                        .unwrap_or_else(|| Arc::new(roncho_pdf::InProcessPdf::default())),
+                );
+            if let Some(after_write) = &services.after_write {
+                ingest = ingest.with_after_write(after_write.clone());
             }
-            Role::Recall => {
-                served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
-                let recall = Arc::new(roncho_recall::Recall::new(
-                    services.store.clone(),
-                    services.semantic.clone(),
-                ));
-                rest = rest.with_recall(recall.clone());
-                router.add_service(RecallServiceServer::new(GrpcRecall::new(policy.clone(), recall)))
+            if let Some(activity) = &services.write_activity {
+                ingest = ingest.with_activity(activity.clone());
             }
-            Role::Dialectic => {
-                served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
-                let dialectic = services.dialectic.clone().unwrap_or_else(|| {
+            Arc::new(ingest)
+        });
+        let recall = has(Role::Recall).then(|| {
+            Arc::new(roncho_recall::Recall::new(
+                services.store.clone(),
+                services.semantic.clone(),
+            ))
+        });
+        let dialectic =
+            has(Role::Dialectic).then(|| {
+                Arc::new(services.dialectic.clone().unwrap_or_else(|| {
                     roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone())
-                });
-                let dialectic = Arc::new(dialectic);
-                rest = rest.with_dialectic(dialectic.clone());
-                router.add_service(DialecticServiceServer::new(GrpcDialectic::new(
-                    policy.clone(),
-                    dialectic,
-                )))
-            }
-            Role::Deriver => {
-                served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
-                let deriver = Arc::new(
-                    roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone())
-                        .with_health(services.store.clone()),
-                );
-                rest = rest.with_deriver(deriver.clone());
-                router.add_service(DeriverServiceServer::new(GrpcDeriver::new(policy.clone(), deriver)))
-            }
-            Role::Dreamer => {
-                served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
-                let dreamer = roncho_dreamer::Dreamer::new(
-                    services.store.clone(),
-                    services.queue.clone(),
-                    services.dream_model.clone(),
-                );
-                let dreamer = Arc::new(dreamer);
-                rest = rest.with_dreamer(dreamer.clone());
-                router.add_service(DreamerServiceServer::new(GrpcDreamer::new(policy.clone(), dreamer)))
-            }
-            // The reconciler is a worker without a service of its own.
-            Role::Reconciler => router,
-        };
-    }
-    // Honcho serves every route at one address: where REST writes, it also
-    // answers queue status and schedules dreams itself (reading and writing
-    // the queue; the workers run in their own roles).
-    if roles.contains(&Role::Ingest) {
-        if !roles.contains(&Role::Deriver) {
-            rest = rest.with_deriver(Arc::new(
+                }))
+            });
+        let deriver = (has(Role::Deriver) || has(Role::Ingest)).then(|| {
+            Arc::new(
                 roncho_deriver::Deriver::new(services.queue.clone(), services.derivation.clone())
                     .with_health(services.store.clone()),
-            ));
-        }
-        if !roles.contains(&Role::Dreamer) {
-            rest = rest.with_dreamer(Arc::new(roncho_dreamer::Dreamer::new(
+            )
+        });
+        let dreamer = (has(Role::Dreamer) || has(Role::Ingest)).then(|| {
+            Arc::new(roncho_dreamer::Dreamer::new(
                 services.store.clone(),
                 services.queue.clone(),
                 services.dream_model.clone(),
-            )));
+            ))
+        });
+        Self {
+            keys: roles
+                .iter()
+                .any(|role| role.serves_api())
+                .then(|| Arc::new(KeyIssuer::new(services.keys.clone()))),
+            ingest,
+            recall,
+            dialectic,
+            deriver,
+            dreamer,
+            roles: roles.to_vec(),
         }
     }
-    (router, rest, served)
+
+    /// The REST edge's routes over these services.
+    fn rest(&self, policy: &CallPolicy) -> roncho_rest::Rest {
+        let mut rest = roncho_rest::Rest::new(policy.clone());
+        if let Some(keys) = &self.keys {
+            rest = rest.with_keys(keys.clone());
+        }
+        if let Some(ingest) = &self.ingest {
+            rest = rest.with_ingest(ingest.clone());
+        }
+        if let Some(recall) = &self.recall {
+            rest = rest.with_recall(recall.clone());
+        }
+        if let Some(dialectic) = &self.dialectic {
+            rest = rest.with_dialectic(dialectic.clone());
+        }
+        if let Some(deriver) = &self.deriver {
+            rest = rest.with_deriver(deriver.clone());
+        }
+        if let Some(dreamer) = &self.dreamer {
+            rest = rest.with_dreamer(dreamer.clone());
+        }
+        rest
+    }
+
+    /// Mounts the roles' gRPC services on `router`; returns it and the
+    /// names served (for health).
+    fn grpc<L>(
+        &self,
+        mut router: tonic::transport::server::Router<L>,
+        policy: &CallPolicy,
+    ) -> (tonic::transport::server::Router<L>, Vec<&'static str>) {
+        let mut served = Vec::new();
+        let serves = |role: Role| self.roles.contains(&role);
+        if let Some(keys) = &self.keys {
+            served.push(<KeyServiceServer<GrpcKeys> as NamedService>::NAME);
+            router = router.add_service(KeyServiceServer::new(GrpcKeys::new(policy.clone(), keys.clone())));
+        }
+        if let Some(ingest) = &self.ingest {
+            served.push(<IngestServiceServer<GrpcIngest> as NamedService>::NAME);
+            let service = IngestServiceServer::new(GrpcIngest::new(policy.clone(), ingest.clone()))
+                .max_decoding_message_size(MAX_REQUEST_BYTES);
+            router = router.add_service(service);
+        }
+        if let Some(recall) = &self.recall {
+            served.push(<RecallServiceServer<GrpcRecall> as NamedService>::NAME);
+            router = router.add_service(RecallServiceServer::new(GrpcRecall::new(
+                policy.clone(),
+                recall.clone(),
+            )));
+        }
+        if let Some(dialectic) = &self.dialectic {
+            served.push(<DialecticServiceServer<GrpcDialectic> as NamedService>::NAME);
+            router = router.add_service(DialecticServiceServer::new(GrpcDialectic::new(
+                policy.clone(),
+                dialectic.clone(),
+            )));
+        }
+        if let Some(deriver) = self.deriver.as_ref().filter(|_| serves(Role::Deriver)) {
+            served.push(<DeriverServiceServer<GrpcDeriver> as NamedService>::NAME);
+            router = router.add_service(DeriverServiceServer::new(GrpcDeriver::new(
+                policy.clone(),
+                deriver.clone(),
+            )));
+        }
+        if let Some(dreamer) = self.dreamer.as_ref().filter(|_| serves(Role::Dreamer)) {
+            served.push(<DreamerServiceServer<GrpcDreamer> as NamedService>::NAME);
+            router = router.add_service(DreamerServiceServer::new(GrpcDreamer::new(
+                policy.clone(),
+                dreamer.clone(),
+            )));
+        }
+        // The reconciler is a worker without a service of its own.
+        (router, served)
+    }
 }
 
 /// Reports every served name (and liveness and readiness) as serving, and
