@@ -12,6 +12,7 @@ use std::sync::{Arc, RwLock};
 use async_trait::async_trait;
 use roncho_core::vector::{
     Found, SearchFailure, SearchPlan, VectorFilter, VectorHit, VectorRecord, VectorStore, Words, messages_namespace,
+    messages_workspace,
 };
 use roncho_core::{Error, Result};
 use sqlx::Row;
@@ -257,10 +258,9 @@ impl SqlVectorStore {
             .iter()
             .map(|row| row.try_get::<String, _>("namespace").map_err(db_error))
             .collect::<Result<Vec<_>>>()?;
-        let messages = messages_namespace("");
-        namespaces.sort_by_key(|namespace| !namespace.starts_with(&messages));
+        namespaces.sort_by_key(|namespace| messages_workspace(namespace).is_none());
         for namespace in &namespaces {
-            match namespace.strip_prefix(&messages) {
+            match messages_workspace(namespace) {
                 Some(workspace_id) => {
                     let (vectors, text) = tokio::join!(self.cached(namespace), self.text_index(workspace_id));
                     vectors?;
@@ -283,7 +283,7 @@ impl SqlVectorStore {
 
     /// The full-text index of a messages namespace, if one is loaded.
     async fn if_text_indexed(&self, namespace: &str) -> Option<Arc<TextEntry>> {
-        let workspace_id = namespace.strip_prefix(&messages_namespace(""))?;
+        let workspace_id = messages_workspace(namespace)?;
         self.texts.as_ref()?.lock().await.get(workspace_id).cloned()
     }
 }
@@ -412,7 +412,7 @@ impl VectorStore for SqlVectorStore {
             let mut loaded = loaded.write().map_err(poisoned)?;
             records.into_iter().for_each(|record| loaded.put(record));
         }
-        if let Some(workspace_id) = namespace.strip_prefix(&messages_namespace("")).filter(|_| resident)
+        if let Some(workspace_id) = messages_workspace(namespace).filter(|_| resident)
             && let Err(error) = self.text_index(workspace_id).await
         {
             // The next search catches the index up instead.
@@ -513,7 +513,7 @@ impl VectorStore for SqlVectorStore {
         if let Some(cache) = &self.cache {
             cache.lock().await.remove(namespace);
         }
-        if let (Some(texts), Some(workspace_id)) = (&self.texts, namespace.strip_prefix(&messages_namespace(""))) {
+        if let (Some(texts), Some(workspace_id)) = (&self.texts, messages_workspace(namespace)) {
             texts.lock().await.remove(workspace_id);
         }
         Ok(())

@@ -14,6 +14,12 @@ pub fn messages_namespace(workspace_id: &str) -> String {
     format!("msg/{workspace_id}")
 }
 
+/// The workspace whose messages `namespace` holds; `None` for a namespace
+/// of conclusions. The one inverse of [`messages_namespace`].
+pub fn messages_workspace(namespace: &str) -> Option<&str> {
+    namespace.strip_prefix("msg/")
+}
+
 /// Returns the namespace of one collection's conclusion vectors.
 pub fn documents_namespace(workspace_id: &str, observer_id: &str, observed_id: &str) -> String {
     format!("doc/{workspace_id}/{observer_id}/{observed_id}")
@@ -376,6 +382,12 @@ mod tests {
         async fn term_counts(&self, _: &str, _: &[u32]) -> Result<TermCounts> {
             down()
         }
+    }
+
+    #[test]
+    fn a_messages_namespace_names_its_workspace_back() {
+        assert_eq!(messages_workspace(&messages_namespace("w/x")), Some("w/x"));
+        assert_eq!(messages_workspace(&documents_namespace("msg", "a", "b")), None);
     }
 
     #[test]
