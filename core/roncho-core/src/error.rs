@@ -55,11 +55,41 @@ impl Error {
         }
     }
 
+    /// The error of a part of a request, as the request's: an
+    /// `InvalidArgument`'s field under the part's path (`messages[3]` +
+    /// `content` = `messages[3].content`), which `path` formats only then;
+    /// any other error as it is.
+    pub fn within(self, path: impl FnOnce() -> String) -> Self {
+        match self {
+            Self::InvalidArgument { field, reason } => Self::InvalidArgument {
+                field: format!("{}.{field}", path()),
+                reason,
+            },
+            other => other,
+        }
+    }
+
     /// Returns a `NotFound` error for a resource kind and id.
     pub fn not_found(resource: &'static str, id: impl Into<String>) -> Self {
         Self::NotFound {
             resource,
             id: id.into(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_parts_invalid_field_is_named_under_the_parts_path_and_nothing_else_changes() {
+        let error = Error::invalid("metadata.key", "is too long").within(|| "messages[3]".to_owned());
+        assert!(
+            matches!(&error, Error::InvalidArgument { field, reason } if field == "messages[3].metadata.key" && reason == "is too long"),
+            "{error:?}"
+        );
+        let untouched = Error::not_found("session", "s").within(|| unreachable!("formatted only for a field"));
+        assert!(matches!(untouched, Error::NotFound { .. }));
     }
 }

@@ -469,11 +469,17 @@ impl IngestApi for Ingest {
         let mut drafts = Vec::with_capacity(request.messages.len());
         let mut contents = Vec::with_capacity(request.messages.len());
         for (index, message) in request.messages.into_iter().enumerate() {
-            let field = |name: &str| format!("messages[{index}].{name}");
-            let peer_id = validate::resource_id(&field("peer_id"), &message.peer_id)?;
-            contents.push(validate::message_content(&field("content"), &message.content)?);
-            let metadata = metadata_arg(&field("metadata"), message.metadata)?.unwrap_or_default();
-            let configuration = metadata_arg(&field("configuration"), message.configuration)?.unwrap_or_default();
+            // The message's path is written into an error only: not for
+            // each field of each valid message on every write.
+            let at = |error: Error| error.within(|| format!("messages[{index}]"));
+            let peer_id = validate::resource_id("peer_id", &message.peer_id).map_err(at)?;
+            contents.push(validate::message_content("content", &message.content).map_err(at)?);
+            let metadata = metadata_arg("metadata", message.metadata)
+                .map_err(at)?
+                .unwrap_or_default();
+            let configuration = metadata_arg("configuration", message.configuration)
+                .map_err(at)?
+                .unwrap_or_default();
             drafts.push((peer_id, metadata, configuration, message.created_at));
         }
         let (contents, counts) = count_tokens(contents).await?;
