@@ -39,6 +39,19 @@ pub struct SqlWorkQueue {
 }
 
 impl SqlWorkQueue {
+    /// Runs one write statement with a `RETURNING` clause in a transaction
+    /// of its own; returns its rows once committed.
+    async fn write_returning(&self, sql: &Sql) -> Result<Vec<sqlx::any::AnyRow>> {
+        let mut tx = self.store.begin_write().await?;
+        let rows = sql
+            .query(self.store.dialect())?
+            .fetch_all(tx.conn())
+            .await
+            .map_err(db_error)?;
+        tx.commit().await?;
+        Ok(rows)
+    }
+
     /// Sets `column` to now on the tasks of `task_ids` that pass `condition`
     /// (SQL over `work_tasks`, written here, never from input).
     async fn stamp_now(&self, column: &'static str, condition: &'static str, task_ids: &[i64]) -> Result<()> {
@@ -387,16 +400,11 @@ impl DeliveryLedger for SqlWorkQueue {
     }
 
     async fn release_units_of(&self, worker: &str) -> Result<Vec<String>> {
-        let mut tx = self.store.begin_write().await?;
         let mut sql = Sql::new("DELETE FROM work_leases WHERE owner = ");
         sql.bind(worker).push(" RETURNING work_unit_key");
-        let rows = sql
-            .query(self.store.dialect())?
-            .fetch_all(tx.conn())
-            .await
-            .map_err(db_error)?;
-        tx.commit().await?;
-        rows.iter()
+        self.write_returning(&sql)
+            .await?
+            .iter()
             .map(|row| row.try_get("work_unit_key").map_err(db_error))
             .collect()
     }
@@ -440,14 +448,9 @@ impl DeliveryLedger for SqlWorkQueue {
         // locks sees the row it republished and leaves it.
         lost(&mut sql);
         sql.push(" RETURNING t.id, t.work_unit_key, t.trace_context, t.republished");
-        let mut tx = self.store.begin_write().await?;
-        let rows = sql
-            .query(self.store.dialect())?
-            .fetch_all(tx.conn())
-            .await
-            .map_err(db_error)?;
-        tx.commit().await?;
-        let mut taken = rows
+        let mut taken = self
+            .write_returning(&sql)
+            .await?
             .iter()
             .map(|row| {
                 let task = Unpublished {
