@@ -187,15 +187,11 @@ impl Ingest {
         messages: Vec<NewMessage>,
         once: Option<&Once>,
     ) -> Result<Vec<Message>> {
-        let created = match once {
-            Some(once) => {
-                self.store
-                    .create_messages_once(workspace_id, session_id, messages, once)
-                    .await
-            }
-            None => self.store.create_messages(workspace_id, session_id, messages).await,
-        };
-        self.wrote(created)
+        self.wrote(
+            self.store
+                .write_messages(workspace_id, session_id, messages, once)
+                .await,
+        )
     }
 
     /// Erases `scope` chunk by chunk (at least one) for up to the erasure budget, then
@@ -646,15 +642,11 @@ impl IngestApi for Ingest {
         })
         .await
         .map_err(|error| Error::Internal(format!("validation task failed: {error}")))??;
-        let created = match &once {
-            Some(once) => {
-                self.store
-                    .create_conclusions_once(&workspace_id, conclusions, once)
-                    .await
-            }
-            None => self.store.create_conclusions(&workspace_id, conclusions).await,
-        };
-        self.wrote(created)
+        self.wrote(
+            self.store
+                .write_conclusions(&workspace_id, conclusions, once.as_ref())
+                .await,
+        )
     }
 
     async fn delete_conclusion(&self, request: DeleteConclusion) -> Result<()> {

@@ -21,17 +21,13 @@ use roncho_core::{Error, Result};
 #[async_trait]
 impl Memory for SqlStore {
     #[tracing::instrument(name = "store.create_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
-    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
-        self.store_conclusions(workspace_id, conclusions, None).await
-    }
-
-    async fn create_conclusions_once(
+    async fn write_conclusions(
         &self,
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
-        once: &Once,
+        once: Option<&Once>,
     ) -> Result<Vec<Conclusion>> {
-        self.store_conclusions(workspace_id, conclusions, Some(once)).await
+        self.store_conclusions(workspace_id, conclusions, once).await
     }
 
     async fn list_conclusions(

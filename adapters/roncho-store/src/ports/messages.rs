@@ -155,24 +155,14 @@ fn summaries_of(rows: Vec<SummaryRow>, session_id: &str) -> Result<Vec<SessionSu
 #[async_trait]
 impl Messages for SqlStore {
     #[tracing::instrument(name = "store.create_messages", skip_all, fields(workspace_id = %workspace_id, session_id = %session_id, messages = messages.len()))]
-    async fn create_messages(
+    async fn write_messages(
         &self,
         workspace_id: &str,
         session_id: &str,
         messages: Vec<NewMessage>,
+        once: Option<&Once>,
     ) -> Result<Vec<Message>> {
-        self.append_messages(workspace_id, session_id, messages, Origin::Client(None))
-            .await
-    }
-
-    async fn create_messages_once(
-        &self,
-        workspace_id: &str,
-        session_id: &str,
-        messages: Vec<NewMessage>,
-        once: &Once,
-    ) -> Result<Vec<Message>> {
-        self.append_messages(workspace_id, session_id, messages, Origin::Client(Some(once)))
+        self.append_messages(workspace_id, session_id, messages, Origin::Client(once))
             .await
     }
 

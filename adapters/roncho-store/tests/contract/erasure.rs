@@ -112,7 +112,7 @@ async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store)
         ]
     };
     let messages = store
-        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
+        .write_messages("w", "s", three(), Some(&once("k", "CreateMessages", "three", hour)))
         .await
         .unwrap();
     let ids: Vec<&str> = messages.iter().map(|message| message.id.as_str()).collect();
@@ -216,7 +216,7 @@ async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store)
         Some(vec![reply.to_owned(), thanks.to_owned()]),
     );
     let retried = store
-        .create_messages_once("w", "s", three(), &once("k", "CreateMessages", "three", hour))
+        .write_messages("w", "s", three(), Some(&once("k", "CreateMessages", "three", hour)))
         .await
         .unwrap();
     assert_eq!(survivors(retried), [reply, thanks], "a retry writes nothing");

@@ -501,11 +501,11 @@ async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn 
     let hour = std::time::Duration::from_secs(3600);
     let batch = || vec![new_message("alice", "one"), new_message("bob", "two")];
     let first = store
-        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .write_messages("w", "s", batch(), Some(&once("k1", "CreateMessages", "body", hour)))
         .await
         .unwrap();
     let again = store
-        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .write_messages("w", "s", batch(), Some(&once("k1", "CreateMessages", "body", hour)))
         .await
         .unwrap();
     assert_eq!(again, first, "a repeat returns the first call's messages");
@@ -522,7 +522,7 @@ async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn 
         None
     );
     let other_body = store
-        .create_messages_once("w", "s", batch(), &once("k1", "CreateMessages", "other", hour))
+        .write_messages("w", "s", batch(), Some(&once("k1", "CreateMessages", "other", hour)))
         .await;
     assert!(
         matches!(other_body, Err(Error::FailedPrecondition(_))),
@@ -539,7 +539,7 @@ async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn 
 
     // Eight twins at once: one writes, the others wait for it and replay.
     let key = once("k2", "CreateMessages", "three", hour);
-    let twins = (0..8).map(|_| store.create_messages_once("w", "s", vec![new_message("alice", "three")], &key));
+    let twins = (0..8).map(|_| store.write_messages("w", "s", vec![new_message("alice", "three")], Some(&key)));
     let results: Vec<_> = futures::future::join_all(twins).await;
     let ids: std::collections::BTreeSet<String> = results
         .into_iter()
@@ -550,27 +550,27 @@ async fn idempotent_writes_happen_once_and_twins_wait_for_the_first(store: &dyn 
 
     // Keys are per workspace and per operation, and expire.
     store
-        .create_messages_once("w2", "s", batch(), &once("k1", "CreateMessages", "body", hour))
+        .write_messages("w2", "s", batch(), Some(&once("k1", "CreateMessages", "body", hour)))
         .await
         .unwrap();
     let short = std::time::Duration::from_millis(1);
     store
-        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .write_messages("w", "s", batch(), Some(&once("k3", "CreateMessages", "body", short)))
         .await
         .unwrap();
     tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     store
-        .create_messages_once("w", "s", batch(), &once("k3", "CreateMessages", "body", short))
+        .write_messages("w", "s", batch(), Some(&once("k3", "CreateMessages", "body", short)))
         .await
         .unwrap();
     assert_eq!(count().await, 7, "an expired key is a new key");
     let conclusion = || vec![new_conclusion("alice", "bob", "Bob counts")];
     let made = store
-        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .write_conclusions("w", conclusion(), Some(&once("k1", "CreateConclusions", "c", hour)))
         .await
         .unwrap();
     let remade = store
-        .create_conclusions_once("w", conclusion(), &once("k1", "CreateConclusions", "c", hour))
+        .write_conclusions("w", conclusion(), Some(&once("k1", "CreateConclusions", "c", hour)))
         .await
         .unwrap();
     assert_eq!(remade, made);

@@ -10,16 +10,18 @@ use crate::model::{CollectionQuery, Conclusion, NewConclusion, Page, PageRequest
 
 #[async_trait]
 pub trait Memory: Send + Sync + 'static {
-    /// Stores conclusions; observer, observed and session must exist.
-    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;
-    /// Like [`Memory::create_conclusions`], once per `once`'s key (see
-    /// [`Messages::create_messages_once`]).
-    async fn create_conclusions_once(
+    /// Stores conclusions; observer, observed and session must exist. With
+    /// `once`, once per its key (see [`Messages::write_messages`]).
+    async fn write_conclusions(
         &self,
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
-        once: &Once,
+        once: Option<&Once>,
     ) -> Result<Vec<Conclusion>>;
+    /// [`Memory::write_conclusions`] without an idempotency key.
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
+        self.write_conclusions(workspace_id, conclusions, None).await
+    }
     /// Live conclusions, newest first (`reverse`: oldest first).
     async fn list_conclusions(
         &self,

@@ -13,27 +13,30 @@ use crate::model::{
 #[async_trait]
 pub trait Messages: Send + Sync + 'static {
     /// Appends messages atomically, creating the session, the peers and their
-    /// memberships as needed; all or nothing.
+    /// memberships as needed; all or nothing. With `once`, once per its key:
+    /// a repeat within its window returns the messages the first call
+    /// created (those still stored) and creates nothing; a repeat with
+    /// another fingerprint is `FAILED_PRECONDITION`. Concurrent repeats wait
+    /// for the first.
+    async fn write_messages(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        messages: Vec<NewMessage>,
+        once: Option<&Once>,
+    ) -> Result<Vec<Message>>;
+    /// [`Messages::write_messages`] without an idempotency key.
     async fn create_messages(
         &self,
         workspace_id: &str,
         session_id: &str,
         messages: Vec<NewMessage>,
-    ) -> Result<Vec<Message>>;
-    /// Like [`Messages::create_messages`], once per `once`'s key: a repeat
-    /// within its window returns the messages the first call created (those
-    /// still stored) and creates nothing; a repeat with another fingerprint
-    /// is `FAILED_PRECONDITION`. Concurrent repeats wait for the first.
-    async fn create_messages_once(
-        &self,
-        workspace_id: &str,
-        session_id: &str,
-        messages: Vec<NewMessage>,
-        once: &Once,
-    ) -> Result<Vec<Message>>;
+    ) -> Result<Vec<Message>> {
+        self.write_messages(workspace_id, session_id, messages, None).await
+    }
     /// What an earlier call with `once`'s key created, if there was one
     /// within its window (so a repeat skips the work before
-    /// [`Messages::create_messages_once`]); `FAILED_PRECONDITION` when that call
+    /// [`Messages::write_messages`]); `FAILED_PRECONDITION` when that call
     /// had another fingerprint.
     async fn replayed_messages(
         &self,
