@@ -98,7 +98,7 @@ impl ConnectionLimits {
     }
 }
 
-/// Counts of what the gate refused and closed, for metrics.
+/// Counts of what connection admission refused and closed, for metrics.
 #[derive(Debug, Default)]
 pub struct ConnectionStats {
     open: AtomicUsize,
@@ -143,7 +143,7 @@ impl ConnectionStats {
 }
 
 /// Where a connection stands: whether it has sent a request yet, and
-/// whether the gate closed it to make room.
+/// whether connection admission closed it to make room.
 #[derive(Debug, Default)]
 struct ConnectionState {
     /// Its client's address and port (admission counts its calls by it).
@@ -250,7 +250,7 @@ impl ConnectionAdmission {
         }
     }
 
-    /// Returns this gate closing, at a cap where no connection is still
+    /// Returns this admission closing, at a cap where no connection is still
     /// without a request, an idle one (no call in flight in `calls`; of the
     /// address holding most connections, the one quiet longest): a
     /// connection that sent one request and then holds its place doing
@@ -292,7 +292,7 @@ impl ConnectionAdmission {
         let open = self.stats.open.fetch_add(1, Ordering::AcqRel) + 1;
         self.stats.accepted.fetch_add(1, Ordering::Relaxed);
         let mut permit = ConnectionPermit {
-            gate: self.clone(),
+            admission: self.clone(),
             address: None,
             state: Arc::new(ConnectionState {
                 peer: Some(client),
@@ -430,7 +430,7 @@ impl ConnectionAdmission {
         }
     }
 
-    /// Yields the connections of `listener` that the gate lets in, each
+    /// Yields the connections of `listener` that this admission lets in, each
     /// [`Guarded`] to send `first` within the handshake timeout, until
     /// `shutdown`.
     pub fn incoming(
@@ -440,12 +440,12 @@ impl ConnectionAdmission {
         shutdown: CancellationToken,
     ) -> tokio_stream::wrappers::ReceiverStream<io::Result<Guarded<TcpStream>>> {
         let (sender, receiver) = tokio::sync::mpsc::channel(64);
-        let gate = self.clone();
+        let admission = self.clone();
         tokio::spawn(async move {
             loop {
                 let (stream, _, permit) = tokio::select! {
                     () = shutdown.cancelled() => return,
-                    accepted = gate.accept(&listener) => accepted,
+                    accepted = admission.accept(&listener) => accepted,
                 };
                 // Small replies must not wait for delayed ACKs.
                 let _ = stream.set_nodelay(true);
@@ -462,16 +462,16 @@ impl ConnectionAdmission {
 /// A connection's place, given back when the connection closes.
 #[derive(Debug)]
 pub struct ConnectionPermit {
-    gate: ConnectionAdmission,
+    admission: ConnectionAdmission,
     address: Option<IpAddr>,
     state: Arc<ConnectionState>,
 }
 
 impl Drop for ConnectionPermit {
     fn drop(&mut self) {
-        self.gate.stats.open.fetch_sub(1, Ordering::AcqRel);
+        self.admission.stats.open.fetch_sub(1, Ordering::AcqRel);
         if let Some(address) = &self.address {
-            self.gate.per_address.give_back(address);
+            self.admission.per_address.give_back(address);
         }
     }
 }
@@ -647,7 +647,7 @@ impl Opening {
 
 /// A connection that holds its place while open and fails its reads when
 /// its opening (see [`FirstBytes`]) does not arrive whole within the
-/// handshake timeout (`TimedOut`) or the gate closed it to make room
+/// handshake timeout (`TimedOut`) or connection admission closed it to make room
 /// (`ConnectionAborted`), which closes it.
 pub struct Guarded<S> {
     inner: S,
@@ -661,7 +661,7 @@ pub struct Guarded<S> {
 impl<S> Guarded<S> {
     /// Wraps `inner`, which must send `first` within the handshake timeout.
     pub fn new(inner: S, permit: ConnectionPermit, first: FirstBytes) -> Self {
-        let timeout = permit.gate.limits.handshake_timeout;
+        let timeout = permit.admission.limits.handshake_timeout;
         Self {
             inner,
             permit,
@@ -708,7 +708,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
                 // Bytes that keep coming (PINGs, one at a time) do not move the deadline.
                 if opened == Opened::Awaiting && !opening.settled() && deadline.is_elapsed() {
                     this.opening = None;
-                    this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    this.permit.admission.stats.timed_out.fetch_add(1, Ordering::Relaxed);
                     return Poll::Ready(Err(opening_timed_out()));
                 }
                 match opened {
@@ -727,7 +727,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Guarded<S> {
             Poll::Pending => {
                 if !opening.settled() && deadline.as_mut().poll(context).is_ready() {
                     this.opening = None;
-                    this.permit.gate.stats.timed_out.fetch_add(1, Ordering::Relaxed);
+                    this.permit.admission.stats.timed_out.fetch_add(1, Ordering::Relaxed);
                     return Poll::Ready(Err(opening_timed_out()));
                 }
                 Poll::Pending
@@ -779,7 +779,7 @@ fn opening_timed_out() -> io::Error {
 }
 
 /// A listener of HTTP connections for [`serve_http`]: plain TCP through
-/// the gate, or TLS after its handshake ([`crate::tls::TlsListener`]).
+/// connection admission, or TLS after its handshake ([`crate::tls::TlsListener`]).
 pub trait HttpListener: Send + 'static {
     /// A connection's stream.
     type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
@@ -793,29 +793,29 @@ pub trait HttpListener: Send + 'static {
 /// calls that need no key).
 #[derive(Debug, Clone)]
 pub struct HttpEntrance {
-    pub gate: ConnectionAdmission,
+    pub connections: ConnectionAdmission,
     pub browsers: Arc<roncho_gate::BrowserPolicy>,
     pub door: roncho_gate::Door,
 }
 
-/// Plain TCP connections let in by a gate.
-pub struct GatedListener {
+/// Plain TCP connections let in by connection admission.
+pub struct AdmittedListener {
     listener: TcpListener,
-    gate: ConnectionAdmission,
+    admission: ConnectionAdmission,
 }
 
-impl GatedListener {
-    /// Accepts on `listener` through `gate`.
-    pub fn new(listener: TcpListener, gate: ConnectionAdmission) -> Self {
-        Self { listener, gate }
+impl AdmittedListener {
+    /// Accepts on `listener` what `admission` lets in.
+    pub fn new(listener: TcpListener, admission: ConnectionAdmission) -> Self {
+        Self { listener, admission }
     }
 }
 
-impl HttpListener for GatedListener {
+impl HttpListener for AdmittedListener {
     type Stream = TcpStream;
 
     async fn accept(&mut self) -> Option<(Guarded<TcpStream>, SocketAddr)> {
-        let (stream, peer, permit) = self.gate.accept(&self.listener).await;
+        let (stream, peer, permit) = self.admission.accept(&self.listener).await;
         // Small replies must not wait for delayed ACKs.
         let _ = stream.set_nodelay(true);
         // Some byte within the handshake timeout (the protocol is told from
@@ -914,7 +914,7 @@ impl Drop for MarkWhenDone {
 mod tests {
     use super::*;
 
-    fn gate(max_open: usize, max_per_address: usize) -> ConnectionAdmission {
+    fn admission(max_open: usize, max_per_address: usize) -> ConnectionAdmission {
         ConnectionAdmission::new(ConnectionLimits {
             max_open,
             max_per_address,
@@ -924,57 +924,63 @@ mod tests {
 
     #[test]
     fn places_are_bounded_per_process_and_address_and_given_back() {
-        let gate = gate(3, 2);
+        let admission = admission(3, 2);
         let (a, b) = ("127.0.0.2:1".parse().unwrap(), "127.0.0.3:1".parse().unwrap());
         // Connections that sent a request are never closed for others.
         let established = |permit: ConnectionPermit| {
             Established(permit.state.clone()).mark();
             permit
         };
-        let first = established(gate.admit(a).unwrap());
-        let _second = established(gate.admit(a).unwrap());
-        assert!(gate.admit(a).is_none(), "the address is at its cap");
-        let _third = established(gate.admit(b).unwrap());
-        assert!(gate.admit(b).is_none(), "the process is at its cap");
-        assert_eq!(gate.stats().open(), 3);
+        let first = established(admission.admit(a).unwrap());
+        let _second = established(admission.admit(a).unwrap());
+        assert!(admission.admit(a).is_none(), "the address is at its cap");
+        let _third = established(admission.admit(b).unwrap());
+        assert!(admission.admit(b).is_none(), "the process is at its cap");
+        assert_eq!(admission.stats().open(), 3);
         drop(first);
-        assert!(gate.admit(b).is_some(), "a closed connection's place is back");
-        assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (1, 1));
+        assert!(admission.admit(b).is_some(), "a closed connection's place is back");
+        assert_eq!(
+            (admission.stats().refused_address(), admission.stats().refused_process()),
+            (1, 1)
+        );
     }
 
     #[test]
     fn at_a_cap_the_oldest_connection_without_a_request_makes_room() {
-        let gate = gate(3, 2);
+        let admission = admission(3, 2);
         let (flood, client) = ("127.0.0.2:1".parse().unwrap(), "127.0.0.3:1".parse().unwrap());
-        let oldest = gate.admit(flood).unwrap();
-        let newer = gate.admit(flood).unwrap();
+        let oldest = admission.admit(flood).unwrap();
+        let newer = admission.admit(flood).unwrap();
         // The address's cap: its own oldest silent connection goes.
-        let newest = gate.admit(flood).unwrap();
+        let newest = admission.admit(flood).unwrap();
         assert!(oldest.state.evicted.load(Ordering::Acquire));
         assert!(!newer.state.evicted.load(Ordering::Acquire));
         drop(oldest);
         // The process's cap: another client takes a silent one's place.
-        let _client = gate.admit(client).unwrap();
-        let _another = gate.admit(client).unwrap();
+        let _client = admission.admit(client).unwrap();
+        let _another = admission.admit(client).unwrap();
         assert!(newer.state.evicted.load(Ordering::Acquire));
         assert!(!newest.state.evicted.load(Ordering::Acquire));
-        assert_eq!(gate.stats().evicted(), 2);
-        assert_eq!((gate.stats().refused_address(), gate.stats().refused_process()), (0, 0));
+        assert_eq!(admission.stats().evicted(), 2);
+        assert_eq!(
+            (admission.stats().refused_address(), admission.stats().refused_process()),
+            (0, 0)
+        );
     }
 
     #[tokio::test(start_paused = true)]
     async fn at_a_cap_with_none_silent_an_idle_connection_makes_room_and_a_busy_one_does_not() {
         use roncho_gate::admission::Limits;
         let calls = Admission::new(Limits::default());
-        let gate = gate(2, 2).watching(calls.clone());
+        let admission = admission(2, 2).watching(calls.clone());
         let established = |permit: ConnectionPermit| {
             Established(permit.state.clone()).mark();
             permit
         };
         let (busy_peer, idle_peer): (SocketAddr, SocketAddr) =
             ("127.0.0.2:1".parse().unwrap(), "127.0.0.2:2".parse().unwrap());
-        let busy = established(gate.admit(busy_peer).unwrap());
-        let idle = established(gate.admit(idle_peer).unwrap());
+        let busy = established(admission.admit(busy_peer).unwrap());
+        let idle = established(admission.admit(idle_peer).unwrap());
         // The first connection has a request in flight; the second made one and went quiet.
         let call = calls
             .admit("/roncho.v1.RecallService/ListPeers", Some(busy_peer), None)
@@ -985,7 +991,7 @@ mod tests {
                 .unwrap(),
         );
         assert!(
-            gate.admit("127.0.0.3:1".parse().unwrap()).is_none(),
+            admission.admit("127.0.0.3:1".parse().unwrap()).is_none(),
             "a request a moment ago: its next may be on its way"
         );
         tokio::time::advance(Duration::from_secs(2)).await;
@@ -993,7 +999,7 @@ mod tests {
         let _watch = calls
             .admit("/grpc.health.v1.Health/Watch", Some(idle_peer), None)
             .unwrap();
-        let newcomer = gate.admit("127.0.0.3:1".parse().unwrap()).unwrap();
+        let newcomer = admission.admit("127.0.0.3:1".parse().unwrap()).unwrap();
         assert!(idle.state.evicted.load(Ordering::Acquire), "the idle one made room");
         assert!(
             !busy.state.evicted.load(Ordering::Acquire),
@@ -1012,9 +1018,9 @@ mod tests {
     async fn at_the_process_cap_the_address_holding_most_idle_connections_makes_room() {
         use roncho_gate::admission::Limits;
         let calls = Admission::new(Limits::default());
-        let gate = gate(4, 4).watching(calls.clone());
+        let admission = admission(4, 4).watching(calls.clone());
         let idle = |peer: &str| {
-            let permit = gate.admit(peer.parse().unwrap()).unwrap();
+            let permit = admission.admit(peer.parse().unwrap()).unwrap();
             Established(permit.state.clone()).mark();
             permit
         };
@@ -1086,7 +1092,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn an_opening_stopped_at_any_byte_is_closed_at_the_handshake_timeout() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let gate = ConnectionAdmission::new(ConnectionLimits {
+        let admission = ConnectionAdmission::new(ConnectionLimits {
             handshake_timeout: Duration::from_secs(5),
             ..ConnectionLimits::default()
         });
@@ -1100,7 +1106,7 @@ mod tests {
                     continue;
                 }
                 let (mut client, server) = tokio::io::duplex(256);
-                let mut guarded = Guarded::new(server, gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(), first);
+                let mut guarded = Guarded::new(server, admission.admit("127.0.0.2:1".parse().unwrap()).unwrap(), first);
                 client.write_all(&opening[..sent]).await.unwrap();
                 let mut buf = vec![0; 256];
                 let reading = tokio::time::timeout(Duration::from_secs(6), async {
@@ -1128,7 +1134,7 @@ mod tests {
         let (mut client, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
+            admission.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Any,
         );
         client.write_all(b"POST /v3/workspaces HT").await.unwrap();
@@ -1144,14 +1150,14 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn a_connection_silent_past_the_handshake_timeout_is_closed() {
         use tokio::io::{AsyncReadExt, AsyncWriteExt};
-        let gate = ConnectionAdmission::new(ConnectionLimits {
+        let admission = ConnectionAdmission::new(ConnectionLimits {
             handshake_timeout: Duration::from_secs(5),
             ..ConnectionLimits::default()
         });
         let (client, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
+            admission.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Any,
         );
         let mut buf = [0; 8];
@@ -1159,15 +1165,15 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(read.unwrap_err().kind(), io::ErrorKind::TimedOut);
-        assert_eq!(gate.stats().timed_out(), 1);
+        assert_eq!(admission.stats().timed_out(), 1);
         drop(guarded);
-        assert_eq!(gate.stats().open(), 0);
+        assert_eq!(admission.stats().open(), 0);
 
         // One that sends its first bytes in time is not bound afterwards.
         let (mut client2, server) = tokio::io::duplex(256);
         let mut guarded = Guarded::new(
             server,
-            gate.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
+            admission.admit("127.0.0.2:1".parse().unwrap()).unwrap(),
             FirstBytes::Http2Preface,
         );
         client2.write_all(&http2_opening()).await.unwrap();

@@ -663,8 +663,8 @@ pub async fn serve(
     };
     let address = listener.local_addr()?;
     tracing::info!(%address, "serving metrics at /metrics");
-    let header_timeout = entrance.gate.limits().header_timeout;
-    let listener = crate::connections::GatedListener::new(listener, entrance.gate);
+    let header_timeout = entrance.connections.limits().header_timeout;
+    let listener = crate::connections::AdmittedListener::new(listener, entrance.connections);
     let app = roncho_rest::open(router(metrics), entrance.door.clone());
     crate::connections::serve_http(
         listener,

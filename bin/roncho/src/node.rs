@@ -1,7 +1,8 @@
 //! A roncho process, started in named steps: [`serve`] reads as the list
-//! of them (open the store and search, bind, build the services, serve
-//! metrics, connect the queue, start the workers, serve the listeners,
-//! stop), each step one function below.
+//! of them (open the store and search, bind, build the gate, serve
+//! metrics, connect the queue, start the workers, build the domain
+//! services, serve the listeners, stop), each step one function below
+//! that takes what it needs and returns what it built.
 
 use std::sync::Arc;
 
@@ -12,9 +13,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, LlmConfig, LlmRole, RestListen, Role};
-use crate::server::Services;
+use crate::domain::{Domain, Parts};
+use crate::server::{Gate, Readiness, RestEdge, Services, Wires};
 use crate::telemetry::Telemetry;
-use crate::wiring::Runtime;
+use crate::wiring::{Queue, Runtime};
 
 /// How long giving work back and closing the queue and the store may take
 /// once the workers have stopped.
@@ -25,7 +27,7 @@ const CLOSE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 #[derive(Default)]
 pub struct Launch {
     /// Where the REST edge is served instead of `rest_listen`, if anywhere.
-    pub rest: Option<crate::server::RestEdge>,
+    pub rest: Option<RestEdge>,
     /// Stops the server as a signal would.
     pub stop: CancellationToken,
 }
@@ -34,7 +36,7 @@ impl Launch {
     /// Returns whether the server listens on no port (only the REST
     /// router, handed to this process).
     fn in_process(&self) -> bool {
-        matches!(self.rest, Some(crate::server::RestEdge::InProcess(_)))
+        matches!(self.rest, Some(RestEdge::InProcess(_)))
     }
 }
 
@@ -46,25 +48,23 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     tracing::info!(config = %config.redacted(), "starting roncho");
     let access = Access::load(&config)?;
     let runtime = open_store_and_search(&config).await?;
-    let listener = match launch.in_process() {
-        true => None,
-        false => Some(
-            tokio::net::TcpListener::bind(config.server.listen)
-                .await
-                .with_context(|| format!("binding {}", config.server.listen))?,
-        ),
-    };
     let shutdown = Shutdown::on_signal(launch.stop.clone());
-    let mut services = build_services(&config, access, &runtime, launch.rest)?;
-    serve_metrics(&config, &runtime, &mut services, &shutdown.token).await?;
-    let mut nudges: Vec<roncho_ingest::AfterWrite> = Vec::new();
-    let queue = connect_queue(&config, &runtime.store, &mut services, &mut nudges).await?;
-    let workers = start_workers(&config, &runtime, &mut services, &queue, &shutdown.token, &mut nudges)?;
-    if !nudges.is_empty() {
-        services.after_write = Some(Arc::new(move || nudges.iter().for_each(|nudge| nudge())));
-    }
-    serve_listeners(listener, services, &config, &shutdown.token).await?;
-    stop(workers, &queue, &runtime.store, &config, &shutdown).await;
+    let (listener, wires) = bind(&config, launch).await?;
+    let mut gate = build_gate(&config, access);
+    gate.metrics = serve_metrics(&config, &runtime, &gate, &shutdown.token).await?;
+    let queue = connect_queue(&config, &runtime.store).await?;
+    let workers = start_workers(&config, &runtime, gate.metrics.as_ref(), &queue.queue, &shutdown.token)?;
+    let parts = domain_parts(&config, &runtime, &queue, &workers)?;
+    let domain = Domain::build(&parts, gate.keys.clone(), &config.server.roles);
+    let readiness = readiness(&config, &queue);
+    let services = Services {
+        domain: parts,
+        gate,
+        wires,
+        readiness,
+    };
+    serve_listeners(listener, &domain, &services, &config, &shutdown.token).await?;
+    stop(workers, &queue.queue, &runtime.store, &config, &shutdown).await;
     tracing::info!("stopped");
     telemetry.shutdown().await;
     Ok(())
@@ -144,52 +144,103 @@ impl Access {
     }
 }
 
-/// The services of the listeners: keys, TLS, limits, the PDF reader and
-/// the dialectic, from the configuration.
-fn build_services(
-    config: &Config,
-    access: Access,
-    runtime: &Runtime,
-    rest: Option<crate::server::RestEdge>,
-) -> anyhow::Result<Services> {
-    let mut services = Services::store_only(runtime.store.clone());
-    services.keys = access.keys;
-    services.tls = access.tls;
-    services.health_listen = config.server.health_listen;
-    services.rest = match rest {
-        Some(rest) => Some(rest),
-        None => rest_listener(config.server.rest_listen)?.map(crate::server::RestEdge::Listener),
+/// Binds the gRPC listener (none when the server runs in process only)
+/// and the REST edge's, and returns them with the other wires.
+async fn bind(config: &Config, launch: Launch) -> anyhow::Result<(Option<tokio::net::TcpListener>, Wires)> {
+    let listener = match launch.in_process() {
+        true => None,
+        false => Some(
+            tokio::net::TcpListener::bind(config.server.listen)
+                .await
+                .with_context(|| format!("binding {}", config.server.listen))?,
+        ),
     };
-    services.allow_private_webhooks = config.webhooks.allow_private_addresses;
-    services.idempotency_window = config.store.idempotency_window;
-    services.reflection = config.server.grpc_reflection;
-    services.browsers = config.server.browsers();
-    services.pdf = Some(Arc::new(crate::pdf::SandboxedPdf::new(
-        std::env::current_exe().context("finding this binary for the PDF reader")?,
-        config.limits.pdf_memory_mb,
-        config.limits.pdf_timeout,
-        config.limits.pdf_concurrency,
-    )));
-    services.admission = roncho_gate::admission::Admission::new(config.limits.admission());
-    services.connections = crate::connections::ConnectionAdmission::new(config.limits.connections.within_descriptors())
-        .watching(services.admission.clone());
+    let rest = match launch.rest {
+        Some(rest) => Some(rest),
+        None => rest_listener(config.server.rest_listen)?.map(RestEdge::Listener),
+    };
+    let wires = Wires {
+        rest,
+        health_listen: config.server.health_listen,
+        reflection: config.server.grpc_reflection,
+    };
+    Ok((listener, wires))
+}
+
+/// The gate every call passes: keys, TLS, admission, connection
+/// admission, rates and browser rules, from the configuration.
+fn build_gate(config: &Config, access: Access) -> Gate {
+    let admission = roncho_gate::admission::Admission::new(config.limits.admission());
+    let connections = crate::connections::ConnectionAdmission::new(config.limits.connections.within_descriptors())
+        .watching(admission.clone());
     let derives_with_model = config
         .llm
         .as_ref()
         .is_some_and(|llm| llm.roles.contains_key(&LlmRole::Deriver));
-    services.rates = Arc::new(config.limits.rates(derives_with_model));
-    services.semantic = runtime.semantic.clone();
-    services.write_activity = runtime.write_activity.clone();
-    services.dialectic = Some(crate::wiring::dialectic(config, &services)?);
+    Gate {
+        keys: access.keys,
+        tls: access.tls,
+        admission,
+        connections,
+        rates: Arc::new(config.limits.rates(derives_with_model)),
+        browsers: config.server.browsers(),
+        metrics: None,
+    }
+}
+
+/// What the domain services are built on: the store and search, the
+/// queue, the workers to nudge after writes, the dialectic's and the
+/// deriver's models, and the PDF reader, from the configuration.
+fn domain_parts(config: &Config, runtime: &Runtime, queue: &Queue, workers: &Workers) -> anyhow::Result<Parts> {
+    let mut nudges = workers.nudges.clone();
+    if let Some(nats) = queue.nats.clone() {
+        // Tasks written with messages are published right after the write.
+        nudges.push(Arc::new(move || nats.kick()));
+    }
     // Which models derive and dream, wherever queue status and
     // ScheduleDream are answered (the REST edge answers them beside ingest).
     let model = |role| anyhow::Ok(crate::wiring::llm(config.llm.as_ref(), role)?.map(|llm| llm.model_id()));
-    services.dream_model = model(LlmRole::Dream)?;
-    services.derivation = roncho_deriver::Derivation {
-        observations: model(LlmRole::Deriver)?,
-        summaries: model(LlmRole::Summary)?,
+    Ok(Parts {
+        store: runtime.store.clone(),
+        semantic: runtime.semantic.clone(),
+        after_write: (!nudges.is_empty())
+            .then(|| Arc::new(move || nudges.iter().for_each(|nudge| nudge())) as roncho_ingest::AfterWrite),
+        write_activity: runtime.write_activity.clone(),
+        queue: Some(queue.queue.clone()),
+        derivation: roncho_deriver::Derivation {
+            observations: model(LlmRole::Deriver)?,
+            summaries: model(LlmRole::Summary)?,
+        },
+        dialectic: Some(crate::wiring::dialectic(config, &runtime.store, &runtime.semantic)?),
+        dream_model: model(LlmRole::Dream)?,
+        pdf: Some(Arc::new(crate::pdf::SandboxedPdf::new(
+            std::env::current_exe().context("finding this binary for the PDF reader")?,
+            config.limits.pdf_memory_mb,
+            config.limits.pdf_timeout,
+            config.limits.pdf_concurrency,
+        ))),
+        allow_private_webhooks: config.webhooks.allow_private_addresses,
+        idempotency_window: config.store.idempotency_window,
+    })
+}
+
+/// What readiness follows: a worker-only process over NATS is ready while
+/// NATS is; a process that also serves requests keeps serving them (writes
+/// wait in the outbox), so it stays ready.
+fn readiness(config: &Config, queue: &Queue) -> Readiness {
+    let roles = &config.server.roles;
+    let consumes = roles.iter().any(|role| matches!(role, Role::Deriver | Role::Dreamer));
+    let serves = roles
+        .iter()
+        .any(|role| matches!(role, Role::Ingest | Role::Recall | Role::Dialectic));
+    let dependencies = match &queue.nats {
+        Some(nats) if consumes && !serves => vec![crate::server::Dependency::nats(nats.clone())],
+        _ => Vec::new(),
     };
-    Ok(services)
+    Readiness {
+        dependencies,
+        ..Readiness::default()
+    }
 }
 
 /// Binds the REST edge's address. The default address gives way, with a
@@ -211,21 +262,21 @@ fn rest_listener(rest: Option<RestListen>) -> anyhow::Result<Option<Arc<std::net
     }
 }
 
-/// Serves Prometheus metrics at `metrics_listen`, when set.
+/// Serves Prometheus metrics at `metrics_listen`, when set, behind
+/// `gate`; returns where requests are counted.
 async fn serve_metrics(
     config: &Config,
     runtime: &Runtime,
-    services: &mut Services,
+    gate: &Gate,
     shutdown: &CancellationToken,
-) -> anyhow::Result<()> {
+) -> anyhow::Result<Option<Arc<crate::metrics::Metrics>>> {
     let Some(address) = config.telemetry.metrics_listen else {
-        return Ok(());
+        return Ok(None);
     };
     let metrics = Arc::new(crate::metrics::Metrics::new());
     crate::metrics::install(metrics.clone());
-    services.metrics = Some(metrics.clone());
-    metrics.watch_admission(services.admission.stats(), services.rates.clone());
-    metrics.watch_connections(services.connections.stats());
+    metrics.watch_admission(gate.admission.stats(), gate.rates.clone());
+    metrics.watch_connections(gate.connections.stats());
     if let Some(yielding) = runtime.reconciler.as_ref().and_then(|reconciler| reconciler.yielding()) {
         metrics.watch_yielding("reconciler", yielding);
     }
@@ -233,54 +284,35 @@ async fn serve_metrics(
         .await
         .with_context(|| format!("binding the metrics address {address}"))?;
     let ledger = roncho_store::SqlWorkQueue::new(runtime.store.clone());
-    let (store, stop, entrance) = (runtime.store.clone(), shutdown.clone(), services.http_entrance());
+    // The door observes the metrics server's own calls too.
+    let entrance = Gate {
+        metrics: Some(metrics.clone()),
+        ..gate.clone()
+    }
+    .http_entrance();
+    let (store, stop, served_metrics) = (runtime.store.clone(), shutdown.clone(), metrics.clone());
     tokio::spawn(async move {
         let refresh = std::time::Duration::from_secs(15);
-        let served = crate::metrics::serve(listener, entrance, metrics, store, Some(ledger), refresh, stop);
+        let served = crate::metrics::serve(listener, entrance, served_metrics, store, Some(ledger), refresh, stop);
         if let Err(error) = served.await {
             tracing::error!(%error, "the metrics server stopped");
         }
     });
-    Ok(())
+    Ok(Some(metrics))
 }
 
-/// Connects the configured work queue; over NATS, new tasks are published
-/// right after their write, and a worker-only process is ready while NATS is.
-async fn connect_queue(
-    config: &Config,
-    store: &Arc<SqlStore>,
-    services: &mut Services,
-    nudges: &mut Vec<roncho_ingest::AfterWrite>,
-) -> anyhow::Result<Arc<dyn WorkQueue>> {
-    let queue = crate::wiring::work_queue(config, store).await?;
-    if let Some(nats) = queue.nats.clone() {
-        // Tasks written with messages are published right after the write.
-        let kicked = nats.clone();
-        nudges.push(Arc::new(move || kicked.kick()));
-        // A worker without NATS has nothing to do; a process that also serves
-        // requests keeps serving them (writes wait in the outbox), so it stays ready.
-        let consumes = config
-            .server
-            .roles
-            .iter()
-            .any(|role| matches!(role, Role::Deriver | Role::Dreamer));
-        let serves = config
-            .server
-            .roles
-            .iter()
-            .any(|role| matches!(role, Role::Ingest | Role::Recall | Role::Dialectic));
-        if consumes && !serves {
-            services.dependencies.push(crate::server::Dependency::nats(nats));
-        }
-    }
-    services.queue = Some(queue.queue.clone());
-    Ok(queue.queue)
+/// Connects the configured work queue: NATS JetStream over the store's
+/// task ledger, or the SQL queue in the store itself.
+async fn connect_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
+    crate::wiring::work_queue(config, store).await
 }
 
 /// The background workers of a process; each finishes the unit or batch
 /// in hand after shutdown.
 struct Workers {
     running: JoinSet<()>,
+    /// What nudges each of them after a write.
+    nudges: Vec<roncho_ingest::AfterWrite>,
     /// The ids under which the queue workers claim units.
     ids: Vec<String>,
     /// Where they run: threads of their own, below the requests' priority.
@@ -352,35 +384,35 @@ fn lower_this_threads_priority() {
 }
 
 /// Starts the reconciler and text indexer, the dreamer and the deriver, as
-/// the roles ask; each is nudged after a write.
+/// the roles ask; returns them with what nudges each after a write.
 fn start_workers(
     config: &Config,
     runtime: &Runtime,
-    services: &mut Services,
+    metrics: Option<&Arc<crate::metrics::Metrics>>,
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
-    nudges: &mut Vec<roncho_ingest::AfterWrite>,
 ) -> anyhow::Result<Workers> {
     let mut workers = Workers {
         running: JoinSet::new(),
+        nudges: Vec::new(),
         ids: Vec::new(),
         background: Background::start()?,
     };
     if let Some(reconciler) = &runtime.reconciler {
         workers.spawn(reconciler.clone().run(shutdown.clone()));
         let nudged = reconciler.clone();
-        nudges.push(Arc::new(move || nudged.nudge()));
+        workers.nudges.push(Arc::new(move || nudged.nudge()));
     }
     if let Some(indexer) = &runtime.text_indexer {
         workers.spawn(indexer.clone().run(shutdown.clone()));
         let nudged = indexer.clone();
-        nudges.push(Arc::new(move || nudged.nudge()));
+        workers.nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.server.roles.contains(&Role::Dreamer) {
-        start_dreamer(config, runtime, queue, shutdown, &mut workers, nudges)?;
+        start_dreamer(config, runtime, queue, shutdown, &mut workers)?;
     }
     if config.server.roles.contains(&Role::Deriver) {
-        start_deriver(config, runtime, services, queue, shutdown, &mut workers, nudges)?;
+        start_deriver(config, runtime, metrics, queue, shutdown, &mut workers)?;
     }
     Ok(workers)
 }
@@ -402,7 +434,6 @@ fn start_dreamer(
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
     workers: &mut Workers,
-    nudges: &mut Vec<roncho_ingest::AfterWrite>,
 ) -> anyhow::Result<()> {
     let Some(llm) = crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? else {
         tracing::info!(
@@ -425,7 +456,7 @@ fn start_dreamer(
         worker_config,
     ));
     workers.spawn(worker.clone().run(shutdown.clone()));
-    nudges.push(Arc::new(move || worker.nudge()));
+    workers.nudges.push(Arc::new(move || worker.nudge()));
     Ok(())
 }
 
@@ -435,11 +466,10 @@ fn start_dreamer(
 fn start_deriver(
     config: &Config,
     runtime: &Runtime,
-    services: &Services,
+    metrics: Option<&Arc<crate::metrics::Metrics>>,
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
     workers: &mut Workers,
-    nudges: &mut Vec<roncho_ingest::AfterWrite>,
 ) -> anyhow::Result<()> {
     let limit = |role: LlmRole| LlmConfig::max_tokens(config.llm.as_ref(), role);
     // Beside the writes of this process, the deriver lets bursts pass first.
@@ -447,7 +477,7 @@ fn start_deriver(
         .write_activity
         .as_ref()
         .map(|activity| crate::wiring::yielding_to(activity, config));
-    if let (Some(metrics), Some(yielding)) = (&services.metrics, &yielding) {
+    if let (Some(metrics), Some(yielding)) = (metrics, &yielding) {
         metrics.watch_yielding("deriver", yielding.clone());
     }
     let worker_config = roncho_deriver::worker::WorkerConfig {
@@ -473,7 +503,7 @@ fn start_deriver(
         config.webhooks.lane,
     ));
     workers.spawn(lane.clone().run(shutdown.clone()));
-    nudges.push(Arc::new(move || lane.nudge()));
+    workers.nudges.push(Arc::new(move || lane.nudge()));
     // Erasures have a worker of their own: one neither waits for
     // derivation nor holds it up.
     let eraser_config = roncho_deriver::worker::WorkerConfig {
@@ -486,7 +516,7 @@ fn start_deriver(
             .claiming(&roncho_deriver::worker::ERASURES),
     );
     workers.spawn(eraser.clone().run(shutdown.clone()));
-    nudges.push(Arc::new(move || eraser.nudge()));
+    workers.nudges.push(Arc::new(move || eraser.nudge()));
     let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
         .claiming(&roncho_deriver::worker::DERIVATION)
         .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
@@ -527,7 +557,7 @@ fn start_deriver(
     }
     let worker = Arc::new(worker);
     workers.spawn(worker.clone().run(shutdown.clone()));
-    nudges.push(Arc::new(move || worker.nudge()));
+    workers.nudges.push(Arc::new(move || worker.nudge()));
     Ok(())
 }
 
@@ -535,11 +565,12 @@ fn start_deriver(
 /// finish within the grace period.
 async fn serve_listeners(
     listener: Option<tokio::net::TcpListener>,
-    services: Services,
+    domain: &Domain,
+    services: &Services,
     config: &Config,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let server = crate::server::run(listener, services, &config.server.roles, shutdown.clone());
+    let server = crate::server::serve(listener, domain, services, &config.server.roles, shutdown.clone());
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => result?,

@@ -185,16 +185,16 @@ fn server_config(files: &TlsFiles) -> anyhow::Result<Arc<ServerConfig>> {
     Ok(Arc::new(config))
 }
 
-/// A connection after its TLS handshake, holding its place in the gate.
+/// A connection after its TLS handshake, holding its place in the admission.
 pub type GuardedTls = Guarded<TlsStream<TcpStream>>;
 
-/// Accepts connections on `listener` that `gate` lets in and yields those
+/// Accepts connections on `listener` that `admission` lets in and yields those
 /// whose TLS handshake succeeded, each to send `first` within the
 /// handshake timeout after it, until `shutdown`.
 pub fn incoming(
     listener: TcpListener,
     tls: Arc<ReloadingTls>,
-    gate: ConnectionAdmission,
+    admission: ConnectionAdmission,
     first: FirstBytes,
     shutdown: CancellationToken,
 ) -> tokio_stream::wrappers::ReceiverStream<std::io::Result<GuardedTls>> {
@@ -205,7 +205,7 @@ pub fn incoming(
         loop {
             let (stream, peer, connection) = tokio::select! {
                 () = shutdown.cancelled() => return,
-                accepted = gate.accept(&listener) => accepted,
+                accepted = admission.accept(&listener) => accepted,
             };
             // Over either bound the connection is closed now: a flood of
             // silent connections must not keep the next client waiting.
@@ -241,17 +241,17 @@ pub struct TlsListener {
 }
 
 impl TlsListener {
-    /// Accepts on `listener` through `gate` with `tls` until `shutdown`.
+    /// Accepts on `listener` through `admission` with `tls` until `shutdown`.
     pub fn new(
         listener: TcpListener,
         tls: Arc<ReloadingTls>,
-        gate: ConnectionAdmission,
+        admission: ConnectionAdmission,
         shutdown: CancellationToken,
     ) -> std::io::Result<Self> {
         // Some byte within the handshake timeout after the TLS handshake; then
         // HTTP/1's header timeout, or HTTP/2's keep-alive, bounds the rest.
         Ok(Self {
-            incoming: incoming(listener, tls, gate, FirstBytes::Any, shutdown),
+            incoming: incoming(listener, tls, admission, FirstBytes::Any, shutdown),
         })
     }
 }

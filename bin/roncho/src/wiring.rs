@@ -357,9 +357,13 @@ pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<A
 
 /// Builds the dialectic with each level's configured model (levels without
 /// one answer extractively).
-pub fn dialectic(config: &Config, services: &crate::server::Services) -> anyhow::Result<roncho_dialectic::Dialectic> {
+pub fn dialectic(
+    config: &Config,
+    store: &Arc<SqlStore>,
+    semantic: &Option<roncho_search::Semantic>,
+) -> anyhow::Result<roncho_dialectic::Dialectic> {
     use roncho_dialectic::agent::Level;
-    let mut dialectic = roncho_dialectic::Dialectic::new(services.store.clone(), services.semantic.clone());
+    let mut dialectic = roncho_dialectic::Dialectic::new(store.clone(), semantic.clone());
     for ((level, role), timeout) in [
         (Level::Minimal, LlmRole::DialecticMinimal),
         (Level::Low, LlmRole::DialecticLow),

@@ -112,6 +112,11 @@ impl CallName {
         self.0.lock().expect("call name").0 = Some(name.into());
     }
 
+    /// Returns whether the handler named the call.
+    pub fn named(&self) -> bool {
+        self.0.lock().expect("call name").0.is_some()
+    }
+
     /// Says the call failed as `class`, whatever status its reply carries.
     pub fn failed(&self, class: StatusClass) {
         let mut note = self.0.lock().expect("call name");

@@ -267,12 +267,94 @@ pub fn http_router(path: &str, server: McpServer, stop: tokio_util::sync::Cancel
         Arc::new(NeverSessionManager::default()),
         config,
     );
-    axum::Router::new().route_service(path, service)
+    axum::Router::new()
+        .route_service(path, service)
+        .layer(axum::middleware::from_fn(count_protocol_errors))
+}
+
+/// The largest reply [`count_protocol_errors`] reads: a JSON-RPC error.
+const PROTOCOL_ERROR_BYTES: u64 = 64 * 1024;
+
+/// Counts a call rmcp answered with a JSON-RPC error before any handler
+/// named it (a method no server has, parameters that do not parse) as
+/// failed: its reply's status is 200 as a success's is.
+async fn count_protocol_errors(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let name = request.extensions().get::<CallName>().cloned();
+    let response = next.run(request).await;
+    let Some(name) = name.filter(|name| !name.named()) else {
+        return response;
+    };
+    let small = http_body::Body::size_hint(response.body())
+        .upper()
+        .is_some_and(|upper| upper <= PROTOCOL_ERROR_BYTES);
+    if !response.status().is_success() || !small {
+        return response;
+    }
+    let (parts, body) = response.into_parts();
+    let Ok(bytes) = axum::body::to_bytes(body, PROTOCOL_ERROR_BYTES as usize).await else {
+        return axum::response::Response::from_parts(parts, axum::body::Body::empty());
+    };
+    if let Some(class) = jsonrpc_error_class(&bytes) {
+        name.failed(class);
+    }
+    axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// The class of the JSON-RPC error(s) in `reply`, if it holds any: the
+/// server's own (internal, or the implementation-defined range) or the
+/// caller's (parse, request, method, parameters).
+fn jsonrpc_error_class(reply: &[u8]) -> Option<roncho_gate::StatusClass> {
+    let reply: serde_json::Value = serde_json::from_slice(reply).ok()?;
+    let replies = match &reply {
+        serde_json::Value::Array(replies) => replies.iter().collect(),
+        reply => vec![reply],
+    };
+    replies
+        .into_iter()
+        .filter_map(|reply| reply.get("error"))
+        .map(|error| match error.get("code").and_then(serde_json::Value::as_i64) {
+            Some(-32603 | -32099..=-32000) => roncho_gate::StatusClass::ServerError,
+            _ => roncho_gate::StatusClass::ClientError,
+        })
+        .max()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn json_rpc_errors_are_told_by_their_code() {
+        use roncho_gate::StatusClass;
+        let error = |code: i64| format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"m"}}}}"#);
+        assert_eq!(
+            jsonrpc_error_class(error(-32601).as_bytes()),
+            Some(StatusClass::ClientError)
+        );
+        assert_eq!(
+            jsonrpc_error_class(error(-32602).as_bytes()),
+            Some(StatusClass::ClientError)
+        );
+        assert_eq!(
+            jsonrpc_error_class(error(-32700).as_bytes()),
+            Some(StatusClass::ClientError)
+        );
+        assert_eq!(
+            jsonrpc_error_class(error(-32603).as_bytes()),
+            Some(StatusClass::ServerError)
+        );
+        assert_eq!(
+            jsonrpc_error_class(error(-32001).as_bytes()),
+            Some(StatusClass::ServerError)
+        );
+        let batch = format!(r#"[{{"jsonrpc":"2.0","id":1,"result":{{}}}},{}]"#, error(-32601));
+        assert_eq!(jsonrpc_error_class(batch.as_bytes()), Some(StatusClass::ClientError));
+        assert_eq!(jsonrpc_error_class(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None);
+        assert_eq!(jsonrpc_error_class(b"not json"), None);
+    }
 
     #[test]
     fn long_results_are_cut_and_say_so() {

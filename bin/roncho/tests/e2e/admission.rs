@@ -61,13 +61,11 @@ async fn start(limits: Limits, rates: RateLimiter) -> Server {
     let rates = Arc::new(rates);
     let metrics = Arc::new(roncho::metrics::Metrics::new());
     metrics.watch_admission(admission.stats(), rates.clone());
-    let services = roncho::server::Services {
-        dialectic: Some(dialectic),
-        admission,
-        rates,
-        metrics: Some(metrics.clone()),
-        ..roncho::server::Services::store_only(store)
-    };
+    let mut services = roncho::server::Services::store_only(store);
+    services.domain.dialectic = Some(dialectic);
+    services.gate.admission = admission;
+    services.gate.rates = rates;
+    services.gate.metrics = Some(metrics.clone());
     let support::Served {
         channel,
         address,

@@ -207,16 +207,14 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
     assert_eq!(berlin.source_ids, [moved[0].id.clone()]);
 
     // The dreamer service schedules; the worker dreams.
-    let services = roncho::server::Services {
-        queue: Some(queue.clone()),
-        dream_model: Some(llm.model_id()),
-        dialectic: Some(roncho_dialectic::Dialectic::new(dyn_store.clone(), None).with_model(
-            roncho_dialectic::agent::Level::Low,
-            llm.clone(),
-            1000,
-        )),
-        ..roncho::server::Services::store_only(dyn_store.clone())
-    };
+    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    services.domain.queue = Some(queue.clone());
+    services.domain.dream_model = Some(llm.model_id());
+    services.domain.dialectic = Some(roncho_dialectic::Dialectic::new(dyn_store.clone(), None).with_model(
+        roncho_dialectic::agent::Level::Low,
+        llm.clone(),
+        1000,
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();

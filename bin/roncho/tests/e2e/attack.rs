@@ -223,13 +223,11 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
     let admission = Admission::new(limits);
     let gate = ConnectionAdmission::new(connections).watching(admission.clone());
-    let services = roncho::server::Services {
-        rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
-        keys: Some(keys.clone()),
-        admission: admission.clone(),
-        connections: gate.clone(),
-        ..roncho::server::Services::store_only(store)
-    };
+    let mut services = roncho::server::Services::store_only(store);
+    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+    services.gate.keys = Some(keys.clone());
+    services.gate.admission = admission.clone();
+    services.gate.connections = gate.clone();
     let served = support::serve(services, &Role::ALL).await;
     Guarded {
         served,

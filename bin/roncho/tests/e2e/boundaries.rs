@@ -32,13 +32,11 @@ impl Server {
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = rest.local_addr().unwrap();
         let keys = keys.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
-        let services = roncho::server::Services {
-            rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
-            keys: keys.clone(),
-            metrics: Some(Arc::new(roncho::metrics::Metrics::new())),
-            browsers,
-            ..roncho::server::Services::store_only(store.clone())
-        };
+        let mut services = roncho::server::Services::store_only(store.clone());
+        services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+        services.gate.keys = keys.clone();
+        services.gate.metrics = Some(Arc::new(roncho::metrics::Metrics::new()));
+        services.gate.browsers = browsers;
         let served = support::serve(services, &Role::ALL).await;
         Self {
             rest: address,

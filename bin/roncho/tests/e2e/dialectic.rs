@@ -141,10 +141,8 @@ async fn start(configure: impl FnOnce(roncho_dialectic::Dialectic) -> roncho_dia
         .map(|c| c.id)
         .collect();
     let dyn_store = store.clone();
-    let services = roncho::server::Services {
-        dialectic: Some(configure(roncho_dialectic::Dialectic::new(dyn_store.clone(), None))),
-        ..roncho::server::Services::store_only(dyn_store)
-    };
+    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    services.domain.dialectic = Some(configure(roncho_dialectic::Dialectic::new(dyn_store.clone(), None)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();

@@ -77,10 +77,8 @@ async fn erase_and_look_everywhere(
             ..ReconcilerConfig::default()
         },
     );
-    let services = Services {
-        semantic: Some(roncho_search::Semantic::new(embedder.clone(), vectors.clone())),
-        ..Services::store_only(dyn_store.clone())
-    };
+    let mut services = Services::store_only(dyn_store.clone());
+    services.domain.semantic = Some(roncho_search::Semantic::new(embedder.clone(), vectors.clone()));
     let served = support::serve(services, &Role::ALL).await;
     let mut ingest = IngestServiceClient::new(served.channel.clone());
     let mut recall = RecallServiceClient::new(served.channel.clone());

@@ -37,10 +37,8 @@ async fn start(roles: &[Role]) -> Server {
     let roles = roles.to_vec();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
-        let services = roncho::server::Services {
-            queue: Some(Arc::new(roncho_store::SqlWorkQueue::new(served.clone()))),
-            ..roncho::server::Services::store_only(served)
-        };
+        let mut services = roncho::server::Services::store_only(served.clone());
+        services.domain.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(served.clone())));
         roncho::server::run(Some(listener), services, &roles, token).await
     });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))

@@ -30,11 +30,9 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let dyn_store = store.clone();
     let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let rest_address = rest.local_addr().unwrap();
-    let services = roncho::server::Services {
-        metrics: Some(metrics.clone()),
-        rest: Some(roncho::server::RestEdge::Listener(Arc::new(rest))),
-        ..roncho::server::Services::store_only(dyn_store.clone())
-    };
+    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    services.gate.metrics = Some(metrics.clone());
+    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -122,30 +120,36 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         assert_eq!(refused.status().as_u16(), 403, "{path}");
     }
     // MCP over HTTP: a tool call, whose REST calls in process are its own.
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+    let mcp = |call: Value| {
+        let request = http
+            .post(format!("{rest_url}/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(call.to_string());
+        async move {
+            let reply = request.send().await.unwrap();
+            (reply.status().as_u16(), reply.text().await.unwrap())
+        }
+    };
+    let (status, reply) = mcp(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "add_messages_to_session",
         "arguments": {"workspace_id": "w", "session_id": "s-mcp",
-                      "messages": [{"peer_id": "alice", "content": "I moved to Lisbon."}]}}});
-    let reply = http
-        .post(format!("{rest_url}/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(call.to_string())
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(reply.status().as_u16(), 200);
-    let reply = reply.text().await.unwrap();
+                      "messages": [{"peer_id": "alice", "content": "I moved to Lisbon."}]}}}))
+    .await;
+    assert_eq!(status, 200);
     assert!(reply.contains("Messages added to session successfully"), "{reply}");
-    let made_up_tool = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "drop_every_table_42", "arguments": {}}});
-    http.post(format!("{rest_url}/mcp"))
-        .header("content-type", "application/json")
-        .header("accept", "application/json, text/event-stream")
-        .body(made_up_tool.to_string())
-        .send()
-        .await
-        .unwrap();
+    mcp(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "drop_every_table_42", "arguments": {}}}))
+    .await;
+    // JSON-RPC errors before any tool runs, answered 200 as successes are:
+    // a method no server has, a tool call without its name.
+    for call in [
+        json!({"jsonrpc": "2.0", "id": 3, "method": "resources/erase_everything", "params": {}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}),
+    ] {
+        let (status, reply) = mcp(call.clone()).await;
+        assert!(status == 200 && reply.contains("\"error\""), "{call}: {status} {reply}");
+    }
 
     // An LLM call through the metered wrapper.
     let app = axum::Router::new().route(
@@ -177,7 +181,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let metrics_address = metrics_listener.local_addr().unwrap();
     tokio::spawn(roncho::metrics::serve(
         metrics_listener,
-        roncho::server::Services::store_only(store.clone()).http_entrance(),
+        roncho::server::Services::store_only(store.clone()).gate.http_entrance(),
         metrics.clone(),
         dyn_store,
         Some(roncho_store::SqlWorkQueue::new(store.clone())),
@@ -236,7 +240,8 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             "wire=\"rest\",route=\"/v3/workspaces/list\",status=\"client_error\"",
             1.0,
         ),
-        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 1.0),
+        // The page refused by the browser rules and the two JSON-RPC errors.
+        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 3.0),
         ("wire=\"rest\",route=\"unknown\",status=\"client_error\"", 3.0),
     ] {
         assert_eq!(

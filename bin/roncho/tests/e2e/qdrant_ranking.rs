@@ -64,10 +64,8 @@ impl Setup {
             ReconcilerConfig::default(),
         );
         let dyn_store = store.clone();
-        let services = Services {
-            semantic: Some(roncho_search::Semantic::new(embedder.clone(), qdrant.clone())),
-            ..Services::store_only(dyn_store)
-        };
+        let mut services = Services::store_only(dyn_store);
+        services.domain.semantic = Some(roncho_search::Semantic::new(embedder.clone(), qdrant.clone()));
         let served = support::serve(services, &Role::ALL).await;
         Some(Self {
             database,
@@ -396,20 +394,18 @@ async fn a_querys_words_go_to_qdrant_while_it_is_embedded() {
     setup.reconciler.pass().await.unwrap();
 
     let words_sent = Arc::new(Notify::new());
-    let services = Services {
-        semantic: Some(roncho_search::Semantic::new(
-            Arc::new(AfterTheWords {
-                inner: roncho_embed::hashing::TestHashingEmbedder::new(64),
-                words_sent: words_sent.clone(),
-            }),
-            Arc::new(WordsTold {
-                qdrant: setup.qdrant.clone(),
-                store: setup.store.clone(),
-                words_sent,
-            }),
-        )),
-        ..Services::store_only(setup.store.clone())
-    };
+    let mut services = Services::store_only(setup.store.clone());
+    services.domain.semantic = Some(roncho_search::Semantic::new(
+        Arc::new(AfterTheWords {
+            inner: roncho_embed::hashing::TestHashingEmbedder::new(64),
+            words_sent: words_sent.clone(),
+        }),
+        Arc::new(WordsTold {
+            qdrant: setup.qdrant.clone(),
+            store: setup.store.clone(),
+            words_sent,
+        }),
+    ));
     let served = support::serve(services, &Role::ALL).await;
     let found = tokio::time::timeout(Duration::from_secs(30), search(&served.channel, "kitten", 5))
         .await

@@ -50,10 +50,8 @@ async fn serve(
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
     let token = shutdown.clone();
-    let services = roncho::server::Services {
-        readiness_interval: Duration::from_millis(200),
-        ..services
-    };
+    let mut services = services;
+    services.readiness.interval = Duration::from_millis(200);
     let server = tokio::spawn(async move { roncho::server::run(Some(listener), services, &[role], token).await });
     let channel = tonic::transport::Endpoint::from_shared(format!("http://{address}"))
         .unwrap()
@@ -173,10 +171,8 @@ async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
     )
     .await
     .unwrap();
-    let services = roncho::server::Services {
-        dependencies: vec![roncho::server::Dependency::nats(queue.clone())],
-        ..roncho::server::Services::store_only(store.clone())
-    };
+    let mut services = roncho::server::Services::store_only(store.clone());
+    services.readiness.dependencies = vec![roncho::server::Dependency::nats(queue.clone())];
     let (mut health, shutdown, server) = serve(services, roncho::config::Role::Deriver).await;
     assert_eq!(status(&mut health, "readiness").await, ServingStatus::Serving as i32);
 

@@ -68,12 +68,10 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
-    let services = roncho::server::Services {
-        queue: Some(queue.clone()),
-        // The receivers listen on loopback.
-        allow_private_webhooks: true,
-        ..roncho::server::Services::store_only(store.clone())
-    };
+    let mut services = roncho::server::Services::store_only(store.clone());
+    services.domain.queue = Some(queue.clone());
+    // The receivers listen on loopback.
+    services.domain.allow_private_webhooks = true;
     let served = support::serve(services, &Role::ALL).await;
     let config = WorkerConfig {
         retry_after: Duration::from_millis(50),

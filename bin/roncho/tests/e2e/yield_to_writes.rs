@@ -50,15 +50,13 @@ async fn the_reconciler_and_deriver_beside_ingest_wait_for_a_burst_then_catch_up
         },
     ));
     let (nudged, derives) = (reconciler.clone(), deriver.clone());
-    let services = roncho::server::Services {
-        semantic: runtime.semantic.clone(),
-        write_activity: Some(activity),
-        after_write: Some(Arc::new(move || {
-            nudged.nudge();
-            derives.nudge();
-        })),
-        ..roncho::server::Services::store_only(store.clone())
-    };
+    let mut services = roncho::server::Services::store_only(store.clone());
+    services.domain.semantic = runtime.semantic.clone();
+    services.domain.write_activity = Some(activity);
+    services.domain.after_write = Some(Arc::new(move || {
+        nudged.nudge();
+        derives.nudge();
+    }));
     let served = support::serve(services, &[Role::Ingest]).await;
     tokio::spawn(reconciler.clone().run(served.shutdown.clone()));
     tokio::spawn(deriver.clone().run(served.shutdown.clone()));

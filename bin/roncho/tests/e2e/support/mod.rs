@@ -152,10 +152,8 @@ pub async fn serve_semantic(
         vectors.clone(),
         roncho_reconciler::ReconcilerConfig::default(),
     );
-    let services = roncho::server::Services {
-        semantic: Some(roncho_search::Semantic::new(embedder, vectors)),
-        ..roncho::server::Services::store_only(store)
-    };
+    let mut services = roncho::server::Services::store_only(store);
+    services.domain.semantic = Some(roncho_search::Semantic::new(embedder, vectors));
     (serve(services, &Role::ALL).await, reconciler)
 }
 
