@@ -36,7 +36,7 @@ type Slot = Arc<Mutex<Option<Arc<RwLock<Namespace>>>>>;
 /// Loaded namespaces by name.
 type NamespaceCache = HashMap<String, Slot>;
 
-/// A workspace's full-text index and the gate its catch-up reads pass one at a time.
+/// A workspace's full-text index and the lock its catch-up reads take one at a time.
 #[derive(Debug, Default)]
 struct TextEntry {
     catch_up: Mutex<()>,
@@ -496,7 +496,7 @@ impl VectorStore for SqlVectorStore {
         if let Some(text) = self.if_text_indexed(namespace).await {
             // After any catch-up under way: one that read these rows before
             // they were deleted must not add them back after their removal.
-            let _gate = text.catch_up.lock().await;
+            let _catching_up = text.catch_up.lock().await;
             let mut index = text.index.write().map_err(poisoned)?;
             ids.iter().for_each(|id| index.remove(id));
         }

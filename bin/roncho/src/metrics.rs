@@ -1,5 +1,6 @@
 //! Prometheus metrics of a process, served at `GET /metrics` on
-//! `metrics_listen`: request latency and outcome by RPC, work queue depth
+//! `metrics_listen` (and on the REST port): request latency and outcome by
+//! wire, route and status class (and, as before, by gRPC method), work queue depth
 //! and age by task type, vector sync state, and LLM calls, tokens and
 //! errors by model.
 
@@ -91,7 +92,7 @@ struct Admission {
     seen: std::sync::Mutex<(u64, u64, u64, Vec<u64>, u64)>,
 }
 
-/// The connection gate's counters, read at each scrape.
+/// Connection admission's counters, read at each scrape.
 struct Connections {
     stats: Arc<crate::connections::ConnectionStats>,
     /// What was already added: refused (process, address), timed out, evicted.
@@ -139,7 +140,7 @@ pub struct Metrics {
     connections_timed_out: Counter,
     connections_evicted: Counter,
     connections: OnceLock<Connections>,
-    background_yielded: Family<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>,
+    background_yielded: Family<RoleLabel, Counter<f64, std::sync::atomic::AtomicU64>>,
     yielding: std::sync::Mutex<Vec<(&'static str, Arc<roncho_worker::yielding::YieldToWrites>)>>,
 }
 
@@ -354,7 +355,7 @@ impl Metrics {
             "connections that had sent no request, closed to make room for a new one at a connection limit",
             connections_evicted.clone(),
         );
-        let background_yielded = Family::<RoleLabel, Gauge<f64, std::sync::atomic::AtomicU64>>::default();
+        let background_yielded = Family::<RoleLabel, Counter<f64, std::sync::atomic::AtomicU64>>::default();
         registrar.add("background_yielded_seconds",
             "time background work (reconciler, deriver) waited for this process's write bursts to pause, in all (background_yield_ms)",
             background_yielded.clone(),
@@ -423,7 +424,7 @@ impl Metrics {
         });
     }
 
-    /// Reports the connection gate's counters from now on.
+    /// Reports connection admission's counters from now on.
     pub fn watch_connections(&self, stats: Arc<crate::connections::ConnectionStats>) {
         let _ = self.connections.set(Connections {
             stats,
@@ -518,9 +519,15 @@ impl Metrics {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .iter()
         {
-            self.background_yielded
-                .get_or_create(&RoleLabel { role: (*role).into() })
-                .set(yielding.total().as_secs_f64());
+            // A total that only grows: counted on by what it grew since
+            // the last scrape (scrapes take turns under the lock above).
+            let counted = self
+                .background_yielded
+                .get_or_create(&RoleLabel { role: (*role).into() });
+            let grown = yielding.total().as_secs_f64() - counted.get();
+            if grown > 0.0 {
+                counted.inc_by(grown);
+            }
         }
         let mut text = String::new();
         // Writing into a String cannot fail.
@@ -617,8 +624,23 @@ impl Metrics {
     }
 }
 
+/// Lets only an admin key's calls through (after the door has let the
+/// caller in): 403 in Honcho's shape otherwise.
+pub async fn admins_only(request: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let admin = request
+        .extensions()
+        .get::<roncho_core::Caller>()
+        .is_some_and(roncho_core::Caller::is_admin);
+    if !admin {
+        let detail = serde_json::json!({"detail": "the metrics name every workspace: they need an admin key"});
+        return (http::StatusCode::FORBIDDEN, axum::Json(detail)).into_response();
+    }
+    next.run(request).await
+}
+
 /// `GET /metrics`, on the metrics address and on the REST edge's port (as
-/// Honcho serves it on its API port).
+/// Honcho serves it on its API port; there, with keys, to admin keys only).
 pub fn router(metrics: Arc<Metrics>) -> axum::Router {
     axum::Router::new().route(
         "/metrics",

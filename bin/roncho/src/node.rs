@@ -14,9 +14,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::config::{Config, LlmConfig, LlmRole, RestListen, Role};
 use crate::domain::{Domain, Parts};
-use crate::server::{Gate, Readiness, RestEdge, Services, Wires};
+use crate::server::{Gate, Listeners, Readiness, RestEdge, Serving};
 use crate::telemetry::Telemetry;
-use crate::wiring::{Queue, Runtime};
+use crate::wiring::{Models, Queue, Runtime};
 
 /// How long giving work back and closing the queue and the store may take
 /// once the workers have stopped.
@@ -47,27 +47,28 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     let telemetry = Telemetry::init(&config, true)?;
     tracing::info!(config = %config.redacted(), "starting roncho");
     let access = Access::load(&config)?;
+    let models = Models::build(config.llm.as_ref())?;
     let runtime = open_store_and_search(&config).await?;
     let shutdown = Shutdown::on_signal(launch.stop.clone());
-    let (listener, wires) = bind(&config, launch).await?;
-    let mut gate = build_gate(&config, access);
-    gate.metrics = serve_metrics(&config, &runtime, &gate, &shutdown.token).await?;
-    let queue = connect_queue(&config, &runtime.store).await?;
-    let workers = start_workers(&config, &runtime, gate.metrics.as_ref(), &queue.queue, &shutdown.token)?;
-    let parts = domain_parts(&config, &runtime, &queue, &workers)?;
+    let (grpc, listeners) = bind(&config, launch).await?;
+    let gate = build_gate(&config, access);
+    let gate = serve_metrics(&config, &runtime, gate, &shutdown.token).await?;
+    let queue = connect_queue(&config, &runtime.store, &models).await?;
+    let workers = start_workers(&config, &runtime, &models, &gate, &queue.queue, &shutdown.token)?;
+    let parts = domain_parts(&config, &runtime, &models, &queue, &workers)?;
     let domain = Domain::build(&parts, gate.keys.clone(), &config.server.roles);
-    let readiness = readiness(&config, &queue);
-    let services = Services {
+    let serving = Serving {
         domain: parts,
         gate,
-        wires,
-        readiness,
+        listeners,
+        readiness: readiness(&config, &queue),
     };
-    serve_listeners(listener, &domain, &services, &config, &shutdown.token).await?;
+    // The workers stop and give their work back however serving ended.
+    let served = serve_listeners(grpc, &domain, &serving, &config, &shutdown.token).await;
     stop(workers, &queue.queue, &runtime.store, &config, &shutdown).await;
     tracing::info!("stopped");
     telemetry.shutdown().await;
-    Ok(())
+    served
 }
 
 /// Opens the store (migrated) with the embedder, vector store and
@@ -144,9 +145,10 @@ impl Access {
     }
 }
 
-/// Binds the gRPC listener (none when the server runs in process only)
-/// and the REST edge's, and returns them with the other wires.
-async fn bind(config: &Config, launch: Launch) -> anyhow::Result<(Option<tokio::net::TcpListener>, Wires)> {
+/// Binds the gRPC listener (none when the server runs in process only),
+/// the REST edge's and the health checks', and returns them: an address
+/// that is taken stops start-up before anything runs.
+async fn bind(config: &Config, launch: Launch) -> anyhow::Result<(Option<tokio::net::TcpListener>, Listeners)> {
     let listener = match launch.in_process() {
         true => None,
         false => Some(
@@ -159,12 +161,20 @@ async fn bind(config: &Config, launch: Launch) -> anyhow::Result<(Option<tokio::
         Some(rest) => Some(rest),
         None => rest_listener(config.server.rest_listen)?.map(RestEdge::Listener),
     };
-    let wires = Wires {
+    let health = config
+        .server
+        .health_listen
+        .map(|address| {
+            std::net::TcpListener::bind(address).with_context(|| format!("binding the health address {address}"))
+        })
+        .transpose()?
+        .map(Arc::new);
+    let listeners = Listeners {
         rest,
-        health_listen: config.server.health_listen,
+        health,
         reflection: config.server.grpc_reflection,
     };
-    Ok((listener, wires))
+    Ok((listener, listeners))
 }
 
 /// The gate every call passes: keys, TLS, admission, connection
@@ -191,15 +201,35 @@ fn build_gate(config: &Config, access: Access) -> Gate {
 /// What the domain services are built on: the store and search, the
 /// queue, the workers to nudge after writes, the dialectic's and the
 /// deriver's models, and the PDF reader, from the configuration.
-fn domain_parts(config: &Config, runtime: &Runtime, queue: &Queue, workers: &Workers) -> anyhow::Result<Parts> {
+fn domain_parts(
+    config: &Config,
+    runtime: &Runtime,
+    models: &Models,
+    queue: &Queue,
+    workers: &Workers,
+) -> anyhow::Result<Parts> {
     let mut nudges = workers.nudges.clone();
     if let Some(nats) = queue.nats.clone() {
         // Tasks written with messages are published right after the write.
         nudges.push(Arc::new(move || nats.kick()));
     }
+    let roles = &config.server.roles;
+    // Uploads are read where ingest runs, and questions answered where the
+    // dialectic does.
+    let pdf = match roles.contains(&Role::Ingest) {
+        true => Some(Arc::new(crate::pdf::SandboxedPdf::new(
+            std::env::current_exe().context("finding this binary for the PDF reader")?,
+            config.limits.pdf_memory_mb,
+            config.limits.pdf_timeout,
+            config.limits.pdf_concurrency,
+        )) as Arc<dyn roncho_core::files::PdfReader>),
+        false => None,
+    };
+    let dialectic = roles
+        .contains(&Role::Dialectic)
+        .then(|| crate::wiring::dialectic(config, &runtime.store, &runtime.semantic, models));
     // Which models derive and dream, wherever queue status and
     // ScheduleDream are answered (the REST edge answers them beside ingest).
-    let model = |role| anyhow::Ok(crate::wiring::llm(config.llm.as_ref(), role)?.map(|llm| llm.model_id()));
     Ok(Parts {
         store: runtime.store.clone(),
         semantic: runtime.semantic.clone(),
@@ -208,17 +238,12 @@ fn domain_parts(config: &Config, runtime: &Runtime, queue: &Queue, workers: &Wor
         write_activity: runtime.write_activity.clone(),
         queue: Some(queue.queue.clone()),
         derivation: roncho_deriver::Derivation {
-            observations: model(LlmRole::Deriver)?,
-            summaries: model(LlmRole::Summary)?,
+            observations: models.model_id(LlmRole::Deriver),
+            summaries: models.model_id(LlmRole::Summary),
         },
-        dialectic: Some(crate::wiring::dialectic(config, &runtime.store, &runtime.semantic)?),
-        dream_model: model(LlmRole::Dream)?,
-        pdf: Some(Arc::new(crate::pdf::SandboxedPdf::new(
-            std::env::current_exe().context("finding this binary for the PDF reader")?,
-            config.limits.pdf_memory_mb,
-            config.limits.pdf_timeout,
-            config.limits.pdf_concurrency,
-        ))),
+        dialectic,
+        dream_model: models.model_id(LlmRole::Dream),
+        pdf,
         allow_private_webhooks: config.webhooks.allow_private_addresses,
         idempotency_window: config.store.idempotency_window,
     })
@@ -263,15 +288,15 @@ fn rest_listener(rest: Option<RestListen>) -> anyhow::Result<Option<Arc<std::net
 }
 
 /// Serves Prometheus metrics at `metrics_listen`, when set, behind
-/// `gate`; returns where requests are counted.
+/// `gate`; returns the gate counting every call there.
 async fn serve_metrics(
     config: &Config,
     runtime: &Runtime,
-    gate: &Gate,
+    gate: Gate,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Option<Arc<crate::metrics::Metrics>>> {
+) -> anyhow::Result<Gate> {
     let Some(address) = config.telemetry.metrics_listen else {
-        return Ok(None);
+        return Ok(gate);
     };
     let metrics = Arc::new(crate::metrics::Metrics::new());
     crate::metrics::install(metrics.clone());
@@ -285,12 +310,12 @@ async fn serve_metrics(
         .with_context(|| format!("binding the metrics address {address}"))?;
     let ledger = roncho_store::SqlWorkQueue::new(runtime.store.clone());
     // The door observes the metrics server's own calls too.
-    let entrance = Gate {
+    let gate = Gate {
         metrics: Some(metrics.clone()),
-        ..gate.clone()
-    }
-    .http_entrance();
-    let (store, stop, served_metrics) = (runtime.store.clone(), shutdown.clone(), metrics.clone());
+        ..gate
+    };
+    let entrance = gate.http_entrance();
+    let (store, stop, served_metrics) = (runtime.store.clone(), shutdown.clone(), metrics);
     tokio::spawn(async move {
         let refresh = std::time::Duration::from_secs(15);
         let served = crate::metrics::serve(listener, entrance, served_metrics, store, Some(ledger), refresh, stop);
@@ -298,13 +323,13 @@ async fn serve_metrics(
             tracing::error!(%error, "the metrics server stopped");
         }
     });
-    Ok(Some(metrics))
+    Ok(gate)
 }
 
 /// Connects the configured work queue: NATS JetStream over the store's
 /// task ledger, or the SQL queue in the store itself.
-async fn connect_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
-    crate::wiring::work_queue(config, store).await
+async fn connect_queue(config: &Config, store: &Arc<SqlStore>, models: &Models) -> anyhow::Result<Queue> {
+    crate::wiring::work_queue(config, store, models).await
 }
 
 /// The background workers of a process; each finishes the unit or batch
@@ -388,7 +413,8 @@ fn lower_this_threads_priority() {
 fn start_workers(
     config: &Config,
     runtime: &Runtime,
-    metrics: Option<&Arc<crate::metrics::Metrics>>,
+    models: &Models,
+    gate: &Gate,
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<Workers> {
@@ -409,10 +435,18 @@ fn start_workers(
         workers.nudges.push(Arc::new(move || nudged.nudge()));
     }
     if config.server.roles.contains(&Role::Dreamer) {
-        start_dreamer(config, runtime, queue, shutdown, &mut workers)?;
+        start_dreamer(config, runtime, models, queue, shutdown, &mut workers);
     }
     if config.server.roles.contains(&Role::Deriver) {
-        start_deriver(config, runtime, metrics, queue, shutdown, &mut workers)?;
+        start_deriver(
+            config,
+            runtime,
+            models,
+            gate.metrics.as_ref(),
+            queue,
+            shutdown,
+            &mut workers,
+        )?;
     }
     Ok(workers)
 }
@@ -431,15 +465,16 @@ fn worker_config(config: &Config) -> roncho_deriver::worker::WorkerConfig {
 fn start_dreamer(
     config: &Config,
     runtime: &Runtime,
+    models: &Models,
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
     workers: &mut Workers,
-) -> anyhow::Result<()> {
-    let Some(llm) = crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)? else {
+) {
+    let Some(llm) = models.get(LlmRole::Dream) else {
         tracing::info!(
             "dreamer: no dream model configured (dream_model or llm_model); ScheduleDream answers FAILED_PRECONDITION"
         );
-        return Ok(());
+        return;
     };
     tracing::info!(model = %llm.model_id(), "dreamer worker");
     let worker_config = roncho_deriver::worker::WorkerConfig {
@@ -457,7 +492,6 @@ fn start_dreamer(
     ));
     workers.spawn(worker.clone().run(shutdown.clone()));
     workers.nudges.push(Arc::new(move || worker.nudge()));
-    Ok(())
 }
 
 /// The derivation worker: observations and summaries (by model or
@@ -466,6 +500,7 @@ fn start_dreamer(
 fn start_deriver(
     config: &Config,
     runtime: &Runtime,
+    models: &Models,
     metrics: Option<&Arc<crate::metrics::Metrics>>,
     queue: &Arc<dyn WorkQueue>,
     shutdown: &CancellationToken,
@@ -520,8 +555,8 @@ fn start_deriver(
     let mut worker = roncho_deriver::worker::Worker::new(runtime.store.clone(), queue.clone(), worker_config)
         .claiming(&roncho_deriver::worker::DERIVATION)
         .with_max_tokens(limit(LlmRole::Deriver), limit(LlmRole::Summary));
-    let deriver = crate::wiring::llm(config.llm.as_ref(), LlmRole::Deriver)?;
-    let summarizer = crate::wiring::llm(config.llm.as_ref(), LlmRole::Summary)?;
+    let deriver = models.get(LlmRole::Deriver);
+    let summarizer = models.get(LlmRole::Summary);
     let model_or_extractive = |llm: &Option<Arc<dyn roncho_llm::Llm>>| {
         llm.as_ref()
             .map_or_else(|| "extractive".to_owned(), |llm| llm.model_id())
@@ -544,7 +579,7 @@ fn start_deriver(
         // New conclusions are embedded right away, not at the next poll.
         worker = worker.with_saved_hook(Arc::new(move || reconciler.nudge()));
     }
-    if crate::wiring::llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+    if models.get(LlmRole::Dream).is_some() {
         // Dreams run wherever a dreamer role is; the deriver schedules them.
         let policy = roncho_dreamer::DreamPolicy {
             document_threshold: i64::try_from(config.queue.dreams.document_threshold).unwrap_or(i64::MAX),
@@ -566,11 +601,11 @@ fn start_deriver(
 async fn serve_listeners(
     listener: Option<tokio::net::TcpListener>,
     domain: &Domain,
-    services: &Services,
+    serving: &Serving,
     config: &Config,
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
-    let server = crate::server::serve(listener, domain, services, &config.server.roles, shutdown.clone());
+    let server = crate::server::serve(listener, domain, serving, &config.server.roles, shutdown.clone());
     tokio::pin!(server);
     tokio::select! {
         result = &mut server => result?,

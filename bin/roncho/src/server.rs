@@ -24,14 +24,14 @@ use crate::domain::{Domain, Parts};
 /// How often the TLS files are checked for changes.
 const TLS_RELOAD_INTERVAL: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// What a process serves: the parts its domain services are built on, the
-/// gate every call passes, the wires beside gRPC, and what readiness
-/// follows.
+/// What a process serves with: the parts its domain services are built
+/// on, the gate every call passes, its listeners beside gRPC, and what
+/// readiness follows.
 #[derive(Clone)]
-pub struct Services {
+pub struct Serving {
     pub domain: Parts,
     pub gate: Gate,
-    pub wires: Wires,
+    pub listeners: Listeners,
     pub readiness: Readiness,
 }
 
@@ -58,13 +58,13 @@ pub struct Gate {
     pub metrics: Option<Arc<crate::metrics::Metrics>>,
 }
 
-/// Where a process serves beside its gRPC listener.
+/// Where a process serves beside its gRPC listener, bound already.
 #[derive(Clone)]
-pub struct Wires {
+pub struct Listeners {
     /// Where the Honcho v3 REST edge is served; `None`: nowhere.
     pub rest: Option<RestEdge>,
-    /// A plain-text address that serves health checks alone.
-    pub health_listen: Option<std::net::SocketAddr>,
+    /// A plain-text listener that serves health checks alone.
+    pub health: Option<Arc<std::net::TcpListener>>,
     /// Serve gRPC server reflection (the API's shape, to anyone).
     pub reflection: bool,
 }
@@ -176,16 +176,16 @@ impl Gate {
     }
 }
 
-impl Services {
-    /// Returns services over a store alone: full-text search, no reconciler,
+impl Serving {
+    /// Returns serving over a store alone: full-text search, no reconciler,
     /// no keys, the default limits, REST nowhere.
     pub fn store_only(store: Arc<SqlStore>) -> Self {
         Self {
             domain: Parts::store_only(store),
             gate: Gate::open(),
-            wires: Wires {
+            listeners: Listeners {
                 rest: None,
-                health_listen: None,
+                health: None,
                 reflection: true,
             },
             readiness: Readiness::default(),
@@ -193,72 +193,97 @@ impl Services {
     }
 }
 
-/// Builds the domain services of `roles` over `services` and serves them
+/// Builds the domain services of `roles` over `serving` and serves them
 /// (see [`serve`]).
 pub async fn run(
     listener: Option<TcpListener>,
-    services: Services,
+    serving: Serving,
     roles: &[Role],
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
-    let domain = Domain::build(&services.domain, services.gate.keys.clone(), roles);
-    serve(listener, &domain, &services, roles, shutdown).await
+    let domain = Domain::build(&serving.domain, serving.gate.keys.clone(), roles);
+    serve(listener, &domain, &serving, roles, shutdown).await
 }
 
-/// Serves `domain` on `listener` (gRPC) and beside it the wires
-/// `services` names, every call through its gate, until `shutdown` is
-/// cancelled, then lets in-flight requests finish. Without a listener,
-/// only the REST router is served, in process.
+/// Serves `domain` on `listener` (gRPC) and, side by side, on the
+/// listeners `serving` names, every call through its gate, until
+/// `shutdown` is cancelled, then lets in-flight requests finish. A wire
+/// that stops before then stops the process (cancels `shutdown`). Without
+/// a listener, only the REST router is served, in process.
 pub async fn serve(
     listener: Option<TcpListener>,
     domain: &Domain,
-    services: &Services,
+    serving: &Serving,
     roles: &[Role],
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
-    let policy = services.gate.policy(services.domain.store.clone());
-    let (router, served) = domain.grpc(grpc_router(services, health_service.clone())?, &policy);
+    let policy = serving.gate.policy(serving.domain.store.clone());
+    let (router, served) = domain.grpc(grpc_router(serving, health_service.clone())?, &policy);
     tokio::spawn(crate::connections::hand_back_after_floods(
-        services.gate.connections.stats(),
-        services.gate.admission.stats(),
+        serving.gate.connections.stats(),
+        serving.gate.admission.stats(),
         shutdown.clone(),
     ));
-    let served = report_serving(&health_reporter, &served, services, &shutdown).await;
-    let health = serve_health_only(services.wires.health_listen, health_service, &services.gate, &shutdown).await?;
-    let rest = match &services.wires.rest {
-        Some(RestEdge::Listener(rest_listener)) => Some(serve_rest(
-            rest_listener,
-            domain.rest(&policy),
-            &services.gate,
-            &shutdown,
-        )?),
-        Some(RestEdge::InProcess(handed)) => {
-            handed.send_replace(Some(domain.rest(&policy).router(services.gate.door())));
-            None
+    let served = report_serving(&health_reporter, &served, serving, &shutdown).await;
+    let mut beside = Vec::new();
+    if let Some(health) = &serving.listeners.health {
+        beside.push((
+            "health",
+            serve_health_only(health, health_service, &serving.gate, &shutdown)?,
+        ));
+    }
+    match &serving.listeners.rest {
+        Some(RestEdge::Listener(rest_listener)) => {
+            let rest = serve_rest(rest_listener, domain.rest(&policy), &serving.gate, &shutdown)?;
+            beside.push(("REST", rest));
         }
-        None => None,
-    };
+        Some(RestEdge::InProcess(handed)) => {
+            handed.send_replace(Some(domain.rest(&policy).router(serving.gate.door())));
+        }
+        None => {}
+    }
     let grpc = async {
-        match listener {
-            Some(listener) => serve_grpc(listener, router, served, &health_reporter, services, roles, &shutdown).await,
+        let served = match listener {
+            Some(listener) => serve_grpc(listener, router, served, &health_reporter, serving, roles, &shutdown).await,
             None => {
                 tracing::info!("serving in process only: no gRPC listener");
                 shutdown.cancelled().await;
                 Ok(())
             }
-        }
+        };
+        stops_the_rest("gRPC", &served, &shutdown);
+        served
     };
-    // The wires side by side: each stops at shutdown, after its calls in flight.
-    let beside = futures::future::join_all(rest.into_iter().chain(health));
+    let beside = futures::future::join_all(beside.into_iter().map(|(wire, served)| {
+        let shutdown = shutdown.clone();
+        async move {
+            served.await;
+            stops_the_rest(wire, &Ok(()), &shutdown);
+        }
+    }));
     let (grpc, _) = futures::join!(grpc, beside);
     grpc
+}
+
+/// Stops the process when `wire` stopped serving before shutdown (or
+/// failed): a server that answers on some wires only is not one a
+/// balancer should keep sending work to.
+fn stops_the_rest(wire: &str, served: &anyhow::Result<()>, shutdown: &CancellationToken) {
+    if shutdown.is_cancelled() && served.is_ok() {
+        return;
+    }
+    match served {
+        Ok(()) => tracing::error!(wire, "stopped serving before shutdown; stopping the process"),
+        Err(error) => tracing::error!(wire, error = %format!("{error:#}"), "failed; stopping the process"),
+    }
+    shutdown.cancel();
 }
 
 /// The gRPC router of every call: the door outermost, then health and
 /// reflection; the roles' services are mounted on it.
 fn grpc_router(
-    services: &Services,
+    serving: &Serving,
     health_service: tonic_health::pb::health_server::HealthServer<impl tonic_health::pb::health_server::Health>,
 ) -> anyhow::Result<GrpcRouter> {
     let reflection = || {
@@ -266,14 +291,14 @@ fn grpc_router(
             .register_encoded_file_descriptor_set(roncho_proto::FILE_DESCRIPTOR_SET)
             .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
     };
-    let (reflection_v1, reflection_v1alpha) = if services.wires.reflection {
+    let (reflection_v1, reflection_v1alpha) = if serving.listeners.reflection {
         (Some(reflection().build_v1()?), Some(reflection().build_v1alpha()?))
     } else {
         (None, None)
     };
     // Every request is observed, then authenticated (a key's workspace has
     // places of its own), then admitted, by the door.
-    let limits = services.gate.admission.limits();
+    let limits = serving.gate.admission.limits();
     Ok(tonic::transport::Server::builder()
         // HTTP/2 bounds each connection's streams (twice what admission
         // lets in: admission sheds the excess with a retry delay first, where
@@ -286,7 +311,7 @@ fn grpc_router(
         .http2_keepalive_interval(Some(std::time::Duration::from_secs(30)))
         .http2_keepalive_timeout(Some(std::time::Duration::from_secs(10)))
         .max_connection_age(std::time::Duration::from_secs(3600))
-        .layer(DoorLayer::new(services.gate.door()))
+        .layer(DoorLayer::new(serving.gate.door()))
         .add_service(health_service)
         .add_optional_service(reflection_v1)
         .add_optional_service(reflection_v1alpha))
@@ -302,7 +327,7 @@ async fn serve_grpc(
     router: GrpcRouter,
     served: Vec<&'static str>,
     health_reporter: &tonic_health::server::HealthReporter,
-    services: &Services,
+    serving: &Serving,
     roles: &[Role],
     shutdown: &CancellationToken,
 ) -> anyhow::Result<()> {
@@ -310,8 +335,8 @@ async fn serve_grpc(
     tracing::info!(
         %address,
         roles = ?roles.iter().map(|role| role.name()).collect::<Vec<_>>(),
-        tls = services.gate.tls.is_some(),
-        authentication = services.gate.keys.is_some(),
+        tls = serving.gate.tls.is_some(),
+        authentication = serving.gate.keys.is_some(),
         "serving gRPC"
     );
     let drain = shutdown.clone();
@@ -325,8 +350,8 @@ async fn serve_grpc(
         tracing::info!("shutting down: finishing in-flight requests");
     };
     // Every connection must send HTTP/2's preface within the handshake timeout.
-    let connections = &services.gate.connections;
-    match &services.gate.tls {
+    let connections = &serving.gate.connections;
+    match &serving.gate.tls {
         Some(tls) => {
             tokio::spawn(tls.clone().watch(TLS_RELOAD_INTERVAL, shutdown.clone()));
             let incoming = crate::tls::incoming(
@@ -351,7 +376,7 @@ async fn serve_grpc(
 async fn report_serving(
     health_reporter: &tonic_health::server::HealthReporter,
     served: &[&'static str],
-    services: &Services,
+    serving: &Serving,
     shutdown: &CancellationToken,
 ) -> Vec<&'static str> {
     health_reporter
@@ -363,11 +388,11 @@ async fn report_serving(
         health_reporter.set_service_status(*name, ServingStatus::Serving).await;
     }
     tokio::spawn(watch_readiness(
-        services.domain.store.clone(),
-        services.readiness.dependencies.clone(),
+        serving.domain.store.clone(),
+        serving.readiness.dependencies.clone(),
         health_reporter.clone(),
         served.clone(),
-        services.readiness.interval,
+        serving.readiness.interval,
         shutdown.clone(),
     ));
     served
@@ -376,21 +401,20 @@ async fn report_serving(
 /// A wire served beside gRPC until shutdown.
 type Beside = std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>;
 
-/// Binds `address` (when set) and returns the service of gRPC health
-/// checks alone on it, in plain text.
-async fn serve_health_only(
-    address: Option<std::net::SocketAddr>,
+/// Returns the service of gRPC health checks alone on `listener`, in
+/// plain text.
+fn serve_health_only(
+    listener: &Arc<std::net::TcpListener>,
     health_service: tonic_health::pb::health_server::HealthServer<
         impl tonic_health::pb::health_server::Health + 'static,
     >,
     gate: &Gate,
     shutdown: &CancellationToken,
-) -> anyhow::Result<Option<Beside>> {
-    let Some(address) = address else { return Ok(None) };
-    let health_listener = TcpListener::bind(address)
-        .await
-        .with_context(|| format!("binding the health address {address}"))?;
-    tracing::info!(%address, "serving gRPC health checks in plain text");
+) -> anyhow::Result<Beside> {
+    let health_listener = listener.try_clone().context("sharing the health listener")?;
+    health_listener.set_nonblocking(true)?;
+    let health_listener = TcpListener::from_std(health_listener)?;
+    tracing::info!(address = %health_listener.local_addr()?, "serving gRPC health checks in plain text");
     // Probes need no key, and take the places of such calls like any other.
     let health_only = tonic::transport::Server::builder()
         .layer(DoorLayer::new(gate.door()))
@@ -399,14 +423,14 @@ async fn serve_health_only(
     let incoming = gate
         .connections
         .incoming(health_listener, FirstBytes::Http2Preface, shutdown.clone());
-    Ok(Some(Box::pin(async move {
+    Ok(Box::pin(async move {
         if let Err(error) = health_only
             .serve_with_incoming_shutdown(incoming, stop.cancelled_owned())
             .await
         {
             tracing::error!(%error, "the health server stopped");
         }
-    })))
+    }))
 }
 
 /// Returns the service of the Honcho v3 REST edge (and MCP, and metrics
@@ -424,7 +448,19 @@ fn serve_rest(
     let mut app = rest.router(gate.door());
     app = app.clone().merge(mcp_routes(app, gate, shutdown));
     if let Some(metrics) = &gate.metrics {
-        app = app.merge(roncho_rest::open(crate::metrics::router(metrics.clone()), gate.door()));
+        let routes = crate::metrics::router(metrics.clone());
+        // With keys, what the metrics name (workspaces whose derivation is
+        // degraded) is not every tenant's to read: an admin key's, as on
+        // every route that spans workspaces. The metrics address stays open
+        // for the operator's scraper.
+        app = app.merge(match gate.keys {
+            Some(_) => roncho_rest::gated(
+                routes.layer(axum::middleware::from_fn(crate::metrics::admins_only)),
+                gate.door(),
+                roncho_gate::Wire::Rest,
+            ),
+            None => roncho_rest::open(routes, gate.door()),
+        });
     }
     tracing::info!(
         %address,

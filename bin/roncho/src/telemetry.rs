@@ -33,11 +33,14 @@ impl Telemetry {
     /// (must run inside the tokio runtime: the exporter's channel lives there).
     pub fn init(config: &Config, export: bool) -> anyhow::Result<Self> {
         // The MCP SDK logs every request of its stateless HTTP transport at
-        // info: quieter unless the filter names it.
+        // info, and every JSON-RPC error it answers at warn with the
+        // client's text in it (a client could fill the disk with one long
+        // method name): errors only, unless the filter names it. The gate
+        // counts those replies and traces their calls.
         let directives = if config.telemetry.log.contains("rmcp") {
             config.telemetry.log.clone()
         } else {
-            format!("{},rmcp=warn", config.telemetry.log)
+            format!("{},rmcp=error", config.telemetry.log)
         };
         let filter = tracing_subscriber::EnvFilter::try_new(&directives)
             .with_context(|| format!("invalid log filter `{}`", config.telemetry.log))?;

@@ -321,6 +321,33 @@ where
     }
 }
 
+/// The LLM of every role that has one, each built once.
+#[derive(Clone, Default)]
+pub struct Models(std::collections::BTreeMap<LlmRole, Arc<dyn Llm>>);
+
+impl Models {
+    /// Builds the model (or fallback chain) of every role `config` names.
+    pub fn build(config: Option<&LlmConfig>) -> anyhow::Result<Self> {
+        let mut models = std::collections::BTreeMap::new();
+        for role in config.into_iter().flat_map(|config| config.roles.keys()) {
+            if let Some(built) = llm(config, *role)? {
+                models.insert(*role, built);
+            }
+        }
+        Ok(Self(models))
+    }
+
+    /// The LLM of `role`; `None`: the role runs extractively (or not at all).
+    pub fn get(&self, role: LlmRole) -> Option<Arc<dyn Llm>> {
+        self.0.get(&role).cloned()
+    }
+
+    /// The model id of `role`'s LLM.
+    pub fn model_id(&self, role: LlmRole) -> Option<String> {
+        self.0.get(&role).map(|llm| llm.model_id())
+    }
+}
+
 /// Builds the LLM of `role`: its model, or its fallback chain; `None` when
 /// the role has no model (it runs extractively).
 pub fn llm(config: Option<&LlmConfig>, role: LlmRole) -> anyhow::Result<Option<Arc<dyn Llm>>> {
@@ -361,7 +388,8 @@ pub fn dialectic(
     config: &Config,
     store: &Arc<SqlStore>,
     semantic: &Option<roncho_search::Semantic>,
-) -> anyhow::Result<roncho_dialectic::Dialectic> {
+    models: &Models,
+) -> roncho_dialectic::Dialectic {
     use roncho_dialectic::agent::Level;
     let mut dialectic = roncho_dialectic::Dialectic::new(store.clone(), semantic.clone());
     for ((level, role), timeout) in [
@@ -377,11 +405,11 @@ pub fn dialectic(
         if let Some(timeout) = timeout {
             dialectic = dialectic.with_deadline(level, timeout);
         }
-        if let Some(llm) = llm(config.llm.as_ref(), role)? {
+        if let Some(llm) = models.get(role) {
             dialectic = dialectic.with_model(level, llm, LlmConfig::max_tokens(config.llm.as_ref(), role));
         }
     }
-    Ok(dialectic)
+    dialectic
 }
 
 /// The work queue of a process, and the NATS queue itself when that is it.
@@ -394,7 +422,7 @@ pub struct Queue {
 /// Builds the configured work queue: NATS JetStream over the store's task
 /// ledger, or the SQL queue in the store itself. A process with the
 /// deriver role consumes representation and summary work.
-pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Result<Queue> {
+pub async fn work_queue(config: &Config, store: &Arc<SqlStore>, models: &Models) -> anyhow::Result<Queue> {
     let ledger = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
     let Some(nats) = &config.queue.nats else {
         return Ok(Queue {
@@ -411,7 +439,7 @@ pub async fn work_queue(config: &Config, store: &Arc<SqlStore>) -> anyhow::Resul
             .consume
             .extend(roncho_deriver::webhooks::TASK_TYPES.map(str::to_owned));
     }
-    if config.server.roles.contains(&Role::Dreamer) && llm(config.llm.as_ref(), LlmRole::Dream)?.is_some() {
+    if config.server.roles.contains(&Role::Dreamer) && models.get(LlmRole::Dream).is_some() {
         options
             .consume
             .extend(roncho_dreamer::worker::TASK_TYPES.map(str::to_owned));

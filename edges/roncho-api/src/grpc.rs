@@ -263,13 +263,87 @@ fn class_of(method: &str, code: tonic::Code, message: Option<&str>) -> StatusCla
 /// trailers-only, with the status in the headers; a reply's own status
 /// comes in its trailers, after this: `Ok` here.
 fn code_of<R>(response: &http::Response<R>) -> (tonic::Code, Option<&str>) {
-    let headers = response.headers();
+    status_in(response.headers()).unwrap_or((tonic::Code::Ok, None))
+}
+
+/// The gRPC status `headers` (a head or trailers) carry, if they carry one.
+fn status_in(headers: &http::HeaderMap) -> Option<(tonic::Code, Option<&str>)> {
     let code = headers
-        .get("grpc-status")
-        .and_then(|value| value.to_str().ok())
+        .get("grpc-status")?
+        .to_str()
+        .ok()
         .and_then(|value| value.parse::<i32>().ok())
-        .map_or(tonic::Code::Ok, tonic::Code::from);
-    (code, headers.get("grpc-message").and_then(|value| value.to_str().ok()))
+        .map_or(tonic::Code::Unknown, tonic::Code::from);
+    Some((code, headers.get("grpc-message").and_then(|value| value.to_str().ok())))
+}
+
+/// Ends a call's visit with the status its reply carried (`None`: the
+/// transport failed).
+type Finish = Box<dyn FnOnce(Option<(tonic::Code, Option<&str>)>) + Send>;
+
+/// A reply body that ends its call's visit when the reply ends: with the
+/// status its trailers carry (a stream's error comes there, after a head
+/// that said nothing), or cancelled when the client goes away first (the
+/// visit is dropped unfinished).
+pub struct Finishing<B> {
+    body: B,
+    finish: Option<Finish>,
+}
+
+impl<B> Finishing<B> {
+    /// The body itself.
+    pub fn get_ref(&self) -> &B {
+        &self.body
+    }
+
+    fn end(&mut self, status: Option<(tonic::Code, Option<&str>)>) {
+        if let Some(finish) = self.finish.take() {
+            finish(status);
+        }
+    }
+}
+
+impl<B> http_body::Body for Finishing<B>
+where
+    B: http_body::Body + Unpin,
+{
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+    ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        let this = self.get_mut();
+        let frame = std::task::ready!(Pin::new(&mut this.body).poll_frame(context));
+        match &frame {
+            Some(Ok(frame)) => {
+                if let Some(trailers) = frame.trailers_ref() {
+                    this.end(Some(status_in(trailers).unwrap_or((tonic::Code::Ok, None))));
+                }
+            }
+            Some(Err(_)) => this.end(None),
+            None => this.end(Some((tonic::Code::Ok, None))),
+        }
+        Poll::Ready(frame)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        self.body.size_hint()
+    }
+}
+
+impl<B: Default> Default for Finishing<B> {
+    fn default() -> Self {
+        Self {
+            body: B::default(),
+            finish: None,
+        }
+    }
 }
 
 /// The door's layer on the gRPC wire, before any body is read: the call's visit (its span,
@@ -332,7 +406,7 @@ where
     S::Future: Send + 'static,
     R: Default + Send + 'static,
 {
-    type Response = http::Response<SlotBody<R>>;
+    type Response = http::Response<SlotBody<Finishing<R>>>;
     type Error = S::Error;
     type Future = Pin<Box<dyn Future<Output = Result<Self::Response, Self::Error>> + Send>>;
 
@@ -341,7 +415,11 @@ where
     }
 
     fn call(&mut self, mut request: http::Request<B>) -> Self::Future {
-        let refused = |error: Error| status(error).into_http::<R>().map(|body| SlotBody::new(body, None));
+        let refused = |error: Error| {
+            status(error)
+                .into_http::<R>()
+                .map(|body| SlotBody::new(Finishing { body, finish: None }, None))
+        };
         let method = known_method(request.uri().path());
         let authenticate = request.uri().path().starts_with(AUTHENTICATED_PREFIX);
         // Probes and tooling come every few seconds: counted, not traced.
@@ -353,13 +431,13 @@ where
         span.record("rpc.system", "grpc");
         span.record("rpc.service", service);
         span.record("rpc.method", name);
-        let finish = move |reply: Option<(tonic::Code, Option<&str>)>| match reply {
+        let finish: Finish = Box::new(move |reply: Option<(tonic::Code, Option<&str>)>| match reply {
             Some((code, message)) => {
                 visit.span().record("rpc.grpc.status_code", code as i32);
                 visit.finish(class_of(method, code, message), &format!("{code:?}"));
             }
             None => visit.finish(StatusClass::ServerError, "transport_error"),
-        };
+        });
         if let Some(peer) = peer_of(&request) {
             request.extensions_mut().insert(peer);
         }
@@ -391,9 +469,24 @@ where
                         }
                     },
                 };
-                finish(response.as_ref().ok().map(code_of));
+                let response = match response {
+                    Ok(response) => response,
+                    Err(error) => {
+                        finish(None);
+                        return Err(error);
+                    }
+                };
+                // An error comes in the head (trailers-only); a reply's own
+                // status in its trailers, when its body ends.
+                let finish = match status_in(response.headers()) {
+                    Some(status) => {
+                        finish(Some(status));
+                        None
+                    }
+                    None => Some(finish),
+                };
                 // The place is held until the reply's body ends.
-                response.map(|response| response.map(|body| SlotBody::holding(body, slot)))
+                Ok(response.map(|body| SlotBody::holding(Finishing { body, finish }, slot)))
             }
             .instrument(span),
         )
@@ -406,6 +499,81 @@ mod tests {
 
     use super::*;
     use roncho_gate::admission::{Admission, Limits};
+
+    /// A reply body of `frames`, then its end.
+    struct Frames(std::collections::VecDeque<http_body::Frame<bytes::Bytes>>);
+
+    impl http_body::Body for Frames {
+        type Data = bytes::Bytes;
+        type Error = std::convert::Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _: &mut Context<'_>,
+        ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+            Poll::Ready(self.get_mut().0.pop_front().map(Ok))
+        }
+    }
+
+    /// A reply of a data frame and `trailers`, and what its visit was told.
+    fn finishing(trailers: Option<(&str, &str)>) -> (Finishing<Frames>, Arc<std::sync::Mutex<Vec<String>>>) {
+        let mut frames = std::collections::VecDeque::from([http_body::Frame::data(bytes::Bytes::from_static(b"x"))]);
+        if let Some((code, message)) = trailers {
+            let mut headers = http::HeaderMap::new();
+            headers.insert("grpc-status", code.parse().unwrap());
+            headers.insert("grpc-message", message.parse().unwrap());
+            frames.push_back(http_body::Frame::trailers(headers));
+        }
+        let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = told.clone();
+        let finish: Finish = Box::new(move |status| {
+            seen.lock().unwrap().push(format!("{status:?}"));
+        });
+        (
+            Finishing {
+                body: Frames(frames),
+                finish: Some(finish),
+            },
+            told,
+        )
+    }
+
+    /// The next frame of `body`.
+    async fn next_frame(body: &mut Finishing<Frames>) -> Option<http_body::Frame<bytes::Bytes>> {
+        std::future::poll_fn(|context| http_body::Body::poll_frame(Pin::new(&mut *body), context))
+            .await
+            .map(|frame| frame.unwrap())
+    }
+
+    /// Reads `body` to its end.
+    async fn read_out(mut body: Finishing<Frames>) {
+        while next_frame(&mut body).await.is_some() {}
+    }
+
+    #[tokio::test]
+    async fn a_reply_ends_its_visit_with_the_status_its_trailers_carry() {
+        // A stream that fails after its head: the error is in the trailers.
+        let (body, told) = finishing(Some(("13", "the model went away")));
+        read_out(body).await;
+        assert_eq!(
+            *told.lock().unwrap(),
+            [r#"Some((Internal, Some("the model went away")))"#]
+        );
+        // A reply that ends well.
+        let (body, told) = finishing(Some(("0", "")));
+        read_out(body).await;
+        assert_eq!(*told.lock().unwrap(), ["Some((Ok, Some(\"\")))"]);
+        // A body that ends without trailers.
+        let (body, told) = finishing(None);
+        read_out(body).await;
+        assert_eq!(*told.lock().unwrap(), ["Some((Ok, None))"]);
+        // A client that goes away before the end: the visit is dropped
+        // unfinished (and so counted cancelled), never told it went well.
+        let (mut body, told) = finishing(Some(("0", "")));
+        next_frame(&mut body).await.unwrap();
+        drop(body);
+        assert!(told.lock().unwrap().is_empty());
+    }
 
     #[test]
     fn methods_are_named_only_when_the_server_has_them_at_that_exact_path() {
@@ -531,9 +699,9 @@ mod tests {
             .expect("the deadline ends the read")
             .unwrap();
         assert!(
-            response.body().get_ref().contains("did not arrive within"),
+            response.body().get_ref().get_ref().contains("did not arrive within"),
             "{}",
-            response.body().get_ref()
+            response.body().get_ref().get_ref()
         );
         drop(response);
         assert_eq!(admission.stats().in_flight(), 0);

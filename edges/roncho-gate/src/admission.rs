@@ -298,7 +298,7 @@ impl Replies {
 }
 
 /// What to do with a connection whose reply was not read within its
-/// deadline (the connection gate closes it: what it holds goes with it).
+/// deadline (connection admission closes it: what it holds goes with it).
 #[derive(Clone)]
 struct Stalled(Arc<dyn Fn(SocketAddr) + Send + Sync>);
 

@@ -1,5 +1,5 @@
 //! The authorization table: what each call needs of the caller's key,
-//! decided here once for every edge (gRPC today; REST and MCP reuse it).
+//! decided here once for every wire (gRPC, REST, and MCP through REST).
 //!
 //! Every request names its target in [`Need`]s; a key passes when it meets
 //! all of them. Admin keys meet every need. A scoped key never leaves its

@@ -24,9 +24,30 @@ pub struct DeadlineBody<B> {
     deadline: Option<Pin<Box<tokio::time::Sleep>>>,
     limit: std::time::Duration,
     expired: fn(Error) -> BoxError,
-    /// Set once the deadline ended the body: what read it may have answered
-    /// in its own terms (a 500), which the wire then says as a time-out.
-    fired: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    /// How the body ended when it did not arrive whole: what read it may
+    /// have answered in its own terms (a 500), which the wire then says as
+    /// the client's failure.
+    ending: std::sync::Arc<BodyEnding>,
+}
+
+/// How a request body that did not arrive whole ended, if it did.
+#[derive(Debug, Default)]
+pub struct BodyEnding {
+    deadline: std::sync::atomic::AtomicBool,
+    broken: std::sync::atomic::AtomicBool,
+}
+
+impl BodyEnding {
+    /// The deadline ended the body.
+    pub fn deadline_fired(&self) -> bool {
+        self.deadline.load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// The client's body failed: a malformed chunk, a connection closed
+    /// before the end.
+    pub fn broken(&self) -> bool {
+        self.broken.load(std::sync::atomic::Ordering::Acquire)
+    }
 }
 
 impl<B> DeadlineBody<B> {
@@ -38,13 +59,13 @@ impl<B> DeadlineBody<B> {
             deadline: limit.map(|limit| Box::pin(tokio::time::sleep(limit))),
             limit: limit.unwrap_or_default(),
             expired,
-            fired: std::sync::Arc::default(),
+            ending: std::sync::Arc::default(),
         }
     }
 
-    /// Returns what says whether the deadline ended the body.
-    pub fn fired(&self) -> std::sync::Arc<std::sync::atomic::AtomicBool> {
-        self.fired.clone()
+    /// Returns what says how the body ended, if it did not arrive whole.
+    pub fn ending(&self) -> std::sync::Arc<BodyEnding> {
+        self.ending.clone()
     }
 }
 
@@ -62,9 +83,11 @@ where
     ) -> Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
         let this = self.get_mut();
         if let Poll::Ready(frame) = this.inner.as_mut().poll_frame(context) {
-            if frame.is_none() {
+            match &frame {
                 // Arrived whole: no deadline for whatever else is asked of it.
-                this.deadline = None;
+                None => this.deadline = None,
+                Some(Err(_)) => this.ending.broken.store(true, std::sync::atomic::Ordering::Release),
+                Some(Ok(_)) => {}
             }
             return Poll::Ready(frame.map(|frame| frame.map_err(Into::into)));
         }
@@ -72,7 +95,7 @@ where
             && deadline.as_mut().poll(context).is_ready()
         {
             let error = Error::DeadlineExceeded(format!("{BODY_DEADLINE_REASON} {} s", this.limit.as_secs_f32()));
-            this.fired.store(true, std::sync::atomic::Ordering::Release);
+            this.ending.deadline.store(true, std::sync::atomic::Ordering::Release);
             return Poll::Ready(Some(Err((this.expired)(error))));
         }
         Poll::Pending

@@ -272,35 +272,54 @@ pub fn http_router(path: &str, server: McpServer, stop: tokio_util::sync::Cancel
         .layer(axum::middleware::from_fn(count_protocol_errors))
 }
 
-/// The largest reply [`count_protocol_errors`] reads: a JSON-RPC error.
-const PROTOCOL_ERROR_BYTES: u64 = 64 * 1024;
-
 /// Counts a call rmcp answered with a JSON-RPC error before any handler
 /// named it (a method no server has, parameters that do not parse) as
-/// failed: its reply's status is 200 as a success's is.
+/// failed: its reply's status is 200 as a success's is. Such a reply is
+/// whole in memory already (JSON replies, not a stream), whatever its size:
+/// an error may echo a client's long method name.
 async fn count_protocol_errors(
     request: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let name = request.extensions().get::<CallName>().cloned();
     let response = next.run(request).await;
+    if response.status() == http::StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        // The gate let only JSON in: what rmcp could not read as one
+        // JSON-RPC message is JSON-RPC's parse error, not a media type.
+        return not_one_message();
+    }
     let Some(name) = name.filter(|name| !name.named()) else {
         return response;
     };
-    let small = http_body::Body::size_hint(response.body())
-        .upper()
-        .is_some_and(|upper| upper <= PROTOCOL_ERROR_BYTES);
-    if !response.status().is_success() || !small {
+    let whole = http_body::Body::size_hint(response.body()).upper().is_some();
+    if !response.status().is_success() || !whole {
         return response;
     }
     let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, PROTOCOL_ERROR_BYTES as usize).await else {
+    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return axum::response::Response::from_parts(parts, axum::body::Body::empty());
     };
     if let Some(class) = jsonrpc_error_class(&bytes) {
         name.failed(class);
     }
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// JSON-RPC's parse error, as HTTP 400: a body that is not one JSON-RPC
+/// message (malformed JSON, or a batch, which MCP no longer has).
+fn not_one_message() -> axum::response::Response {
+    let error = serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": {"code": -32700, "message": "Parse error: the body is not one JSON-RPC message (batches are not served)"},
+    });
+    let mut response = axum::response::Response::new(axum::body::Body::from(error.to_string()));
+    *response.status_mut() = http::StatusCode::BAD_REQUEST;
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        http::HeaderValue::from_static("application/json"),
+    );
+    response
 }
 
 /// The class of the JSON-RPC error(s) in `reply`, if it holds any: the

@@ -12,8 +12,8 @@
 //! - [`error`]: domain errors → Honcho's statuses and `{"detail": ...}`.
 //!
 //! Authentication (`Authorization: Bearer <jwt>`, Honcho's claims) and
-//! admission (requests in flight, time-outs) are the gRPC edge's, applied
-//! by [`Rest::router`] before a handler runs.
+//! admission (requests in flight, time-outs) are the gate's door, the same
+//! on every wire, applied by [`Rest::router`] before a handler runs.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -168,7 +168,7 @@ async fn not_found(door: Door, request: Request) -> Response {
 /// Where the door stands before a router's handlers: the wire its calls
 /// are counted on, and whether they need a key.
 #[derive(Clone)]
-struct Entrance {
+struct Passage {
     door: Door,
     wire: Wire,
     authenticate: bool,
@@ -181,7 +181,7 @@ struct Entrance {
 /// mounts beside them.
 pub fn gated(routes: axum::Router, door: Door, wire: Wire) -> axum::Router {
     routes.layer(axum::middleware::from_fn_with_state(
-        Entrance {
+        Passage {
             door,
             wire,
             authenticate: true,
@@ -195,7 +195,7 @@ pub fn gated(routes: axum::Router, door: Door, wire: Wire) -> axum::Router {
 /// address and connection; counted, not traced.
 pub fn open(routes: axum::Router, door: Door) -> axum::Router {
     routes.layer(axum::middleware::from_fn_with_state(
-        Entrance {
+        Passage {
             door,
             wire: Wire::Rest,
             authenticate: false,
@@ -207,7 +207,7 @@ pub fn open(routes: axum::Router, door: Door) -> axum::Router {
 /// The gate before any handler: the call's visit (its span, a child of the
 /// caller's `traceparent`, and its count by route and status class), then
 /// the door.
-async fn observe_and_enter(State(entrance): State<Entrance>, mut request: Request, next: Next) -> Response {
+async fn observe_and_enter(State(passage): State<Passage>, mut request: Request, next: Next) -> Response {
     // The route's template, never the path a client sent.
     let route = request
         .extensions()
@@ -216,22 +216,22 @@ async fn observe_and_enter(State(entrance): State<Entrance>, mut request: Reques
         .to_owned();
     let vouched = request.extensions().get::<Vouched>().cloned();
     let method = roncho_gate::observe::known_http_method(request.method());
-    let mut visit = entrance.door.visit(
-        entrance.wire,
+    let mut visit = passage.door.visit(
+        passage.wire,
         route,
         Some(method),
         request.headers(),
-        entrance.authenticate,
+        passage.authenticate,
     );
     visit.span().record("http.request.method", method);
     visit.span().record("http.route", visit.route());
     if vouched.is_some() {
         visit = visit.uncounted();
     }
-    if entrance.wire == Wire::Mcp {
+    if passage.wire == Wire::Mcp {
         request.extensions_mut().insert(visit.call_name());
     }
-    let response = enter(&entrance, vouched, request, next)
+    let response = enter(&passage, vouched, request, next)
         .instrument(visit.span().clone())
         .await;
     let status = response.status();
@@ -244,11 +244,11 @@ async fn observe_and_enter(State(entrance): State<Entrance>, mut request: Reques
 /// body's, each refusal in Honcho's shape. A request another wire of this
 /// process made for a caller it let in ([`Vouched`]) enters as that caller,
 /// within the deadline and the place of the call that made it.
-async fn enter(entrance: &Entrance, vouched: Option<Vouched>, request: Request, next: Next) -> Response {
+async fn enter(passage: &Passage, vouched: Option<Vouched>, request: Request, next: Next) -> Response {
     if let Some(refusal) = extract::refuse_non_json(&request) {
         return refusal.into_response();
     }
-    let door = &entrance.door;
+    let door = &passage.door;
     if let Some(Vouched(caller)) = vouched {
         let timeout = door.timeout(request.uri().path());
         let (mut parts, body) = request.into_parts();
@@ -258,7 +258,7 @@ async fn enter(entrance: &Entrance, vouched: Option<Vouched>, request: Request, 
             Err(_) => RestError::from(door.timed_out(timeout)).into_response(),
         };
     }
-    let pass = match door.enter(&request, entrance.authenticate) {
+    let pass = match door.enter(&request, passage.authenticate) {
         Ok(pass) => pass,
         Err(error) => return RestError::from(error).into_response(),
     };
@@ -269,7 +269,7 @@ async fn enter(entrance: &Entrance, vouched: Option<Vouched>, request: Request, 
         parts.extensions.insert(caller);
     }
     let body = DeadlineBody::new(body, pass.body_timeout, rest_body_error);
-    let fired = body.fired();
+    let ending = body.ending();
     let request = Request::from_parts(parts, axum::body::Body::new(body));
     let mut response = match pass.timeout {
         Some(timeout) => match tokio::time::timeout(timeout, next.run(request)).await {
@@ -279,14 +279,20 @@ async fn enter(entrance: &Entrance, vouched: Option<Vouched>, request: Request, 
         None => next.run(request).await,
     };
     // A route that read the body in its own terms (MCP's) answers its
-    // deadline as a failure of its own: it is the client's time-out.
-    if fired.load(std::sync::atomic::Ordering::Acquire) && response.status().is_server_error() {
-        let reason = format!(
-            "{} {} s",
-            roncho_gate::BODY_DEADLINE_REASON,
-            pass.body_timeout.unwrap_or_default().as_secs_f32()
-        );
-        response = RestError::Http(http::StatusCode::REQUEST_TIMEOUT, reason).into_response();
+    // deadline, or a body the client broke off or malformed, as a failure
+    // of its own: it is the client's.
+    if response.status().is_server_error() {
+        if ending.deadline_fired() {
+            let reason = format!(
+                "{} {} s",
+                roncho_gate::BODY_DEADLINE_REASON,
+                pass.body_timeout.unwrap_or_default().as_secs_f32()
+            );
+            response = RestError::Http(http::StatusCode::REQUEST_TIMEOUT, reason).into_response();
+        } else if ending.broken() {
+            let reason = "the request body could not be read: it was malformed or cut off".to_owned();
+            response = RestError::Http(http::StatusCode::BAD_REQUEST, reason).into_response();
+        }
     }
     // The place in flight is held until the reply's body has been sent.
     response.map(|body| axum::body::Body::new(SlotBody::holding(body, pass.slot)))

@@ -1,7 +1,7 @@
 //! Idempotency keys in the relational store: a write claims its key in its
 //! own transaction, so the key and what the write made commit together or
 //! not at all. A twin running at the same time waits on the key's row
-//! (Postgres) or the write gate (SQLite) and then replays.
+//! (Postgres) or the single writer's lock (SQLite) and then replays.
 
 use crate::db::execute;
 use crate::db::fetch_optional;

@@ -61,7 +61,7 @@ async fn start(limits: Limits, rates: RateLimiter) -> Server {
     let rates = Arc::new(rates);
     let metrics = Arc::new(roncho::metrics::Metrics::new());
     metrics.watch_admission(admission.stats(), rates.clone());
-    let mut services = roncho::server::Services::store_only(store);
+    let mut services = roncho::server::Serving::store_only(store);
     services.domain.dialectic = Some(dialectic);
     services.gate.admission = admission;
     services.gate.rates = rates;

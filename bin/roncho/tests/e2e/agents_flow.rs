@@ -207,7 +207,7 @@ async fn a_conversation_is_derived_dreamt_and_answered_with_real_citations() {
     assert_eq!(berlin.source_ids, [moved[0].id.clone()]);
 
     // The dreamer service schedules; the worker dreams.
-    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    let mut services = roncho::server::Serving::store_only(dyn_store.clone());
     services.domain.queue = Some(queue.clone());
     services.domain.dream_model = Some(llm.model_id());
     services.domain.dialectic = Some(roncho_dialectic::Dialectic::new(dyn_store.clone(), None).with_model(

@@ -139,7 +139,7 @@ fn every_rpc() -> Vec<String> {
 async fn malformed_protobuf_is_invalid_argument_on_every_rpc() {
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
-    let served = support::serve(roncho::server::Services::store_only(store), &Role::ALL).await;
+    let served = support::serve(roncho::server::Serving::store_only(store), &Role::ALL).await;
 
     let deep = nested_struct_request(20_000);
     assert_eq!(
@@ -185,7 +185,7 @@ async fn no_webhook_spelling_of_loopback_is_accepted() {
     use roncho_proto::v1 as pb;
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
-    let served = support::serve(roncho::server::Services::store_only(store), &Role::ALL).await;
+    let served = support::serve(roncho::server::Serving::store_only(store), &Role::ALL).await;
     let mut ingest = pb::ingest_service_client::IngestServiceClient::new(served.channel.clone());
     let mut accepted = Vec::new();
     for spelling in roncho_core::validate::LOOPBACK_WEBHOOK_SPELLINGS {
@@ -223,8 +223,8 @@ async fn guarded_server(limits: Limits, connections: ConnectionLimits) -> Guarde
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
     let admission = Admission::new(limits);
     let gate = ConnectionAdmission::new(connections).watching(admission.clone());
-    let mut services = roncho::server::Services::store_only(store);
-    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+    let mut services = roncho::server::Serving::store_only(store);
+    services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
     services.gate.keys = Some(keys.clone());
     services.gate.admission = admission.clone();
     services.gate.connections = gate.clone();

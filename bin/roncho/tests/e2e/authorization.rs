@@ -686,7 +686,7 @@ async fn start() -> Server {
     roncho_store::migrate(&store).await.unwrap();
     let store = Arc::new(store);
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
-    let mut services = roncho::server::Services::store_only(store.clone());
+    let mut services = roncho::server::Serving::store_only(store.clone());
     services.domain.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone())));
     services.gate.keys = Some(keys.clone());
     let support::Served { channel, shutdown, .. } = support::serve(services, &Role::ALL).await;

@@ -32,8 +32,8 @@ impl Server {
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let address = rest.local_addr().unwrap();
         let keys = keys.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
-        let mut services = roncho::server::Services::store_only(store.clone());
-        services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+        let mut services = roncho::server::Serving::store_only(store.clone());
+        services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
         services.gate.keys = keys.clone();
         services.gate.metrics = Some(Arc::new(roncho::metrics::Metrics::new()));
         services.gate.browsers = browsers;

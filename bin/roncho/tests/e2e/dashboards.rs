@@ -121,6 +121,21 @@ fn the_dashboard_and_the_alert_rules_ask_only_for_metrics_the_server_exports() {
             named.insert(metric);
         }
     }
+    // A rate is taken of what only grows: a counter's samples (a gauge's
+    // rate means nothing, and resets are not seen).
+    for query in queries.iter().chain(&rules) {
+        for (at, _) in query.match_indices("rate(").chain(query.match_indices("increase(")) {
+            let Some(metric) = metrics_named(&query[at..]).into_iter().next() else {
+                continue;
+            };
+            assert!(
+                ["_total", "_bucket", "_sum", "_count"]
+                    .iter()
+                    .any(|suffix| metric.ends_with(suffix)),
+                "`{query}` takes the rate of {metric}, which is not a counter's sample"
+            );
+        }
+    }
     // Metrics named anywhere else in the rules (their descriptions) too.
     for metric in metrics_named(RULES) {
         assert!(

@@ -141,7 +141,7 @@ async fn start(configure: impl FnOnce(roncho_dialectic::Dialectic) -> roncho_dia
         .map(|c| c.id)
         .collect();
     let dyn_store = store.clone();
-    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    let mut services = roncho::server::Serving::store_only(dyn_store.clone());
     services.domain.dialectic = Some(configure(roncho_dialectic::Dialectic::new(dyn_store.clone(), None)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roncho::config::Role;
-use roncho::server::Services;
+use roncho::server::Serving;
 use roncho_core::embed::Embedder;
 use roncho_core::queue::WorkQueue;
 use roncho_core::store::{Erasure, Memory, Messages};
@@ -77,7 +77,7 @@ async fn erase_and_look_everywhere(
             ..ReconcilerConfig::default()
         },
     );
-    let mut services = Services::store_only(dyn_store.clone());
+    let mut services = Serving::store_only(dyn_store.clone());
     services.domain.semantic = Some(roncho_search::Semantic::new(embedder.clone(), vectors.clone()));
     let served = support::serve(services, &Role::ALL).await;
     let mut ingest = IngestServiceClient::new(served.channel.clone());

@@ -37,7 +37,7 @@ async fn start(roles: &[Role]) -> Server {
     let roles = roles.to_vec();
     let token = shutdown.clone();
     let task = tokio::spawn(async move {
-        let mut services = roncho::server::Services::store_only(served.clone());
+        let mut services = roncho::server::Serving::store_only(served.clone());
         services.domain.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(served.clone())));
         roncho::server::run(Some(listener), services, &roles, token).await
     });

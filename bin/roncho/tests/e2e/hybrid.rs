@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use roncho::config::Role;
-use roncho::server::Services;
+use roncho::server::Serving;
 use roncho_core::embed::Embedder;
 use roncho_core::model::SyncKind;
 use roncho_core::store::SyncLedger;
@@ -102,7 +102,7 @@ async fn outage_degrades_search_and_loses_nothing(
         config,
     ));
     let nudged = reconciler.clone();
-    let mut services = Services::store_only(dyn_store);
+    let mut services = Serving::store_only(dyn_store);
     services.domain.semantic = Some(roncho_search::Semantic::new(embedder.clone(), vectors));
     services.domain.after_write = Some(Arc::new(move || nudged.nudge()));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -251,7 +251,7 @@ async fn a_repeated_query_is_embedded_once_per_workspace() {
     });
     let vectors: Arc<dyn VectorStore> = Arc::new(roncho_store::SqlVectorStore::new(store.clone()));
     let semantic = roncho_search::Semantic::new(counting.clone(), vectors);
-    let mut services = Services::store_only(store.clone());
+    let mut services = Serving::store_only(store.clone());
     services.domain.semantic = Some(semantic);
     let served = support::serve(services, &Role::ALL).await;
     support::write_as(&served.channel, "alice", &["We adopted a kitten from the shelter."]).await;

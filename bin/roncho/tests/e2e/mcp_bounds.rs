@@ -41,13 +41,13 @@ async fn a_tool_ends_with_its_call_and_its_rest_calls_keep_their_deadlines() {
     let store = roncho_store::testing::open_migrated(&database.url).await;
     let rest_listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let rest = format!("http://{}", rest_listener.local_addr().unwrap());
-    let mut services = roncho::server::Services::store_only(store.clone());
+    let mut services = roncho::server::Serving::store_only(store.clone());
     services.gate.admission = Admission::new(Limits {
         request_timeout: Duration::from_secs(1),
         dialectic_timeout: Duration::from_secs(120),
         ..Limits::default()
     });
-    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest_listener)));
+    services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest_listener)));
     let served = support::serve(services, &[Role::Ingest, Role::Recall]).await;
     let client = reqwest::Client::new();
     for (path, body) in [

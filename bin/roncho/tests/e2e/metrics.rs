@@ -30,9 +30,9 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let dyn_store = store.clone();
     let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let rest_address = rest.local_addr().unwrap();
-    let mut services = roncho::server::Services::store_only(dyn_store.clone());
+    let mut services = roncho::server::Serving::store_only(dyn_store.clone());
     services.gate.metrics = Some(metrics.clone());
-    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+    services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -120,12 +120,12 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         assert_eq!(refused.status().as_u16(), 403, "{path}");
     }
     // MCP over HTTP: a tool call, whose REST calls in process are its own.
-    let mcp = |call: Value| {
+    let mcp = |body: String| {
         let request = http
             .post(format!("{rest_url}/mcp"))
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
-            .body(call.to_string());
+            .body(body);
         async move {
             let reply = request.send().await.unwrap();
             (reply.status().as_u16(), reply.text().await.unwrap())
@@ -134,22 +134,58 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let (status, reply) = mcp(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
         "name": "add_messages_to_session",
         "arguments": {"workspace_id": "w", "session_id": "s-mcp",
-                      "messages": [{"peer_id": "alice", "content": "I moved to Lisbon."}]}}}))
+                      "messages": [{"peer_id": "alice", "content": "I moved to Lisbon."}]}}})
+    .to_string())
     .await;
     assert_eq!(status, 200);
     assert!(reply.contains("Messages added to session successfully"), "{reply}");
     mcp(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
-        "params": {"name": "drop_every_table_42", "arguments": {}}}))
+        "params": {"name": "drop_every_table_42", "arguments": {}}})
+    .to_string())
     .await;
     // JSON-RPC errors before any tool runs, answered 200 as successes are:
-    // a method no server has, a tool call without its name.
+    // a method no server has, a tool call without its name, a method name
+    // of 100 KB that the error echoes.
     for call in [
         json!({"jsonrpc": "2.0", "id": 3, "method": "resources/erase_everything", "params": {}}),
         json!({"jsonrpc": "2.0", "id": 4, "method": "tools/call", "params": {"arguments": {}}}),
+        json!({"jsonrpc": "2.0", "id": 5, "method": "x".repeat(100_000), "params": {}}),
     ] {
+        let call = call.to_string();
         let (status, reply) = mcp(call.clone()).await;
-        assert!(status == 200 && reply.contains("\"error\""), "{call}: {status} {reply}");
+        assert!(
+            status == 200 && reply.contains("\"error\""),
+            "{}: {status} {reply:.200}",
+            &call[..80.min(call.len())]
+        );
     }
+    // Bodies that are not one JSON-RPC message: malformed, a batch.
+    for body in [
+        r#"{"jsonrpc": "2.0", "id": 6, "meth"#,
+        r#"[{"jsonrpc":"2.0","id":7,"method":"ping"}]"#,
+    ] {
+        let (status, reply) = mcp(body.to_owned()).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(reply.contains("-32700"), "{body}");
+    }
+    // A body the client breaks off with a malformed chunk: its failure,
+    // answered 400 and counted so, never the server's.
+    let mut socket = tokio::net::TcpStream::connect(rest_address).await.unwrap();
+    socket
+        .write_all(
+            b"POST /mcp HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+              Accept: application/json, text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n\
+              5\r\n{\"jso\r\nZZ\r\n",
+        )
+        .await
+        .unwrap();
+    let mut head = [0u8; 12];
+    tokio::time::timeout(Duration::from_secs(10), socket.read_exact(&mut head))
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(&head, b"HTTP/1.1 400", "{}", String::from_utf8_lossy(&head));
+    drop(socket);
 
     // An LLM call through the metered wrapper.
     let app = axum::Router::new().route(
@@ -181,7 +217,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
     let metrics_address = metrics_listener.local_addr().unwrap();
     tokio::spawn(roncho::metrics::serve(
         metrics_listener,
-        roncho::server::Services::store_only(store.clone()).gate.http_entrance(),
+        roncho::server::Serving::store_only(store.clone()).gate.http_entrance(),
         metrics.clone(),
         dyn_store,
         Some(roncho_store::SqlWorkQueue::new(store.clone())),
@@ -240,8 +276,9 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             "wire=\"rest\",route=\"/v3/workspaces/list\",status=\"client_error\"",
             1.0,
         ),
-        // The page refused by the browser rules and the two JSON-RPC errors.
-        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 3.0),
+        // The page refused by the browser rules, three JSON-RPC errors, two
+        // bodies that are not one message and one broken off.
+        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 7.0),
         ("wire=\"rest\",route=\"unknown\",status=\"client_error\"", 3.0),
     ] {
         assert_eq!(
@@ -250,6 +287,14 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             "{series}: {text}"
         );
     }
+    assert_eq!(
+        sample(
+            text,
+            "roncho_requests_total{wire=\"mcp\",route=\"/mcp\",status=\"server_error\"}"
+        ),
+        None,
+        "no client's body is the server's failure: {text}"
+    );
     assert_eq!(
         sample(
             text,
@@ -319,4 +364,58 @@ async fn get_metrics(address: std::net::SocketAddr) -> String {
     connection.read_to_string(&mut response).await.unwrap();
     assert!(response.starts_with("HTTP/1.1 200"), "{response}");
     response
+}
+
+#[tokio::test]
+async fn with_keys_the_rest_ports_metrics_are_an_admin_keys_to_read() {
+    use roncho_gate::keys::{Claims, KeySet};
+    let dir = tempfile::tempdir().unwrap();
+    let store = roncho_store::testing::open_embedded(dir.path()).await;
+    let keys = Arc::new(KeySet::new(&["a-secret-of-at-least-thirty-two-bytes!!"]).unwrap());
+    let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let rest_url = format!("http://{}", rest.local_addr().unwrap());
+    let mut serving = roncho::server::Serving::store_only(store);
+    serving.gate.metrics = Some(Arc::new(Metrics::new()));
+    serving.gate.keys = Some(keys.clone());
+    serving.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+    let served = crate::support::serve(serving, &[roncho::config::Role::Ingest]).await;
+    let key = |claims: Claims| keys.sign(&claims);
+    let admin = key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let workspace = key(Claims {
+        w: Some("w".into()),
+        ..Claims::default()
+    });
+    let peer = key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let http = reqwest::Client::new();
+    let scrape = |key: Option<&str>| {
+        let mut request = http.get(format!("{rest_url}/metrics"));
+        if let Some(key) = key {
+            request = request.bearer_auth(key);
+        }
+        async move {
+            let reply = request.send().await.unwrap();
+            (reply.status().as_u16(), reply.text().await.unwrap())
+        }
+    };
+    for (who, key, expected) in [
+        ("no key", None, 401),
+        ("a bad key", Some("not-a-jwt"), 401),
+        ("a workspace key", Some(workspace.as_str()), 403),
+        ("a peer key", Some(peer.as_str()), 403),
+    ] {
+        let (status, body) = scrape(key).await;
+        assert_eq!(status, expected, "{who}: {body}");
+        assert!(!body.contains("roncho_requests_total"), "{who}: {body}");
+    }
+    let (status, body) = scrape(Some(&admin)).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("roncho_requests_total"), "{body}");
+    served.shutdown.cancel();
 }

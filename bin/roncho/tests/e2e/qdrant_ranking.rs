@@ -17,7 +17,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use roncho::config::Role;
-use roncho::server::Services;
+use roncho::server::Serving;
 use roncho_core::Result;
 use roncho_core::embed::Embedder;
 use roncho_core::filter::Filter;
@@ -64,7 +64,7 @@ impl Setup {
             ReconcilerConfig::default(),
         );
         let dyn_store = store.clone();
-        let mut services = Services::store_only(dyn_store);
+        let mut services = Serving::store_only(dyn_store);
         services.domain.semantic = Some(roncho_search::Semantic::new(embedder.clone(), qdrant.clone()));
         let served = support::serve(services, &Role::ALL).await;
         Some(Self {
@@ -394,7 +394,7 @@ async fn a_querys_words_go_to_qdrant_while_it_is_embedded() {
     setup.reconciler.pass().await.unwrap();
 
     let words_sent = Arc::new(Notify::new());
-    let mut services = Services::store_only(setup.store.clone());
+    let mut services = Serving::store_only(setup.store.clone());
     services.domain.semantic = Some(roncho_search::Semantic::new(
         Arc::new(AfterTheWords {
             inner: roncho_embed::hashing::TestHashingEmbedder::new(64),

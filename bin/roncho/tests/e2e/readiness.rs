@@ -39,7 +39,7 @@ async fn wait_for(client: &mut HealthClient<tonic::transport::Channel>, service:
 /// Serves `role` on a loopback port with readiness checked every 200 ms;
 /// returns a health client, the shutdown token and the server task.
 async fn serve(
-    services: roncho::server::Services,
+    services: roncho::server::Serving,
     role: roncho::config::Role,
 ) -> (
     HealthClient<tonic::transport::Channel>,
@@ -68,7 +68,7 @@ async fn a_database_outage_makes_the_process_unready_not_dead() {
     };
     let store = roncho_store::testing::open_migrated(&database.url).await;
     let (mut health, shutdown, server) = serve(
-        roncho::server::Services::store_only(store.clone()),
+        roncho::server::Serving::store_only(store.clone()),
         roncho::config::Role::Recall,
     )
     .await;
@@ -171,7 +171,7 @@ async fn a_deriver_that_loses_nats_is_unready_until_it_reconnects() {
     )
     .await
     .unwrap();
-    let mut services = roncho::server::Services::store_only(store.clone());
+    let mut services = roncho::server::Serving::store_only(store.clone());
     services.readiness.dependencies = vec![roncho::server::Dependency::nats(queue.clone())];
     let (mut health, shutdown, server) = serve(services, roncho::config::Role::Deriver).await;
     assert_eq!(status(&mut health, "readiness").await, ServingStatus::Serving as i32);

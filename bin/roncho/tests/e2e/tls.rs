@@ -77,9 +77,9 @@ async fn start(server_ca: &Authority, client_ca: Option<&Authority>) -> Server {
     roncho_store::migrate(&store).await.unwrap();
     let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let rest_address = rest.local_addr().unwrap();
-    let mut services = roncho::server::Services::store_only(Arc::new(store));
+    let mut services = roncho::server::Serving::store_only(Arc::new(store));
     services.gate.tls = Some(tls.clone());
-    services.wires.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
+    services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
     let support::Served { address, shutdown, .. } = support::serve(services, &[Role::Recall]).await;
     Server {
         address,

@@ -83,7 +83,7 @@ fn peak_rss_kib() -> u64 {
 /// Serves `roles` with PDFs read by this build's `roncho extract-pdf` in 256 MiB.
 async fn serve_sandboxed(dir: &std::path::Path, roles: &[Role]) -> support::Served {
     let store = roncho_store::testing::open_embedded(dir).await;
-    let mut services = roncho::server::Services::store_only(store);
+    let mut services = roncho::server::Serving::store_only(store);
     services.domain.pdf = Some(Arc::new(SandboxedPdf::new(
         env!("CARGO_BIN_EXE_roncho").into(),
         256,
@@ -277,7 +277,7 @@ async fn a_repeated_upload_with_its_key_is_stored_once_and_not_read_again() {
         inner: SandboxedPdf::new(env!("CARGO_BIN_EXE_roncho").into(), 256, Duration::from_secs(30), 2),
         reads: Default::default(),
     });
-    let mut services = roncho::server::Services::store_only(store);
+    let mut services = roncho::server::Serving::store_only(store);
     services.domain.pdf = Some(reader.clone());
     let served = support::serve(services, &[Role::Ingest, Role::Recall]).await;
     let mut ingest = IngestServiceClient::new(served.channel.clone());

@@ -68,7 +68,7 @@ async fn world() -> World {
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::testing::open_embedded(dir.path()).await;
     let queue: Arc<dyn WorkQueue> = Arc::new(roncho_store::SqlWorkQueue::new(store.clone()));
-    let mut services = roncho::server::Services::store_only(store.clone());
+    let mut services = roncho::server::Serving::store_only(store.clone());
     services.domain.queue = Some(queue.clone());
     // The receivers listen on loopback.
     services.domain.allow_private_webhooks = true;

@@ -50,7 +50,7 @@ async fn the_reconciler_and_deriver_beside_ingest_wait_for_a_burst_then_catch_up
         },
     ));
     let (nudged, derives) = (reconciler.clone(), deriver.clone());
-    let mut services = roncho::server::Services::store_only(store.clone());
+    let mut services = roncho::server::Serving::store_only(store.clone());
     services.domain.semantic = runtime.semantic.clone();
     services.domain.write_activity = Some(activity);
     services.domain.after_write = Some(Arc::new(move || {

@@ -28,7 +28,7 @@ pub fn free_port() -> u16 {
 
 /// Serves `roles` over `services` until `shutdown` is cancelled.
 #[allow(dead_code, reason = "each test binary uses the helpers it needs")]
-pub async fn serve(services: roncho::server::Services, roles: &[Role]) -> Served {
+pub async fn serve(services: roncho::server::Serving, roles: &[Role]) -> Served {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -152,7 +152,7 @@ pub async fn serve_semantic(
         vectors.clone(),
         roncho_reconciler::ReconcilerConfig::default(),
     );
-    let mut services = roncho::server::Services::store_only(store);
+    let mut services = roncho::server::Serving::store_only(store);
     services.domain.semantic = Some(roncho_search::Semantic::new(embedder, vectors));
     (serve(services, &Role::ALL).await, reconciler)
 }
