@@ -4,7 +4,9 @@
 - Floors: core < adapters < services < edges < bin. A crate depends only on
   crates of its own floor or below (loadtests may use anything), and no
   adapter on another adapter: each implements core's ports, and the binary
-  wires them together (their tests may use one another). A service depends
+  wires them together (their tests may use one another). The one kind of
+  crate adapters may share is a library that implements no port
+  (`SHARED_ADAPTER_LIBRARIES`; checked). A service depends
   on no adapter: every port it uses is defined in roncho-core.
 - Within a crate, no circle of files: `crate::`, `super::` (`super::*`
   too) and `self::` paths, and a parent's uses of its child modules'
@@ -45,9 +47,10 @@ WIRE_NEUTRAL_CRATES = ["roncho-gate", "roncho-rest", "roncho-mcp"]
 GRPC_STACK = {"tonic", "roncho-proto", "roncho-api"}
 
 # Crates of the adapters' floor that implement no port and that adapters may
-# use: plumbing every provider client shares.
+# use: plumbing every provider client shares. The check holds that they
+# implement no trait of roncho-core.
 SHARED_ADAPTER_LIBRARIES = {
-    "roncho-http": "the HTTP client rules (retries, proxies, webhook signing) every provider client shares",
+    "roncho-http": "the HTTP client rules (retries, trace context) every provider client shares",
 }
 
 # Breaches allowed for now (none since issue 34): one listed here that is
@@ -320,8 +323,20 @@ def capability_questions(core_src):
     return sorted(found)
 
 
+def ports_implemented(src, ports):
+    """The traits of `ports` that a crate's sources implement (`impl ... Port for`)."""
+    found = set()
+    for path in sorted(src.rglob("*.rs")):
+        code = strip_literals(path.read_text())
+        for m in re.finditer(r"\bimpl\b[^{;]*?\b(\w+)(?:<[^{;]*>)?\s+for\b", code):
+            if m.group(1) in ports:
+                found.add(m.group(1))
+    return found
+
+
 def main():
     breaches = []
+    ports = {trait for trait, _ in trait_bodies(ROOT / "core/roncho-core/src")}
     all_crates = list(crates())
     floor_of = {name: floor for floor, _, name in all_crates}
     normal, every_kind = resolved_dependencies(True), resolved_dependencies(False)
@@ -341,6 +356,9 @@ def main():
             if floor == "services" and floor_of.get(dep) == "adapters":
                 breaches.append(f"service {name} depends on adapter {dep} (define the port it uses in roncho-core)")
         src = directory / "src"
+        if name in SHARED_ADAPTER_LIBRARIES:
+            for port in sorted(ports_implemented(src, ports)):
+                breaches.append(f"shared library {name} implements the port {port}: make it an adapter of its own")
         for cycle in file_cycles(src):
             breaches.append(f"circle in {name}: {' -> '.join(cycle)}")
         max_file, max_fn = FLOOR_LIMITS.get(floor, (MAX_FILE_LINES, MAX_FN_LINES))

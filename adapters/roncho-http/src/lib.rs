@@ -9,9 +9,6 @@
 
 use std::time::Duration;
 
-pub mod tunnel;
-pub mod webhook;
-
 /// Longest `Retry-After` waited out within a request.
 pub const MAX_RETRY_AFTER_IN_REQUEST: Duration = Duration::from_secs(10);
 /// Longest `Retry-After` passed on to the caller.

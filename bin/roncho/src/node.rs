@@ -520,7 +520,7 @@ fn start_deriver(
         ..worker_config(config)
     };
     workers.ids.push(worker_config.worker_id.clone());
-    let mut webhooks = roncho_http::webhook::WebhookSender::new(
+    let mut webhooks = roncho_webhook::WebhookSender::new(
         config.webhooks.secret.as_ref().map(|secret| secret.expose()),
         config.webhooks.timeout,
         config.webhooks.allow_private_addresses,

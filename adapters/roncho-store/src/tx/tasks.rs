@@ -5,7 +5,7 @@
 //! workspace, in the unit `webhook:{workspace}:{endpoint}`, so each endpoint
 //! gets its events in order and one that is down holds back only its own.
 //! The task carries the event (type, data, timestamp), so every retry sends
-//! the same body; the deriver role delivers it (`roncho_http::webhook`).
+//! the same body; the deriver role delivers it (`roncho_webhook`).
 
 use crate::db::{execute, fetch_all, fetch_optional};
 use crate::rows;

@@ -53,7 +53,7 @@ impl WebhooksLayer {
             .filter(|proxy| !proxy.is_empty())
             .map(Secret::from);
         if let Some(proxy) = &proxy {
-            roncho_http::tunnel::Proxy::parse(proxy.expose()).map_err(anyhow::Error::msg)?;
+            roncho_webhook::tunnel::Proxy::parse(proxy.expose()).map_err(anyhow::Error::msg)?;
         }
         Ok(WebhookConfig {
             secret: self.webhook_secret.as_ref().map(Secret::from),
@@ -80,10 +80,10 @@ impl WebhooksLayer {
 
 impl WebhookConfig {
     /// Returns the proxy deliveries go through, when configured.
-    pub fn delivery_proxy(&self) -> anyhow::Result<Option<roncho_http::tunnel::Proxy>> {
+    pub fn delivery_proxy(&self) -> anyhow::Result<Option<roncho_webhook::tunnel::Proxy>> {
         self.proxy
             .as_ref()
-            .map(|proxy| roncho_http::tunnel::Proxy::parse(proxy.expose()).map_err(anyhow::Error::msg))
+            .map(|proxy| roncho_webhook::tunnel::Proxy::parse(proxy.expose()).map_err(anyhow::Error::msg))
             .transpose()
     }
 }

@@ -10,10 +10,10 @@ use roncho::config::Role;
 use roncho_core::queue::{StatusFilter, WorkQueue};
 use roncho_deriver::webhooks::{LaneLimits, WebhookLane};
 use roncho_deriver::worker::{Worker, WorkerConfig};
-use roncho_http::webhook::WebhookSender;
 use roncho_proto::v1 as pb;
 use roncho_proto::v1::deriver_service_client::DeriverServiceClient;
 use roncho_proto::v1::ingest_service_client::IngestServiceClient;
+use roncho_webhook::WebhookSender;
 
 use crate::support;
 

@@ -17,6 +17,8 @@
 //! (`webhook_proxy`), and then it is given the address roncho resolved and
 //! checked, never the name ([`crate::tunnel`]).
 
+pub mod tunnel;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
