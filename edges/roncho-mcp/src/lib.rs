@@ -295,14 +295,46 @@ async fn count_protocol_errors(
     if !response.status().is_success() || !whole {
         return response;
     }
-    let (parts, body) = response.into_parts();
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
+    let (mut parts, body) = response.into_parts();
+    let Ok(mut bytes) = axum::body::to_bytes(body, usize::MAX).await else {
         return axum::response::Response::from_parts(parts, axum::body::Body::empty());
     };
     if let Some(class) = jsonrpc_error_class(&bytes) {
         name.failed(class);
+        if let Some(cut) = with_messages_cut(&bytes) {
+            bytes = cut.into();
+            parts.headers.remove(http::header::CONTENT_LENGTH);
+        }
     }
     axum::response::Response::from_parts(parts, axum::body::Body::from(bytes))
+}
+
+/// The longest message of a JSON-RPC error a reply carries: the SDK's echo
+/// the caller's text (an unknown method's whole name).
+const MAX_ERROR_MESSAGE_CHARS: usize = 256;
+
+/// `reply` with every error message cut to [`MAX_ERROR_MESSAGE_CHARS`];
+/// `None` when none was longer.
+fn with_messages_cut(reply: &[u8]) -> Option<Vec<u8>> {
+    let mut reply: serde_json::Value = serde_json::from_slice(reply).ok()?;
+    let mut cut = false;
+    let replies: Vec<&mut serde_json::Value> = match &mut reply {
+        serde_json::Value::Array(replies) => replies.iter_mut().collect(),
+        reply => vec![reply],
+    };
+    for message in replies
+        .into_iter()
+        .filter_map(|reply| reply.get_mut("error")?.get_mut("message"))
+    {
+        if let serde_json::Value::String(text) = message
+            && text.chars().count() > MAX_ERROR_MESSAGE_CHARS
+        {
+            let kept: String = text.chars().take(MAX_ERROR_MESSAGE_CHARS).collect();
+            *text = format!("{kept}… (cut)");
+            cut = true;
+        }
+    }
+    cut.then(|| reply.to_string().into_bytes())
 }
 
 /// JSON-RPC's parse error, as HTTP 400: a body that is not one JSON-RPC
@@ -373,6 +405,23 @@ mod tests {
         assert_eq!(jsonrpc_error_class(batch.as_bytes()), Some(StatusClass::ClientError));
         assert_eq!(jsonrpc_error_class(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#), None);
         assert_eq!(jsonrpc_error_class(b"not json"), None);
+    }
+
+    #[test]
+    fn long_error_messages_are_cut() {
+        let long = format!(
+            r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":-32601,"message":"{}"}}}}"#,
+            "é".repeat(100_000)
+        );
+        let cut: serde_json::Value = serde_json::from_slice(&with_messages_cut(long.as_bytes()).unwrap()).unwrap();
+        let message = cut["error"]["message"].as_str().unwrap();
+        assert!(
+            message.ends_with("… (cut)") && message.chars().count() < 300,
+            "{message}"
+        );
+        assert_eq!(cut["id"], 1);
+        let short = r#"{"jsonrpc":"2.0","id":1,"error":{"code":-32601,"message":"Method not found"}}"#;
+        assert_eq!(with_messages_cut(short.as_bytes()), None);
     }
 
     #[test]

@@ -14,6 +14,31 @@ use crate::error::RestError;
 /// (up to four bytes each) with their metadata.
 pub const MAX_BODY_BYTES: usize = 12 * 1024 * 1024;
 
+/// Largest MCP request body read: what the MCP SDK reads (rmcp's
+/// `DEFAULT_MAX_REQUEST_BODY_BYTES`).
+pub const MAX_MCP_BODY_BYTES: usize = 4 * 1024 * 1024;
+
+/// Refuses a request whose declared length is over `limit` at once, before
+/// a byte of its body is awaited (413): a client that declares a gigabyte
+/// and sends five bytes would otherwise hold its place until the body's
+/// deadline.
+pub fn refuse_declared_over<B>(request: &http::Request<B>, limit: usize) -> Option<RestError> {
+    let declared = request
+        .headers()
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()?;
+    (declared > limit as u64).then(|| {
+        RestError::Http(
+            http::StatusCode::PAYLOAD_TOO_LARGE,
+            format!("the request body is {declared} bytes; at most {limit} are read"),
+        )
+    })
+}
+
 /// A JSON body. An empty body reads as `null`, which an optional body
 /// (`Option<T>`) takes as absent, as FastAPI does.
 #[derive(Debug)]

@@ -245,7 +245,12 @@ async fn observe_and_enter(State(passage): State<Passage>, mut request: Request,
 /// process made for a caller it let in ([`Vouched`]) enters as that caller,
 /// within the deadline and the place of the call that made it.
 async fn enter(passage: &Passage, vouched: Option<Vouched>, request: Request, next: Next) -> Response {
-    if let Some(refusal) = extract::refuse_non_json(&request) {
+    let limit = match passage.wire {
+        Wire::Mcp => extract::MAX_MCP_BODY_BYTES,
+        _ => extract::MAX_BODY_BYTES,
+    };
+    if let Some(refusal) = extract::refuse_non_json(&request).or_else(|| extract::refuse_declared_over(&request, limit))
+    {
         return refusal.into_response();
     }
     let door = &passage.door;

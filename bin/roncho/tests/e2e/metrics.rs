@@ -158,6 +158,8 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             "{}: {status} {reply:.200}",
             &call[..80.min(call.len())]
         );
+        // The error's message does not echo the caller's text whole.
+        assert!(reply.len() < 2_000, "{} bytes: {reply:.200}", reply.len());
     }
     // Bodies that are not one JSON-RPC message: malformed, a batch.
     for body in [
@@ -186,6 +188,22 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         .unwrap();
     assert_eq!(&head, b"HTTP/1.1 400", "{}", String::from_utf8_lossy(&head));
     drop(socket);
+    // A body declared longer than is ever read is refused at once (413),
+    // not awaited until its deadline, on MCP and on REST.
+    for path in ["/mcp", "/v3/workspaces"] {
+        let mut socket = tokio::net::TcpStream::connect(rest_address).await.unwrap();
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n\
+             Accept: application/json, text/event-stream\r\nContent-Length: 1000000000\r\n\r\n{{\"a\""
+        );
+        socket.write_all(head.as_bytes()).await.unwrap();
+        let mut status = [0u8; 12];
+        tokio::time::timeout(Duration::from_secs(5), socket.read_exact(&mut status))
+            .await
+            .expect("refused at once")
+            .unwrap();
+        assert_eq!(&status, b"HTTP/1.1 413", "{path}: {}", String::from_utf8_lossy(&status));
+    }
 
     // An LLM call through the metered wrapper.
     let app = axum::Router::new().route(
@@ -266,7 +284,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
         ),
         ("wire=\"grpc\",route=\"unknown\",status=\"client_error\"", 1.0),
         ("wire=\"rest\",route=\"/v3/workspaces\",status=\"ok\"", 1.0),
-        ("wire=\"rest\",route=\"/v3/workspaces\",status=\"client_error\"", 1.0),
+        ("wire=\"rest\",route=\"/v3/workspaces\",status=\"client_error\"", 2.0),
         (
             "wire=\"mcp\",route=\"tools/call add_messages_to_session\",status=\"ok\"",
             1.0,
@@ -277,8 +295,8 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             1.0,
         ),
         // The page refused by the browser rules, three JSON-RPC errors, two
-        // bodies that are not one message and one broken off.
-        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 7.0),
+        // bodies that are not one message, one broken off, one too long.
+        ("wire=\"mcp\",route=\"/mcp\",status=\"client_error\"", 8.0),
         ("wire=\"rest\",route=\"unknown\",status=\"client_error\"", 3.0),
     ] {
         assert_eq!(
@@ -300,7 +318,7 @@ async fn requests_queue_sync_and_llm_calls_are_measured_and_served() {
             text,
             "roncho_request_duration_seconds_count{wire=\"rest\",route=\"/v3/workspaces\"}"
         ),
-        Some(2.0),
+        Some(3.0),
         "{text}"
     );
     assert!(!text.contains("drop_every_table_42"), "{text}");
