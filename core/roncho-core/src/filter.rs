@@ -127,6 +127,9 @@ pub const CONCLUSION: Schema = Schema {
         field("times_derived", "times_derived", FieldType::Integer),
         field("created_at", "created_at", FieldType::Timestamp),
         field("source_ids", "source_ids", FieldType::Sources),
+        // Honcho 3.3: a message id is never a conclusion's, so "learned from
+        // this message" is "this message among its sources".
+        field("source_message_ids", "source_ids", FieldType::Sources),
     ],
     metadata: true,
 };

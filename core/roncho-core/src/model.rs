@@ -356,6 +356,18 @@ pub struct Conclusion {
     pub created_at: i64,
 }
 
+impl Conclusion {
+    /// The messages it was learned from: an explicit conclusion's sources
+    /// are messages (what the deriver read, or what a client named when it
+    /// wrote it); the other levels' are conclusions.
+    pub fn source_message_ids(&self) -> &[String] {
+        match self.level.as_str() {
+            "explicit" => &self.source_ids,
+            _ => &[],
+        }
+    }
+}
+
 /// Which of a session's two summaries.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum SummaryKind {

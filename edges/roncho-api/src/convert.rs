@@ -84,6 +84,7 @@ impl FromWire<Vec<pb::ConclusionCreate>> for Vec<roncho_ingest::ConclusionInput>
                 observer_id: conclusion.observer_id,
                 observed_id: conclusion.observed_id,
                 session_id: conclusion.session_id,
+                source_message_ids: conclusion.source_message_ids,
             })
             .collect()
     }

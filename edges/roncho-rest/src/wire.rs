@@ -396,10 +396,14 @@ pub struct Conclusion {
     /// Honcho 3.1: what it came from, and how often it was derived again.
     pub source_ids: Vec<String>,
     pub times_derived: i64,
+    /// Honcho 3.3: the messages it was learned from (an explicit
+    /// conclusion's sources; a deduction's are conclusions).
+    pub source_message_ids: Vec<String>,
 }
 
 impl From<model::Conclusion> for Conclusion {
     fn from(conclusion: model::Conclusion) -> Self {
+        let source_message_ids = conclusion.source_message_ids().to_vec();
         Self {
             id: conclusion.id,
             content: conclusion.content,
@@ -408,6 +412,7 @@ impl From<model::Conclusion> for Conclusion {
             session_id: conclusion.session_id,
             level: conclusion.level,
             created_at: timestamp(conclusion.created_at),
+            source_message_ids,
             source_ids: conclusion.source_ids,
             times_derived: conclusion.times_derived,
         }
@@ -532,6 +537,8 @@ pub struct ConclusionCreate {
     pub observer_id: String,
     pub observed_id: String,
     pub session_id: Option<String>,
+    /// Honcho 3.3: the messages it was learned from.
+    pub source_message_ids: Option<Vec<String>>,
 }
 
 /// `ConclusionQuery`.

@@ -20,6 +20,7 @@ use roncho_core::{Error, Result, tokens, validate};
 use serde_json::json;
 
 mod requests;
+mod sources;
 pub use requests::*;
 
 roncho_core::store_view! {
@@ -593,16 +594,34 @@ impl IngestApi for Ingest {
     async fn create_conclusions(&self, request: CreateConclusions) -> Result<Vec<Conclusion>> {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         validate::batch_len("conclusions", request.conclusions.len())?;
+        let sources = sources::checked(&request.conclusions)?;
         let once = self.once("CreateConclusions", request.idempotency_key.as_deref(), || {
+            // A batch that names sources digests as one of its own kind,
+            // every conclusion with its count of them; one that names none
+            // as before sources existed, so earlier keys still replay.
+            let named = sources.iter().any(|ids| !ids.is_empty());
+            let start = match named {
+                true => Fingerprint::new().text("source_message_ids"),
+                false => Fingerprint::new(),
+            };
             request
                 .conclusions
                 .iter()
-                .fold(Fingerprint::new(), |fingerprint, conclusion| {
-                    fingerprint
+                .zip(&sources)
+                .fold(start, |fingerprint, (conclusion, ids)| {
+                    let fingerprint = fingerprint
                         .text(&conclusion.content)
                         .text(&conclusion.observer_id)
                         .text(&conclusion.observed_id)
-                        .optional(conclusion.session_id.as_deref())
+                        .optional(conclusion.session_id.as_deref());
+                    match named {
+                        true => ids
+                            .iter()
+                            .fold(fingerprint.number(Some(ids.len() as i64)), |fingerprint, id| {
+                                fingerprint.text(id)
+                            }),
+                        false => fingerprint,
+                    }
                 })
         })?;
         // Token counting of up to 100 long texts is CPU work: off the runtime.
@@ -610,8 +629,9 @@ impl IngestApi for Ingest {
             request
                 .conclusions
                 .into_iter()
+                .zip(sources)
                 .enumerate()
-                .map(|(index, conclusion)| {
+                .map(|(index, (conclusion, source_ids))| {
                     let field = |name: &str| format!("conclusions[{index}].{name}");
                     if let Some(scope) = roncho_core::model::scope_of_peer(&conclusion.observed_id) {
                         return Err(Error::invalid(
@@ -634,7 +654,7 @@ impl IngestApi for Ingest {
                         level: "explicit".to_owned(),
                         content: validate::conclusion_content(&field("content"), &conclusion.content)?,
                         premises: Vec::new(),
-                        source_ids: Vec::new(),
+                        source_ids,
                         metadata: JsonObject::new(),
                     })
                 })

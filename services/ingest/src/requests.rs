@@ -176,6 +176,9 @@ pub struct ConclusionInput {
     pub observer_id: String,
     pub observed_id: String,
     pub session_id: Option<String>,
+    /// The messages it was learned from (Honcho 3.3's `source_message_ids`):
+    /// each must exist in the workspace.
+    pub source_message_ids: Vec<String>,
 }
 
 /// A batch of explicit conclusions.

@@ -21,13 +21,19 @@ use roncho_core::{Error, Result};
 #[async_trait]
 impl Memory for SqlStore {
     #[tracing::instrument(name = "store.create_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
+        self.store_conclusions(workspace_id, conclusions, None, Sources::Derived)
+            .await
+    }
+
     async fn write_conclusions(
         &self,
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
         once: Option<&Once>,
     ) -> Result<Vec<Conclusion>> {
-        self.store_conclusions(workspace_id, conclusions, once).await
+        self.store_conclusions(workspace_id, conclusions, once, Sources::NamedMessages)
+            .await
     }
 
     async fn list_conclusions(
@@ -237,6 +243,7 @@ impl SqlStore {
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
         once: Option<&Once>,
+        sources: Sources,
     ) -> Result<Vec<Conclusion>> {
         let now = now_micros();
         let mut tx = self.begin_write().await?;
@@ -246,6 +253,12 @@ impl SqlStore {
         {
             drop(tx);
             return self.replay_conclusions(workspace_id, &ids).await;
+        }
+        if sources == Sources::NamedMessages
+            && let Some(missing) =
+                crate::tx::conclusions::missing_message(tx.conn(), self.dialect(), workspace_id, &conclusions).await?
+        {
+            return Err(roncho_core::Error::not_found("message", missing));
         }
         let live = crate::tx::conclusions::live_sources(tx.conn(), self.dialect(), workspace_id, &conclusions).await?;
         let mut created = Vec::with_capacity(conclusions.len());
@@ -259,4 +272,14 @@ impl SqlStore {
         tx.commit().await?;
         Ok(created)
     }
+}
+
+/// What a conclusion's sources are, and so what an erased one means.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Sources {
+    /// What a derivation read: one erased since is dropped, and a
+    /// conclusion left without any is not stored.
+    Derived,
+    /// Messages a client named: each must be there when the write commits.
+    NamedMessages,
 }

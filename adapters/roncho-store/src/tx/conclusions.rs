@@ -145,8 +145,8 @@ pub(crate) fn lock_update(dialect: Dialect) -> &'static str {
     }
 }
 
-/// The source ids of `conclusions` that still exist (messages, or
-/// conclusions, of the workspace), locked against a concurrent erasure
+/// The sources of `conclusions` that are rows of the workspace (messages
+/// or conclusions), locked (shared) so that an erasure cannot remove them
 /// until the caller's transaction ends.
 pub(crate) async fn live_sources(
     conn: &mut AnyConnection,
@@ -154,25 +154,61 @@ pub(crate) async fn live_sources(
     workspace_id: &str,
     conclusions: &[NewConclusion],
 ) -> Result<BTreeSet<String>> {
+    existing(
+        conn,
+        dialect,
+        workspace_id,
+        &["messages", "documents"],
+        &sources_of(conclusions),
+    )
+    .await
+}
+
+/// The first source of `conclusions` that is not a message of the
+/// workspace (those that are locked as [`live_sources`] locks them), if any.
+pub(crate) async fn missing_message(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    workspace_id: &str,
+    conclusions: &[NewConclusion],
+) -> Result<Option<String>> {
+    let wanted = sources_of(conclusions);
+    let found = existing(conn, dialect, workspace_id, &["messages"], &wanted).await?;
+    Ok(wanted.into_iter().find(|id| !found.contains(id)))
+}
+
+/// Every source `conclusions` name, once each.
+fn sources_of(conclusions: &[NewConclusion]) -> Vec<String> {
     let wanted: BTreeSet<&str> = conclusions
         .iter()
         .flat_map(|conclusion| conclusion.source_ids.iter().map(String::as_str))
         .collect();
-    let wanted: Vec<String> = wanted.into_iter().map(str::to_owned).collect();
-    let mut live = BTreeSet::new();
+    wanted.into_iter().map(str::to_owned).collect()
+}
+
+/// Which of `wanted` are public ids of rows of `tables` in the workspace,
+/// locked (shared) until the caller's transaction ends.
+async fn existing(
+    conn: &mut AnyConnection,
+    dialect: Dialect,
+    workspace_id: &str,
+    tables: &[&str],
+    wanted: &[String],
+) -> Result<BTreeSet<String>> {
+    let mut found = BTreeSet::new();
     for chunk in wanted.chunks(usize::try_from(CHUNK).unwrap_or(500)) {
-        for table in ["messages", "documents"] {
+        for table in tables {
             let mut sql = Sql::new(&format!("SELECT public_id FROM {table} WHERE workspace_name = "));
             sql.bind(workspace_id)
                 .push(" AND public_id IN ")
                 .push_list(chunk)
                 .push(lock_shared(dialect));
             for row in crate::db::fetch_all(conn, &sql).await? {
-                live.insert(rows::get::<String>(&row, "public_id")?);
+                found.insert(rows::get::<String>(&row, "public_id")?);
             }
         }
     }
-    Ok(live)
+    Ok(found)
 }
 
 /// Records which rows a conclusion came from.

@@ -159,8 +159,8 @@ async fn every_filter_key_reads_its_column(store: &dyn Store) {
         for key in keys {
             let filters = if key == "metadata" {
                 json!({"metadata": {"tag": "x"}})
-            } else if key == "source_ids" {
-                json!({"source_ids": {"contains": message.id}})
+            } else if key == "source_ids" || key == "source_message_ids" {
+                json!({ key: {"contains": message.id} })
             } else {
                 matching_filter(key, id)
             };

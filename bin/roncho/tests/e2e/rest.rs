@@ -1716,3 +1716,147 @@ async fn custom_instructions_are_bounded_wherever_a_configuration_is_written() {
     assert_eq!(server.post("/v3/workspaces", fits).await.0, 201);
     server.served.shutdown.cancel();
 }
+
+/// Honcho 3.3: a conclusion written through the API names the messages it
+/// was learned from; they are found by a filter, must exist, and take the
+/// conclusion with them when they are erased.
+#[tokio::test]
+async fn conclusions_name_the_messages_they_were_learned_from() {
+    let server = Server::start(false).await;
+    let (status, created) = server
+        .post(
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": [
+                {"peer_id": "alice", "content": "I keep bees on the roof"},
+                {"peer_id": "alice", "content": "and I sell their honey"},
+                {"peer_id": "bob", "content": "nice"},
+            ]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{created}");
+    let message = |index: usize| created[index]["id"].as_str().unwrap().to_owned();
+    let (bees, honey, nice) = (message(0), message(1), message(2));
+    let conclusion = |content: &str, sources: Value| {
+        json!({"conclusions": [{"content": content, "observer_id": "bob", "observed_id": "alice",
+                                "session_id": "s", "source_message_ids": sources}]})
+    };
+    let (status, made) = server
+        .post(
+            "/v3/workspaces/w/conclusions",
+            conclusion("Alice keeps bees", json!([bees, honey, bees])),
+        )
+        .await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made[0]["source_message_ids"], json!([bees, honey]), "{made}");
+    assert_eq!(made[0]["source_ids"], json!([bees, honey]), "{made}");
+    let (status, plain) = server
+        .post(
+            "/v3/workspaces/w/conclusions",
+            json!({"conclusions": [{"content": "Alice is busy", "observer_id": "bob", "observed_id": "alice"}]}),
+        )
+        .await;
+    assert_eq!(status, 201, "{plain}");
+    assert_eq!(plain[0]["source_message_ids"], json!([]), "{plain}");
+
+    // Found by the messages they were learned from.
+    let learned_from = |id: &str| json!({"filters": {"source_message_ids": {"contains": id}}});
+    let (status, page) = server
+        .post("/v3/workspaces/w/conclusions/list", learned_from(&honey))
+        .await;
+    assert_eq!(status, 200, "{page}");
+    assert_eq!(ids(&page["items"]), [made[0]["id"].as_str().unwrap()], "{page}");
+
+    // A message that does not exist, or a malformed id: refused, nothing stored.
+    let made_id = made[0]["id"].as_str().unwrap().to_owned();
+    for (sources, expected) in [
+        (json!(["no-such-message"]), 404),
+        (json!(["has spaces"]), 404),
+        (json!([bees, "no-such-message"]), 404),
+        (json!([made_id]), 404),
+        (json!([""]), 422),
+        (json!(["\u{0000}"]), 422),
+        (json!(["x".repeat(300)]), 422),
+        (json!((0..101).map(|_| bees.clone()).collect::<Vec<_>>()), 422),
+    ] {
+        let (status, refused) = server
+            .post(
+                "/v3/workspaces/w/conclusions",
+                conclusion("Alice flies", sources.clone()),
+            )
+            .await;
+        assert_eq!(status, expected, "{sources}: {refused}");
+    }
+    let (_, all) = server.post("/v3/workspaces/w/conclusions/list", json!({})).await;
+    assert_eq!(all["total"], 2, "{all}");
+
+    // A repeat under the same key returns what the first call stored, even
+    // once a source it named is erased; another source list is another request.
+    let keyed = |sources: Value| {
+        let request = server
+            .http
+            .post(format!("{}/v3/workspaces/w/conclusions", server.base))
+            .header("idempotency-key", "learned-once")
+            .json(&conclusion("Alice sells honey", sources));
+        async move {
+            let reply = request.send().await.unwrap();
+            (reply.status().as_u16(), reply.json::<Value>().await.unwrap())
+        }
+    };
+    let (status, first) = keyed(json!([nice])).await;
+    assert_eq!(status, 201, "{first}");
+    let (status, other) = keyed(json!([bees])).await;
+    assert_eq!(status, 409, "another source list under the same key: {other}");
+    let (status, _) = server
+        .send(
+            reqwest::Method::DELETE,
+            &format!("/v3/workspaces/w/sessions/s/messages/{nice}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 202);
+    // The conclusion went with its only source: the repeat says what of the
+    // first call's is still stored (nothing), never that the call failed.
+    let mut again = (0, Value::Null);
+    for _ in 0..100 {
+        again = keyed(json!([nice])).await;
+        if again.1 == json!([]) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    assert_eq!((again.0, &again.1), (201, &json!([])), "{again:?}");
+
+    // Erasing a source takes it from what was learned from it; erasing the
+    // last one erases the conclusion (as for the deriver's conclusions).
+    let server = &server;
+    let erase = |id: String| {
+        let path = format!("/v3/workspaces/w/sessions/s/messages/{id}");
+        async move {
+            let (status, receipt) = server.send(reqwest::Method::DELETE, &path, Value::Null, None).await;
+            assert_eq!(status, 202, "{receipt}");
+        }
+    };
+    let until = |filter: Value, total: usize| async move {
+        let mut page = Value::Null;
+        for _ in 0..100 {
+            page = server.post("/v3/workspaces/w/conclusions/list", filter.clone()).await.1;
+            if page["total"] == total {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        }
+        page
+    };
+    erase(honey.clone()).await;
+    let page = until(learned_from(&honey), 0).await;
+    assert_eq!(page["total"], 0, "{page}");
+    let page = until(learned_from(&bees), 1).await;
+    assert_eq!(page["items"][0]["source_message_ids"], json!([bees]), "{page}");
+    erase(bees.clone()).await;
+    let page = until(learned_from(&bees), 0).await;
+    assert_eq!(page["total"], 0, "{page}");
+    let (_, all) = server.post("/v3/workspaces/w/conclusions/list", json!({})).await;
+    assert_eq!(ids(&all["items"]), [plain[0]["id"].as_str().unwrap()], "{all}");
+    server.served.shutdown.cancel();
+}

@@ -10,18 +10,22 @@ use crate::model::{CollectionQuery, Conclusion, NewConclusion, Page, PageRequest
 
 #[async_trait]
 pub trait Memory: Send + Sync + 'static {
-    /// Stores conclusions; observer, observed and session must exist. With
-    /// `once`, once per its key (see [`Messages::write_messages`]).
+    /// Stores derived conclusions; observer, observed and session must
+    /// exist. Sources erased since the conclusion was derived are dropped,
+    /// and a conclusion left without any is not stored.
+    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>>;
+    /// Stores conclusions a client wrote, whose `source_ids` are messages it
+    /// named: every one must be a message of the workspace when the write
+    /// commits (`NOT_FOUND` naming the first that is not, and nothing is
+    /// stored). With `once`, once per its key (see
+    /// [`Messages::write_messages`]): a repeat returns what the first call
+    /// stored, whatever was erased since.
     async fn write_conclusions(
         &self,
         workspace_id: &str,
         conclusions: Vec<NewConclusion>,
         once: Option<&Once>,
     ) -> Result<Vec<Conclusion>>;
-    /// [`Memory::write_conclusions`] without an idempotency key.
-    async fn create_conclusions(&self, workspace_id: &str, conclusions: Vec<NewConclusion>) -> Result<Vec<Conclusion>> {
-        self.write_conclusions(workspace_id, conclusions, None).await
-    }
     /// Live conclusions, newest first (`reverse`: oldest first).
     async fn list_conclusions(
         &self,

@@ -404,6 +404,7 @@ pub(super) async fn create_conclusions(
                 observer_id: conclusion.observer_id,
                 observed_id: conclusion.observed_id,
                 session_id: conclusion.session_id,
+                source_message_ids: conclusion.source_message_ids.unwrap_or_default(),
             })
             .collect(),
         idempotency_key: idempotency_key(&headers),
