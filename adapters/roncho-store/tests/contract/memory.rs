@@ -7,6 +7,7 @@ store_contract_suite!(
     rederived_conclusions_count_up,
     a_superseded_conclusion_hands_on_its_count,
     conclusions_citing_walks_source_ids,
+    a_clients_conclusions_name_only_messages_there_as_the_write_commits,
     collection_conclusions_take_recent_and_most_derived,
     peer_cards_are_set_and_read,
 ;
@@ -203,6 +204,76 @@ async fn conclusions_citing_walks_source_ids(store: &dyn Store) {
         "deleted ones are gone"
     );
     assert!(citing("_".into()).await.is_empty(), "a wildcard matches nothing");
+}
+
+async fn a_clients_conclusions_name_only_messages_there_as_the_write_commits(store: &dyn Store) {
+    let messages = store
+        .create_messages(
+            "w",
+            "s",
+            vec![new_message("alice", "I keep bees"), new_message("alice", "hi")],
+        )
+        .await
+        .unwrap();
+    store.get_or_create_peer("w", "bob", None, None).await.unwrap();
+    let fact = store
+        .create_conclusions("w", vec![new_conclusion("alice", "alice", "Alice says hi")])
+        .await
+        .unwrap();
+    let named = |sources: Vec<String>| NewConclusion {
+        source_ids: sources,
+        ..new_conclusion("bob", "alice", "Alice keeps bees")
+    };
+    let hour = std::time::Duration::from_secs(3600);
+    // A message of another workspace, none at all, or a conclusion: refused
+    // whole, nothing stored.
+    store
+        .create_messages("other", "s", vec![new_message("alice", "elsewhere")])
+        .await
+        .unwrap();
+    let elsewhere = store
+        .list_messages("other", "s", &all(), page(1, 1))
+        .await
+        .unwrap()
+        .items[0]
+        .id
+        .clone();
+    for missing in [elsewhere, "no-such-message".to_owned(), fact[0].id.clone()] {
+        let refused = store
+            .write_conclusions(
+                "w",
+                vec![named(vec![messages[0].id.clone()]), named(vec![missing.clone()])],
+                None,
+            )
+            .await;
+        assert!(
+            matches!(&refused, Err(Error::NotFound { resource: "message", id }) if *id == missing),
+            "{missing}: {refused:?}"
+        );
+    }
+    assert_eq!(store.list_conclusions("w", &all(), page(1, 10)).await.unwrap().total, 1);
+    // Messages that are there: stored with them as sources, once per key.
+    let key = once("k", "CreateConclusions", "bees", hour);
+    let first = store
+        .write_conclusions("w", vec![named(vec![messages[1].id.clone()])], Some(&key))
+        .await
+        .unwrap();
+    assert_eq!(first[0].source_ids, [messages[1].id.clone()]);
+    assert_eq!(first[0].source_message_ids(), [messages[1].id.clone()]);
+    // Once its source is erased, a repeat replays what is left (nothing),
+    // never NOT_FOUND for a call that did store.
+    store.delete_message("w", "s", &messages[1].id).await.unwrap();
+    let replayed = store
+        .write_conclusions("w", vec![named(vec![messages[1].id.clone()])], Some(&key))
+        .await
+        .unwrap();
+    assert!(replayed.is_empty(), "{replayed:?}");
+    // Derivations stay lenient: an erased source is dropped, not refused.
+    let derived = store
+        .create_conclusions("w", vec![named(vec![messages[0].id.clone(), messages[1].id.clone()])])
+        .await
+        .unwrap();
+    assert_eq!(derived[0].source_ids, [messages[0].id.clone()]);
 }
 
 async fn collection_conclusions_take_recent_and_most_derived(store: &dyn Store) {
