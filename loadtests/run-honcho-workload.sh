@@ -11,6 +11,9 @@
 # beside ingest and recall, as a deployment runs it), and no embedding
 # model, as Honcho ran (RONCHO_WORKLOAD_EMBEDDING=auto: the local model
 # when installed).
+# RONCHO_WORKLOAD_ROLES=ingest,recall,reconciler runs the roles the
+# workload's README measured roncho with beside Honcho (whose deriver was
+# off): the side-by-side rows of issue 58 are read from that run.
 # Each (round, backend) runs OLD then NEW; the table at the end gives every
 # row's p50 (throughput for ingest) per run. The machine is noisy: read the
 # rounds side by side.
@@ -40,7 +43,7 @@ for round in $(seq 1 "$rounds"); do
       grpc=$(free_port)
       rest=$(free_port)
       env -u RONCHO_EMBEDDING_MODEL_DIR RONCHO_EMBEDDING_PROVIDER="${RONCHO_WORKLOAD_EMBEDDING:-none}" \
-        "$bin" serve --listen "127.0.0.1:$grpc" --rest-listen "127.0.0.1:$rest" "${store[@]}" --log warn \
+        "$bin" serve ${RONCHO_WORKLOAD_ROLES:+--roles "$RONCHO_WORKLOAD_ROLES"} --listen "127.0.0.1:$grpc" --rest-listen "127.0.0.1:$rest" "${store[@]}" --log warn \
         >"$work/server.log" 2>&1 &
       server=$!
       for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$rest/health" >/dev/null && break; sleep 0.2; done

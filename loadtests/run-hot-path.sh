@@ -12,6 +12,9 @@
 #
 #   loadtests/run-hot-path.sh OLD_BINARY NEW_BINARY [rounds] [backends]
 #   (default 2 rounds, "embedded postgres")
+# RONCHO_HOT_PATH_ROLES=all serves the copies with every role instead:
+# the deriver then works through the data's 50,000 underived messages
+# beside the calls.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 usage="run-hot-path.sh OLD NEW [rounds] [backends]"
@@ -24,13 +27,18 @@ drop_databases() {
   done
 }
 trap 'stop; drop_databases; rm -rf "$work"' EXIT
-# serve BIN STORE-ARGS...: starts BIN with --roles ingest,recall, sets $server and $rest.
+# The data is written with ingest and recall alone (nothing derived).
+writing=(--roles ingest,recall)
+measured=(--roles "${RONCHO_HOT_PATH_ROLES:-ingest,recall}")
+[ "${RONCHO_HOT_PATH_ROLES:-}" = all ] && measured=()
+roles=("${writing[@]}")
+# serve BIN STORE-ARGS...: starts BIN with $roles, sets $server and $rest.
 serve() {
   local bin=$1
   shift
   rest=$(free_port)
   env -u RONCHO_EMBEDDING_MODEL_DIR RONCHO_EMBEDDING_PROVIDER=none \
-    "$bin" serve --roles ingest,recall --listen "127.0.0.1:$(free_port)" --rest-listen "127.0.0.1:$rest" "$@" \
+    "$bin" serve "${roles[@]}" --listen "127.0.0.1:$(free_port)" --rest-listen "127.0.0.1:$rest" "$@" \
     --log warn >>"$work/server.log" 2>&1 &
   server=$!
   for _ in $(seq 1 150); do curl -sf "http://127.0.0.1:$rest/health" >/dev/null && return; sleep 0.2; done
@@ -39,6 +47,7 @@ serve() {
 }
 
 for backend in $backends; do
+  roles=("${writing[@]}")
   if [ "$backend" = postgres ]; then
     drop_databases
     psql "$server_url" -qc "CREATE DATABASE $source_db" >/dev/null
@@ -49,6 +58,7 @@ for backend in $backends; do
   "$venv/bin/python" "$workload" --base-url "http://127.0.0.1:$rest" --server roncho --workspace hot \
     --calls 5 --warmup 1 --out "$work/setup.json" >/dev/null
   stop
+  roles=("${measured[@]}")
   for round in $(seq 1 "$rounds"); do
     for build in old new; do
       bin=$old

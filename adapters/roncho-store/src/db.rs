@@ -15,6 +15,10 @@ use tokio::sync::{Mutex, MutexGuard};
 #[derive(Debug)]
 pub struct SqlStore {
     pub(crate) pool: AnyPool,
+    /// SQLite: the connections the background roles read on (see
+    /// [`SqlStore::reads`]); `None` on Postgres, whose statements run in
+    /// the server's processes.
+    pub(crate) background_reads: Option<AnyPool>,
     pub(crate) dialect: Dialect,
     pub(crate) location: String,
     /// SQLite has one writer: a connection of its own (opened at the first
@@ -172,6 +176,7 @@ impl SqlStore {
         let writer = (dialect == Dialect::Sqlite).then(|| Mutex::new(None));
         Self {
             pool,
+            background_reads: None,
             dialect,
             location,
             writer,
@@ -199,6 +204,23 @@ impl SqlStore {
         &self.pool
     }
 
+    /// The pool a read on the calling thread takes its connection from.
+    ///
+    /// On SQLite each connection runs its statements on a thread of its
+    /// own, at the priority of the thread that opened it. The requests'
+    /// connections are opened at start-up, at the process's priority; the
+    /// background roles' threads (below it, `roncho_core::activity`) read
+    /// on connections of their own, opened by those threads when first
+    /// needed and so run below it too: a deriver working through a backlog
+    /// no longer takes the cores from a context call at equal priority
+    /// (issue 58, docs/benchmarks.md). Writes share SQLite's one writer.
+    pub(crate) fn reads(&self) -> &AnyPool {
+        match &self.background_reads {
+            Some(background) if roncho_core::activity::on_background_thread() => background,
+            _ => &self.pool,
+        }
+    }
+
     /// Closes every pooled connection.
     pub async fn close(&self) {
         if let Some(writer) = &self.writer
@@ -208,6 +230,9 @@ impl SqlStore {
             if let Err(error) = connection.close().await {
                 tracing::warn!(%error, "closing the SQLite writer connection");
             }
+        }
+        if let Some(background) = &self.background_reads {
+            background.close().await;
         }
         self.pool.close().await;
     }
@@ -297,12 +322,12 @@ impl SqlStore {
     }
 
     pub(crate) async fn read(&self, sql: &Sql) -> Result<Vec<AnyRow>> {
-        sql.query(self.dialect)?.fetch_all(&self.pool).await.map_err(db_error)
+        sql.query(self.dialect)?.fetch_all(self.reads()).await.map_err(db_error)
     }
 
     pub(crate) async fn read_optional(&self, sql: &Sql) -> Result<Option<AnyRow>> {
         sql.query(self.dialect)?
-            .fetch_optional(&self.pool)
+            .fetch_optional(self.reads())
             .await
             .map_err(db_error)
     }
@@ -315,6 +340,8 @@ impl SqlStore {
     /// docs/benchmarks.md).
     pub(crate) async fn read_messages(&self, from_where: Sql, order_by: &str) -> Result<Vec<Message>> {
         if self.dialect != Dialect::Sqlite {
+            // Rows as they are: Postgres builds a page of 100 as JSON slower
+            // than it sends the rows (a list took 0.1–0.3 ms longer).
             let select = Sql {
                 text: format!(
                     "SELECT {} FROM {} ORDER BY {order_by}",
@@ -327,8 +354,9 @@ impl SqlStore {
         }
         let select = Sql {
             text: format!(
-                "SELECT json_group_array(json_array({}) ORDER BY {order_by}) AS page FROM {}",
-                rows::MESSAGE_JSON_COLUMNS,
+                "SELECT {} AS page FROM {}",
+                self.dialect
+                    .json_rows(rows::message_json_columns(self.dialect), order_by),
                 from_where.text
             ),
             binds: from_where.binds,

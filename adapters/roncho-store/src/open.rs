@@ -187,11 +187,13 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
             // pages) and each connection caches 16 MiB of pages instead of 2 MiB.
             // Deleted content is overwritten with zeros (`secure_delete`): an
             // erased message is not left in free space for a reader of the file.
-            // Every connection is opened here, at start-up, and kept: each
-            // runs on a thread of its own, which takes the priority of the
-            // thread that opened it, and a connection opened later by a
-            // background role (run below the requests' priority) would then
-            // serve requests at that priority (see `open_every_connection`).
+            // Every connection of the requests is opened here, at start-up,
+            // and kept: each runs on a thread of its own, which takes the
+            // priority of the thread that opened it, and a connection opened
+            // later by a background role (run below the requests' priority)
+            // would then serve requests at that priority (see
+            // `open_every_connection`). The background reads on connections
+            // of its own, opened by its threads (`SqlStore::reads`).
             pool_options
                 .idle_timeout(None)
                 .max_lifetime(None)
@@ -217,11 +219,21 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
             })
         }),
     };
+    // The background roles' own connections (`SqlStore::reads`), opened
+    // by their threads when first needed, never at start-up.
+    let background_reads = (dialect == Dialect::Sqlite).then(|| {
+        pool_options
+            .clone()
+            .max_connections(background_readers(options.max_connections))
+            .min_connections(0)
+            .connect_lazy_with(connect_options.clone())
+    });
     let pool: AnyPool = pool_options
         .connect_with(connect_options)
         .await
         .map_err(|error| Error::Unavailable(format!("cannot connect to {location}: {error}")))?;
-    let store = SqlStore::new(pool.clone(), dialect, location);
+    let mut store = SqlStore::new(pool.clone(), dialect, location);
+    store.background_reads = background_reads;
     match dialect {
         Dialect::Sqlite => {
             store.open_every_connection(options.max_connections).await?;
@@ -234,6 +246,12 @@ pub async fn connect(options: &StoreOptions) -> Result<SqlStore> {
         ),
     }
     Ok(store)
+}
+
+/// How many SQLite connections the background roles read on, beside the
+/// requests' `max_connections`: half as many, at least two.
+fn background_readers(max_connections: u32) -> u32 {
+    (max_connections / 2).max(2)
 }
 
 /// Makes every SQLite connection this process opens from now on keep its

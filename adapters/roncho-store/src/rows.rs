@@ -1,6 +1,7 @@
 //! Decoding rows into domain types. Columns are selected by the constants
 //! here so that every query of a resource reads the same shape.
 
+use crate::sql::Dialect;
 use roncho_core::model::{
     Conclusion, JsonObject, Message, Peer, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
@@ -76,11 +77,22 @@ pub fn message(row: &AnyRow) -> Result<Message> {
     })
 }
 
-/// [`MESSAGE_COLUMNS`] as the elements of a JSON array (SQLite's
-/// `json_array`): the metadata as an object, not its text.
-pub const MESSAGE_JSON_COLUMNS: &str = "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, json(m.metadata), m.created_at, m.token_count, m.seq_in_session";
+/// [`MESSAGE_COLUMNS`] as the elements of a JSON array
+/// ([`Dialect::json_rows`]): the metadata as an object, not its text.
+pub fn message_json_columns(dialect: Dialect) -> &'static str {
+    match dialect {
+        Dialect::Sqlite => {
+            "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, json(m.metadata), \
+             m.created_at, m.token_count, m.seq_in_session"
+        }
+        Dialect::Postgres => {
+            "m.public_id, m.workspace_name, m.session_name, m.peer_name, m.content, m.metadata::json, \
+             m.created_at, m.token_count, m.seq_in_session"
+        }
+    }
+}
 
-/// Decodes a JSON array of [`MESSAGE_JSON_COLUMNS`] arrays.
+/// Decodes a JSON array of [`message_json_columns`] arrays.
 pub fn messages_from_json(page: &str) -> Result<Vec<Message>> {
     type Columns = (String, String, String, String, String, JsonObject, i64, i64, i64);
     let rows: Vec<Columns> =

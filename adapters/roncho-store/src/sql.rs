@@ -27,6 +27,18 @@ impl Dialect {
             Dialect::Postgres => format!("({column} || '')"),
         }
     }
+
+    /// Returns the aggregate that gathers `columns` of each row into one
+    /// JSON array of arrays, as text (`[]` for no row), in `order_by`'s
+    /// order: a page of rows in one column, read in one trip.
+    pub fn json_rows(self, columns: &str, order_by: &str) -> String {
+        match self {
+            Dialect::Sqlite => format!("json_group_array(json_array({columns}) ORDER BY {order_by})"),
+            Dialect::Postgres => {
+                format!("COALESCE(json_agg(json_build_array({columns}) ORDER BY {order_by})::text, '[]')")
+            }
+        }
+    }
 }
 
 /// A value bound to a `$N` placeholder.

@@ -394,6 +394,7 @@ impl Drop for Background {
 /// Lowers the calling thread's scheduling priority to [`BACKGROUND_NICE`]
 /// (Linux keeps a nice value per thread; threads it starts inherit it).
 fn lower_this_threads_priority() {
+    roncho_core::activity::mark_background_thread();
     #[cfg(target_os = "linux")]
     {
         // SAFETY: gettid and setpriority take and return plain integers.

@@ -24,6 +24,24 @@ pub struct WriteActivity {
 
 const NEVER: u64 = u64::MAX;
 
+thread_local! {
+    static BACKGROUND_THREAD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks the calling thread as one the background roles run on, below
+/// the requests' priority. What such a thread opens runs at its priority
+/// too (a SQLite connection's thread is started by the thread that opens
+/// it), so a store keeps what the background opens for the background
+/// ([`on_background_thread`]).
+pub fn mark_background_thread() {
+    BACKGROUND_THREAD.set(true);
+}
+
+/// Whether the calling thread was marked with [`mark_background_thread`].
+pub fn on_background_thread() -> bool {
+    BACKGROUND_THREAD.get()
+}
+
 impl Default for WriteActivity {
     fn default() -> Self {
         Self {

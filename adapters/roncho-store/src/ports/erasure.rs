@@ -189,7 +189,7 @@ impl Erasure for SqlStore {
     }
 
     async fn erasure_receipt(&self, workspace_id: &str, id: &str) -> Result<ErasureReceipt> {
-        let mut conn = self.pool().acquire().await.map_err(crate::db::db_error)?;
+        let mut conn = self.reads().acquire().await.map_err(crate::db::db_error)?;
         let receipt = self.load_receipt(&mut conn, workspace_id, id).await?;
         drop(conn);
         self.with_vectors_pending(receipt).await

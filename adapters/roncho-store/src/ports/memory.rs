@@ -196,7 +196,7 @@ impl Memory for SqlStore {
         observed_id: &str,
     ) -> Result<Option<Vec<String>>> {
         {
-            let mut conn = self.pool().acquire().await.map_err(db_error)?;
+            let mut conn = self.reads().acquire().await.map_err(db_error)?;
             load_peer(&mut conn, workspace_id, observer_id).await?;
         }
         let mut sql = Sql::new("SELECT card FROM peer_cards WHERE workspace_name = ");

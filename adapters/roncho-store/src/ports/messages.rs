@@ -2,7 +2,7 @@
 
 use crate::db::{SqlStore, db_error, direction, execute, to_json};
 use crate::rows;
-use crate::sql::{Dialect, Sql, render_filter};
+use crate::sql::{Sql, render_filter};
 use crate::tx::entities::{load_message, load_session};
 use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::vectors::push_perspective;
@@ -172,7 +172,7 @@ impl Messages for SqlStore {
         session_id: &str,
         once: &Once,
     ) -> Result<Option<Vec<Message>>> {
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let mut conn = self.reads().acquire().await.map_err(db_error)?;
         let Some(ids) = crate::tx::idempotency::lookup(&mut conn, workspace_id, once).await? else {
             return Ok(None);
         };
@@ -181,7 +181,7 @@ impl Messages for SqlStore {
     }
 
     async fn get_message(&self, workspace_id: &str, session_id: &str, id: &str) -> Result<Message> {
-        let mut conn = self.pool.acquire().await.map_err(db_error)?;
+        let mut conn = self.reads().acquire().await.map_err(db_error)?;
         load_message(&mut conn, workspace_id, session_id, id).await
     }
 
@@ -370,9 +370,10 @@ impl Messages for SqlStore {
         with_summaries: bool,
     ) -> Result<ContextWindow> {
         // The first page of the walk back from the newest message, the
-        // rows of it that fit the budget and (SQLite) the session with its
+        // rows of it that fit the budget and the session with its
         // summaries, in one statement: one trip to SQLite's connection
-        // thread instead of three, two concurrent ones to Postgres. The
+        // thread or to Postgres instead of three (two concurrent ones to
+        // Postgres before: 0.1 ms of a context call, docs/benchmarks.md). The
         // window starts at the oldest message of the first page whose
         // tokens, with those of every newer one, fit the budget.
         let fitting = |sql: &mut Sql| {
@@ -396,41 +397,26 @@ impl Messages for SqlStore {
             .push(")");
             push_not_erasing(sql, erasing::MESSAGE);
         };
-        let mut sql = Sql::default();
-        let (summaries, mut messages) = if self.dialect == Dialect::Sqlite {
-            sql.push(&format!(
-                "SELECT (SELECT json_group_array(json_array({}) ORDER BY m.seq_in_session) ",
-                rows::MESSAGE_JSON_COLUMNS
-            ));
-            fitting(&mut sql);
-            sql.push(&format!(
-                ") AS page, (SELECT json_group_array(json_array({SUMMARY_COLUMNS})) "
-            ));
-            push_summaries_from(&mut sql, workspace_id, session_id);
-            sql.push(") AS summaries");
-            let row = self
-                .read_optional(&sql)
-                .await?
-                .ok_or_else(|| Error::Internal("the context window read no row".into()))?;
-            let summaries: Vec<SummaryRow> = serde_json::from_str(&rows::get::<String>(&row, "summaries")?)
-                .map_err(|error| Error::Internal(format!("decoding summaries: {error}")))?;
-            (
-                summaries_of(summaries, session_id)?,
-                rows::messages_from_json(&rows::get::<String>(&row, "page")?)?,
-            )
-        } else {
-            sql.push(&format!("SELECT {} ", rows::MESSAGE_COLUMNS));
-            fitting(&mut sql);
-            sql.push(" ORDER BY m.seq_in_session");
-            let (summaries, page) = tokio::try_join!(self.session_summaries(workspace_id, session_id), async {
-                self.read(&sql)
-                    .await?
-                    .iter()
-                    .map(rows::message)
-                    .collect::<Result<Vec<_>>>()
-            })?;
-            (summaries, page)
-        };
+        let mut sql = Sql::new(&format!(
+            "SELECT (SELECT {} ",
+            self.dialect
+                .json_rows(rows::message_json_columns(self.dialect), "m.seq_in_session")
+        ));
+        fitting(&mut sql);
+        sql.push(&format!(
+            ") AS page, (SELECT {} ",
+            self.dialect.json_rows(SUMMARY_COLUMNS, "ss.summary_type")
+        ));
+        push_summaries_from(&mut sql, workspace_id, session_id);
+        sql.push(") AS summaries");
+        let row = self
+            .read_optional(&sql)
+            .await?
+            .ok_or_else(|| Error::Internal("the context window read no row".into()))?;
+        let summaries: Vec<SummaryRow> = serde_json::from_str(&rows::get::<String>(&row, "summaries")?)
+            .map_err(|error| Error::Internal(format!("decoding summaries: {error}")))?;
+        let summaries = summaries_of(summaries, session_id)?;
+        let mut messages = rows::messages_from_json(&rows::get::<String>(&row, "page")?)?;
         if token_budget <= 0 {
             // Nothing fits, not even a message of no tokens.
             messages.clear();

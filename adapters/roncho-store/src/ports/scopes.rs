@@ -79,7 +79,7 @@ impl Scopes for SqlStore {
     }
 
     async fn get_scope(&self, workspace_id: &str, id: &str) -> Result<Scope> {
-        let mut conn = self.pool().acquire().await.map_err(crate::db::db_error)?;
+        let mut conn = self.reads().acquire().await.map_err(crate::db::db_error)?;
         load_scope(&mut conn, workspace_id, id).await
     }
 

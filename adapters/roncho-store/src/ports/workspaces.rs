@@ -434,7 +434,7 @@ impl Workspaces for SqlStore {
         page: PageRequest,
     ) -> Result<Page<Session>> {
         {
-            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            let mut conn = self.reads().acquire().await.map_err(db_error)?;
             load_peer(&mut conn, workspace_id, peer_id).await?;
         }
         let mut from_where = Sql::new("sessions s WHERE s.is_active = 1 AND s.workspace_name = ");
@@ -456,7 +456,7 @@ impl Workspaces for SqlStore {
 
     async fn list_session_peers(&self, workspace_id: &str, session_id: &str, page: PageRequest) -> Result<Page<Peer>> {
         {
-            let mut conn = self.pool.acquire().await.map_err(db_error)?;
+            let mut conn = self.reads().acquire().await.map_err(db_error)?;
             load_session(&mut conn, workspace_id, session_id).await?;
         }
         let mut from_where = Sql::new(
