@@ -26,6 +26,7 @@ pub mod local_key;
 pub mod metrics;
 pub mod node;
 pub mod observe;
+pub mod oneshot;
 pub mod pdf;
 pub mod server;
 pub mod status;

@@ -69,6 +69,14 @@ enum Command {
         #[command(flatten)]
         mcp: McpFlags,
     },
+    /// Searches messages by their words and meaning (exit 1: nothing matched). See docs/cli.md.
+    Search(OneShot<SearchArgs>),
+    /// Prints a session's context: its summary and newest messages within a token budget.
+    Context(OneShot<ContextArgs>),
+    /// Lists conclusions, newest first, or the nearest to --query (exit 1: none).
+    Conclusions(OneShot<ConclusionsArgs>),
+    /// Asks a peer's memory a question and prints the answer.
+    Chat(OneShot<ChatArgs>),
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -119,6 +127,154 @@ enum QueueCommand {
         #[arg(long)]
         task_type: Option<String>,
     },
+}
+
+/// How a one-shot command reaches a server, and what it prints.
+#[derive(Debug, Args)]
+struct ReachFlags {
+    /// The server's REST edge, e.g. http://127.0.0.1:8000 (env RONCHO_ADDR) [default: the rest_listen this configuration serves].
+    #[arg(long, value_name = "URL")]
+    addr: Option<String>,
+    /// The API key (env RONCHO_API_KEY) [default: the local key's admin key in the data directory, if any].
+    #[arg(long)]
+    key: Option<String>,
+    /// The workspace [default: the key's workspace].
+    #[arg(long)]
+    workspace: Option<String>,
+    /// Prints the server's JSON reply instead of text.
+    #[arg(long)]
+    json: bool,
+}
+
+/// A one-shot command: how it reaches the server, and what it asks.
+#[derive(Debug, Args)]
+struct OneShot<A: Args + Into<roncho::oneshot::Ask>> {
+    #[command(flatten)]
+    flags: CommonFlags,
+    #[command(flatten)]
+    reach: ReachFlags,
+    #[command(flatten)]
+    ask: A,
+}
+
+impl<A: Args + Into<roncho::oneshot::Ask>> OneShot<A> {
+    async fn run(self) -> anyhow::Result<()> {
+        one_shot(self.flags, self.reach, self.ask.into()).await
+    }
+}
+
+#[derive(Debug, Args)]
+struct SearchArgs {
+    /// What to look for.
+    query: String,
+    /// Only this session's messages.
+    #[arg(long, conflicts_with = "peer")]
+    session: Option<String>,
+    /// Only this peer's messages.
+    #[arg(long)]
+    peer: Option<String>,
+    /// At most this many messages.
+    #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=100))]
+    limit: u32,
+}
+
+impl From<SearchArgs> for roncho::oneshot::Ask {
+    fn from(
+        SearchArgs {
+            query,
+            session,
+            peer,
+            limit,
+        }: SearchArgs,
+    ) -> Self {
+        Self::Search {
+            query,
+            session,
+            peer,
+            limit,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ContextArgs {
+    /// The session.
+    session: String,
+    /// The token budget [default: the server's].
+    #[arg(long)]
+    tokens: Option<u32>,
+}
+
+impl From<ContextArgs> for roncho::oneshot::Ask {
+    fn from(ContextArgs { session, tokens }: ContextArgs) -> Self {
+        Self::Context { session, tokens }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ConclusionsArgs {
+    /// The conclusions nearest to this text instead of the newest.
+    #[arg(long)]
+    query: Option<String>,
+    /// Only those this peer holds.
+    #[arg(long)]
+    observer: Option<String>,
+    /// Only those about this peer.
+    #[arg(long)]
+    observed: Option<String>,
+    /// At most this many.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=100))]
+    limit: u32,
+}
+
+impl From<ConclusionsArgs> for roncho::oneshot::Ask {
+    fn from(
+        ConclusionsArgs {
+            query,
+            observer,
+            observed,
+            limit,
+        }: ConclusionsArgs,
+    ) -> Self {
+        Self::Conclusions {
+            query,
+            observer,
+            observed,
+            limit,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct ChatArgs {
+    /// The peer whose memory answers.
+    peer: String,
+    /// The question.
+    question: String,
+    /// Only what this session holds.
+    #[arg(long)]
+    session: Option<String>,
+    /// The peer asked about, as the first one sees it.
+    #[arg(long)]
+    target: Option<String>,
+}
+
+impl From<ChatArgs> for roncho::oneshot::Ask {
+    fn from(
+        ChatArgs {
+            peer,
+            question,
+            session,
+            target,
+        }: ChatArgs,
+    ) -> Self {
+        Self::Chat {
+            peer,
+            question,
+            session,
+            target,
+        }
+    }
 }
 
 /// `roncho mcp`'s own flags.
@@ -281,6 +437,10 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::ExtractPdf { .. } => unreachable!("handled before the runtime starts"),
         Command::Serve(flags) => serve(flags.load()?, Launch::default()).await,
         Command::Mcp { flags, mcp } => roncho_mcp_command(flags, mcp).await,
+        Command::Search(command) => command.run().await,
+        Command::Context(command) => command.run().await,
+        Command::Conclusions(command) => command.run().await,
+        Command::Chat(command) => command.run().await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;
@@ -386,6 +546,67 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             Ok(())
         }
     }
+}
+
+/// A one-shot command: one call to the server, its answer on stdout, and
+/// an exit code that says how it went (`roncho::oneshot::Exit`); a refusal
+/// or failure is said on stderr.
+async fn one_shot(flags: CommonFlags, reach: ReachFlags, ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
+    use roncho::oneshot::{Exit, Reach, base_url_of};
+    let config = flags.load()?;
+    let key = reach
+        .key
+        .or_else(|| std::env::var("RONCHO_API_KEY").ok())
+        .filter(|key| !key.trim().is_empty());
+    let key = match key {
+        Some(key) => Some(key),
+        None => roncho::local_key::admin_key(&config.store.data_dir)?,
+    };
+    let Some(workspace) = reach.workspace.or_else(|| {
+        key.as_deref()
+            .and_then(roncho_gate::keys::peek_claims)
+            .and_then(|claims| claims.w)
+    }) else {
+        eprintln!("roncho: which workspace? Give --workspace (a workspace or peer key names its own)");
+        std::process::exit(Exit::Invalid as i32);
+    };
+    let base = match reach.addr.or_else(|| std::env::var("RONCHO_ADDR").ok()) {
+        Some(addr) => addr,
+        None => match config.server.rest_listen {
+            Some(listen) => base_url_of(listen.address, config.server.tls.is_some()),
+            None => {
+                eprintln!("roncho: this configuration serves no REST edge (rest_listen = off): give --addr");
+                std::process::exit(Exit::Invalid as i32);
+            }
+        },
+    };
+    let exit = match Reach::new(&base, key.as_deref()) {
+        Err(error) => {
+            eprintln!("roncho: {error}");
+            Exit::of(&error)
+        }
+        Ok(reach_server) => match reach_server.ask(&ask, &workspace).await {
+            Err(error) => {
+                let status = if error.status == 0 {
+                    format!("no answer from {base}")
+                } else {
+                    format!("HTTP {}", error.status)
+                };
+                eprintln!("roncho: {status}: {error}");
+                Exit::of(&error)
+            }
+            Ok(reply) => {
+                let (text, exit) = ask.render(&reply);
+                if reach.json {
+                    println!("{reply}");
+                } else {
+                    print!("{text}");
+                }
+                exit
+            }
+        },
+    };
+    std::process::exit(exit as i32);
 }
 
 /// `roncho mcp`: MCP on stdio, over a roncho server's REST edge (`--addr`)

@@ -383,7 +383,7 @@ async fn configured_origins_are_answered_with_cors() {
 
 /// `roncho <args>` with no `RONCHO_*` from the environment, its home in
 /// `home`, full-text search only.
-fn roncho(args: &[&str], home: &std::path::Path) -> std::process::Command {
+pub(crate) fn roncho(args: &[&str], home: &std::path::Path) -> std::process::Command {
     let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_roncho"));
     command
         .args(args)
@@ -396,7 +396,7 @@ fn roncho(args: &[&str], home: &std::path::Path) -> std::process::Command {
 }
 
 /// A child process, killed when dropped.
-struct Child(std::process::Child);
+pub(crate) struct Child(pub(crate) std::process::Child);
 
 impl Drop for Child {
     fn drop(&mut self) {
@@ -625,18 +625,18 @@ async fn recording_proxy() -> (std::net::SocketAddr, Arc<std::sync::Mutex<Vec<St
 }
 
 /// A `roncho serve` child on free loopback ports.
-struct Spawned {
-    child: Child,
+pub(crate) struct Spawned {
+    pub(crate) child: Child,
     /// The REST edge's base URL, and the two ports.
-    base: String,
-    grpc: u16,
-    rest: u16,
-    data: std::path::PathBuf,
+    pub(crate) base: String,
+    pub(crate) grpc: u16,
+    pub(crate) rest: u16,
+    pub(crate) data: std::path::PathBuf,
 }
 
 /// Starts `roncho serve` with `args` and `env` on free loopback ports, its
 /// data in `home`, and waits until it answers.
-async fn spawn_serve(home: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> Spawned {
+pub(crate) async fn spawn_serve(home: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> Spawned {
     let (grpc, rest) = (support::free_port(), support::free_port());
     let (listen, rest_listen) = (format!("127.0.0.1:{grpc}"), format!("127.0.0.1:{rest}"));
     let data = home.join("data");

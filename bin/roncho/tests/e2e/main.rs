@@ -11,6 +11,7 @@ mod agents_flow;
 mod attack;
 mod authorization;
 mod boundaries;
+mod cli;
 mod dashboards;
 mod derive_processes;
 mod dialectic;

@@ -1,0 +1,359 @@
+//! One-shot commands over a roncho server's REST edge: `roncho search`,
+//! `roncho context`, `roncho conclusions` and `roncho chat` make one call
+//! as any client does (the same routes, keys and limits) and print its
+//! answer, as text for a person or as the server's JSON (`--json`) for a
+//! script, and exit with a code that says how it went ([`Exit`]).
+//!
+//! The server is the one `--addr` names, else the one this configuration
+//! serves (its `rest_listen`, from the same flags, environment and config
+//! file as `roncho serve`); the key is `--key`, else `RONCHO_API_KEY`, else
+//! the admin key a local-key server keeps in its data directory.
+
+use http::HeaderValue;
+use roncho_mcp::upstream::{ApiError, Call, Upstream, segment};
+use serde_json::{Value, json};
+
+/// What a one-shot command's exit code says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// 0: the call succeeded and found something (or finds nothing by nature).
+    Found = 0,
+    /// 1: the call succeeded and matched nothing (a search, a conclusion list), as grep.
+    Nothing = 1,
+    /// 2: the command or the request was refused as invalid (usage, 400, 409, 413, 422).
+    Invalid = 2,
+    /// 3: what it names is not there (404).
+    NotFound = 3,
+    /// 4: the key was missing, wrong or not allowed to (401, 403).
+    NotAllowed = 4,
+    /// 5: no server answered, or it failed or was overloaded (5xx, 429).
+    Unavailable = 5,
+}
+
+impl Exit {
+    /// The exit code of a call the server (or the network) refused.
+    pub fn of(error: &ApiError) -> Self {
+        match error.status {
+            401 | 403 => Exit::NotAllowed,
+            404 | 410 => Exit::NotFound,
+            400 | 405 | 409 | 411 | 413 | 414 | 415 | 422 => Exit::Invalid,
+            _ => Exit::Unavailable,
+        }
+    }
+}
+
+/// What to ask the server.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Ask {
+    /// Messages by their words and meaning: in the workspace, one session or one peer's.
+    Search {
+        query: String,
+        session: Option<String>,
+        peer: Option<String>,
+        limit: u32,
+    },
+    /// A session's context within a token budget, with its summary.
+    Context { session: String, tokens: Option<u32> },
+    /// Conclusions: the newest (a list) or the nearest to `query`.
+    Conclusions {
+        query: Option<String>,
+        observer: Option<String>,
+        observed: Option<String>,
+        limit: u32,
+    },
+    /// A question to a peer's memory (the dialectic).
+    Chat {
+        peer: String,
+        question: String,
+        session: Option<String>,
+        target: Option<String>,
+    },
+}
+
+impl Ask {
+    /// The REST call that asks it in `workspace`.
+    pub fn call(&self, workspace: &str) -> Call {
+        let base = format!("/v3/workspaces/{}", segment(workspace));
+        match self {
+            Ask::Search {
+                query,
+                session,
+                peer,
+                limit,
+            } => {
+                let scope = match (session, peer) {
+                    (Some(session), _) => format!("{base}/sessions/{}/search", segment(session)),
+                    (None, Some(peer)) => format!("{base}/peers/{}/search", segment(peer)),
+                    (None, None) => format!("{base}/search"),
+                };
+                Call::post(scope, json!({"query": query, "limit": limit}))
+            }
+            Ask::Context { session, tokens } => {
+                Call::get(format!("{base}/sessions/{}/context", segment(session))).query("tokens", *tokens)
+            }
+            Ask::Conclusions {
+                query,
+                observer,
+                observed,
+                limit,
+            } => {
+                let mut filters = serde_json::Map::new();
+                if let Some(observer) = observer {
+                    filters.insert("observer_id".into(), json!(observer));
+                }
+                if let Some(observed) = observed {
+                    filters.insert("observed_id".into(), json!(observed));
+                }
+                match query {
+                    Some(query) => Call::post(
+                        format!("{base}/conclusions/query"),
+                        json!({"query": query, "top_k": limit, "filters": filters}),
+                    ),
+                    None => Call::post(format!("{base}/conclusions/list"), json!({"filters": filters}))
+                        .query("size", Some(*limit))
+                        .query("reverse", Some(true)),
+                }
+            }
+            Ask::Chat {
+                peer,
+                question,
+                session,
+                target,
+            } => {
+                let mut body = json!({"query": question, "stream": false});
+                if let Some(session) = session {
+                    body["session_id"] = json!(session);
+                }
+                if let Some(target) = target {
+                    body["target"] = json!(target);
+                }
+                Call::post(format!("{base}/peers/{}/chat", segment(peer)), body)
+            }
+        }
+    }
+
+    /// The reply as text for a person, and whether it found anything.
+    pub fn render(&self, reply: &Value) -> (String, Exit) {
+        let mut text = String::new();
+        match self {
+            Ask::Search { .. } => {
+                let messages = items(reply);
+                for message in messages {
+                    text.push_str(&format!(
+                        "{} {}/{}: {}\n",
+                        field(message, "created_at"),
+                        field(message, "session_id"),
+                        field(message, "peer_id"),
+                        one_paragraph(&field(message, "content")),
+                    ));
+                }
+                return (text, found(messages));
+            }
+            Ask::Context { .. } => {
+                if let Some(summary) = reply.get("summary").and_then(|summary| summary.get("content"))
+                    && let Some(summary) = summary.as_str()
+                {
+                    text.push_str(&format!("summary: {}\n", one_paragraph(summary)));
+                }
+                for message in items(&reply["messages"]) {
+                    text.push_str(&format!(
+                        "{}: {}\n",
+                        field(message, "peer_id"),
+                        one_paragraph(&field(message, "content"))
+                    ));
+                }
+            }
+            Ask::Conclusions { .. } => {
+                let conclusions = items(reply);
+                for conclusion in conclusions {
+                    text.push_str(&format!(
+                        "{} → {}: {}  [{}]\n",
+                        field(conclusion, "observer_id"),
+                        field(conclusion, "observed_id"),
+                        one_paragraph(&field(conclusion, "content")),
+                        field(conclusion, "id"),
+                    ));
+                }
+                return (text, found(conclusions));
+            }
+            Ask::Chat { .. } => {
+                text.push_str(&field(reply, "content"));
+                text.push('\n');
+            }
+        }
+        (text, Exit::Found)
+    }
+}
+
+/// The items of a reply: a list, or a page's `items`.
+fn items(reply: &Value) -> &[Value] {
+    match reply {
+        Value::Array(items) => items,
+        Value::Object(page) => page.get("items").and_then(Value::as_array).map_or(&[], Vec::as_slice),
+        _ => &[],
+    }
+}
+
+fn found(items: &[Value]) -> Exit {
+    if items.is_empty() { Exit::Nothing } else { Exit::Found }
+}
+
+/// A field as text: a string as it is, anything else as JSON, nothing as `-`.
+fn field(value: &Value, name: &str) -> String {
+    match value.get(name) {
+        Some(Value::String(text)) => text.clone(),
+        None | Some(Value::Null) => "-".to_owned(),
+        Some(other) => other.to_string(),
+    }
+}
+
+/// `text` on one line: each line break shown as `⏎`, control characters
+/// dropped (a message cannot move the terminal's cursor or colour it).
+fn one_paragraph(text: &str) -> String {
+    text.trim_end()
+        .chars()
+        .filter_map(|character| match character {
+            '\n' => Some('⏎'),
+            '\t' => Some(' '),
+            character if character.is_control() => None,
+            character => Some(character),
+        })
+        .collect()
+}
+
+/// Where a one-shot command sends its call, and as whom.
+#[derive(Debug)]
+pub struct Reach {
+    pub upstream: Upstream,
+    pub authorization: Option<HeaderValue>,
+}
+
+impl Reach {
+    /// The server at `base` (`http://127.0.0.1:8000`), with `key` if any.
+    pub fn new(base: &str, key: Option<&str>) -> Result<Self, ApiError> {
+        let authorization = key
+            .map(|key| {
+                HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| ApiError {
+                    status: 400,
+                    message: "the key is not a header value".to_owned(),
+                })
+            })
+            .transpose()?;
+        Ok(Self {
+            upstream: Upstream::remote(base)?,
+            authorization,
+        })
+    }
+
+    /// Asks `ask` in `workspace`: the server's JSON and the rendering of it.
+    pub async fn ask(&self, ask: &Ask, workspace: &str) -> Result<Value, ApiError> {
+        let reply = self
+            .upstream
+            .send(&ask.call(workspace), self.authorization.as_ref(), None)
+            .await?;
+        Ok(reply.body.unwrap_or(Value::Null))
+    }
+}
+
+/// The REST edge's base URL that `rest_listen` serves (an unspecified
+/// address is reached on loopback).
+pub fn base_url_of(rest_listen: std::net::SocketAddr, tls: bool) -> String {
+    let host = match rest_listen.ip() {
+        ip if ip.is_unspecified() && ip.is_ipv4() => "127.0.0.1".to_owned(),
+        ip if ip.is_unspecified() => "[::1]".to_owned(),
+        std::net::IpAddr::V6(ip) => format!("[{ip}]"),
+        std::net::IpAddr::V4(ip) => ip.to_string(),
+    };
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{host}:{}", rest_listen.port())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_refusal_has_the_code_of_its_kind() {
+        let code = |status| {
+            Exit::of(&ApiError {
+                status,
+                message: String::new(),
+            }) as u8
+        };
+        assert_eq!(code(0), 5, "no reply: unavailable");
+        for (status, expected) in [
+            (400, 2),
+            (422, 2),
+            (413, 2),
+            (401, 4),
+            (403, 4),
+            (404, 3),
+            (429, 5),
+            (500, 5),
+            (503, 5),
+        ] {
+            assert_eq!(code(status), expected, "{status}");
+        }
+    }
+
+    #[test]
+    fn a_message_cannot_move_the_terminal_and_stays_on_its_line() {
+        assert_eq!(one_paragraph("a\nb\tc\u{1b}[31mred\r\u{7}"), "a⏎b c[31mred");
+    }
+
+    #[test]
+    fn calls_name_their_scope_with_every_segment_encoded() {
+        let search = Ask::Search {
+            query: "kettle".into(),
+            session: Some("s/1".into()),
+            peer: None,
+            limit: 5,
+        };
+        let call = search.call("w x");
+        assert_eq!(call.path, "/v3/workspaces/w%20x/sessions/s%2F1/search");
+        assert_eq!(call.body, Some(json!({"query": "kettle", "limit": 5})));
+        let list = Ask::Conclusions {
+            query: None,
+            observer: Some("alice".into()),
+            observed: None,
+            limit: 3,
+        };
+        let call = list.call("w");
+        assert_eq!(call.path, "/v3/workspaces/w/conclusions/list");
+        assert_eq!(call.body, Some(json!({"filters": {"observer_id": "alice"}})));
+    }
+
+    #[test]
+    fn nothing_found_is_its_own_code() {
+        let search = Ask::Search {
+            query: "q".into(),
+            session: None,
+            peer: None,
+            limit: 5,
+        };
+        assert_eq!(search.render(&json!([])).1, Exit::Nothing);
+        let (text, exit) =
+            search.render(&json!([{"created_at": "t", "session_id": "s", "peer_id": "p", "content": "hi\nthere"}]));
+        assert_eq!((text.as_str(), exit), ("t s/p: hi⏎there\n", Exit::Found));
+        let page = Ask::Conclusions {
+            query: None,
+            observer: None,
+            observed: None,
+            limit: 5,
+        };
+        assert_eq!(page.render(&json!({"items": [], "total": 0})).1, Exit::Nothing);
+    }
+
+    #[test]
+    fn an_unspecified_listen_address_is_reached_on_loopback() {
+        assert_eq!(
+            base_url_of("0.0.0.0:8000".parse().unwrap(), false),
+            "http://127.0.0.1:8000"
+        );
+        assert_eq!(base_url_of("[::]:8000".parse().unwrap(), true), "https://[::1]:8000");
+        assert_eq!(
+            base_url_of("10.0.0.5:9000".parse().unwrap(), false),
+            "http://10.0.0.5:9000"
+        );
+    }
+}

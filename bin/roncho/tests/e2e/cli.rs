@@ -1,0 +1,163 @@
+//! The one-shot commands (`roncho search`, `context`, `conclusions`,
+//! `chat`) against a served data directory with a local key, as a user
+//! runs them: the server and its key found from the same flags as `roncho
+//! serve`, text or `--json` on stdout, and an exit code for each outcome.
+
+use std::process::Output;
+use std::time::{Duration, Instant};
+
+use crate::boundaries::{roncho, spawn_serve};
+
+/// Runs `roncho ARGS` to completion.
+fn run(home: &std::path::Path, args: &[&str]) -> Output {
+    roncho(args, home).output().expect("running roncho")
+}
+
+fn stdout(output: &Output) -> String {
+    String::from_utf8(output.stdout.clone()).unwrap()
+}
+
+#[tokio::test]
+async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_something() {
+    let home = tempfile::tempdir().unwrap();
+    let server = spawn_serve(home.path(), &["--local-key"], &[]).await;
+    let data_dir = server.data.to_str().unwrap().to_owned();
+    let rest_listen = format!("127.0.0.1:{}", server.rest);
+    let key = std::fs::read_to_string(server.data.join("auth").join("admin.key")).unwrap();
+    let http = reqwest::Client::new();
+    let written = http
+        .post(format!("{}/v3/workspaces/w/sessions/s1/messages", server.base))
+        .bearer_auth(key.trim())
+        .json(&serde_json::json!({"messages": [
+            {"peer_id": "alice", "content": "The kettle boils\nat dawn \u{1b}[2J every day"},
+            {"peer_id": "bob", "content": "I prefer green tea"},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(written.status(), 201, "{}", written.text().await.unwrap());
+
+    // Found from the same flags as `roncho serve`: its address and its local key.
+    let same = [
+        "--data-dir",
+        &data_dir,
+        "--rest-listen",
+        &rest_listen,
+        "--workspace",
+        "w",
+    ];
+    // `roncho COMMAND…` on the served directory, in workspace w.
+    let ask = |command: &[&str]| -> Output {
+        let args: Vec<&str> = command.iter().chain(same.iter()).copied().collect();
+        run(home.path(), &args)
+    };
+    let found = ask(&["search", "kettle"]);
+    assert_eq!(found.status.code(), Some(0), "{found:?}");
+    let text = stdout(&found);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    assert!(
+        text.contains("s1/alice: The kettle boils⏎at dawn [2J every day"),
+        "{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "no escape reaches the terminal: {text:?}");
+
+    // --json: the server's reply, Honcho's message shape.
+    let json = ask(&["search", "tea", "--session", "s1", "--json"]);
+    assert_eq!(json.status.code(), Some(0), "{json:?}");
+    let reply: serde_json::Value = serde_json::from_slice(&json.stdout).unwrap();
+    assert_eq!(reply[0]["content"], "I prefer green tea", "{reply}");
+    assert_eq!(reply[0]["peer_id"], "bob");
+
+    // Nothing matched: 1, and nothing printed.
+    let nothing = ask(&["search", "zebra"]);
+    assert_eq!(nothing.status.code(), Some(1), "{nothing:?}");
+    assert!(nothing.stdout.is_empty());
+
+    // Context, in order; a session not there: 3, with the reason.
+    let context = ask(&["context", "s1"]);
+    assert_eq!(context.status.code(), Some(0), "{context:?}");
+    let text = stdout(&context);
+    let (alice, bob) = (
+        text.find("alice: The kettle").unwrap(),
+        text.find("bob: I prefer").unwrap(),
+    );
+    assert!(alice < bob, "{text}");
+    let missing = ask(&["context", "nowhere"]);
+    assert_eq!(missing.status.code(), Some(3), "{missing:?}");
+    assert!(
+        String::from_utf8_lossy(&missing.stderr).contains("not found"),
+        "{missing:?}"
+    );
+
+    // The conclusions the deriver draws, once it has.
+    let started = Instant::now();
+    loop {
+        let conclusions = ask(&["conclusions", "--observed", "bob"]);
+        match conclusions.status.code() {
+            Some(0) => {
+                assert!(stdout(&conclusions).contains("green tea"), "{conclusions:?}");
+                break;
+            }
+            Some(1) if started.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+            _ => panic!("no conclusions: {conclusions:?}"),
+        }
+    }
+    let chat = ask(&["chat", "bob", "what does bob drink?"]);
+    assert_eq!(chat.status.code(), Some(0), "{chat:?}");
+    assert!(stdout(&chat).contains("green tea"), "{chat:?}");
+
+    // A wrong key: 4. No server there: 5. No workspace: 2. Bad usage: 2.
+    let refused = ask(&["search", "kettle", "--key", "not-a-key"]);
+    assert_eq!(refused.status.code(), Some(4), "{refused:?}");
+    let closed = format!("http://127.0.0.1:{}", crate::support::free_port());
+    let unreachable = ask(&["search", "kettle", "--addr", &closed]);
+    assert_eq!(unreachable.status.code(), Some(5), "{unreachable:?}");
+    let no_workspace = run(
+        home.path(),
+        &[
+            "search",
+            "kettle",
+            "--data-dir",
+            &data_dir,
+            "--rest-listen",
+            &rest_listen,
+        ],
+    );
+    assert_eq!(no_workspace.status.code(), Some(2), "{no_workspace:?}");
+    let usage = ask(&["search", "kettle", "--limit", "0"]);
+    assert_eq!(usage.status.code(), Some(2), "{usage:?}");
+
+    // A workspace key names its workspace; it reaches no other.
+    let workspace_key = run(
+        home.path(),
+        &[
+            "keys",
+            "create",
+            "--data-dir",
+            &data_dir,
+            "--local-key",
+            "--workspace",
+            "w",
+        ],
+    );
+    assert!(workspace_key.status.success(), "{workspace_key:?}");
+    let workspace_key = stdout(&workspace_key).trim().to_owned();
+    let scoped = [
+        "search",
+        "kettle",
+        "--data-dir",
+        &data_dir,
+        "--rest-listen",
+        &rest_listen,
+        "--key",
+        &workspace_key,
+    ];
+    let own = run(home.path(), &scoped);
+    assert_eq!(own.status.code(), Some(0), "{own:?}");
+    let mut elsewhere = scoped.to_vec();
+    elsewhere.extend(["--workspace", "other"]);
+    let other = run(home.path(), &elsewhere);
+    assert_eq!(other.status.code(), Some(4), "{other:?}");
+}
