@@ -77,6 +77,8 @@ enum Command {
     Conclusions(OneShot<ConclusionsArgs>),
     /// Asks a peer's memory a question and prints the answer.
     Chat(OneShot<ChatArgs>),
+    /// Erases a message, a session, a conclusion or the whole workspace, and prints the erasure's receipt.
+    Erase(OneShot<EraseArgs>),
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -277,6 +279,41 @@ impl From<ChatArgs> for roncho::oneshot::Ask {
     }
 }
 
+#[derive(Debug, Args)]
+struct EraseArgs {
+    /// The session (with --message: only that message of it).
+    #[arg(long, required_unless_present_any = ["conclusion", "everything"], conflicts_with_all = ["conclusion", "everything"])]
+    session: Option<String>,
+    /// Only this message of --session.
+    #[arg(long, requires = "session")]
+    message: Option<String>,
+    /// The conclusion.
+    #[arg(long, conflicts_with = "everything")]
+    conclusion: Option<String>,
+    /// The whole workspace: its peers, sessions, messages and all that was learned from them.
+    #[arg(long)]
+    everything: bool,
+    /// Waits until the receipt says every derived row and vector is gone.
+    #[arg(long)]
+    wait: bool,
+}
+
+impl From<EraseArgs> for roncho::oneshot::Ask {
+    fn from(args: EraseArgs) -> Self {
+        use roncho::oneshot::Erased;
+        let erased = match (args.session, args.message, args.conclusion) {
+            (Some(session), Some(message), _) => Erased::Message { session, message },
+            (Some(session), None, _) => Erased::Session(session),
+            (None, _, Some(conclusion)) => Erased::Conclusion(conclusion),
+            (None, _, None) => Erased::Workspace,
+        };
+        Self::Erase {
+            erased,
+            wait: args.wait,
+        }
+    }
+}
+
 /// `roncho mcp`'s own flags.
 #[derive(Debug, Args)]
 struct McpFlags {
@@ -441,6 +478,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Context(command) => command.run().await,
         Command::Conclusions(command) => command.run().await,
         Command::Chat(command) => command.run().await,
+        Command::Erase(command) => command.run().await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;

@@ -68,7 +68,25 @@ pub enum Ask {
         session: Option<String>,
         target: Option<String>,
     },
+    /// Erases what `erased` names; with `wait`, until its receipt says complete.
+    Erase { erased: Erased, wait: bool },
 }
+
+/// What `roncho erase` erases.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Erased {
+    Message {
+        session: String,
+        message: String,
+    },
+    Session(String),
+    Conclusion(String),
+    /// The whole workspace.
+    Workspace,
+}
+
+/// How long `roncho erase --wait` waits for the receipt to say complete.
+pub const ERASE_WAIT: std::time::Duration = std::time::Duration::from_secs(300);
 
 impl Ask {
     /// The REST call that asks it in `workspace`.
@@ -129,6 +147,17 @@ impl Ask {
                 }
                 Call::post(format!("{base}/peers/{}/chat", segment(peer)), body)
             }
+            Ask::Erase { erased, .. } => {
+                let path = match erased {
+                    Erased::Message { session, message } => {
+                        format!("{base}/sessions/{}/messages/{}", segment(session), segment(message))
+                    }
+                    Erased::Session(session) => format!("{base}/sessions/{}", segment(session)),
+                    Erased::Conclusion(id) => format!("{base}/conclusions/{}", segment(id)),
+                    Erased::Workspace => base,
+                };
+                Call::new(http::Method::DELETE, path)
+            }
         }
     }
 
@@ -180,8 +209,35 @@ impl Ask {
                 text.push_str(&field(reply, "content"));
                 text.push('\n');
             }
+            Ask::Erase { .. } => match reply.get("state") {
+                // A receipt: what is gone, and whether all of it is.
+                Some(state) => text.push_str(&format!(
+                    "erasure {} of {}: {}; erased {}\n",
+                    field(reply, "id"),
+                    reply["scope"],
+                    state.as_str().unwrap_or("-"),
+                    nonzero_counts(&reply["counts"]),
+                )),
+                None => text.push_str("deleted\n"),
+            },
         }
         (text, Exit::Found)
+    }
+}
+
+/// A receipt's counts that are not zero: `messages 1, conclusions 2`.
+fn nonzero_counts(counts: &Value) -> String {
+    let counted: Vec<String> = counts
+        .as_object()
+        .into_iter()
+        .flatten()
+        .filter(|(_, count)| count.as_i64().is_some_and(|count| count != 0))
+        .map(|(name, count)| format!("{name} {count}"))
+        .collect();
+    if counted.is_empty() {
+        "nothing".to_owned()
+    } else {
+        counted.join(", ")
     }
 }
 
@@ -245,13 +301,36 @@ impl Reach {
         })
     }
 
-    /// Asks `ask` in `workspace`: the server's JSON and the rendering of it.
+    /// Asks `ask` in `workspace` and returns the server's JSON: for an
+    /// erasure, its receipt (once complete, with `wait`).
     pub async fn ask(&self, ask: &Ask, workspace: &str) -> Result<Value, ApiError> {
-        let reply = self
-            .upstream
-            .send(&ask.call(workspace), self.authorization.as_ref(), None)
-            .await?;
-        Ok(reply.body.unwrap_or(Value::Null))
+        let reply = self.send(&ask.call(workspace)).await?;
+        let (Ask::Erase { wait, .. }, Some(receipt)) = (ask, reply.receipt) else {
+            return Ok(reply.body.unwrap_or(Value::Null));
+        };
+        let call = Call::get(format!(
+            "/v3/workspaces/{}/erasures/{}",
+            segment(workspace),
+            segment(&receipt)
+        ));
+        let started = std::time::Instant::now();
+        loop {
+            let receipt = self.send(&call).await?.body.unwrap_or(Value::Null);
+            if !wait || receipt["state"] != "running" {
+                return Ok(receipt);
+            }
+            if started.elapsed() > ERASE_WAIT {
+                return Err(ApiError {
+                    status: 504,
+                    message: format!("the erasure is still running after {ERASE_WAIT:?}: {receipt}"),
+                });
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        }
+    }
+
+    async fn send(&self, call: &Call) -> Result<roncho_mcp::upstream::Reply, ApiError> {
+        self.upstream.send(call, self.authorization.as_ref(), None).await
     }
 }
 

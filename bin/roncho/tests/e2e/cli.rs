@@ -108,6 +108,22 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
     assert_eq!(chat.status.code(), Some(0), "{chat:?}");
     assert!(stdout(&chat).contains("green tea"), "{chat:?}");
 
+    // Erased, and waited for: gone from search; erased again: 3.
+    let tea = ask(&["search", "green tea", "--json"]);
+    let reply: serde_json::Value = serde_json::from_slice(&tea.stdout).unwrap();
+    let id = reply[0]["id"].as_str().unwrap().to_owned();
+    let erased = ask(&["erase", "--session", "s1", "--message", &id, "--wait"]);
+    assert_eq!(erased.status.code(), Some(0), "{erased:?}");
+    let receipt = stdout(&erased);
+    assert!(
+        receipt.contains(": complete; erased") && receipt.contains("messages 1"),
+        "{receipt}"
+    );
+    assert_eq!(ask(&["search", "green tea"]).status.code(), Some(1));
+    let again = ask(&["erase", "--session", "s1", "--message", &id]);
+    assert_eq!(again.status.code(), Some(3), "{again:?}");
+    assert_eq!(ask(&["erase"]).status.code(), Some(2), "what to erase must be named");
+
     // A wrong key: 4. No server there: 5. No workspace: 2. Bad usage: 2.
     let refused = ask(&["search", "kettle", "--key", "not-a-key"]);
     assert_eq!(refused.status.code(), Some(4), "{refused:?}");
