@@ -110,6 +110,59 @@ pub fn admin_key(data_dir: &Path) -> anyhow::Result<Option<String>> {
     read_private(&admin_key_path(data_dir), effective_uid() != 0)
 }
 
+/// Returns the admin key kept in `data_dir` for a call to the server at
+/// `base` (a REST edge's URL), only where that server is this user's on
+/// this machine: a loopback address whose port a socket of this user
+/// listens on, and no other user's (Linux: `/proc/net/tcp`, `tcp6`). A key
+/// read from disk is never sent to another host, nor to a port that
+/// another local process holds while the server is down.
+pub fn admin_key_for(data_dir: &Path, base: &str) -> anyhow::Result<Option<String>> {
+    let Ok(url) = reqwest::Url::parse(base) else {
+        return Ok(None);
+    };
+    let Some(port) = url.port_or_known_default() else {
+        return Ok(None);
+    };
+    if !roncho_mcp::upstream::is_loopback(&url) || !listened_on_by_us(port) {
+        return Ok(None);
+    }
+    admin_key(data_dir)
+}
+
+/// Whether sockets listening on TCP `port` exist and are all this user's.
+#[cfg(target_os = "linux")]
+fn listened_on_by_us(port: u16) -> bool {
+    let mut owners = Vec::new();
+    for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+        let Ok(text) = std::fs::read_to_string(table) else {
+            continue;
+        };
+        owners.extend(listeners_of(&text, port));
+    }
+    !owners.is_empty() && owners.iter().all(|&uid| uid == effective_uid())
+}
+
+/// Elsewhere a loopback port is trusted as it is.
+#[cfg(not(target_os = "linux"))]
+fn listened_on_by_us(_port: u16) -> bool {
+    true
+}
+
+/// The owners' uids of the sockets listening on `port` in a `/proc/net/tcp`
+/// table (`sl local_address rem_address st … uid …`, hex address:port,
+/// state `0A` for LISTEN).
+fn listeners_of(table: &str, port: u16) -> Vec<u32> {
+    table
+        .lines()
+        .skip(1)
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split_whitespace().collect();
+            let local_port = u16::from_str_radix(fields.get(1)?.rsplit(':').next()?, 16).ok()?;
+            (local_port == port && *fields.get(3)? == "0A").then(|| fields.get(7)?.parse().ok())?
+        })
+        .collect()
+}
+
 /// Returns where the admin key of `data_dir` is kept.
 pub fn admin_key_path(data_dir: &Path) -> PathBuf {
     data_dir.join(DIR).join(ADMIN_KEY_FILE)
@@ -246,8 +299,54 @@ fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
 }
 
 #[cfg(test)]
+mod listener_tests {
+    use super::listeners_of;
+
+    #[test]
+    fn only_listening_sockets_on_the_port_count_with_their_owners() {
+        let table = "  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 0100007F:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1000        0 1 1 0
+   1: 00000000:1F40 00000000:0000 0A 00000000:00000000 00:00000000 00000000  1001        0 2 1 0
+   2: 0100007F:1F40 0100007F:9C40 01 00000000:00000000 00:00000000 00000000     0        0 3 1 0
+   3: 0100007F:1F41 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0";
+        assert_eq!(
+            listeners_of(table, 8000),
+            [1000, 1001],
+            "LISTEN on 8000 only, any address"
+        );
+        assert_eq!(listeners_of(table, 8001), [0]);
+        assert!(listeners_of(table, 9).is_empty());
+    }
+}
+
+#[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_stored_admin_key_goes_only_to_a_loopback_port_this_user_listens_on() {
+        let dir = tempfile::tempdir().unwrap();
+        load_or_create(dir.path()).unwrap();
+        let ours = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = ours.local_addr().unwrap().port();
+        let free = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let key = |base: &str| admin_key_for(dir.path(), base).unwrap();
+        assert!(key(&format!("http://127.0.0.1:{port}")).is_some());
+        assert!(key(&format!("http://localhost:{port}/")).is_some());
+        for elsewhere in [
+            format!("http://127.0.0.1:{free}"),
+            format!("http://192.0.2.2:{port}"),
+            format!("https://roncho.example.com:{port}"),
+            format!("http://127.0.0.1.example.com:{port}"),
+            "not a url".to_owned(),
+        ] {
+            assert_eq!(key(&elsewhere), None, "{elsewhere}");
+        }
+    }
 
     #[test]
     fn the_secret_and_admin_key_are_made_once_and_private() {

@@ -203,7 +203,7 @@ struct ContextArgs {
     /// The session.
     session: String,
     /// The token budget [default: the server's].
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
     tokens: Option<u32>,
 }
 
@@ -215,7 +215,7 @@ impl From<ContextArgs> for roncho::oneshot::Ask {
 
 #[derive(Debug, Args)]
 struct ConclusionsArgs {
-    /// The conclusions nearest to this text instead of the newest.
+    /// The conclusions nearest to this text instead of the newest (with --observed, or a peer key's peer).
     #[arg(long)]
     query: Option<String>,
     /// Only those this peer holds.
@@ -589,61 +589,60 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// A one-shot command: one call to the server, its answer on stdout, and
 /// an exit code that says how it went (`roncho::oneshot::Exit`); a refusal
 /// or failure is said on stderr.
-async fn one_shot(flags: CommonFlags, reach: ReachFlags, ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
-    use roncho::oneshot::{Exit, Reach, base_url_of};
-    let config = flags.load()?;
-    let key = reach
-        .key
-        .or_else(|| std::env::var("RONCHO_API_KEY").ok())
-        .filter(|key| !key.trim().is_empty());
-    let key = match key {
-        Some(key) => Some(key),
-        None => roncho::local_key::admin_key(&config.store.data_dir)?,
+async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
+    use roncho::oneshot::{Exit, Reach, base_url_of, printable};
+    let fail = |exit: Exit, message: &str| -> ! {
+        eprintln!("roncho: {}", printable(message, true));
+        std::process::exit(exit as i32);
     };
-    let Some(workspace) = reach.workspace.or_else(|| {
-        key.as_deref()
-            .and_then(roncho_gate::keys::peek_claims)
-            .and_then(|claims| claims.w)
-    }) else {
-        eprintln!("roncho: which workspace? Give --workspace (a workspace or peer key names its own)");
-        std::process::exit(Exit::Invalid as i32);
-    };
+    let config = flags
+        .load()
+        .unwrap_or_else(|error| fail(Exit::Invalid, &format!("{error:#}")));
+    let given = reach.key.or_else(|| std::env::var("RONCHO_API_KEY").ok());
+    if given.as_deref().is_some_and(|key| key.trim().is_empty()) {
+        fail(Exit::Invalid, "the key given (--key, RONCHO_API_KEY) is empty");
+    }
     let base = match reach.addr.or_else(|| std::env::var("RONCHO_ADDR").ok()) {
         Some(addr) => addr,
-        None => match config.server.rest_listen {
+        None => match &config.server.rest_listen {
             Some(listen) => base_url_of(listen.address, config.server.tls.is_some()),
-            None => {
-                eprintln!("roncho: this configuration serves no REST edge (rest_listen = off): give --addr");
-                std::process::exit(Exit::Invalid as i32);
-            }
+            None => fail(
+                Exit::Invalid,
+                "this configuration serves no REST edge (rest_listen = off): give --addr",
+            ),
         },
     };
-    let exit = match Reach::new(&base, key.as_deref()) {
-        Err(error) => {
-            eprintln!("roncho: {error}");
-            Exit::of(&error)
-        }
-        Ok(reach_server) => match reach_server.ask(&ask, &workspace).await {
-            Err(error) => {
-                let status = if error.status == 0 {
-                    format!("no answer from {base}")
-                } else {
-                    format!("HTTP {}", error.status)
-                };
-                eprintln!("roncho: {status}: {error}");
-                Exit::of(&error)
-            }
-            Ok(reply) => {
-                let (text, exit) = ask.render(&reply);
-                if reach.json {
-                    println!("{reply}");
-                } else {
-                    print!("{text}");
-                }
-                exit
-            }
-        },
+    // A key read from the data directory goes only to this user's server on this machine.
+    let key = match given {
+        Some(key) => Some(key),
+        None => roncho::local_key::admin_key_for(&config.store.data_dir, &base)
+            .unwrap_or_else(|error| fail(Exit::NotAllowed, &format!("{error:#}"))),
     };
+    let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
+    ask.default_to(claims.as_ref().and_then(|claims| claims.p.as_deref()));
+    let Some(workspace) = reach.workspace.or_else(|| claims.and_then(|claims| claims.w)) else {
+        fail(
+            Exit::Invalid,
+            "which workspace? Give --workspace (a workspace or peer key names its own)",
+        );
+    };
+    let server = Reach::new(&base, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    let reply = match server.ask(&ask, &workspace).await {
+        Ok(reply) => reply,
+        Err(error) if error.status == 0 => fail(Exit::of(&error), &format!("no answer from {base}: {error}")),
+        Err(error) => fail(Exit::of(&error), &format!("HTTP {}: {error}", error.status)),
+    };
+    let (text, exit) = ask.render(&reply).unwrap_or_else(|error| {
+        fail(
+            Exit::Unavailable,
+            &format!("{base} answered what roncho does not: {error}"),
+        )
+    });
+    if reach.json {
+        println!("{reply}");
+    } else {
+        print!("{text}");
+    }
     std::process::exit(exit as i32);
 }
 
@@ -690,7 +689,7 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
     let config = flags.load()?;
     // A server with a local key keeps its admin key in its data directory.
     let key = match (&key, &mcp.addr) {
-        (None, Some(_)) => roncho::local_key::admin_key(&config.store.data_dir)?,
+        (None, Some(addr)) => roncho::local_key::admin_key_for(&config.store.data_dir, addr)?,
         _ => key,
     };
     let (upstream, server) = match &mcp.addr {

@@ -161,68 +161,102 @@ impl Ask {
         }
     }
 
-    /// The reply as text for a person, and whether it found anything.
-    pub fn render(&self, reply: &Value) -> (String, Exit) {
+    /// Where a peer key's peer is the default scope: a search or a
+    /// conclusion list that names none is that peer's.
+    pub fn default_to(&mut self, key_peer: Option<&str>) {
+        let Some(key_peer) = key_peer else {
+            return;
+        };
+        match self {
+            Ask::Search {
+                session: None, peer, ..
+            } if peer.is_none() => *peer = Some(key_peer.to_owned()),
+            Ask::Conclusions { observer, observed, .. } if observer.is_none() && observed.is_none() => {
+                *observer = Some(key_peer.to_owned());
+            }
+            _ => {}
+        }
+    }
+
+    /// The reply as text for a person, and whether it found anything; an
+    /// error when the reply is not what a roncho server answers.
+    pub fn render(&self, reply: &Value) -> Result<(String, Exit), String> {
+        let shape = |what: &str| format!("expected {what}, got {}", printable(&cut(&reply.to_string()), false));
         let mut text = String::new();
         match self {
             Ask::Search { .. } => {
-                let messages = items(reply);
+                let messages = reply.as_array().ok_or_else(|| shape("a list of messages"))?;
                 for message in messages {
                     text.push_str(&format!(
                         "{} {}/{}: {}\n",
                         field(message, "created_at"),
                         field(message, "session_id"),
                         field(message, "peer_id"),
-                        one_paragraph(&field(message, "content")),
+                        field(message, "content"),
                     ));
                 }
-                return (text, found(messages));
+                return Ok((text, found(messages)));
             }
             Ask::Context { .. } => {
-                if let Some(summary) = reply.get("summary").and_then(|summary| summary.get("content"))
-                    && let Some(summary) = summary.as_str()
-                {
-                    text.push_str(&format!("summary: {}\n", one_paragraph(summary)));
+                let messages = reply["messages"].as_array().ok_or_else(|| shape("a session context"))?;
+                if reply["summary"].is_object() {
+                    text.push_str(&format!("summary: {}\n", field(&reply["summary"], "content")));
                 }
-                for message in items(&reply["messages"]) {
+                for message in messages {
                     text.push_str(&format!(
                         "{}: {}\n",
                         field(message, "peer_id"),
-                        one_paragraph(&field(message, "content"))
+                        field(message, "content")
                     ));
                 }
             }
-            Ask::Conclusions { .. } => {
-                let conclusions = items(reply);
+            Ask::Conclusions { query, .. } => {
+                let conclusions = match query {
+                    Some(_) => reply.as_array(),
+                    None => reply["items"].as_array(),
+                }
+                .ok_or_else(|| shape("conclusions"))?;
                 for conclusion in conclusions {
                     text.push_str(&format!(
                         "{} → {}: {}  [{}]\n",
                         field(conclusion, "observer_id"),
                         field(conclusion, "observed_id"),
-                        one_paragraph(&field(conclusion, "content")),
+                        field(conclusion, "content"),
                         field(conclusion, "id"),
                     ));
                 }
-                return (text, found(conclusions));
+                return Ok((text, found(conclusions)));
             }
             Ask::Chat { .. } => {
-                text.push_str(&field(reply, "content"));
+                let answer = reply["content"].as_str().ok_or_else(|| shape("an answer"))?;
+                text.push_str(&printable(answer, true));
                 text.push('\n');
             }
-            Ask::Erase { .. } => match reply.get("state") {
+            Ask::Erase { .. } => match reply {
                 // A receipt: what is gone, and whether all of it is.
-                Some(state) => text.push_str(&format!(
+                Value::Object(receipt) if receipt.contains_key("state") => text.push_str(&format!(
                     "erasure {} of {}: {}; erased {}\n",
                     field(reply, "id"),
-                    reply["scope"],
-                    state.as_str().unwrap_or("-"),
+                    printable(&reply["scope"].to_string(), false),
+                    field(reply, "state"),
                     nonzero_counts(&reply["counts"]),
                 )),
-                None => text.push_str("deleted\n"),
+                // A conclusion's delete: 204, no body.
+                Value::Null => text.push_str("deleted\n"),
+                _ => return Err(shape("an erasure receipt")),
             },
         }
-        (text, Exit::Found)
+        Ok((text, Exit::Found))
     }
+}
+
+/// `text` cut to 200 characters, for an error message.
+fn cut(text: &str) -> String {
+    let mut cut: String = text.chars().take(200).collect();
+    if cut.len() < text.len() {
+        cut.push('…');
+    }
+    cut
 }
 
 /// A receipt's counts that are not zero: `messages 1, conclusions 2`.
@@ -241,36 +275,32 @@ fn nonzero_counts(counts: &Value) -> String {
     }
 }
 
-/// The items of a reply: a list, or a page's `items`.
-fn items(reply: &Value) -> &[Value] {
-    match reply {
-        Value::Array(items) => items,
-        Value::Object(page) => page.get("items").and_then(Value::as_array).map_or(&[], Vec::as_slice),
-        _ => &[],
-    }
-}
-
 fn found(items: &[Value]) -> Exit {
     if items.is_empty() { Exit::Nothing } else { Exit::Found }
 }
 
-/// A field as text: a string as it is, anything else as JSON, nothing as `-`.
+/// A field as printable text on one line: a string as it is, anything
+/// else as JSON, nothing as `-`.
 fn field(value: &Value, name: &str) -> String {
     match value.get(name) {
-        Some(Value::String(text)) => text.clone(),
+        Some(Value::String(text)) => printable(text.trim_end(), false),
         None | Some(Value::Null) => "-".to_owned(),
-        Some(other) => other.to_string(),
+        Some(other) => printable(&other.to_string(), false),
     }
 }
 
-/// `text` on one line: each line break shown as `⏎`, control characters
-/// dropped (a message cannot move the terminal's cursor or colour it).
-fn one_paragraph(text: &str) -> String {
-    text.trim_end()
-        .chars()
+/// `text` as it may reach a terminal: control characters dropped (no
+/// escape sequence moves the cursor, colours, retitles or writes the
+/// clipboard), and the invisible ones that reorder or hide what follows
+/// (bidirectional overrides and isolates, zero-width characters, the byte
+/// order mark). Line breaks (`\n`, U+2028, U+2029) are kept with
+/// `newlines`, else shown as `⏎`: one message, one line. A tab is a space.
+pub fn printable(text: &str, newlines: bool) -> String {
+    text.chars()
         .filter_map(|character| match character {
-            '\n' => Some('⏎'),
+            '\n' | '\u{2028}' | '\u{2029}' => Some(if newlines { '\n' } else { '⏎' }),
             '\t' => Some(' '),
+            '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}' | '\u{2060}'..='\u{2069}' | '\u{feff}' => None,
             character if character.is_control() => None,
             character => Some(character),
         })
@@ -377,7 +407,12 @@ mod tests {
 
     #[test]
     fn a_message_cannot_move_the_terminal_and_stays_on_its_line() {
-        assert_eq!(one_paragraph("a\nb\tc\u{1b}[31mred\r\u{7}"), "a⏎b c[31mred");
+        assert_eq!(printable("a\nb\tc\u{1b}[31mred\r\u{7}\u{9b}", false), "a⏎b c[31mred");
+        assert_eq!(
+            printable("x\u{202e}y\u{2066}z\u{200b}\u{feff}\u{2028}w", false),
+            "xyz⏎w"
+        );
+        assert_eq!(printable("one\ntwo\u{1b}]52;c;AAAA\u{7}", true), "one\ntwo]52;c;AAAA");
     }
 
     #[test]
@@ -410,9 +445,15 @@ mod tests {
             peer: None,
             limit: 5,
         };
-        assert_eq!(search.render(&json!([])).1, Exit::Nothing);
-        let (text, exit) =
-            search.render(&json!([{"created_at": "t", "session_id": "s", "peer_id": "p", "content": "hi\nthere"}]));
+        assert_eq!(search.render(&json!([])).unwrap().1, Exit::Nothing);
+        assert!(
+            search.render(&json!("<html>captive portal</html>")).is_err(),
+            "not a roncho reply"
+        );
+        assert!(search.render(&Value::Null).is_err());
+        let (text, exit) = search
+            .render(&json!([{"created_at": "t", "session_id": "s", "peer_id": "p", "content": "hi\nthere"}]))
+            .unwrap();
         assert_eq!((text.as_str(), exit), ("t s/p: hi⏎there\n", Exit::Found));
         let page = Ask::Conclusions {
             query: None,
@@ -420,7 +461,8 @@ mod tests {
             observed: None,
             limit: 5,
         };
-        assert_eq!(page.render(&json!({"items": [], "total": 0})).1, Exit::Nothing);
+        assert_eq!(page.render(&json!({"items": [], "total": 0})).unwrap().1, Exit::Nothing);
+        assert!(page.render(&json!({"weird": 1})).is_err());
     }
 
     #[test]

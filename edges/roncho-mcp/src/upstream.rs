@@ -13,6 +13,8 @@ use serde_json::Value;
 const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 /// How long one attempt may take (chat runs the dialectic: seconds).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long connecting to a remote edge may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts after the first, on 429, 502–504 or a failed connection.
 const RETRIES: u32 = 2;
 
@@ -103,6 +105,23 @@ impl Call {
         self
     }
 
+    /// Refuses a path with a `.` or `..` segment (an id of one or two
+    /// dots): URL parsers resolve them, and the call would reach another
+    /// route than the one it names.
+    fn check_path(&self) -> Result<(), ApiError> {
+        let dots = |segment: &str| {
+            let decoded = segment.to_ascii_lowercase().replace("%2e", ".");
+            decoded == "." || decoded == ".."
+        };
+        if self.path.split('/').any(dots) {
+            return Err(ApiError {
+                status: 400,
+                message: "an id cannot be `.` or `..`".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
     fn path_and_query(&self) -> String {
         let mut target = self.path.clone();
         for (index, (name, value)) in self.query.iter().enumerate() {
@@ -133,13 +152,26 @@ impl Upstream {
     /// The REST edge at `base` (`http://127.0.0.1:8000`; `https://` with the
     /// system's roots).
     pub fn remote(base: &str) -> Result<Self, ApiError> {
-        let client = reqwest::Client::builder()
+        let invalid = |message: String| ApiError { status: 400, message };
+        let url = reqwest::Url::parse(base).map_err(|error| invalid(format!("`{base}` is not a URL: {error}")))?;
+        if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
+            return Err(invalid(format!(
+                "`{base}`: the server's address is http:// or https:// and a host"
+            )));
+        }
+        let mut client = reqwest::Client::builder()
             .timeout(ATTEMPT_TIMEOUT)
-            .build()
-            .map_err(|error| ApiError {
-                status: 0,
-                message: format!("building the HTTP client: {error}"),
-            })?;
+            .connect_timeout(CONNECT_TIMEOUT);
+        if is_loopback(&url) {
+            // A call to this machine never goes through a proxy the
+            // environment names (HTTP_PROXY, ALL_PROXY): it would carry
+            // the caller's key to that proxy in clear text.
+            client = client.no_proxy();
+        }
+        let client = client.build().map_err(|error| ApiError {
+            status: 0,
+            message: format!("building the HTTP client: {error}"),
+        })?;
         Ok(Self::Remote {
             client,
             base: base.trim_end_matches('/').to_owned(),
@@ -156,6 +188,7 @@ impl Upstream {
         authorization: Option<&HeaderValue>,
         vouched: Option<&Vouched>,
     ) -> Result<Reply, ApiError> {
+        call.check_path()?;
         let mut attempt = 0;
         loop {
             let reply = self.attempt(call, authorization, vouched).await;
@@ -185,10 +218,18 @@ impl Upstream {
                 if let Some(body) = &call.body {
                     request = request.json(body);
                 }
-                let response = request.send().await.map_err(|error| (unreachable(&error), None))?;
+                let mut response = request.send().await.map_err(|error| (unreachable(&error), None))?;
                 let (status, headers) = (response.status(), response.headers().clone());
-                let bytes = response.bytes().await.map_err(|error| (unreachable(&error), None))?;
-                (status, headers, bytes)
+                // Read up to the same limit as a reply in process.
+                let mut bytes = Vec::new();
+                while let Some(chunk) = response.chunk().await.map_err(|error| (unreachable(&error), None))? {
+                    if bytes.len() + chunk.len() > MAX_REPLY_BYTES {
+                        let message = format!("the reply is longer than {MAX_REPLY_BYTES} bytes");
+                        return Err((ApiError { status: 0, message }, None));
+                    }
+                    bytes.extend_from_slice(&chunk);
+                }
+                (status, headers, axum::body::Bytes::from(bytes))
             }
             Self::Starting(started) => {
                 let router = started
@@ -274,6 +315,21 @@ async fn call_router(
             (ApiError { status: 0, message }, None)
         })?;
     Ok((status, headers, bytes))
+}
+
+/// Whether `url` names this machine: `localhost`, a loopback address.
+pub fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<std::net::IpAddr>() {
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => {
+            let name = host.trim_end_matches('.').to_ascii_lowercase();
+            name == "localhost" || name.ends_with(".localhost")
+        }
+    }
 }
 
 fn retryable(status: u16) -> bool {

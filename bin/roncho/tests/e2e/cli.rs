@@ -124,6 +124,82 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
     assert_eq!(again.status.code(), Some(3), "{again:?}");
     assert_eq!(ask(&["erase"]).status.code(), Some(2), "what to erase must be named");
 
+    // Stored text reaches the terminal without its escapes, in chat too.
+    let hostile = http
+        .post(format!("{}/v3/workspaces/w/sessions/s1/messages", server.base))
+        .bearer_auth(key.trim())
+        .json(&serde_json::json!({"messages": [
+            {"peer_id": "mallory", "content": "mallory likes kettles \u{1b}]52;c;AAAA\u{7}\r\u{9b}31m\u{202e}reversed"},
+        ]}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(hostile.status(), 201);
+    for command in [
+        &["search", "kettles"][..],
+        &["chat", "mallory", "what does mallory like?"],
+    ] {
+        let printed = ask(command);
+        assert_eq!(printed.status.code(), Some(0), "{printed:?}");
+        let text = stdout(&printed);
+        assert!(text.contains("mallory likes kettles"), "{text}");
+        assert!(
+            !text.chars().any(|c| (c.is_control() && c != '\n') || c == '\u{202e}'),
+            "{command:?}: {text:?}"
+        );
+    }
+
+    // An id of dots would reach another route: refused before any call.
+    for dots in [
+        &["search", "kettle", "--session", ".."][..],
+        &["chat", ".", "hi"],
+        &["context", "."],
+    ] {
+        assert_eq!(ask(dots).status.code(), Some(2), "{dots:?}");
+    }
+
+    // A proxy the environment names never sees a call to this machine, nor its key.
+    let proxy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    proxy.set_nonblocking(true).unwrap();
+    let proxy_url = format!("http://{}", proxy.local_addr().unwrap());
+    let args: Vec<&str> = ["search", "kettle"].iter().chain(same.iter()).copied().collect();
+    let proxied = roncho(&args, home.path())
+        .env("HTTP_PROXY", &proxy_url)
+        .env("http_proxy", &proxy_url)
+        .env("ALL_PROXY", &proxy_url)
+        .output()
+        .unwrap();
+    assert_eq!(proxied.status.code(), Some(0), "{proxied:?}");
+    assert!(proxy.accept().is_err(), "the proxy was called");
+
+    // A reply that is not a roncho server's (a captive portal): 5, not "nothing found".
+    let portal = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let portal_url = format!("http://{}", portal.local_addr().unwrap());
+    std::thread::spawn(move || {
+        use std::io::{Read, Write};
+        for stream in portal.incoming().take(3) {
+            let mut stream = stream.unwrap();
+            let mut request = [0; 4096];
+            let _ = stream.read(&mut request);
+            let body = "<html>sign in to the wifi</html>";
+            let _ = write!(
+                stream,
+                "HTTP/1.1 200 OK\r\ncontent-type: text/html\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+        }
+    });
+    let captive = ask(&["search", "kettle", "--addr", &portal_url]);
+    assert_eq!(captive.status.code(), Some(5), "{captive:?}");
+    assert!(captive.stdout.is_empty());
+
+    // A configuration that does not load: 2.
+    let broken = run(
+        home.path(),
+        &["search", "kettle", "--config", "/nonexistent/roncho.toml"],
+    );
+    assert_eq!(broken.status.code(), Some(2), "{broken:?}");
+
     // A wrong key: 4. No server there: 5. No workspace: 2. Bad usage: 2.
     let refused = ask(&["search", "kettle", "--key", "not-a-key"]);
     assert_eq!(refused.status.code(), Some(4), "{refused:?}");
