@@ -626,7 +626,8 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
             "which workspace? Give --workspace (a workspace or peer key names its own)",
         );
     };
-    let server = Reach::new(&base, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    let upstream = roncho_mcp::Upstream::remote(&base).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    let server = Reach::new(upstream, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
     let reply = match server.ask(&ask, &workspace).await {
         Ok(reply) => reply,
         Err(error) if error.status == 0 => fail(Exit::of(&error), &format!("no answer from {base}: {error}")),

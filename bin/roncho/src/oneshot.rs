@@ -315,8 +315,8 @@ pub struct Reach {
 }
 
 impl Reach {
-    /// The server at `base` (`http://127.0.0.1:8000`), with `key` if any.
-    pub fn new(base: &str, key: Option<&str>) -> Result<Self, ApiError> {
+    /// The server `upstream` reaches, with `key` if any.
+    pub fn new(upstream: Upstream, key: Option<&str>) -> Result<Self, ApiError> {
         let authorization = key
             .map(|key| {
                 HeaderValue::from_str(&format!("Bearer {}", key.trim())).map_err(|_| ApiError {
@@ -326,7 +326,7 @@ impl Reach {
             })
             .transpose()?;
         Ok(Self {
-            upstream: Upstream::remote(base)?,
+            upstream,
             authorization,
         })
     }
