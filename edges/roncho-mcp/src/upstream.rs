@@ -122,6 +122,14 @@ impl Call {
         Ok(())
     }
 
+    /// Whether sending the call twice does what sending it once does: GET,
+    /// PUT and DELETE, and Honcho's reads sent as POST (`…/list`,
+    /// `…/search`, `…/query`, `…/representation`).
+    fn repeatable(&self) -> bool {
+        const READS: [&str; 4] = ["/list", "/search", "/query", "/representation"];
+        self.method != Method::POST || READS.iter().any(|read| self.path.ends_with(read))
+    }
+
     fn path_and_query(&self) -> String {
         let mut target = self.path.clone();
         for (index, (name, value)) in self.query.iter().enumerate() {
@@ -193,8 +201,8 @@ impl Upstream {
         loop {
             let reply = self.attempt(call, authorization, vouched).await;
             let retry_after = match &reply {
-                Err((error, retry_after)) if attempt < RETRIES && retryable(error.status) => *retry_after,
-                _ => return reply.map_err(|(error, _)| error),
+                Err(failure) if attempt < RETRIES && failure.may_repeat(call) => failure.retry_after,
+                _ => return reply.map_err(|failure| failure.error),
             };
             let backoff = retry_after.unwrap_or(Duration::from_millis(500 * 2u64.pow(attempt)));
             tracing::debug!(path = %call.path, attempt, ?backoff, "retrying a REST call");
@@ -208,7 +216,7 @@ impl Upstream {
         call: &Call,
         authorization: Option<&HeaderValue>,
         vouched: Option<&Vouched>,
-    ) -> Result<Reply, (ApiError, Option<Duration>)> {
+    ) -> Result<Reply, Failure> {
         let (status, headers, bytes) = match self {
             Self::Remote { client, base } => {
                 let mut request = client.request(call.method.clone(), format!("{base}{}", call.path_and_query()));
@@ -218,14 +226,23 @@ impl Upstream {
                 if let Some(body) = &call.body {
                     request = request.json(body);
                 }
-                let mut response = request.send().await.map_err(|error| (unreachable(&error), None))?;
+                let mut response = request.send().await.map_err(|error| Failure {
+                    error: unreachable(&error),
+                    retry_after: None,
+                    // Nothing reached the server: sending it again repeats nothing.
+                    unsent: error.is_connect(),
+                })?;
                 let (status, headers) = (response.status(), response.headers().clone());
                 // Read up to the same limit as a reply in process.
                 let mut bytes = Vec::new();
-                while let Some(chunk) = response.chunk().await.map_err(|error| (unreachable(&error), None))? {
+                while let Some(chunk) = response
+                    .chunk()
+                    .await
+                    .map_err(|error| Failure::from(unreachable(&error)))?
+                {
                     if bytes.len() + chunk.len() > MAX_REPLY_BYTES {
                         let message = format!("the reply is longer than {MAX_REPLY_BYTES} bytes");
-                        return Err((ApiError { status: 0, message }, None));
+                        return Err(Failure::from(ApiError { status: 0, message }));
                     }
                     bytes.extend_from_slice(&chunk);
                 }
@@ -238,7 +255,7 @@ impl Upstream {
                     .await
                     .map_err(|_| {
                         let message = "the embedded roncho server stopped before it served".to_owned();
-                        (ApiError { status: 0, message }, None)
+                        Failure::from(ApiError { status: 0, message })
                     })?
                     .clone()
                     .unwrap_or_default();
@@ -264,13 +281,14 @@ impl Upstream {
                 degraded: header("x-roncho-degraded-reason"),
             });
         }
-        Err((
-            ApiError {
+        Err(Failure {
+            error: ApiError {
                 status: status.as_u16(),
                 message: reason(status, json.as_ref()),
             },
-            retry_after(&headers),
-        ))
+            retry_after: retry_after(&headers),
+            unsent: false,
+        })
     }
 }
 
@@ -280,7 +298,7 @@ async fn call_router(
     call: &Call,
     authorization: Option<&HeaderValue>,
     vouched: Option<&Vouched>,
-) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), (ApiError, Option<Duration>)> {
+) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), Failure> {
     let mut request = http::Request::builder()
         .method(call.method.clone())
         .uri(call.path_and_query())
@@ -297,22 +315,19 @@ async fn call_router(
     };
     let request = request.body(body).map_err(|error| {
         let message = format!("building the request: {error}");
-        (ApiError { status: 0, message }, None)
+        Failure::from(ApiError { status: 0, message })
     })?;
     std::future::poll_fn(|context| {
         <axum::Router as tower_service::Service<http::Request<axum::body::Body>>>::poll_ready(&mut router, context)
     })
-    .await
-    .map_err(|never| match never {})?;
-    let response = tower_service::Service::call(&mut router, request)
-        .await
-        .map_err(|never| match never {})?;
+    .await?;
+    let response = tower_service::Service::call(&mut router, request).await?;
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = axum::body::to_bytes(response.into_body(), MAX_REPLY_BYTES)
         .await
         .map_err(|error| {
             let message = format!("reading the reply: {error}");
-            (ApiError { status: 0, message }, None)
+            Failure::from(ApiError { status: 0, message })
         })?;
     Ok((status, headers, bytes))
 }
@@ -332,8 +347,42 @@ pub fn is_loopback(url: &reqwest::Url) -> bool {
     }
 }
 
-fn retryable(status: u16) -> bool {
-    matches!(status, 0 | 429 | 502 | 503 | 504)
+/// A failed attempt, and what says whether to make another.
+struct Failure {
+    error: ApiError,
+    retry_after: Option<Duration>,
+    /// The request never reached the server (the connection failed).
+    unsent: bool,
+}
+
+impl From<std::convert::Infallible> for Failure {
+    fn from(never: std::convert::Infallible) -> Self {
+        match never {}
+    }
+}
+
+impl From<ApiError> for Failure {
+    fn from(error: ApiError) -> Self {
+        Self {
+            error,
+            retry_after: None,
+            unsent: false,
+        }
+    }
+}
+
+impl Failure {
+    /// Whether `call` may be sent again after this failure: when the
+    /// server did not take it (no connection, 429, 503: refused before any
+    /// work), or when it may have been done but doing it twice is doing it
+    /// once (a read, PUT, DELETE) and the reply was lost (a timeout, 502,
+    /// 504). A write sent again after a lost reply could be stored twice,
+    /// a chat run its model twice.
+    fn may_repeat(&self, call: &Call) -> bool {
+        self.unsent
+            || matches!(self.error.status, 429 | 503)
+            || (call.repeatable() && matches!(self.error.status, 0 | 502 | 504))
+    }
 }
 
 fn unreachable(error: &reqwest::Error) -> ApiError {
@@ -378,6 +427,53 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+
+    #[test]
+    fn a_write_or_a_chat_is_not_sent_again_once_it_may_have_been_done() {
+        let failure = |status, unsent| Failure {
+            error: ApiError {
+                status,
+                message: String::new(),
+            },
+            retry_after: None,
+            unsent,
+        };
+        let write = Call::post("/v3/workspaces/w/sessions/s/messages".into(), json!({}));
+        let chat = Call::post("/v3/workspaces/w/peers/p/chat".into(), json!({}));
+        let read = Call::post("/v3/workspaces/w/sessions/list".into(), json!({}));
+        let get = Call::get("/v3/workspaces/w/sessions/s/context".into());
+        for call in [&write, &chat, &read, &get] {
+            // Refused before any work: again.
+            assert!(failure(0, true).may_repeat(call), "{}", call.path);
+            assert!(failure(429, false).may_repeat(call));
+            assert!(failure(503, false).may_repeat(call));
+            assert!(!failure(500, false).may_repeat(call));
+            assert!(!failure(404, false).may_repeat(call));
+        }
+        for status in [0, 502, 504] {
+            // The reply was lost: only what is the same done twice.
+            assert!(!failure(status, false).may_repeat(&write), "{status}");
+            assert!(!failure(status, false).may_repeat(&chat), "{status}");
+            assert!(failure(status, false).may_repeat(&read), "{status}");
+            assert!(failure(status, false).may_repeat(&get), "{status}");
+        }
+    }
+
+    #[test]
+    fn a_dot_segment_is_refused_before_any_call() {
+        for path in [
+            "/v3/workspaces/w/sessions/../search",
+            "/v3/workspaces/./x",
+            "/v3/workspaces/w/%2E%2e",
+        ] {
+            assert_eq!(Call::get(path.into()).check_path().unwrap_err().status, 400, "{path}");
+        }
+        assert!(
+            Call::get("/v3/workspaces/w/sessions/a.b/..x".into())
+                .check_path()
+                .is_ok()
+        );
+    }
 
     #[test]
     fn reasons_are_read_as_honchos_mcp_server_reads_them() {
