@@ -146,6 +146,9 @@ struct ReachFlags {
     /// Prints the server's JSON reply instead of text.
     #[arg(long)]
     json: bool,
+    /// PEM CA certificate(s) the server's certificate may chain to, beside the system's (a server with its own certificate).
+    #[arg(long, value_name = "PEM_FILE")]
+    ca_file: Option<PathBuf>,
 }
 
 /// A one-shot command: how it reaches the server, and what it asks.
@@ -626,7 +629,12 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
             "which workspace? Give --workspace (a workspace or peer key names its own)",
         );
     };
-    let upstream = roncho_mcp::Upstream::remote(&base).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    let ca = reach.ca_file.map(|path| {
+        std::fs::read(&path)
+            .unwrap_or_else(|error| fail(Exit::Invalid, &format!("reading {}: {error}", path.display())))
+    });
+    let upstream = roncho_mcp::Upstream::remote_trusting(&base, ca.as_deref())
+        .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
     let server = Reach::new(upstream, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
     let reply = match server.ask(&ask, &workspace).await {
         Ok(reply) => reply,

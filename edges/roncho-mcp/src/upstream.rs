@@ -160,6 +160,13 @@ impl Upstream {
     /// The REST edge at `base` (`http://127.0.0.1:8000`; `https://` with the
     /// system's roots).
     pub fn remote(base: &str) -> Result<Self, ApiError> {
+        Self::remote_trusting(base, None)
+    }
+
+    /// The REST edge at `base`, its certificate checked against the CA
+    /// certificates of `ca_pem` (PEM) beside the system's roots: a server
+    /// with a certificate of its own (`tls_cert_file`).
+    pub fn remote_trusting(base: &str, ca_pem: Option<&[u8]>) -> Result<Self, ApiError> {
         let invalid = |message: String| ApiError { status: 400, message };
         let url = reqwest::Url::parse(base).map_err(|error| invalid(format!("`{base}` is not a URL: {error}")))?;
         if !matches!(url.scheme(), "http" | "https") || url.host().is_none() {
@@ -170,6 +177,16 @@ impl Upstream {
         let mut client = reqwest::Client::builder()
             .timeout(ATTEMPT_TIMEOUT)
             .connect_timeout(CONNECT_TIMEOUT);
+        if let Some(pem) = ca_pem {
+            let certificates = reqwest::Certificate::from_pem_bundle(pem)
+                .map_err(|error| invalid(format!("the CA file holds no PEM certificate: {error}")))?;
+            if certificates.is_empty() {
+                return Err(invalid("the CA file holds no PEM certificate".to_owned()));
+            }
+            for certificate in certificates {
+                client = client.add_root_certificate(certificate);
+            }
+        }
         if is_loopback(&url) {
             // A call to this machine never goes through a proxy the
             // environment names (HTTP_PROXY, ALL_PROXY): it would carry

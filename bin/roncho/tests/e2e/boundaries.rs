@@ -637,6 +637,21 @@ pub(crate) struct Spawned {
 /// Starts `roncho serve` with `args` and `env` on free loopback ports, its
 /// data in `home`, and waits until it answers.
 pub(crate) async fn spawn_serve(home: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> Spawned {
+    let spawned = start_serve(home, args, env);
+    for _ in 0..200 {
+        if reqwest::get(format!("{}/health", spawned.base))
+            .await
+            .is_ok_and(|reply| reply.status() == 200)
+        {
+            return spawned;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    panic!("roncho serve {args:?} did not come up");
+}
+
+/// Starts `roncho serve` as [`spawn_serve`] does, without waiting for it.
+pub(crate) fn start_serve(home: &std::path::Path, args: &[&str], env: &[(&str, String)]) -> Spawned {
     let (grpc, rest) = (support::free_port(), support::free_port());
     let (listen, rest_listen) = (format!("127.0.0.1:{grpc}"), format!("127.0.0.1:{rest}"));
     let data = home.join("data");
@@ -655,24 +670,13 @@ pub(crate) async fn spawn_serve(home: &std::path::Path, args: &[&str], env: &[(&
     for (name, value) in env {
         command.env(name, value);
     }
-    let child = Child(command.stdout(std::process::Stdio::null()).spawn().unwrap());
-    let base = format!("http://{rest_listen}");
-    for _ in 0..200 {
-        if reqwest::get(format!("{base}/health"))
-            .await
-            .is_ok_and(|reply| reply.status() == 200)
-        {
-            return Spawned {
-                child,
-                base,
-                grpc,
-                rest,
-                data,
-            };
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+    Spawned {
+        child: Child(command.stdout(std::process::Stdio::null()).spawn().unwrap()),
+        base: format!("http://{rest_listen}"),
+        grpc,
+        rest,
+        data,
     }
-    panic!("roncho serve {args:?} did not come up");
 }
 
 /// Starts `roncho serve` with `env`; returns it and its REST base URL.

@@ -253,3 +253,63 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
     let other = run(home.path(), &elsewhere);
     assert_eq!(other.status.code(), Some(4), "{other:?}");
 }
+
+#[tokio::test]
+async fn a_server_with_a_certificate_of_its_own_is_reached_with_its_ca_file() {
+    let home = tempfile::tempdir().unwrap();
+    let authority = crate::tls::Authority::new("roncho cli test CA");
+    let (certificate, key) = authority.issue(&["localhost"]);
+    let file = |name: &str, text: &str| {
+        let path = home.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_owned()
+    };
+    let (certificate, key, ca) = (
+        file("cert.pem", &certificate),
+        file("key.pem", &key),
+        file("ca.pem", &authority.pem()),
+    );
+    let server = crate::boundaries::start_serve(
+        home.path(),
+        &["--tls-cert-file", &certificate, "--tls-key-file", &key],
+        &[],
+    );
+    let rest = server.rest;
+    let addr = format!("https://localhost:{rest}");
+    let search = |trusting: bool| {
+        let mut args = vec!["search", "kettle", "--addr", &addr, "--workspace", "w"];
+        if trusting {
+            args.extend(["--ca-file", ca.as_str()]);
+        }
+        run(home.path(), &args)
+    };
+    // Up once the edge answers over TLS: nothing there to find, 1.
+    let started = Instant::now();
+    loop {
+        let trusted = search(true);
+        if trusted.status.code() == Some(1) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "{trusted:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Without its CA the certificate is not trusted: 5.
+    let untrusted = search(false);
+    assert_eq!(untrusted.status.code(), Some(5), "{untrusted:?}");
+    // A CA file that holds no certificate: 2.
+    let empty = file("empty.pem", "not a certificate");
+    let refused = run(
+        home.path(),
+        &[
+            "search",
+            "kettle",
+            "--addr",
+            &addr,
+            "--workspace",
+            "w",
+            "--ca-file",
+            &empty,
+        ],
+    );
+    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
+}

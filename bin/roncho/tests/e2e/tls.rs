@@ -18,12 +18,12 @@ use tonic::transport::{Certificate, Channel, ClientTlsConfig, Endpoint, Identity
 use crate::support;
 
 /// A certificate authority for the test.
-struct Authority {
+pub(crate) struct Authority {
     issuer: CertifiedIssuer<'static, KeyPair>,
 }
 
 impl Authority {
-    fn new(name: &str) -> Self {
+    pub(crate) fn new(name: &str) -> Self {
         let mut params = CertificateParams::new(Vec::<String>::new()).unwrap();
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
@@ -32,12 +32,12 @@ impl Authority {
         }
     }
 
-    fn pem(&self) -> String {
+    pub(crate) fn pem(&self) -> String {
         self.issuer.pem()
     }
 
     /// Returns a (certificate, key) PEM pair for `names`, signed by this authority.
-    fn issue(&self, names: &[&str]) -> (String, String) {
+    pub(crate) fn issue(&self, names: &[&str]) -> (String, String) {
         let key = KeyPair::generate().unwrap();
         let names: Vec<String> = names.iter().map(|name| (*name).to_owned()).collect();
         let mut params = CertificateParams::new(names).unwrap();
