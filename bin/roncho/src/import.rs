@@ -18,7 +18,6 @@
 //! so rows and queries share one model.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use anyhow::{Context, Result};
 use roncho_core::model::{
@@ -51,67 +50,7 @@ pub struct ImportOptions {
     pub derive: bool,
 }
 
-/// New and already present rows of one kind.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Tally {
-    pub new: u64,
-    pub present: u64,
-    /// Not imported, with the reason in [`Counts::notes`].
-    pub skipped: u64,
-}
-
-impl Tally {
-    fn add(&mut self, created: bool) {
-        if created {
-            self.new += 1;
-        } else {
-            self.present += 1;
-        }
-    }
-}
-
-/// What an import did, kind by kind.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
-pub struct Counts {
-    pub workspaces: Tally,
-    pub webhooks: Tally,
-    pub peers: Tally,
-    pub scopes: Tally,
-    pub peer_cards: Tally,
-    pub sessions: Tally,
-    pub messages: Tally,
-    pub summaries: Tally,
-    pub conclusions: Tally,
-    /// Why rows were skipped, once per reason.
-    pub notes: BTreeSet<String>,
-}
-
-impl fmt::Display for Counts {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        writeln!(f, "{:<12} {:>10} {:>10} {:>10}", "", "new", "present", "skipped")?;
-        for (name, tally) in [
-            ("workspaces", self.workspaces),
-            ("webhooks", self.webhooks),
-            ("peers", self.peers),
-            ("scopes", self.scopes),
-            ("peer cards", self.peer_cards),
-            ("sessions", self.sessions),
-            ("messages", self.messages),
-            ("summaries", self.summaries),
-            ("conclusions", self.conclusions),
-        ] {
-            writeln!(
-                f,
-                "{name:<12} {:>10} {:>10} {:>10}",
-                tally.new, tally.present, tally.skipped
-            )?;
-        }
-        for note in &self.notes {
-            writeln!(f, "note: {note}")?;
-        }
-        Ok(())
-    }
-}
+pub use roncho_core::export::{Counts, Tally};
 
 /// Connects to a Honcho database (read only: the import runs SELECTs).
 pub async fn connect(url: &str) -> Result<PgPool> {

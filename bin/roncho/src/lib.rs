@@ -32,4 +32,5 @@ pub mod server;
 pub mod status;
 pub mod telemetry;
 pub mod tls;
+pub mod transfer;
 pub mod wiring;

@@ -40,22 +40,42 @@ enum Command {
     /// The work queue, straight from the database.
     #[command(subcommand)]
     Queue(QueueCommand),
-    /// Copies a Honcho v3 database into this roncho's store (resumable: run it again to finish or to catch up).
+    /// Imports an export's JSON lines through a server (`roncho import FILE`), or copies a Honcho v3 database into this roncho's store (`--from-honcho`). Both resumable: run again to finish.
     Import {
         #[command(flatten)]
         flags: CommonFlags,
+        /// An export's JSON lines (`-`: standard input), sent to the server as `roncho search` reaches it (--addr, --key) into --workspace [default: the export's]. See docs/cli.md.
+        #[arg(
+            value_name = "FILE",
+            required_unless_present = "from_honcho",
+            conflicts_with = "from_honcho"
+        )]
+        file: Option<PathBuf>,
         /// The Honcho database, e.g. postgres://honcho@db:5432/honcho (only read).
         #[arg(long, value_name = "POSTGRES_URL")]
-        from_honcho: String,
-        /// Only this workspace (repeatable) [default: every workspace].
+        from_honcho: Option<String>,
+        /// Only this workspace (repeatable) [default: every workspace]; with FILE, the workspace imported into.
         #[arg(long = "workspace", value_name = "ID")]
         workspaces: Vec<String>,
-        /// Queue derivation and summaries for the imported messages (model calls; Honcho's conclusions and summaries are imported either way).
+        /// Queue derivation and summaries for the imported messages (model calls; the conclusions and summaries are imported either way).
         #[arg(long)]
         derive: bool,
         /// Prints the counts as JSON.
         #[arg(long)]
         json: bool,
+        /// With FILE: the server's REST edge (env RONCHO_ADDR) [default: the rest_listen this configuration serves].
+        #[arg(long, value_name = "URL", requires = "file")]
+        addr: Option<String>,
+        /// With FILE: the API key (env RONCHO_API_KEY) [default: the local key's admin key in the data directory, if any].
+        #[arg(long, requires = "file")]
+        key: Option<String>,
+        /// With FILE: PEM CA certificate(s) the server's certificate may chain to.
+        #[arg(long, value_name = "PEM_FILE", requires = "file")]
+        ca_file: Option<PathBuf>,
+        /// With FILE: records sent per call.
+        #[arg(long, default_value_t = roncho::transfer::DEFAULT_BATCH, requires = "file",
+              value_parser = clap::value_parser!(u16).range(1..=1000))]
+        batch: u16,
     },
     /// An MCP server on stdio for agents: embedded on a data directory, or in front of a roncho server (--addr).
     ///
@@ -79,6 +99,22 @@ enum Command {
     Chat(OneShot<ChatArgs>),
     /// Erases a message, a session, a conclusion or the whole workspace, and prints the erasure's receipt.
     Erase(OneShot<EraseArgs>),
+    /// Writes a workspace, or a peer's or a session's part of it, as JSON lines (erased data never included); `roncho import FILE` reads it back.
+    Export {
+        #[command(flatten)]
+        flags: CommonFlags,
+        #[command(flatten)]
+        reach: ReachFlags,
+        /// Only this peer's part: its sessions, cards and the conclusions by or about it.
+        #[arg(long, conflicts_with = "session")]
+        peer: Option<String>,
+        /// Only this session: its members, messages, summaries and conclusions.
+        #[arg(long)]
+        session: Option<String>,
+        /// The file to write (whole or not at all) [default: standard output].
+        #[arg(long, short = 'o', value_name = "FILE")]
+        output: Option<PathBuf>,
+    },
     /// Reads a PDF on stdin and writes its text (the server's sandboxed PDF reader).
     #[command(name = "extract-pdf", hide = true)]
     ExtractPdf {
@@ -482,6 +518,13 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Conclusions(command) => command.run().await,
         Command::Chat(command) => command.run().await,
         Command::Erase(command) => command.run().await,
+        Command::Export {
+            flags,
+            reach,
+            peer,
+            session,
+            output,
+        } => export_command(flags, reach, peer, session, output).await,
         Command::Migrate(flags) => {
             let config = flags.load()?;
             let _logs = Telemetry::init(&config, false)?;
@@ -546,24 +589,41 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
         }
         Command::Import {
             flags,
+            file: Some(file),
+            workspaces,
+            derive,
+            json,
+            addr,
+            key,
+            ca_file,
+            batch,
+            ..
+        } => {
+            if workspaces.len() > 1 {
+                fail(
+                    roncho::oneshot::Exit::Invalid,
+                    "an export is imported into one workspace",
+                );
+            }
+            let reach = ReachFlags {
+                addr,
+                key,
+                workspace: workspaces.into_iter().next(),
+                json,
+                ca_file,
+            };
+            import_command(flags, reach, file, usize::from(batch), derive).await
+        }
+        Command::Import {
+            flags,
             from_honcho,
             workspaces,
             derive,
             json,
+            ..
         } => {
-            let config = flags.load()?;
-            let _logs = Telemetry::init(&config, false)?;
-            let store = roncho_store::connect(&config.store.options()).await?;
-            roncho_store::migrate(&store).await?;
-            let source = roncho::import::connect(&from_honcho).await?;
-            let options = roncho::import::ImportOptions { workspaces, derive };
-            let counts = roncho::import::import_honcho(&source, &store, &options).await?;
-            if json {
-                println!("{}", serde_json::to_string_pretty(&counts)?);
-            } else {
-                print!("{counts}");
-            }
-            Ok(())
+            let from_honcho = from_honcho.context("give an export FILE or --from-honcho")?;
+            honcho_import(flags, from_honcho, workspaces, derive, json).await
         }
         Command::Queue(QueueCommand::Retry {
             flags,
@@ -592,12 +652,51 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
 /// A one-shot command: one call to the server, its answer on stdout, and
 /// an exit code that says how it went (`roncho::oneshot::Exit`); a refusal
 /// or failure is said on stderr.
-async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
-    use roncho::oneshot::{Exit, Reach, base_url_of, printable};
-    let fail = |exit: Exit, message: &str| -> ! {
-        eprintln!("roncho: {}", printable(message, true));
-        std::process::exit(exit as i32);
-    };
+/// `roncho import --from-honcho`: a Honcho v3 database into this store.
+async fn honcho_import(
+    flags: CommonFlags,
+    from_honcho: String,
+    workspaces: Vec<String>,
+    derive: bool,
+    json: bool,
+) -> anyhow::Result<()> {
+    let config = flags.load()?;
+    let _logs = Telemetry::init(&config, false)?;
+    let store = roncho_store::connect(&config.store.options()).await?;
+    roncho_store::migrate(&store).await?;
+    let source = roncho::import::connect(&from_honcho).await?;
+    let options = roncho::import::ImportOptions { workspaces, derive };
+    let counts = roncho::import::import_honcho(&source, &store, &options).await?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&counts)?);
+    } else {
+        print!("{counts}");
+    }
+    Ok(())
+}
+
+/// Ends a one-shot command: `message` on standard error, `exit` its code.
+fn fail(exit: roncho::oneshot::Exit, message: &str) -> ! {
+    eprintln!("roncho: {}", roncho::oneshot::printable(message, true));
+    std::process::exit(exit as i32);
+}
+
+/// The server a one-shot command reaches, as whom, and in which workspace.
+struct Reached {
+    server: roncho::oneshot::Reach,
+    base: String,
+    /// `--workspace`, else the key's.
+    workspace: Option<String>,
+    /// The peer the key acts as, if any.
+    peer: Option<String>,
+}
+
+/// Resolves a one-shot command's server (`--addr`, else the rest_listen
+/// this configuration serves), key (`--key`, `RONCHO_API_KEY`, else the
+/// local admin key for this user's own loopback server) and workspace;
+/// exits with the code of what is wrong.
+fn reach_server(flags: CommonFlags, reach: ReachFlags) -> Reached {
+    use roncho::oneshot::{Exit, Reach, base_url_of};
     let config = flags
         .load()
         .unwrap_or_else(|error| fail(Exit::Invalid, &format!("{error:#}")));
@@ -622,13 +721,6 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
             .unwrap_or_else(|error| fail(Exit::NotAllowed, &format!("{error:#}"))),
     };
     let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
-    ask.default_to(claims.as_ref().and_then(|claims| claims.p.as_deref()));
-    let Some(workspace) = reach.workspace.or_else(|| claims.and_then(|claims| claims.w)) else {
-        fail(
-            Exit::Invalid,
-            "which workspace? Give --workspace (a workspace or peer key names its own)",
-        );
-    };
     let ca = reach.ca_file.map(|path| {
         std::fs::read(&path)
             .unwrap_or_else(|error| fail(Exit::Invalid, &format!("reading {}: {error}", path.display())))
@@ -636,6 +728,37 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
     let upstream = roncho_mcp::Upstream::remote_trusting(&base, ca.as_deref())
         .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
     let server = Reach::new(upstream, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    Reached {
+        server,
+        base,
+        workspace: reach
+            .workspace
+            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone())),
+        peer: claims.and_then(|claims| claims.p),
+    }
+}
+
+/// The workspace a one-shot command works in, or exit 2.
+fn workspace_of(workspace: Option<String>) -> String {
+    workspace.unwrap_or_else(|| {
+        fail(
+            roncho::oneshot::Exit::Invalid,
+            "which workspace? Give --workspace (a workspace or peer key names its own)",
+        )
+    })
+}
+
+async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
+    use roncho::oneshot::Exit;
+    let json = reach.json;
+    let Reached {
+        server,
+        base,
+        workspace,
+        peer,
+    } = reach_server(flags, reach);
+    ask.default_to(peer.as_deref());
+    let workspace = workspace_of(workspace);
     let reply = match server.ask(&ask, &workspace).await {
         Ok(reply) => reply,
         Err(error) if error.status == 0 => fail(Exit::of(&error), &format!("no answer from {base}: {error}")),
@@ -647,12 +770,89 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
             &format!("{base} answered what roncho does not: {error}"),
         )
     });
-    if reach.json {
+    if json {
         println!("{reply}");
     } else {
         print!("{text}");
     }
     std::process::exit(exit as i32);
+}
+
+/// The exit code of a failed export or import.
+fn transfer_exit(failure: &roncho::transfer::Failure) -> roncho::oneshot::Exit {
+    use roncho::transfer::Failure;
+    match failure {
+        Failure::Api(error) => roncho::oneshot::Exit::of(error),
+        Failure::Data(_) | Failure::Io(_) => roncho::oneshot::Exit::Invalid,
+    }
+}
+
+/// `roncho export`: the JSON lines to standard output or `--output`; what
+/// was written to standard error (`--json`: as JSON).
+async fn export_command(
+    flags: CommonFlags,
+    reach: ReachFlags,
+    peer: Option<String>,
+    session: Option<String>,
+    output: Option<PathBuf>,
+) -> anyhow::Result<()> {
+    let json = reach.json;
+    let reached = reach_server(flags, reach);
+    let workspace = workspace_of(reached.workspace);
+    let written = roncho::transfer::Output::open(output.as_deref())
+        .unwrap_or_else(|failure| fail(transfer_exit(&failure), &failure.to_string()));
+    let exported = roncho::transfer::export(
+        &reached.server,
+        &workspace,
+        peer.as_deref(),
+        session.as_deref(),
+        written,
+    )
+    .await
+    .unwrap_or_else(|failure| fail(transfer_exit(&failure), &format!("{}: {failure}", reached.base)));
+    if json {
+        eprintln!(
+            "{}",
+            serde_json::json!({"records": exported.records, "bytes": exported.bytes})
+        );
+    } else {
+        eprintln!(
+            "exported {} records ({} bytes) of workspace {workspace}",
+            exported.records, exported.bytes
+        );
+    }
+    Ok(())
+}
+
+/// `roncho import FILE`: checks the whole file, then sends it in batches;
+/// prints the counts (`--json`: as JSON).
+async fn import_command(
+    flags: CommonFlags,
+    reach: ReachFlags,
+    file: PathBuf,
+    batch: usize,
+    derive: bool,
+) -> anyhow::Result<()> {
+    let json = reach.json;
+    let reached = reach_server(flags, reach);
+    let export =
+        roncho::transfer::read(&file).unwrap_or_else(|failure| fail(transfer_exit(&failure), &failure.to_string()));
+    let workspace = reached.workspace.unwrap_or_else(|| export.workspace.clone());
+    let workspace = workspace_of(Some(workspace).filter(|workspace| !workspace.is_empty()));
+    let total = export.records.len();
+    let counts = roncho::transfer::import(&reached.server, &workspace, &export, batch, derive, |sent| {
+        if !json && total > batch {
+            eprintln!("imported {sent} of {total} records");
+        }
+    })
+    .await
+    .unwrap_or_else(|failure| fail(transfer_exit(&failure), &format!("{}: {failure}", reached.base)));
+    if json {
+        println!("{}", serde_json::to_string(&counts)?);
+    } else {
+        print!("{counts}");
+    }
+    Ok(())
 }
 
 /// `roncho mcp`: MCP on stdio, over a roncho server's REST edge (`--addr`)

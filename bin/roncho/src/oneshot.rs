@@ -359,7 +359,8 @@ impl Reach {
         }
     }
 
-    async fn send(&self, call: &Call) -> Result<roncho_mcp::upstream::Reply, ApiError> {
+    /// Sends `call` as this command's caller.
+    pub async fn send(&self, call: &Call) -> Result<roncho_mcp::upstream::Reply, ApiError> {
         self.upstream.send(call, self.authorization.as_ref(), None).await
     }
 }

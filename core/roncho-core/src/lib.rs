@@ -9,6 +9,7 @@
 //! - [`llm`]: the `Llm` port: chat requests, streamed replies, tools, structured output.
 //! - [`derivation`]: which background work a new message creates (Honcho's observer rules).
 //! - [`error`]: the domain error.
+//! - [`export`]: a workspace as JSON lines (`roncho export`, `roncho import`).
 //! - [`model`]: workspaces, peers, sessions, messages, webhooks, pages.
 //! - [`queue`]: the `WorkQueue` port (and, with feature `testing`, its contract suite).
 //! - [`validate`]: Honcho v3 limits (ids, content, metadata, batches).
@@ -30,6 +31,7 @@ pub mod auth;
 pub mod derivation;
 pub mod embed;
 pub mod error;
+pub mod export;
 pub mod files;
 pub mod filter;
 pub mod idempotency;

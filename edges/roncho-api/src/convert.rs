@@ -178,6 +178,8 @@ from_wire! {
     GetOrCreateScopeRequest => roncho_ingest::GetOrCreateScope { workspace_id, id, metadata }
     AddScopeSessionsRequest => roncho_ingest::AddScopeSessions { workspace_id, scope_id, session_ids }
     RemoveScopeSessionRequest => roncho_ingest::RemoveScopeSession { workspace_id, scope_id, session_id }
+    ExportWorkspaceRequest => roncho_recall::ExportWorkspace { workspace_id, peer_id, session_id }
+    ImportRecordsRequest => roncho_ingest::ImportRecords { workspace_id, records, derive }
 }
 
 impl FromWire<pb::GetScopeRequest> for roncho_recall::GetScope {

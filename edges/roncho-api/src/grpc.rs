@@ -133,12 +133,14 @@ grpc_service! {
         rpc get_or_create_scope(GetOrCreateScopeRequest) -> pb::GetOrCreateScopeResponse;
         rpc add_scope_sessions(AddScopeSessionsRequest) -> pb::AddScopeSessionsResponse;
         rpc remove_scope_session(RemoveScopeSessionRequest) -> pb::RemoveScopeSessionResponse;
+        rpc import_records(ImportRecordsRequest) -> pb::ImportRecordsResponse;
     }
 }
 
 grpc_service! {
     /// `roncho.v1.RecallService`: every read.
     GrpcRecall: RecallService, over dyn roncho_recall::RecallApi {
+        type ExportWorkspaceStream = WireStream<pb::ExportRecord>;
         rpc list_workspaces(ListWorkspacesRequest) -> pb::ListWorkspacesResponse;
         rpc list_peers(ListPeersRequest) -> pb::ListPeersResponse;
         rpc list_sessions(ListSessionsRequest) -> pb::ListSessionsResponse;
@@ -162,6 +164,7 @@ grpc_service! {
         rpc get_scope(GetScopeRequest) -> pb::Scope;
         rpc list_scope_sessions(ListScopeSessionsRequest) -> pb::ListSessionsResponse;
         rpc get_scope_status(GetScopeRequest) -> pb::ScopeStatus;
+        rpc export_workspace(ExportWorkspaceRequest) -> WireStream<pb::ExportRecord>;
     }
 }
 

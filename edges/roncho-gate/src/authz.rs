@@ -205,6 +205,9 @@ needs! {
     ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListScopes => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::GetScope => |r| vec![Need::Workspace(&r.workspace_id)];
+    // A peer's or a session's part of an export holds other peers' memory
+    // too (conclusions about them, their messages): the workspace's to read.
+    recall::ExportWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
     crate::keys::CreateKey => |_r| vec![Need::Admin];
@@ -263,6 +266,9 @@ metered! {
     ingest::AddScopeSessions => |r| vec![Need::Workspace(&r.workspace_id)],
         [Jobs: u32::try_from(r.session_ids.len().max(1)).unwrap_or(u32::MAX)];
     ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
+    // Every record may be a message: an import draws on the bucket writes do.
+    ingest::ImportRecords => |r| vec![Need::Workspace(&r.workspace_id)],
+        [Messages: u32::try_from(r.records.len().max(1)).unwrap_or(u32::MAX)];
 }
 
 impl Authorize for recall::SearchMessages {

@@ -5,6 +5,8 @@
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use http::{HeaderValue, Method, StatusCode};
 use roncho_gate::Vouched;
 use serde_json::Value;
@@ -13,6 +15,8 @@ use serde_json::Value;
 const MAX_REPLY_BYTES: usize = 16 * 1024 * 1024;
 /// How long one attempt may take (chat runs the dialectic: seconds).
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(60);
+/// How long a streamed reply ([`Upstream::open`]) may take in all.
+const STREAM_TIMEOUT: Duration = Duration::from_secs(24 * 3600);
 /// How long connecting to a remote edge may take.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 /// Attempts after the first, on 429, 502–504 or a failed connection.
@@ -126,7 +130,8 @@ impl Call {
     /// PUT and DELETE, and Honcho's reads sent as POST (`…/list`,
     /// `…/search`, `…/query`, `…/representation`).
     fn repeatable(&self) -> bool {
-        const READS: [&str; 4] = ["/list", "/search", "/query", "/representation"];
+        // Reads, and an import (which keeps ids: sent again, it adds nothing).
+        const READS: [&str; 5] = ["/list", "/search", "/query", "/representation", "/import"];
         self.method != Method::POST || READS.iter().any(|read| self.path.ends_with(read))
     }
 
@@ -228,6 +233,96 @@ impl Upstream {
         }
     }
 
+    /// The router of this process's server, once it serves (remote: none).
+    async fn router(&self) -> Result<axum::Router, ApiError> {
+        match self {
+            Self::Local(router) => Ok(router.clone()),
+            Self::Starting(started) => Ok(started
+                .clone()
+                .wait_for(Option::is_some)
+                .await
+                .map_err(|_| ApiError {
+                    status: 0,
+                    message: "the embedded roncho server stopped before it served".to_owned(),
+                })?
+                .clone()
+                .unwrap_or_default()),
+            Self::Remote { .. } => Err(ApiError {
+                status: 0,
+                message: "a remote server has no router in this process".to_owned(),
+            }),
+        }
+    }
+
+    /// Sends `call` once and returns its reply's body as it arrives, with
+    /// no limit on its length and no timeout past the connection's (an
+    /// export's JSON lines); a refusal is read whole, as [`Upstream::send`]
+    /// reads it.
+    pub async fn open(
+        &self,
+        call: &Call,
+        authorization: Option<&HeaderValue>,
+    ) -> Result<BoxStream<'static, Result<axum::body::Bytes, ApiError>>, ApiError> {
+        call.check_path()?;
+        let broken = |error: String| ApiError {
+            status: 0,
+            message: format!("the reply broke off: {error}"),
+        };
+        let (status, body): (StatusCode, BoxStream<'static, Result<_, ApiError>>) = match self {
+            Self::Remote { client, base } => {
+                let mut request = client
+                    .request(call.method.clone(), format!("{base}{}", call.path_and_query()))
+                    .timeout(STREAM_TIMEOUT);
+                if let Some(authorization) = authorization {
+                    request = request.header(http::header::AUTHORIZATION, authorization.clone());
+                }
+                if let Some(body) = &call.body {
+                    request = request.json(body);
+                }
+                let response = request.send().await.map_err(|error| unreachable(&error))?;
+                let status = response.status();
+                let body = futures::stream::unfold(Some(response), move |response| async move {
+                    let mut response = response?;
+                    match response.chunk().await {
+                        Ok(Some(chunk)) => Some((Ok(chunk), Some(response))),
+                        Ok(None) => None,
+                        Err(error) => Some((Err(broken(error.to_string())), None)),
+                    }
+                });
+                (status, Box::pin(body))
+            }
+            Self::Starting(_) | Self::Local(_) => {
+                let router = self.router().await?;
+                let response = route(router, call, authorization, None)
+                    .await
+                    .map_err(|failure| failure.error)?;
+                let status = response.status();
+                let body = response
+                    .into_body()
+                    .into_data_stream()
+                    .map(move |chunk| chunk.map_err(|error| broken(error.to_string())));
+                (status, Box::pin(body))
+            }
+        };
+        if status.is_success() {
+            return Ok(body);
+        }
+        let mut bytes = Vec::new();
+        let mut body = body;
+        while let Some(chunk) = body.next().await {
+            let chunk = chunk?;
+            if bytes.len() + chunk.len() > MAX_REPLY_BYTES {
+                break;
+            }
+            bytes.extend_from_slice(&chunk);
+        }
+        let json = serde_json::from_slice::<Value>(&bytes).ok();
+        Err(ApiError {
+            status: status.as_u16(),
+            message: reason(status, json.as_ref()),
+        })
+    }
+
     async fn attempt(
         &self,
         call: &Call,
@@ -265,20 +360,9 @@ impl Upstream {
                 }
                 (status, headers, axum::body::Bytes::from(bytes))
             }
-            Self::Starting(started) => {
-                let router = started
-                    .clone()
-                    .wait_for(Option::is_some)
-                    .await
-                    .map_err(|_| {
-                        let message = "the embedded roncho server stopped before it served".to_owned();
-                        Failure::from(ApiError { status: 0, message })
-                    })?
-                    .clone()
-                    .unwrap_or_default();
-                call_router(router, call, authorization, vouched).await?
+            Self::Starting(_) | Self::Local(_) => {
+                call_router(self.router().await?, call, authorization, vouched).await?
             }
-            Self::Local(router) => call_router(router.clone(), call, authorization, vouched).await?,
         };
         let json = if bytes.is_empty() {
             None
@@ -310,12 +394,12 @@ impl Upstream {
 }
 
 /// Sends `call` to `router`, in this process, as one REST request.
-async fn call_router(
+async fn route(
     mut router: axum::Router,
     call: &Call,
     authorization: Option<&HeaderValue>,
     vouched: Option<&Vouched>,
-) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), Failure> {
+) -> Result<axum::response::Response, Failure> {
     let mut request = http::Request::builder()
         .method(call.method.clone())
         .uri(call.path_and_query())
@@ -338,7 +422,18 @@ async fn call_router(
         <axum::Router as tower_service::Service<http::Request<axum::body::Body>>>::poll_ready(&mut router, context)
     })
     .await?;
-    let response = tower_service::Service::call(&mut router, request).await?;
+    Ok(tower_service::Service::call(&mut router, request).await?)
+}
+
+/// Sends `call` to `router`, in this process, as one REST request, and
+/// reads its reply.
+async fn call_router(
+    router: axum::Router,
+    call: &Call,
+    authorization: Option<&HeaderValue>,
+    vouched: Option<&Vouched>,
+) -> Result<(StatusCode, http::HeaderMap, axum::body::Bytes), Failure> {
+    let response = route(router, call, authorization, vouched).await?;
     let (status, headers) = (response.status(), response.headers().clone());
     let bytes = axum::body::to_bytes(response.into_body(), MAX_REPLY_BYTES)
         .await

@@ -15,17 +15,18 @@ use roncho_core::model::{
     Conclusion, ErasureReceipt, ErasureScope, ErasureState, JsonObject, Message, NewConclusion, NewMessage, Peer,
     Scope, Session, SessionPeerConfig, WebhookEndpoint, Workspace,
 };
-use roncho_core::store::{Erasure, Memory, Messages, Scopes, SessionPeers, Webhooks, Workspaces};
+use roncho_core::store::{Erasure, Import, Memory, Messages, Scopes, SessionPeers, Webhooks, Workspaces};
 use roncho_core::{Error, Result, tokens, validate};
 use serde_json::json;
 
+mod import;
 mod requests;
 mod sources;
 pub use requests::*;
 
 roncho_core::store_view! {
     /// The store as ingest writes it.
-    pub trait IngestStore: Workspaces, Messages, Erasure, Webhooks, Memory, Scopes
+    pub trait IngestStore: Workspaces, Messages, Erasure, Webhooks, Memory, Scopes, Import
 }
 
 /// Called after a write that changes what needs vectors (the reconciler's nudge).
@@ -72,6 +73,9 @@ pub trait IngestApi: Send + Sync {
     /// Takes a session out of a scope and erases what the scope observed
     /// there: see [`Ingest::erase`] for when it returns.
     async fn remove_scope_session(&self, request: RemoveScopeSession) -> Result<ErasureReceipt>;
+    /// Imports export records (`roncho_core::export`) in order, keeping
+    /// ids and times: every record is checked before the first is written.
+    async fn import_records(&self, request: ImportRecords) -> Result<roncho_core::export::Counts>;
 }
 
 /// The ingest service over a store.
@@ -737,6 +741,11 @@ impl IngestApi for Ingest {
         let session_id = validate::reference_id("session_id", &request.session_id)?;
         self.erase(&workspace_id, ErasureScope::ScopeSession { scope_id, session_id })
             .await
+    }
+
+    async fn import_records(&self, request: ImportRecords) -> Result<roncho_core::export::Counts> {
+        let _writing = self.activity.as_deref().map(WriteActivity::begin);
+        self.import(request).await
     }
 }
 

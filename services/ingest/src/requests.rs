@@ -248,3 +248,15 @@ pub struct RemoveScopeSession {
     pub scope_id: String,
     pub session_id: String,
 }
+
+/// Export records to import into a workspace, in the order of their file
+/// (at most [`roncho_core::export::MAX_IMPORT_RECORDS`] a call).
+#[derive(Debug, Clone, Default)]
+pub struct ImportRecords {
+    pub workspace_id: String,
+    /// One JSON record each, as `roncho export` writes its lines.
+    pub records: Vec<String>,
+    /// Queue derivation for the imported messages as if just written
+    /// (off: the export's conclusions come with it).
+    pub derive: bool,
+}

@@ -20,6 +20,7 @@ pub use roncho_search::messages::SearchMatch;
 use roncho_search::messages::SearchResults;
 use serde_json::Value;
 
+mod export;
 mod requests;
 pub use requests::*;
 
@@ -59,6 +60,13 @@ pub trait RecallApi: Send + Sync {
     async fn list_scope_sessions(&self, request: GetScope) -> Result<Page<Session>>;
     /// Returns each session's backfill into the scope.
     async fn get_scope_status(&self, request: GetScope) -> Result<Vec<ScopeBackfill>>;
+    /// Streams a workspace (or a peer's or a session's part of it) as
+    /// export records, header first and trailer last; `NOT_FOUND` before
+    /// any record when what it names does not exist.
+    async fn export_workspace(
+        &self,
+        request: ExportWorkspace,
+    ) -> Result<futures::stream::BoxStream<'static, Result<roncho_core::export::Record>>>;
 }
 
 /// The recall service over a store, with semantic search when configured.
@@ -485,6 +493,13 @@ impl RecallApi for Recall {
         let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
         let scope_id = validate::reference_id("scope_id", &request.scope_id)?;
         self.store.scope_backfills(&workspace_id, &scope_id).await
+    }
+
+    async fn export_workspace(
+        &self,
+        request: ExportWorkspace,
+    ) -> Result<futures::stream::BoxStream<'static, Result<roncho_core::export::Record>>> {
+        export::export(self.store.clone(), request).await
     }
 
     async fn query_conclusions(&self, request: QueryConclusions) -> Result<Vec<Conclusion>> {

@@ -290,3 +290,12 @@ pub struct GetScope {
     pub scope_id: String,
     pub paging: Paging,
 }
+
+/// Names what to export: a workspace, or one peer's or one session's part
+/// of it (at most one of the two).
+#[derive(Debug, Clone, Default)]
+pub struct ExportWorkspace {
+    pub workspace_id: String,
+    pub peer_id: Option<String>,
+    pub session_id: Option<String>,
+}

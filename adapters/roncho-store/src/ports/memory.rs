@@ -209,6 +209,24 @@ impl Memory for SqlStore {
         self.read_optional(&sql).await?.map(|row| rows::card(&row)).transpose()
     }
 
+    async fn list_peer_cards(&self, workspace_id: &str) -> Result<Vec<(String, String, Vec<String>)>> {
+        let mut sql = Sql::new("SELECT observer, observed, card FROM peer_cards WHERE workspace_name = ");
+        sql.bind(workspace_id);
+        push_not_erasing(&mut sql, erasing::PEER_CARD);
+        sql.push(" ORDER BY observer, observed");
+        self.read(&sql)
+            .await?
+            .iter()
+            .map(|row| {
+                Ok((
+                    rows::get(row, "observer")?,
+                    rows::get(row, "observed")?,
+                    rows::card(row)?,
+                ))
+            })
+            .collect()
+    }
+
     #[tracing::instrument(name = "store.set_peer_card", skip_all, fields(workspace_id = %workspace_id, observer_id = %observer_id, observed_id = %observed_id))]
     async fn set_peer_card(
         &self,

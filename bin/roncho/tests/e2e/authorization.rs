@@ -345,6 +345,22 @@ fn cases() -> Vec<(&'static str, Call)> {
             }),
         ),
         (
+            "IngestService.ImportRecords",
+            case!(Ingest.import_records, |w| pb::ImportRecordsRequest {
+                workspace_id: w.w.clone(),
+                records: vec![r#"{"kind":"peer","id":"dave","metadata":{"imported":true}}"#.into()],
+                derive: false,
+            }),
+        ),
+        (
+            "RecallService.ExportWorkspace (a peer's part too)",
+            case!(stream Recall.export_workspace, |w| pb::ExportWorkspaceRequest {
+                workspace_id: w.w.clone(),
+                peer_id: Some("alice".into()),
+                session_id: None,
+            }),
+        ),
+        (
             "RecallService.ListWorkspaces",
             case!(Recall.list_workspaces, |_w| pb::ListWorkspacesRequest::default()),
         ),

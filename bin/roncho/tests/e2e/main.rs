@@ -38,6 +38,7 @@ mod status;
 mod text_index;
 mod tls;
 mod traces;
+mod transfer;
 mod uploads;
 mod webhooks;
 mod yield_to_writes;

@@ -63,6 +63,9 @@ pub trait Memory: Send + Sync + 'static {
         observer_id: &str,
         observed_id: &str,
     ) -> Result<Option<Vec<String>>>;
+    /// Every card of a workspace, by observer then observed: (observer,
+    /// observed, card).
+    async fn list_peer_cards(&self, workspace_id: &str) -> Result<Vec<(String, String, Vec<String>)>>;
     /// Sets a peer card, creating the peers when absent.
     async fn set_peer_card(
         &self,

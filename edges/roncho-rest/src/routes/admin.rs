@@ -108,3 +108,70 @@ pub(super) async fn create_key(
         Err(error) => Err(error),
     }
 }
+
+/// What `GET …/export` reads from its query.
+#[derive(Debug, Default, serde::Deserialize)]
+pub(super) struct ExportQuery {
+    peer_id: Option<String>,
+    session_id: Option<String>,
+}
+
+/// The workspace (or a peer's or a session's part of it) as JSON lines
+/// (`application/x-ndjson`), streamed as read. An error after the first
+/// line ends the stream with `{"kind":"error","detail":…}` in place of the
+/// trailer.
+pub(super) async fn export_workspace(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Query(query): Query<ExportQuery>,
+) -> Reply {
+    let request = recall::ExportWorkspace {
+        workspace_id,
+        peer_id: query.peer_id,
+        session_id: query.session_id,
+    };
+    let records = call!(rest.recall, caller, request, export_workspace);
+    let lines = futures::StreamExt::map(records, |record| {
+        let line = match record {
+            Ok(record) => record.to_line(),
+            Err(error) => json!({"kind": "error", "detail": error.to_string()}).to_string(),
+        };
+        Ok::<_, std::convert::Infallible>(axum::body::Bytes::from(line + "\n"))
+    });
+    let mut response = axum::body::Body::from_stream(lines).into_response();
+    response.headers_mut().insert(
+        http::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/x-ndjson"),
+    );
+    Ok(response)
+}
+
+/// What `POST …/import` takes: records as `export` wrote them, one JSON
+/// object each, in their order.
+#[derive(Debug, serde::Deserialize)]
+pub(super) struct ImportBody {
+    records: Vec<serde_json::Map<String, serde_json::Value>>,
+    #[serde(default)]
+    derive: bool,
+}
+
+/// The import's counts: `{"workspaces": {"new", "present", "skipped"}, …, "notes": […]}`.
+pub(super) async fn import_records(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<ImportBody>,
+) -> Reply {
+    let request = ingest::ImportRecords {
+        workspace_id,
+        records: body
+            .records
+            .into_iter()
+            .map(|record| serde_json::Value::Object(record).to_string())
+            .collect(),
+        derive: body.derive,
+    };
+    let counts = call!(rest.ingest, caller, request, import_records);
+    ok(counts)
+}

@@ -130,6 +130,18 @@ pub const EXTENSIONS: &[(&str, &str, &str)] = &[
         "/v3/workspaces/{workspace_id}/erasures/{receipt_id}",
         "roncho_get_erasure_receipt",
     ),
+    ("get", "/v3/workspaces/{workspace_id}/export", "roncho_export_workspace"),
+    ("post", "/v3/workspaces/{workspace_id}/import", "roncho_import_records"),
+];
+
+/// What each of [`EXTENSIONS`] answers, for `GET /docs`.
+const EXTENSION_REPLIES: [&str; 4] = [
+    "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
+    "roncho's own route, not Honcho's: 200 with an erasure receipt",
+    "roncho's own route, not Honcho's: the workspace (or ?peer_id= or ?session_id= of it) as JSON lines, \
+     application/x-ndjson (docs/cli.md#export-and-import)",
+    "roncho's own route, not Honcho's: {\"records\": [...], \"derive\": false} imports records as export \
+     wrote them (at most 1,000 a call); 200 with the counts of new, present and skipped rows by kind",
 ];
 
 /// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
@@ -139,6 +151,8 @@ pub fn extensions(rest: Rest) -> Router {
     Router::new()
         .route(EXTENSIONS[0].1, axum::routing::delete(delete_message))
         .route(EXTENSIONS[1].1, get(erasure_receipt))
+        .route(EXTENSIONS[2].1, get(export_workspace))
+        .route(EXTENSIONS[3].1, axum::routing::post(import_records))
         .with_state(rest)
 }
 
@@ -166,13 +180,13 @@ pub fn openapi() -> serde_json::Value {
             "responses": {"default": {"description": "Honcho v3's response; errors are {\"detail\": ...}"}},
         });
     }
-    for (method, path, operation) in EXTENSIONS.iter().copied() {
+    for ((method, path, operation), reply) in EXTENSIONS.iter().copied().zip(EXTENSION_REPLIES) {
         let entry = paths.entry(path).or_insert_with(|| json!({}));
         entry[method] = json!({
             "operationId": operation,
             "tags": ["roncho"],
-            "description": "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
-            "responses": {"default": {"description": "an erasure receipt; errors are {\"detail\": ...}"}},
+            "description": reply,
+            "responses": {"default": {"description": "see the description; errors are {\"detail\": ...}"}},
         });
     }
     json!({
