@@ -26,7 +26,7 @@ mod tx;
 mod vectors;
 
 pub use db::SqlStore;
-pub use open::{StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
+pub use open::{EMBEDDED_FILE, StoreOptions, connect, latest_schema_version, migrate, migrate_to, redact_url};
 pub use ports::SESSION_TEXT_SCAN;
 pub use queue::SqlWorkQueue;
 pub use sql::Dialect;

@@ -36,10 +36,13 @@ pub struct StoreOptions {
     pub vacuum_after_erasure: bool,
 }
 
+/// The embedded store's SQLite file in its data directory.
+pub const EMBEDDED_FILE: &str = "roncho.db";
+
 impl StoreOptions {
     /// Returns options for the embedded SQLite file inside `data_dir`.
     pub fn embedded(data_dir: &Path) -> Self {
-        let file = data_dir.join("roncho.db");
+        let file = data_dir.join(EMBEDDED_FILE);
         Self::new(format!("sqlite://{}?mode=rwc", file.display()))
     }
 

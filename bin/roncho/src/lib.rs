@@ -20,6 +20,7 @@
 pub mod browsers;
 pub mod config;
 pub mod connections;
+pub mod dir_lock;
 pub mod domain;
 pub mod import;
 pub mod local_key;

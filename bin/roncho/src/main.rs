@@ -684,29 +684,143 @@ fn fail(exit: roncho::oneshot::Exit, message: &str) -> ! {
 /// The server a one-shot command reaches, as whom, and in which workspace.
 struct Reached {
     server: roncho::oneshot::Reach,
+    /// Where the server is, for messages.
     base: String,
     /// `--workspace`, else the key's.
     workspace: Option<String>,
     /// The peer the key acts as, if any.
     peer: Option<String>,
+    /// The server this process runs for the command, when no server
+    /// serves the embedded data directory.
+    direct: Option<(CancellationToken, tokio::task::JoinHandle<anyhow::Result<()>>)>,
 }
 
-/// Resolves a one-shot command's server (`--addr`, else the rest_listen
-/// this configuration serves), key (`--key`, `RONCHO_API_KEY`, else the
-/// local admin key for this user's own loopback server) and workspace;
-/// exits with the code of what is wrong.
-fn reach_server(flags: CommonFlags, reach: ReachFlags) -> Reached {
+impl Reached {
+    /// Stops the server this process ran for the command, if any.
+    async fn close(self) {
+        if let Some((stop, server)) = self.direct {
+            stop.cancel();
+            if let Ok(Err(error)) = server.await {
+                eprintln!("roncho: the embedded server stopped: {error:#}");
+            }
+        }
+    }
+}
+
+/// What a one-shot command needs of a server run in its own process.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Needs {
+    /// Reads and writes: ingest, recall and dialectic, on a store that exists.
+    Calls,
+    /// An import: the same roles, into a new store too.
+    Import,
+    /// Every role: an erasure's background part and its vectors too.
+    Everything,
+}
+
+/// Resolves a one-shot command's server and key and workspace; exits with
+/// the code of what is wrong.
+///
+/// The server: `--addr` (env `RONCHO_ADDR`); else, on an embedded data
+/// directory, the server that holds it (its lock file says where it
+/// serves), or, when none does, a server in this process on the directory
+/// (no port; [`Needs`] says which roles); else the rest_listen this
+/// configuration serves. The key: `--key`, `RONCHO_API_KEY`, else the
+/// local admin key, sent only to this user's own loopback server (or to
+/// the server in this process).
+async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -> Reached {
     use roncho::oneshot::{Exit, Reach, base_url_of};
-    let config = flags
+    if flags.log.is_none() && std::env::var_os("RONCHO_LOG").is_none() {
+        flags.log = Some("warn".to_owned());
+    }
+    let mut config = flags
         .load()
         .unwrap_or_else(|error| fail(Exit::Invalid, &format!("{error:#}")));
     let given = reach.key.or_else(|| std::env::var("RONCHO_API_KEY").ok());
     if given.as_deref().is_some_and(|key| key.trim().is_empty()) {
         fail(Exit::Invalid, "the key given (--key, RONCHO_API_KEY) is empty");
     }
-    let base = match reach.addr.or_else(|| std::env::var("RONCHO_ADDR").ok()) {
-        Some(addr) => addr,
-        None => match &config.server.rest_listen {
+    let addr = reach.addr.or_else(|| std::env::var("RONCHO_ADDR").ok());
+    let holder = match (&addr, config.is_embedded()) {
+        (None, true) => Some(roncho::dir_lock::holder(&config.store.data_dir)),
+        _ => None,
+    };
+    let claims_of = |key: Option<&str>| key.and_then(roncho_gate::keys::peek_claims);
+    let workspace_of = |claims: &Option<roncho_gate::keys::Claims>| {
+        reach
+            .workspace
+            .clone()
+            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone()))
+    };
+    // No server holds the directory (or a one-shot command does, for a
+    // moment): one in this process, for this command.
+    if let Some(None | Some(roncho::dir_lock::Holder { oneshot: true, .. })) = holder {
+        let database = config.store.data_dir.join(roncho_store::EMBEDDED_FILE);
+        if needs != Needs::Import && !database.exists() {
+            fail(
+                Exit::NotFound,
+                &format!(
+                    "no server serves {}, and no memory is stored there ({} is missing): start `roncho serve`, or give \
+                     --data-dir or --addr",
+                    config.store.data_dir.display(),
+                    database.display()
+                ),
+            );
+        }
+        if needs != Needs::Everything {
+            config.server.roles = vec![
+                roncho::config::Role::Ingest,
+                roncho::config::Role::Recall,
+                roncho::config::Role::Dialectic,
+            ];
+        }
+        let data_dir = config.store.data_dir.clone();
+        let (handed, mut started) = tokio::sync::watch::channel(None);
+        let stop = CancellationToken::new();
+        let launch = Launch {
+            rest: Some(roncho::server::RestEdge::InProcess(Arc::new(handed))),
+            stop: stop.clone(),
+            oneshot: true,
+        };
+        let mut server = tokio::spawn(serve(config, launch));
+        let router = tokio::select! {
+            router = started.wait_for(Option::is_some) => router.ok().and_then(|router| router.clone()),
+            result = &mut server => {
+                let reason = match result {
+                    Ok(Err(error)) => format!("{error:#}"),
+                    _ => "it stopped".to_owned(),
+                };
+                fail(Exit::Unavailable, &format!("the embedded store at {} did not open: {reason}", data_dir.display()))
+            }
+        };
+        let Some(router) = router else {
+            fail(Exit::Unavailable, "the embedded server stopped before it served");
+        };
+        let key = given.or_else(|| roncho::local_key::admin_key(&data_dir).ok().flatten());
+        let claims = claims_of(key.as_deref());
+        let reach_server = Reach::new(roncho_mcp::Upstream::Local(router), key.as_deref())
+            .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+        return Reached {
+            server: reach_server,
+            base: format!("the data directory {}", data_dir.display()),
+            workspace: workspace_of(&claims),
+            peer: claims.and_then(|claims| claims.p),
+            direct: Some((stop, server)),
+        };
+    }
+    let base = match (addr, holder) {
+        (Some(addr), _) => addr,
+        (None, Some(Some(roncho::dir_lock::Holder { rest: Some(rest), .. }))) => rest,
+        (None, Some(Some(holder))) => fail(
+            Exit::Unavailable,
+            &format!(
+                "the data directory {} is held by roncho process {}, which serves no REST port (an embedded roncho \
+                 mcp?): stop it, or give --addr",
+                config.store.data_dir.display(),
+                holder.pid
+            ),
+        ),
+        (None, _) => match &config.server.rest_listen {
             Some(listen) => base_url_of(listen.address, config.server.tls.is_some()),
             None => fail(
                 Exit::Invalid,
@@ -720,10 +834,9 @@ fn reach_server(flags: CommonFlags, reach: ReachFlags) -> Reached {
         None => roncho::local_key::admin_key_for(&config.store.data_dir, &base)
             .unwrap_or_else(|error| fail(Exit::NotAllowed, &format!("{error:#}"))),
     };
-    let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
-    let ca = reach.ca_file.map(|path| {
-        std::fs::read(&path)
-            .unwrap_or_else(|error| fail(Exit::Invalid, &format!("reading {}: {error}", path.display())))
+    let claims = claims_of(key.as_deref());
+    let ca = reach.ca_file.as_ref().map(|path| {
+        std::fs::read(path).unwrap_or_else(|error| fail(Exit::Invalid, &format!("reading {}: {error}", path.display())))
     });
     let upstream = roncho_mcp::Upstream::remote_trusting(&base, ca.as_deref())
         .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
@@ -731,10 +844,9 @@ fn reach_server(flags: CommonFlags, reach: ReachFlags) -> Reached {
     Reached {
         server,
         base,
-        workspace: reach
-            .workspace
-            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone())),
+        workspace: workspace_of(&claims),
         peer: claims.and_then(|claims| claims.p),
+        direct: None,
     }
 }
 
@@ -751,14 +863,14 @@ fn workspace_of(workspace: Option<String>) -> String {
 async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::oneshot::Ask) -> anyhow::Result<()> {
     use roncho::oneshot::Exit;
     let json = reach.json;
-    let Reached {
-        server,
-        base,
-        workspace,
-        peer,
-    } = reach_server(flags, reach);
-    ask.default_to(peer.as_deref());
-    let workspace = workspace_of(workspace);
+    let needs = match ask {
+        roncho::oneshot::Ask::Erase { .. } => Needs::Everything,
+        _ => Needs::Calls,
+    };
+    let reached = reach_server(flags, reach, needs).await;
+    let (server, base) = (&reached.server, &reached.base);
+    ask.default_to(reached.peer.as_deref());
+    let workspace = workspace_of(reached.workspace.clone());
     let reply = match server.ask(&ask, &workspace).await {
         Ok(reply) => reply,
         Err(error) if error.status == 0 => fail(Exit::of(&error), &format!("no answer from {base}: {error}")),
@@ -775,6 +887,7 @@ async fn one_shot(flags: CommonFlags, reach: ReachFlags, mut ask: roncho::onesho
     } else {
         print!("{text}");
     }
+    reached.close().await;
     std::process::exit(exit as i32);
 }
 
@@ -797,8 +910,8 @@ async fn export_command(
     output: Option<PathBuf>,
 ) -> anyhow::Result<()> {
     let json = reach.json;
-    let reached = reach_server(flags, reach);
-    let workspace = workspace_of(reached.workspace);
+    let reached = reach_server(flags, reach, Needs::Calls).await;
+    let workspace = workspace_of(reached.workspace.clone());
     let written = roncho::transfer::Output::open(output.as_deref())
         .unwrap_or_else(|failure| fail(transfer_exit(&failure), &failure.to_string()));
     let exported = roncho::transfer::export(
@@ -834,10 +947,10 @@ async fn import_command(
     derive: bool,
 ) -> anyhow::Result<()> {
     let json = reach.json;
-    let reached = reach_server(flags, reach);
+    let reached = reach_server(flags, reach, Needs::Import).await;
     let export =
         roncho::transfer::read(&file).unwrap_or_else(|failure| fail(transfer_exit(&failure), &failure.to_string()));
-    let workspace = reached.workspace.unwrap_or_else(|| export.workspace.clone());
+    let workspace = reached.workspace.clone().unwrap_or_else(|| export.workspace.clone());
     let workspace = workspace_of(Some(workspace).filter(|workspace| !workspace.is_empty()));
     let total = export.records.len();
     let counts = roncho::transfer::import(&reached.server, &workspace, &export, batch, derive, |sent| {
@@ -852,6 +965,7 @@ async fn import_command(
     } else {
         print!("{counts}");
     }
+    reached.close().await;
     Ok(())
 }
 
@@ -919,6 +1033,7 @@ async fn roncho_mcp_command(mut flags: CommonFlags, mcp: McpFlags) -> anyhow::Re
             let launch = Launch {
                 rest: Some(roncho::server::RestEdge::InProcess(Arc::new(handed))),
                 stop: stop.clone(),
+                oneshot: false,
             };
             let server = tokio::spawn(async move {
                 let result = serve(config, launch).await;

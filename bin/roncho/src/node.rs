@@ -30,6 +30,10 @@ pub struct Launch {
     pub rest: Option<RestEdge>,
     /// Stops the server as a signal would.
     pub stop: CancellationToken,
+    /// A one-shot command's server: it waits for another process's hold on
+    /// the embedded data directory to end instead of refusing to start, and
+    /// a server starting meanwhile waits for it.
+    pub oneshot: bool,
 }
 
 impl Launch {
@@ -48,9 +52,18 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     tracing::info!(config = %config.redacted(), "starting roncho");
     let access = Access::load(&config)?;
     let models = Models::build(config.llm.as_ref())?;
+    // Held until this function returns: one server per embedded directory.
+    let mut data_dir_lock = config
+        .is_embedded()
+        .then(|| crate::dir_lock::acquire(&config.store.data_dir, launch.oneshot))
+        .transpose()?;
     let runtime = open_store_and_search(&config).await?;
     let shutdown = Shutdown::on_signal(launch.stop.clone());
     let (grpc, listeners) = bind(&config, launch).await?;
+    if let (Some(lock), Some(RestEdge::Listener(rest))) = (&mut data_dir_lock, &listeners.rest) {
+        let address = rest.local_addr()?;
+        lock.announce(Some(crate::oneshot::base_url_of(address, config.server.tls.is_some())))?;
+    }
     let gate = build_gate(&config, access);
     let gate = serve_metrics(&config, &runtime, gate, &shutdown.token).await?;
     let queue = connect_queue(&config, &runtime.store, &models).await?;
@@ -68,6 +81,7 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     stop(workers, &queue.queue, &runtime.store, &config, &shutdown).await;
     tracing::info!("stopped");
     telemetry.shutdown().await;
+    drop(data_dir_lock);
     served
 }
 

@@ -15,6 +15,7 @@ mod cli;
 mod dashboards;
 mod derive_processes;
 mod dialectic;
+mod direct;
 mod erasure;
 mod erasure_crash;
 mod exposure;
