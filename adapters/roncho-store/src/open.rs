@@ -310,7 +310,8 @@ unsafe extern "C" fn keep_plans(
 /// Vacuums the tables an erasure deletes rows from (Postgres).
 const VACUUM_ERASED_TABLES: &str = "VACUUM messages, message_text, message_unindexed, message_sync, message_terms, \
      workspace_terms, documents, \
-     conclusion_sources, session_summaries, work_tasks, peer_cards, sessions, peers, vectors, vector_tombstones";
+     conclusion_sources, session_summaries, work_tasks, peer_cards, reasoning_traces, sessions, peers, vectors, \
+     vector_tombstones";
 
 /// The queue tables the reconciler takes rows off (Postgres).
 const VACUUM_QUEUE_TABLES: &str = "VACUUM message_sync, message_unindexed";

@@ -95,7 +95,8 @@ impl Domain {
                 parts
                     .dialectic
                     .clone()
-                    .unwrap_or_else(|| roncho_dialectic::Dialectic::new(parts.store.clone(), parts.semantic.clone())),
+                    .unwrap_or_else(|| roncho_dialectic::Dialectic::new(parts.store.clone(), parts.semantic.clone()))
+                    .with_traces(parts.store.clone()),
             )
         });
         let deriver = (has(Role::Deriver) || has(Role::Ingest)).then(|| {

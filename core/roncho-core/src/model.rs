@@ -717,6 +717,21 @@ pub struct ErasureReceipt {
     pub overwritten_at: Option<i64>,
 }
 
+/// How an answer was reached (Honcho 3.2's `reasoning_trace_id`): what
+/// the dialectic did, by name and size, and what it read, by id; never
+/// the text of a prompt, a tool's input or result, or the answer.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReasoningTrace {
+    pub id: String,
+    pub workspace_id: String,
+    /// The observer; `None` for a workspace chat.
+    pub peer_id: Option<String>,
+    pub target: Option<String>,
+    pub session_id: Option<String>,
+    pub created_at: i64,
+    pub detail: JsonObject,
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

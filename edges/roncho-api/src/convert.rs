@@ -179,6 +179,7 @@ from_wire! {
     AddScopeSessionsRequest => roncho_ingest::AddScopeSessions { workspace_id, scope_id, session_ids }
     RemoveScopeSessionRequest => roncho_ingest::RemoveScopeSession { workspace_id, scope_id, session_id }
     ExportWorkspaceRequest => roncho_recall::ExportWorkspace { workspace_id, peer_id, session_id }
+    GetReasoningTraceRequest => roncho_dialectic::GetReasoningTrace { workspace_id, trace_id }
     ImportRecordsRequest => roncho_ingest::ImportRecords { workspace_id, records, derive }
 }
 
@@ -650,45 +651,6 @@ impl IntoWire<pb::ChatStreamResponse> for roncho_dialectic::ChatPiece {
             delta: self.delta,
             done: self.done,
             evidence: self.evidence.map(IntoWire::into_wire),
-        }
-    }
-}
-
-impl IntoWire<pb::Evidence> for roncho_dialectic::Evidence {
-    fn into_wire(self) -> pb::Evidence {
-        pb::Evidence {
-            conclusions: self
-                .conclusions
-                .into_iter()
-                .map(|conclusion| pb::EvidenceConclusion {
-                    id: conclusion.id,
-                    level: conclusion.level,
-                    content: conclusion.content,
-                    created_at: Some(timestamp(conclusion.created_at)),
-                    session_id: conclusion.session_id,
-                    observer_id: conclusion.observer_id,
-                    observed_id: conclusion.observed_id,
-                    source_ids: conclusion.source_ids,
-                })
-                .collect(),
-            messages: self
-                .messages
-                .into_iter()
-                .map(|message| pb::EvidenceMessage {
-                    id: message.id,
-                    session_id: message.session_id,
-                    peer_id: message.peer_id,
-                    created_at: Some(timestamp(message.created_at)),
-                })
-                .collect(),
-            tool_calls: self
-                .tool_calls
-                .into_iter()
-                .map(|(tool_name, input)| pb::EvidenceToolCall {
-                    tool_name,
-                    tool_input: input.as_object().map(crate::json::json_to_struct),
-                })
-                .collect(),
         }
     }
 }

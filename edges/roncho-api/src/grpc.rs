@@ -177,6 +177,7 @@ grpc_service! {
         rpc chat_stream(ChatRequest) -> WireStream<pb::ChatStreamResponse>;
         rpc workspace_chat(ChatRequest) -> pb::ChatResponse;
         rpc workspace_chat_stream(ChatRequest) -> WireStream<pb::ChatStreamResponse>;
+        rpc get_reasoning_trace(GetReasoningTraceRequest) -> pb::ReasoningTrace;
     }
 }
 

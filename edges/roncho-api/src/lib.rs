@@ -6,13 +6,13 @@
 //!
 //! # Layout
 //! - [`convert`]: `roncho.v1` ⇄ domain.
-//! - `export`: export records and import counts ⇄ `roncho.v1`.
+//! - `records`: export records, import counts, evidence and reasoning traces → `roncho.v1`.
 //! - [`json`]: `google.protobuf.Struct` ⇄ JSON.
 //! - [`error`]: domain error → gRPC status.
 //! - [`grpc`]: the gRPC servers and the door's layer.
 
 pub mod convert;
 pub mod error;
-mod export;
 pub mod grpc;
 pub mod json;
+mod records;

@@ -208,6 +208,8 @@ needs! {
     // A peer's or a session's part of an export holds other peers' memory
     // too (conclusions about them, their messages): the workspace's to read.
     recall::ExportWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
+    // A trace names what an answer read about whom: the workspace's to read.
+    roncho_dialectic::GetReasoningTrace => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
     crate::keys::CreateKey => |_r| vec![Need::Admin];

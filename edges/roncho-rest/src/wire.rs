@@ -697,7 +697,7 @@ pub fn evidence(evidence: &roncho_dialectic::Evidence) -> serde_json::Value {
         "conclusions": conclusions,
         "messages": messages,
         "tool_calls": tool_calls,
-        "reasoning_trace_id": null,
+        "reasoning_trace_id": evidence.reasoning_trace_id,
     })
 }
 

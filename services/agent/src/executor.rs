@@ -99,6 +99,34 @@ pub struct RunLog {
     /// What the run read, each once, in the order first read: the evidence
     /// of an answer (it over-reports: read is not relied on).
     pub read: Evidence,
+    /// Every tool call, in order, by size (a reasoning trace).
+    pub tool_runs: Vec<ToolRun>,
+    /// Every model call, in order, by size (a reasoning trace).
+    pub model_calls: Vec<ModelCall>,
+}
+
+/// One tool call of a run, by name and size: never its input's or its
+/// result's text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ToolRun {
+    pub tool_name: String,
+    pub input_chars: usize,
+    pub result_chars: usize,
+    /// The tool answered (not an error the model was shown).
+    pub ok: bool,
+}
+
+/// One model call of a run, by size: never its prompt's text.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct ModelCall {
+    pub messages: usize,
+    pub prompt_chars: usize,
+    pub tools_offered: usize,
+    /// Tokens as the provider counted them (0 when it did not say).
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+    /// Tools the model asked for in its reply.
+    pub tool_calls: usize,
 }
 
 /// What an agent run read and did: conclusions and messages it was shown,
@@ -108,6 +136,8 @@ pub struct Evidence {
     pub conclusions: Vec<Conclusion>,
     pub messages: Vec<Message>,
     pub tool_calls: Vec<(String, Value)>,
+    /// The answer's reasoning trace, once kept (Honcho 3.2).
+    pub reasoning_trace_id: Option<String>,
 }
 
 impl Evidence {
@@ -206,6 +236,11 @@ impl ToolContext {
             .clone()
     }
 
+    /// Notes a model call of this run, for its trace.
+    pub fn note_model_call(&self, call: ModelCall) {
+        self.record(|log| log.model_calls.push(call));
+    }
+
     fn record(&self, change: impl FnOnce(&mut RunLog)) {
         change(&mut self.log.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     }
@@ -238,18 +273,26 @@ impl ToolContext {
             }
             other => Ok(format!("error: unknown tool `{other}`")),
         };
-        match output {
+        let shown = match output {
             Ok(text) => {
                 if !text.starts_with("error:") {
                     self.record(|log| log.read.tool_calls.push((name.to_owned(), input.clone())));
                 }
-                Ok(truncate_output(text))
+                truncate_output(text)
             }
             // The model sent something unusable: it sees why and can retry.
-            Err(Error::InvalidArgument { field, reason }) => Ok(format!("error: {field}: {reason}")),
-            Err(Error::NotFound { resource, id }) => Ok(format!("error: {resource} {id} not found")),
-            Err(error) => Err(error),
-        }
+            Err(Error::InvalidArgument { field, reason }) => format!("error: {field}: {reason}"),
+            Err(Error::NotFound { resource, id }) => format!("error: {resource} {id} not found"),
+            Err(error) => return Err(error),
+        };
+        let run = ToolRun {
+            tool_name: name.to_owned(),
+            input_chars: input.to_string().chars().count(),
+            result_chars: shown.chars().count(),
+            ok: !shown.starts_with("error:"),
+        };
+        self.record(|log| log.tool_runs.push(run));
+        Ok(shown)
     }
 
     fn may_read_session(&self, session: Option<&str>) -> bool {

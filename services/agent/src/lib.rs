@@ -5,4 +5,4 @@
 pub mod executor;
 pub mod tools;
 
-pub use executor::{AgentStore, Evidence, RunLog, ToolContext};
+pub use executor::{AgentStore, Evidence, ModelCall, RunLog, ToolContext, ToolRun};

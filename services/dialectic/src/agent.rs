@@ -194,6 +194,7 @@ pub async fn answer_with_model(
     let mut text = None;
     for _ in 0..ask.level.max_tool_iterations() {
         let reply = model.llm.chat(&request).await?;
+        tools.note_model_call(model_call(&request, reply.usage, reply.tool_calls.len()));
         if reply.tool_calls.is_empty() {
             text = Some(reply.content);
             break;
@@ -222,10 +223,15 @@ pub async fn answer_with_model(
                 Role::User,
                 "Answer the question now from what you have found; do not call tools.",
             ));
-            match (sink, &ask.response_format) {
+            let (text, usage) = match (sink, &ask.response_format) {
                 (Some(sink), None) => stream_reply(model.llm.as_ref(), &request, sink).await?,
-                _ => model.llm.chat(&request).await?.content,
-            }
+                _ => {
+                    let reply = model.llm.chat(&request).await?;
+                    (reply.content, reply.usage)
+                }
+            };
+            tools.note_model_call(model_call(&request, usage, 0));
+            text
         }
     };
     if text.trim().is_empty() {
@@ -240,15 +246,36 @@ pub async fn answer_with_model(
         }
         return Ok(Some(text));
     };
-    let json = structured(model, ask, &text, format).await?;
+    let json = structured(tools, model, ask, &text, format).await?;
     if let (Some(sink), Some(json)) = (sink, &json) {
         sink(json.clone());
     }
     Ok(json)
 }
 
-/// Streams a reply's text to `sink` as it comes and returns all of it.
-async fn stream_reply(llm: &dyn Llm, request: &ChatRequest, sink: &(dyn Fn(String) + Send + Sync)) -> Result<String> {
+/// A model call by size, for the answer's trace: never the prompt's text.
+fn model_call(request: &ChatRequest, usage: roncho_core::llm::Usage, tool_calls: usize) -> roncho_agent::ModelCall {
+    roncho_agent::ModelCall {
+        messages: request.messages.len(),
+        prompt_chars: request
+            .messages
+            .iter()
+            .map(|message| message.content.chars().count())
+            .sum(),
+        tools_offered: request.tools.len(),
+        input_tokens: usage.input_tokens,
+        output_tokens: usage.output_tokens,
+        tool_calls,
+    }
+}
+
+/// Streams a reply's text to `sink` as it comes and returns all of it,
+/// with what the call consumed.
+async fn stream_reply(
+    llm: &dyn Llm,
+    request: &ChatRequest,
+    sink: &(dyn Fn(String) + Send + Sync),
+) -> Result<(String, roncho_core::llm::Usage)> {
     use futures::StreamExt;
     let mut stream = llm.chat_stream(request).await?;
     let mut text = String::new();
@@ -259,7 +286,7 @@ async fn stream_reply(llm: &dyn Llm, request: &ChatRequest, sink: &(dyn Fn(Strin
                 sink(piece);
             }
             StreamEvent::ToolCall(_) => {}
-            StreamEvent::Done { .. } => return Ok(text),
+            StreamEvent::Done { usage, .. } => return Ok((text, usage)),
         }
     }
     Err(Error::Unavailable(format!(
@@ -277,7 +304,13 @@ fn send_in_pieces(text: &str, sink: &(dyn Fn(String) + Send + Sync)) {
 
 /// The answer as JSON following the response format, or `None` when the
 /// model's JSON does not validate.
-async fn structured(model: &LevelModel, ask: &Ask, answer: &str, format: &Value) -> Result<Option<String>> {
+async fn structured(
+    tools: &ToolContext,
+    model: &LevelModel,
+    ask: &Ask,
+    answer: &str,
+    format: &Value,
+) -> Result<Option<String>> {
     let request = ChatRequest {
         messages: vec![
             ChatMessage::new(
@@ -295,8 +328,16 @@ async fn structured(model: &LevelModel, ask: &Ask, answer: &str, format: &Value)
         }),
         ..ChatRequest::default()
     };
+    let sized = model_call(&request, roncho_core::llm::Usage::default(), 0);
     let value = match llm::chat_json::<Value>(model.llm.as_ref(), request).await {
-        Ok((value, _)) => value,
+        Ok((value, usage)) => {
+            tools.note_model_call(roncho_agent::ModelCall {
+                input_tokens: usage.input_tokens,
+                output_tokens: usage.output_tokens,
+                ..sized
+            });
+            value
+        }
         Err(Error::Internal(reason)) => {
             tracing::warn!(%reason, "the model gave no JSON for the response format; answering null");
             return Ok(None);

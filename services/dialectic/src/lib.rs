@@ -7,6 +7,9 @@ use std::time::Duration;
 
 pub mod agent;
 pub mod schema;
+mod trace;
+
+pub use trace::GetReasoningTrace;
 
 use agent::{Ask, Level, LevelModel};
 use futures::stream::BoxStream;
@@ -75,6 +78,8 @@ pub trait DialecticApi: Send + Sync {
     async fn workspace_chat(&self, request: Chat) -> Result<Answer>;
     /// Streams a workspace chat's answer.
     async fn workspace_chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>>;
+    /// The trace an answer's evidence names (`NOT_FOUND` once erased or expired).
+    async fn get_reasoning_trace(&self, request: GetReasoningTrace) -> Result<roncho_core::model::ReasoningTrace>;
 }
 
 /// The dialectic service.
@@ -84,6 +89,8 @@ pub struct Dialectic {
     semantic: Option<Semantic>,
     models: [Option<LevelModel>; 5],
     deadlines: [Duration; 5],
+    /// Where the traces of answers with evidence are kept (none: not kept).
+    traces: Option<Arc<dyn roncho_core::store::Traces>>,
 }
 
 impl std::fmt::Debug for Dialectic {
@@ -103,7 +110,14 @@ impl Dialectic {
             semantic,
             models: Default::default(),
             deadlines: Level::ALL.map(Level::default_deadline),
+            traces: None,
         }
+    }
+
+    /// Keeps the trace of every answer with evidence in `traces`.
+    pub fn with_traces(mut self, traces: Arc<dyn roncho_core::store::Traces>) -> Self {
+        self.traces = Some(traces);
+        self
     }
 
     /// Answers `level` with this model and reply budget.
@@ -201,7 +215,7 @@ impl Dialectic {
 
     /// Answers `ask`, sending the final answer's pieces to `sink` when
     /// streaming; bounded by the level's deadline.
-    async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<(Option<String>, Evidence)> {
+    async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<(Option<String>, roncho_agent::RunLog)> {
         let tools = if ask.whole_workspace {
             self.workspace_exists(&ask.workspace).await?;
             ToolContext::whole_workspace(
@@ -245,7 +259,30 @@ impl Dialectic {
                 deadline.as_secs_f32()
             ))
         })??;
-        Ok((text, tools.log().read))
+        Ok((text, tools.log()))
+    }
+
+    /// What an answer read, with the id of its trace once kept (a trace
+    /// that could not be kept is said in the log, and the answer stands).
+    async fn evidence(
+        &self,
+        ask: &Ask,
+        text: Option<&str>,
+        log: roncho_agent::RunLog,
+        started: std::time::Instant,
+    ) -> Evidence {
+        let model = self.models[ask.level.index()]
+            .as_ref()
+            .map(|model| model.llm.model_id().to_owned());
+        let mut evidence = log.read.clone();
+        if let Some(traces) = &self.traces {
+            let trace = trace::trace_of(ask, model.as_deref(), &log, text, started.elapsed());
+            match traces.save_trace(&trace).await {
+                Ok(()) => evidence.reasoning_trace_id = Some(trace.id),
+                Err(error) => tracing::warn!(%error, "the answer's reasoning trace was not kept"),
+            }
+        }
+        evidence
     }
 
     /// NOT_FOUND for a workspace that does not exist.
@@ -261,16 +298,19 @@ impl Dialectic {
 
     async fn reply(&self, request: Chat, whole_workspace: bool) -> Result<Answer> {
         let include_evidence = request.include_evidence;
+        let started = std::time::Instant::now();
         let ask = self.ask(request, whole_workspace).await?;
-        let (content, evidence) = self.answer(&ask, None).await?;
-        Ok(Answer {
-            content,
-            evidence: include_evidence.then_some(evidence),
-        })
+        let (content, log) = self.answer(&ask, None).await?;
+        let evidence = match include_evidence {
+            true => Some(self.evidence(&ask, content.as_deref(), log, started).await),
+            false => None,
+        };
+        Ok(Answer { content, evidence })
     }
 
     async fn stream(&self, request: Chat, whole_workspace: bool) -> Result<BoxStream<'static, Result<ChatPiece>>> {
         let include_evidence = request.include_evidence;
+        let started = std::time::Instant::now();
         let ask = self.ask(request, whole_workspace).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
@@ -290,11 +330,17 @@ impl Dialectic {
                 tokio::select! {
                     () = sender.closed() => tracing::debug!("chat stream cancelled by the client"),
                     result = this.answer(&ask, Some(&sink)) => {
-                        let last = result.map(|(_, evidence)| ChatPiece {
-                            delta: String::new(),
-                            done: true,
-                            evidence: include_evidence.then_some(evidence),
-                        });
+                        let last = match result {
+                            Ok((text, log)) => Ok(ChatPiece {
+                                delta: String::new(),
+                                done: true,
+                                evidence: match include_evidence {
+                                    true => Some(this.evidence(&ask, text.as_deref(), log, started).await),
+                                    false => None,
+                                },
+                            }),
+                            Err(error) => Err(error),
+                        };
                         let _ = sender.send(last);
                     }
                 }
@@ -321,5 +367,14 @@ impl DialecticApi for Dialectic {
 
     async fn workspace_chat_stream(&self, request: Chat) -> Result<BoxStream<'static, Result<ChatPiece>>> {
         self.stream(request, true).await
+    }
+
+    async fn get_reasoning_trace(&self, request: GetReasoningTrace) -> Result<roncho_core::model::ReasoningTrace> {
+        let workspace_id = validate::reference_id("workspace_id", &request.workspace_id)?;
+        let trace_id = validate::reference_id("trace_id", &request.trace_id)?;
+        let Some(traces) = &self.traces else {
+            return Err(Error::not_found("reasoning trace", trace_id));
+        };
+        traces.get_trace(&workspace_id, &trace_id).await
     }
 }

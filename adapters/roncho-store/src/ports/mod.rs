@@ -15,5 +15,6 @@ mod search;
 
 pub use search::SESSION_TEXT_SCAN;
 mod sync;
+mod traces;
 mod webhooks;
 mod workspaces;

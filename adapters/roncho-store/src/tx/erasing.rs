@@ -59,6 +59,14 @@ pub(crate) const PEER: Owner = Owner {
     scope_observer: None,
 };
 
+/// A reasoning trace `t`: its observer and target, its session.
+pub(crate) const TRACE: Owner = Owner {
+    workspace: "t.workspace_name",
+    session: Some("t.session_name"),
+    peers: &["t.observer", "t.observed"],
+    scope_observer: None,
+};
+
 /// A row of `peer_cards`, unaliased.
 pub(crate) const PEER_CARD: Owner = Owner {
     workspace: "peer_cards.workspace_name",

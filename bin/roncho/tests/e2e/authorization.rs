@@ -51,6 +51,8 @@ struct World {
     message_id: String,
     conclusion_id: String,
     webhook_id: String,
+    /// A reasoning trace of a chat in `w` about bob.
+    trace_id: String,
 }
 
 /// A call's outcome: the reply as `Debug` text (a stream's messages
@@ -350,6 +352,13 @@ fn cases() -> Vec<(&'static str, Call)> {
                 workspace_id: w.w.clone(),
                 records: vec![r#"{"kind":"peer","id":"dave","metadata":{"imported":true}}"#.into()],
                 derive: false,
+            }),
+        ),
+        (
+            "DialecticService.GetReasoningTrace",
+            case!(Dialectic.get_reasoning_trace, |w| pb::GetReasoningTraceRequest {
+                workspace_id: w.w.clone(),
+                trace_id: w.trace_id.clone(),
             }),
         ),
         (
@@ -830,7 +839,23 @@ async fn seed(server: &Server, row: usize) -> World {
         .await
         .unwrap()
         .into_inner();
+    let answer = DialecticServiceClient::new(server.channel.clone())
+        .chat(authed(
+            pb::ChatRequest {
+                workspace_id: w.clone(),
+                peer_id: "alice".into(),
+                target: Some("bob".into()),
+                query: "what does bob drink?".into(),
+                include_evidence: true,
+                ..Default::default()
+            },
+            admin(),
+        ))
+        .await
+        .unwrap()
+        .into_inner();
     World {
+        trace_id: answer.evidence.unwrap().reasoning_trace_id,
         message_id: listed.items[0].id.clone(),
         conclusion_id: conclusions.conclusions[0].id.clone(),
         webhook_id: webhook.webhook.unwrap().id,

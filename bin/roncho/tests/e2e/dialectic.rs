@@ -142,7 +142,9 @@ async fn start(configure: impl FnOnce(roncho_dialectic::Dialectic) -> roncho_dia
         .collect();
     let dyn_store = store.clone();
     let mut services = roncho::server::Serving::store_only(dyn_store.clone());
-    services.domain.dialectic = Some(configure(roncho_dialectic::Dialectic::new(dyn_store.clone(), None)));
+    services.domain.dialectic = Some(configure(
+        roncho_dialectic::Dialectic::new(dyn_store.clone(), None).with_traces(dyn_store.clone()),
+    ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();
     let shutdown = CancellationToken::new();
@@ -604,6 +606,92 @@ async fn a_workspace_chat_reads_every_peer_through_the_model_and_shows_its_evide
         .await
         .unwrap_err();
     assert_eq!(refused.code(), tonic::Code::InvalidArgument);
+    server.shutdown.cancel();
+}
+
+#[tokio::test]
+async fn an_answer_with_evidence_keeps_its_trace_by_size_until_its_peer_is_erased() {
+    let (llm, _script) = model(
+        vec![
+            calls_tool("search_messages", json!({"query": "salmon"})),
+            says("Mochi eats only salmon."),
+        ],
+        Duration::ZERO,
+    )
+    .await;
+    let mut server = start(|dialectic| dialectic.with_model(Level::Low, llm, 500)).await;
+    let mut request = ask("What does Mochi eat?", "low");
+    request.include_evidence = true;
+    request.session_id = Some("s".into());
+    let answer = server.client.chat(request.clone()).await.unwrap().into_inner();
+    let evidence = answer.evidence.expect("evidence when asked");
+    assert!(!evidence.reasoning_trace_id.is_empty(), "{evidence:?}");
+    let trace = server
+        .client
+        .get_reasoning_trace(pb::GetReasoningTraceRequest {
+            workspace_id: "w".into(),
+            trace_id: evidence.reasoning_trace_id.clone(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((trace.peer_id.as_str(), trace.target.as_str()), ("bob", "alice"));
+    assert_eq!(trace.session_id.as_deref(), Some("s"));
+    let detail = roncho_api::json::struct_to_json(trace.detail.as_ref().unwrap());
+    assert_eq!(detail["model"], "openai-compatible/scripted", "{detail:?}");
+    assert_eq!(detail["reasoning_level"], "low");
+    assert_eq!(detail["answered"], true);
+    let calls = detail["model_calls"].as_array().unwrap();
+    assert_eq!(calls.len(), 2, "{detail:?}");
+    assert_eq!(calls[0]["tool_calls"], 1);
+    assert!(calls[0]["prompt_chars"].as_f64().unwrap() > 0.0);
+    assert_eq!(calls[0]["input_tokens"], 50, "as the provider counted");
+    let tools = detail["tool_calls"].as_array().unwrap();
+    assert_eq!(tools[0]["tool_name"], "search_messages");
+    assert_eq!(tools[0]["ok"], true);
+    assert!(tools[0]["input_chars"].as_f64().unwrap() > 0.0 && tools[0]["result_chars"].as_f64().unwrap() > 0.0);
+    let read = detail["read"]["messages"].as_array().unwrap();
+    assert!(read.iter().any(|id| *id == server.messages[2].as_str()), "{detail:?}");
+    // By size and id only: no word of the question, the memory or the answer.
+    let kept = serde_json::to_string(&detail).unwrap();
+    for word in ["salmon", "Mochi", "cat", "eat"] {
+        assert!(!kept.contains(word), "`{word}` in the trace: {kept}");
+    }
+
+    // No evidence asked: no trace kept, none named.
+    request.include_evidence = false;
+    let plain = server.client.chat(request).await.unwrap().into_inner();
+    assert!(plain.evidence.is_none());
+
+    // Another workspace's key names no trace of this one; the target's
+    // erasure takes the trace with it.
+    let elsewhere = server
+        .client
+        .get_reasoning_trace(pb::GetReasoningTraceRequest {
+            workspace_id: "x".into(),
+            trace_id: evidence.reasoning_trace_id.clone(),
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(elsewhere.code(), tonic::Code::NotFound);
+    roncho_core::store::erase(
+        &*server.store,
+        "w",
+        roncho_core::model::ErasureScope::Peer {
+            peer_id: "alice".into(),
+        },
+    )
+    .await
+    .unwrap();
+    let gone = server
+        .client
+        .get_reasoning_trace(pb::GetReasoningTraceRequest {
+            workspace_id: "w".into(),
+            trace_id: evidence.reasoning_trace_id,
+        })
+        .await
+        .unwrap_err();
+    assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
     server.shutdown.cancel();
 }
 

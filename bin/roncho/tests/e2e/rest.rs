@@ -1607,6 +1607,24 @@ async fn workspace_chat_answers_from_every_peer_with_its_evidence() {
     assert_eq!(message["peer_id"], "bob");
     assert_eq!(message["session_id"], "s");
     assert!(message.get("content").is_none(), "identity only: {message}");
+    // Its trace, by the id Honcho 3.2 names it with: sizes and ids, no text.
+    let trace_id = evidence["reasoning_trace_id"].as_str().expect("a trace is kept");
+    let (status, trace) = server
+        .send(
+            reqwest::Method::GET,
+            &format!("/v3/workspaces/w/traces/{trace_id}"),
+            Value::Null,
+            None,
+        )
+        .await;
+    assert_eq!(status, 200, "{trace}");
+    assert_eq!(trace["id"], trace_id);
+    assert_eq!(trace["peer_id"], Value::Null, "a workspace chat: {trace}");
+    assert!(
+        trace["read"]["messages"].to_string().contains(bob_said.as_str()),
+        "{trace}"
+    );
+    assert!(!trace.to_string().contains("carburetor"), "{trace}");
     let found = evidence["conclusions"]
         .as_array()
         .unwrap()

@@ -34,6 +34,7 @@ mod messages;
 mod scopes;
 mod search;
 mod sync;
+mod traces;
 mod webhooks;
 mod workspaces;
 
@@ -47,6 +48,7 @@ pub use messages::Messages;
 pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
 pub use search::{GAP_COUNT_LIMIT, TextSearch};
 pub use sync::{SyncLedger, TermCounter};
+pub use traces::{TRACE_RETENTION_MICROS, Traces};
 pub use webhooks::Webhooks;
 pub use workspaces::{SessionPeers, Workspaces};
 

@@ -175,3 +175,28 @@ pub(super) async fn import_records(
     let counts = call!(rest.ingest, caller, request, import_records);
     ok(counts)
 }
+
+/// A reasoning trace (`reasoning_trace_id` of a chat's evidence):
+/// `{id, workspace_id, peer_id, target, session_id, created_at, …detail}`.
+pub(super) async fn reasoning_trace(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, trace_id)): Path<(String, String)>,
+) -> Reply {
+    let request = roncho_dialectic::GetReasoningTrace { workspace_id, trace_id };
+    let trace = call!(rest.dialectic, caller, request, get_reasoning_trace);
+    let mut body = json!({
+        "id": trace.id,
+        "workspace_id": trace.workspace_id,
+        "peer_id": trace.peer_id,
+        "target": trace.target,
+        "session_id": trace.session_id,
+        "created_at": wire::timestamp(trace.created_at),
+    });
+    if let Some(fields) = body.as_object_mut() {
+        for (key, value) in trace.detail {
+            fields.entry(key).or_insert(value);
+        }
+    }
+    ok(body)
+}

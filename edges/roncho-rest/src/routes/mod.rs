@@ -132,16 +132,23 @@ pub const EXTENSIONS: &[(&str, &str, &str)] = &[
     ),
     ("get", "/v3/workspaces/{workspace_id}/export", "roncho_export_workspace"),
     ("post", "/v3/workspaces/{workspace_id}/import", "roncho_import_records"),
+    (
+        "get",
+        "/v3/workspaces/{workspace_id}/traces/{trace_id}",
+        "roncho_get_reasoning_trace",
+    ),
 ];
 
 /// What each of [`EXTENSIONS`] answers, for `GET /docs`.
-const EXTENSION_REPLIES: [&str; 4] = [
+const EXTENSION_REPLIES: [&str; 5] = [
     "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
     "roncho's own route, not Honcho's: 200 with an erasure receipt",
     "roncho's own route, not Honcho's: the workspace (or ?peer_id= or ?session_id= of it) as JSON lines, \
      application/x-ndjson (docs/cli.md#export-and-import)",
     "roncho's own route, not Honcho's: {\"records\": [...], \"derive\": false} imports records as export \
      wrote them (at most 1,000 a call); 200 with the counts of new, present and skipped rows by kind",
+    "roncho's own route, not Honcho's: the reasoning trace a chat's evidence names (reasoning_trace_id): its \
+     model calls and tool calls by name and size, what it read by id",
 ];
 
 /// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
@@ -153,6 +160,7 @@ pub fn extensions(rest: Rest) -> Router {
         .route(EXTENSIONS[1].1, get(erasure_receipt))
         .route(EXTENSIONS[2].1, get(export_workspace))
         .route(EXTENSIONS[3].1, axum::routing::post(import_records))
+        .route(EXTENSIONS[4].1, get(reasoning_trace))
         .with_state(rest)
 }
 
