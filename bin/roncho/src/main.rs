@@ -44,7 +44,7 @@ enum Command {
     Import {
         #[command(flatten)]
         flags: CommonFlags,
-        /// An export's JSON lines (`-`: standard input), sent to the server as `roncho search` reaches it (--addr, --key) into --workspace [default: the export's]. See docs/cli.md.
+        /// An export's JSON lines (`-`: standard input), sent to the server as `roncho search` reaches it (--addr, --key) into --workspace [default: the key's workspace, else the export's]. See docs/cli.md.
         #[arg(
             value_name = "FILE",
             required_unless_present = "from_honcho",
@@ -753,8 +753,17 @@ async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -
             .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone()))
     };
     // No server holds the directory (or a one-shot command does, for a
-    // moment): one in this process, for this command.
-    if let Some(None | Some(roncho::dir_lock::Holder { oneshot: true, .. })) = holder {
+    // moment), and none answers where this configuration serves (a server
+    // on Postgres holds no directory): one in this process, for this command.
+    let unserved = matches!(
+        holder,
+        Some(None | Some(roncho::dir_lock::Holder { oneshot: true, .. }))
+    ) && !config
+        .server
+        .rest_listen
+        .as_ref()
+        .is_some_and(|listen| answers(listen.address));
+    if unserved {
         let database = config.store.data_dir.join(roncho_store::EMBEDDED_FILE);
         if needs != Needs::Import && !database.exists() {
             fail(
@@ -811,7 +820,7 @@ async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -
     let base = match (addr, holder) {
         (Some(addr), _) => addr,
         (None, Some(Some(roncho::dir_lock::Holder { rest: Some(rest), .. }))) => rest,
-        (None, Some(Some(holder))) => fail(
+        (None, Some(Some(holder))) if !holder.oneshot => fail(
             Exit::Unavailable,
             &format!(
                 "the data directory {} is held by roncho process {}, which serves no REST port (an embedded roncho \
@@ -848,6 +857,19 @@ async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -
         peer: claims.and_then(|claims| claims.p),
         direct: None,
     }
+}
+
+/// Whether something accepts connections at `address` (an unspecified
+/// address: on loopback), within a moment.
+fn answers(address: SocketAddr) -> bool {
+    let mut address = address;
+    if address.ip().is_unspecified() {
+        address.set_ip(match address {
+            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
+            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
+        });
+    }
+    std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_millis(200)).is_ok()
 }
 
 /// The workspace a one-shot command works in, or exit 2.

@@ -14,7 +14,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use futures::StreamExt;
-use roncho_core::export::{Counts, MAX_IMPORT_RECORDS, Record};
+use roncho_core::export::{Counts, FORMAT_VERSION, MAX_IMPORT_RECORDS, Record};
 use roncho_mcp::upstream::{ApiError, Call, segment};
 use serde_json::{Value, json};
 
@@ -22,6 +22,9 @@ use crate::oneshot::Reach;
 
 /// Records one import call sends by default.
 pub const DEFAULT_BATCH: u16 = 500;
+/// Bytes of records one import call sends at most (the REST edge takes
+/// bodies of 12 MiB): a batch of long messages is cut shorter.
+const MAX_CALL_BYTES: usize = 8 * 1024 * 1024;
 
 /// A failed export or import: the server's refusal, or what was wrong with
 /// the data, with the exit code's kind.
@@ -77,10 +80,25 @@ impl Output {
             None => Ok(Output::Stdout(std::io::stdout())),
             Some(path) if path == Path::new("-") => Ok(Output::Stdout(std::io::stdout())),
             Some(path) => {
+                if path.is_dir() {
+                    return Err(Failure::Io(format!("{} is a directory", path.display())));
+                }
+                // A name of its own beside the file, made new (never a file
+                // or link that is there), readable by its owner only: it
+                // holds a workspace's memory.
                 let mut partial = path.as_os_str().to_owned();
-                partial.push(".partial");
+                partial.push(format!(
+                    ".partial-{}-{}",
+                    std::process::id(),
+                    roncho_core::model::new_public_id()
+                ));
                 let partial = PathBuf::from(partial);
-                let file = std::fs::File::create(&partial)
+                let mut options = std::fs::OpenOptions::new();
+                options.write(true).create_new(true);
+                #[cfg(unix)]
+                std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+                let file = options
+                    .open(&partial)
                     .map_err(|error| Failure::Io(format!("creating {}: {error}", partial.display())))?;
                 Ok(Output::File {
                     path: path.to_owned(),
@@ -243,16 +261,36 @@ pub fn read(path: &Path) -> Result<ExportFile, Failure> {
     let mut checker = Checker::default();
     let mut workspace = None;
     let mut records = Vec::new();
-    for line in text.lines().filter(|line| !line.trim().is_empty()) {
+    let mut lines = Vec::new();
+    for (number, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
         checker.line(line.as_bytes())?;
         let value: Value = serde_json::from_str(line).expect("checked as JSON");
         match value["kind"].as_str() {
-            Some("export") => workspace = value["workspace_id"].as_str().map(str::to_owned),
+            Some("export") => {
+                let version = value["version"].as_u64().unwrap_or(0);
+                if version == 0 || version > u64::from(FORMAT_VERSION) {
+                    return Err(Failure::Data(format!(
+                        "the export is of format version {version}; this roncho reads versions 1 to {FORMAT_VERSION}"
+                    )));
+                }
+                workspace = value["workspace_id"].as_str().map(str::to_owned);
+            }
             Some("end") => {}
-            _ => records.push(value),
+            _ => {
+                records.push(value);
+                lines.push(number + 1);
+            }
         }
     }
     checker.whole()?;
+    // Every record checked as the server will, before any is sent.
+    let texts: Vec<String> = records.iter().map(Value::to_string).collect();
+    if let Err((index, reason)) = roncho_ingest::check_export_records(&texts) {
+        return Err(Failure::Data(format!("line {}: {reason}", lines[index])));
+    }
     Ok(ExportFile {
         workspace: workspace.unwrap_or_default(),
         records,
@@ -274,7 +312,7 @@ pub async fn import(
     let path = format!("/v3/workspaces/{}/import", segment(workspace));
     let mut counts = Counts::default();
     let mut sent = 0;
-    for records in file.records.chunks(batch) {
+    for records in batches(&file.records, batch, MAX_CALL_BYTES) {
         let call = Call::post(path.clone(), json!({ "records": records, "derive": derive }));
         let reply = server.send(&call).await.map_err(|error| {
             Failure::Api(ApiError {
@@ -299,6 +337,25 @@ pub async fn import(
     Ok(counts)
 }
 
+/// `records` in runs of at most `count` records and `bytes` bytes of JSON
+/// (a record longer than `bytes` alone in its run).
+fn batches(records: &[Value], count: usize, bytes: usize) -> Vec<&[Value]> {
+    let mut runs = Vec::new();
+    let (mut start, mut size) = (0, 0);
+    for (index, record) in records.iter().enumerate() {
+        let length = record.to_string().len() + 1;
+        if index > start && (index - start == count || size + length > bytes) {
+            runs.push(&records[start..index]);
+            (start, size) = (index, 0);
+        }
+        size += length;
+    }
+    if start < records.len() {
+        runs.push(&records[start..]);
+    }
+    runs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -313,6 +370,22 @@ mod tests {
 
     const HEADER: &str = r#"{"kind":"export","version":1,"workspace_id":"w"}"#;
     const PEER: &str = r#"{"kind":"peer","id":"p"}"#;
+
+    #[test]
+    fn batches_hold_both_limits_and_every_record_once() {
+        let records: Vec<Value> = (0..10).map(|index| json!({ "n": "x".repeat(index * 10) })).collect();
+        for (count, bytes) in [(3, usize::MAX), (100, 60), (2, 1), (10, 1_000_000)] {
+            let runs = batches(&records, count, bytes);
+            assert_eq!(runs.iter().map(|run| run.len()).sum::<usize>(), records.len());
+            for run in &runs {
+                let size: usize = run.iter().map(|record| record.to_string().len() + 1).sum();
+                assert!(
+                    run.len() <= count && (run.len() == 1 || size <= bytes),
+                    "{count} {bytes}: {run:?}"
+                );
+            }
+        }
+    }
 
     #[test]
     fn only_a_whole_export_passes() {

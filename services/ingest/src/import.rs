@@ -6,10 +6,11 @@
 //! get-or-create or skips what is held already, so a file imported again,
 //! or a cut-off import run again, adds nothing twice.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 
 use roncho_core::export::{Counts, FORMAT_VERSION, MAX_IMPORT_RECORDS, Member, Record};
 use roncho_core::filter::parse_timestamp;
+use roncho_core::filter::{PEER, SESSION};
 use roncho_core::model::{
     ImportedConclusion, ImportedMessage, JsonObject, LEVELS, NewConclusion, NewMessage, PageRequest, SessionPeerConfig,
     SummaryKind,
@@ -26,7 +27,7 @@ use crate::{
 const MAX_SOURCES: usize = 1_000;
 
 /// One checked record, ready to write.
-enum Step {
+pub(crate) enum Step {
     Workspace {
         metadata: JsonObject,
         configuration: JsonObject,
@@ -46,7 +47,8 @@ enum Step {
         id: String,
         metadata: JsonObject,
         configuration: JsonObject,
-        peers: BTreeMap<String, SessionPeerConfig>,
+        /// In the order they joined.
+        peers: Vec<(String, SessionPeerConfig)>,
     },
     Message {
         session_id: String,
@@ -60,6 +62,30 @@ enum Step {
         token_count: i64,
     },
     Conclusion(ImportedConclusion),
+}
+
+/// Longest id an import keeps: ids roncho makes are 21 characters, and
+/// Honcho's imported ones as long.
+const MAX_IMPORTED_ID_CHARS: usize = 64;
+/// Most premises one imported conclusion rests on.
+const MAX_PREMISES: usize = 100;
+
+/// A message's or conclusion's id as an import keeps it: letters, digits,
+/// `_` and `-`, as ids roncho makes are (and as every store, and a URL
+/// path, takes them).
+fn kept_id(field: &str, id: &str) -> Result<String> {
+    let fits = !id.is_empty()
+        && id.len() <= MAX_IMPORTED_ID_CHARS
+        && id
+            .bytes()
+            .all(|byte| byte.is_ascii_alphanumeric() || matches!(byte, b'_' | b'-'));
+    match fits {
+        true => Ok(id.to_owned()),
+        false => Err(Error::invalid(
+            field,
+            format!("must be 1 to {MAX_IMPORTED_ID_CHARS} letters, digits, `_` or `-`"),
+        )),
+    }
 }
 
 /// A time as an export writes it.
@@ -136,7 +162,7 @@ fn check(record: Record) -> Result<Option<Step>> {
         } => Step::Message {
             session_id: validate::resource_id("session_id", &session_id)?,
             message: ImportedMessage {
-                id: validate::reference_id("id", &id)?,
+                id: kept_id("id", &id)?,
                 message: NewMessage {
                     peer_id: validate::resource_id("peer_id", &peer_id)?,
                     content: validate::message_content("content", &content)?,
@@ -163,26 +189,32 @@ fn check(record: Record) -> Result<Option<Step>> {
                 )
             })?,
             content: validate::message_content("content", &content)?,
-            message_id: validate::reference_id("message_id", &message_id)?,
-            token_count: token_count.max(0),
+            message_id: kept_id("message_id", &message_id)?,
+            token_count: match token_count {
+                count if count < 0 => return Err(Error::invalid("token_count", "must not be negative")),
+                count => count,
+            },
         },
         record @ Record::Conclusion { .. } => Step::Conclusion(conclusion(record)?),
     }))
 }
 
-/// A session's members, checked.
-fn members(peers: Vec<Member>) -> Result<BTreeMap<String, SessionPeerConfig>> {
+/// A session's members, checked, in the order they joined.
+fn members(peers: Vec<Member>) -> Result<Vec<(String, SessionPeerConfig)>> {
     validate::list_len("peers", peers.len(), validate::MAX_SESSION_PEERS)?;
-    peers
-        .into_iter()
-        .map(|member| {
-            let config = SessionPeerConfig {
-                observe_me: member.observe_me,
-                observe_others: member.observe_others,
-            };
-            Ok((validate::resource_id("peers.peer_id", &member.peer_id)?, config))
-        })
-        .collect()
+    let mut members: Vec<(String, SessionPeerConfig)> = Vec::with_capacity(peers.len());
+    for member in peers {
+        let config = SessionPeerConfig {
+            observe_me: member.observe_me,
+            observe_others: member.observe_others,
+        };
+        let id = validate::resource_id("peers.peer_id", &member.peer_id)?;
+        if members.iter().any(|(held, _)| *held == id) {
+            return Err(Error::invalid("peers", format!("names `{id}` twice")));
+        }
+        members.push((id, config));
+    }
+    Ok(members)
 }
 
 /// A conclusion record, checked.
@@ -206,10 +238,14 @@ fn conclusion(record: Record) -> Result<ImportedConclusion> {
     if !LEVELS.contains(&level.as_str()) {
         return Err(Error::invalid("level", format!("must be one of {}", LEVELS.join(", "))));
     }
+    if times_derived < 1 {
+        return Err(Error::invalid("times_derived", "must be at least 1"));
+    }
+    validate::list_len("premises", premises.len(), MAX_PREMISES)?;
     Ok(ImportedConclusion {
-        id: validate::reference_id("id", &id)?,
+        id: kept_id("id", &id)?,
         created_at: time("created_at", &created_at)?,
-        times_derived: times_derived.max(1),
+        times_derived,
         conclusion: NewConclusion {
             observer_id: validate::resource_id("observer_id", &observer_id)?,
             observed_id: validate::resource_id("observed_id", &observed_id)?,
@@ -222,10 +258,46 @@ fn conclusion(record: Record) -> Result<ImportedConclusion> {
                 .iter()
                 .map(|premise| validate::conclusion_content("premises", premise))
                 .collect::<Result<_>>()?,
-            source_ids: validate::id_list("source_ids", &source_ids, MAX_SOURCES)?,
+            source_ids: {
+                validate::list_len("source_ids", source_ids.len(), MAX_SOURCES)?;
+                source_ids
+                    .iter()
+                    .enumerate()
+                    .map(|(index, id)| kept_id(&format!("source_ids[{index}]"), id))
+                    .collect::<Result<_>>()?
+            },
             metadata: object("metadata", metadata)?,
         },
     })
+}
+
+/// Reads and checks every record of an import on its own, with its place
+/// in the call (the header and trailer, which write nothing, left out);
+/// the first bad one is refused naming `records[i]`.
+pub(crate) fn check_records(records: &[String]) -> Result<Vec<(usize, Step)>> {
+    let mut steps = Vec::with_capacity(records.len());
+    for (index, line) in records.iter().enumerate() {
+        let place = || format!("records[{index}]");
+        let record = Record::parse(&place(), line)?;
+        if let Some(step) = check(record).map_err(|error| error.within(place))? {
+            steps.push((index, step));
+        }
+    }
+    Ok(steps)
+}
+
+/// Checks export records as an import call does on its own (not what they
+/// name in a store): `Err((i, reason))` for the first bad one, `i` its
+/// place in `records`. What `roncho import` runs on a whole file before it
+/// sends any of it.
+pub fn check_export_records(records: &[String]) -> std::result::Result<(), (usize, String)> {
+    for (index, line) in records.iter().enumerate() {
+        let checked = Record::parse("record", line).and_then(check);
+        if let Err(error) = checked {
+            return Err((index, error.to_string()));
+        }
+    }
+    Ok(())
 }
 
 impl Ingest {
@@ -234,27 +306,24 @@ impl Ingest {
     pub(crate) async fn import(&self, request: ImportRecords) -> Result<Counts> {
         let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
         validate::list_len("records", request.records.len(), MAX_IMPORT_RECORDS)?;
-        let mut steps = Vec::with_capacity(request.records.len());
-        let mut contents = Vec::new();
-        for (index, line) in request.records.iter().enumerate() {
-            let place = || format!("records[{index}]");
-            let record = Record::parse(&place(), line)?;
-            if let Some(step) = check(record).map_err(|error| error.within(place))? {
-                if let Step::Message { message, .. } = &step {
-                    contents.push(message.message.content.clone());
-                }
-                steps.push(step);
-            }
-        }
+        let mut steps = check_records(&request.records)?;
+        self.preflight(&workspace_id, &steps).await?;
+        let contents = steps
+            .iter()
+            .filter_map(|(_, step)| match step {
+                Step::Message { message, .. } => Some(message.message.content.clone()),
+                _ => None,
+            })
+            .collect();
         let (_, mut token_counts) = count_tokens(contents).await?;
         token_counts.reverse();
-        for step in &mut steps {
+        for (_, step) in &mut steps {
             if let Step::Message { message, .. } = step {
                 message.message.token_count = token_counts.pop().unwrap_or_default();
             }
         }
         let mut counts = Counts::default();
-        let mut steps = steps.into_iter().peekable();
+        let mut steps = steps.into_iter().map(|(_, step)| step).peekable();
         while let Some(step) = steps.next() {
             match step {
                 Step::Message { session_id, message } => {
@@ -312,11 +381,17 @@ impl Ingest {
                 let (_, created) = self.create_webhook(request).await?;
                 counts.webhooks.add(created);
             }
+            // What is there already is left as it is (it may be newer than
+            // the file): an import adds, it never rolls back.
             Step::Peer {
                 id,
                 metadata,
                 configuration,
             } => {
+                if self.stored(workspace_id, &PEER, &id).await? {
+                    counts.peers.present += 1;
+                    return Ok(());
+                }
                 let request = GetOrCreatePeer {
                     workspace_id: workspace_id.to_owned(),
                     id,
@@ -331,8 +406,11 @@ impl Ingest {
                 observed,
                 card,
             } => {
-                let held = self.store.get_peer_card(workspace_id, &observer, &observed).await?;
-                if held.as_ref() == Some(&card) {
+                let held = match self.stored(workspace_id, &PEER, &observer).await? {
+                    true => self.store.get_peer_card(workspace_id, &observer, &observed).await?,
+                    false => None,
+                };
+                if held.is_some() {
                     counts.peer_cards.present += 1;
                 } else {
                     self.store
@@ -347,16 +425,8 @@ impl Ingest {
                 configuration,
                 peers,
             } => {
-                let request = GetOrCreateSession {
-                    workspace_id: workspace_id.to_owned(),
-                    id,
-                    metadata: Some(metadata),
-                    configuration: Some(configuration),
-                    peers,
-                    scopes: Vec::new(),
-                };
-                let (_, created) = self.get_or_create_session(request).await?;
-                counts.sessions.add(created);
+                self.import_session(workspace_id, id, metadata, configuration, peers, counts)
+                    .await?
             }
             Step::Summary {
                 session_id,
@@ -366,9 +436,7 @@ impl Ingest {
                 token_count,
             } => {
                 let held = self.store.session_summaries(workspace_id, &session_id).await?;
-                if held.iter().any(|summary| {
-                    summary.kind == kind && summary.content == content && summary.message_id == message_id
-                }) {
+                if held.iter().any(|summary| summary.kind == kind) {
                     counts.summaries.present += 1;
                 } else {
                     self.store
@@ -378,6 +446,39 @@ impl Ingest {
                 }
             }
             Step::Message { .. } | Step::Conclusion(_) => unreachable!("written in batches"),
+        }
+        Ok(())
+    }
+
+    /// Creates a session with its members in the order they joined; one
+    /// that is there already is left as it is.
+    async fn import_session(
+        &self,
+        workspace_id: &str,
+        id: String,
+        metadata: JsonObject,
+        configuration: JsonObject,
+        peers: Vec<(String, SessionPeerConfig)>,
+        counts: &mut Counts,
+    ) -> Result<()> {
+        if self.stored(workspace_id, &SESSION, &id).await? {
+            counts.sessions.present += 1;
+            return Ok(());
+        }
+        let mut joining = peers.into_iter();
+        let request = GetOrCreateSession {
+            workspace_id: workspace_id.to_owned(),
+            id: id.clone(),
+            metadata: Some(metadata),
+            configuration: Some(configuration),
+            peers: joining.next().into_iter().collect(),
+            scopes: Vec::new(),
+        };
+        let (_, created) = self.get_or_create_session(request).await?;
+        counts.sessions.add(created);
+        // One at a time, so that they join in their order.
+        for member in joining {
+            self.store.add_session_peers(workspace_id, &id, vec![member]).await?;
         }
         Ok(())
     }

@@ -20,8 +20,10 @@ use roncho_core::{Error, Result, tokens, validate};
 use serde_json::json;
 
 mod import;
+mod preflight;
 mod requests;
 mod sources;
+pub use import::check_export_records;
 pub use requests::*;
 
 roncho_core::store_view! {

@@ -7,7 +7,7 @@ use std::sync::Arc;
 use futures::stream::BoxStream;
 use roncho_core::export::{FORMAT_VERSION, Member, Record};
 use roncho_core::filter::{self, Filter, Schema};
-use roncho_core::model::{Conclusion, Message, PageRequest, PeerKind, Session};
+use roncho_core::model::{Conclusion, Message, MessageScan, PageRequest, PeerKind, Session};
 use roncho_core::webhook::timestamp;
 use roncho_core::{Error, Result, validate};
 use serde_json::json;
@@ -130,29 +130,35 @@ fn page(number: i64, reverse: bool) -> PageRequest {
     }
 }
 
+/// The newest message of a list: the first of a page of one, newest first.
+fn first_newest() -> PageRequest {
+    PageRequest {
+        page: 1,
+        size: 1,
+        reverse: true,
+    }
+}
+
 fn by_id(schema: &Schema, id: &str) -> Result<Filter> {
     filter::parse(schema, json!({ "id": id }).as_object())
 }
 
-/// The pages of a list read through: the next page's number until one
-/// comes back short.
-#[derive(Default)]
-struct Pages {
-    read: i64,
-    done: bool,
-}
-
-impl Pages {
-    fn next(&mut self) -> Option<i64> {
-        (!self.done).then(|| {
-            self.read += 1;
-            self.read
-        })
-    }
-
-    fn saw(&mut self, rows: usize) {
-        self.done = rows < PAGE as usize;
-    }
+/// Where a list ordered by (`created_at`, `id`) was left: the filter
+/// that reads on from there, so that rows erased or added meanwhile
+/// neither shift nor repeat the others.
+fn after(schema: &Schema, last: Option<(i64, &str)>) -> Result<Filter> {
+    let Some((created_at, id)) = last else {
+        return Ok(Filter::All);
+    };
+    let at = timestamp(created_at);
+    filter::parse(
+        schema,
+        json!({"OR": [
+            {"created_at": {"gt": at}},
+            {"AND": [{"created_at": at}, {"id": {"gt": id}}]},
+        ]})
+        .as_object(),
+    )
 }
 
 /// The reading side of one export.
@@ -254,29 +260,25 @@ impl Export {
     }
 
     async fn webhooks(&mut self) -> Result<()> {
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
-            let found = self
-                .store
-                .list_webhooks(&self.workspace_id, page(number, false))
-                .await?;
-            pages.saw(found.items.len());
-            for endpoint in found.items {
-                self.write(Record::Webhook { url: endpoint.url }).await?;
-            }
+        // At most 10 a workspace: one page.
+        let found = self.store.list_webhooks(&self.workspace_id, page(1, false)).await?;
+        for endpoint in found.items {
+            self.write(Record::Webhook { url: endpoint.url }).await?;
         }
         Ok(())
     }
 
     async fn all_peers(&mut self) -> Result<()> {
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
+        let mut last: Option<(i64, String)> = None;
+        loop {
+            let from = after(&filter::PEER, last.as_ref().map(|(at, id)| (*at, id.as_str())))?;
             let found = self
                 .store
-                .list_peers(&self.workspace_id, PeerKind::Peer, &Filter::All, page(number, false))
+                .list_peers(&self.workspace_id, PeerKind::Peer, &from, page(1, false))
                 .await?;
-            pages.saw(found.items.len());
+            let full = found.items.len() == PAGE as usize;
             for peer in found.items {
+                last = Some((peer.created_at, peer.id.clone()));
                 if self.peers.insert(peer.id.clone()) {
                     self.write(Record::Peer {
                         id: peer.id,
@@ -286,8 +288,10 @@ impl Export {
                     .await?;
                 }
             }
+            if !full {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// Every card, or those `peer` holds or is the subject of.
@@ -312,54 +316,55 @@ impl Export {
 
     /// Every session of the workspace, or of `peer`.
     async fn all_sessions(&mut self, peer: Option<&str>) -> Result<()> {
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
+        let mut last: Option<(i64, String)> = None;
+        loop {
+            let from = after(&filter::SESSION, last.as_ref().map(|(at, id)| (*at, id.as_str())))?;
             let found = match peer {
                 Some(peer) => {
                     self.store
-                        .list_peer_sessions(&self.workspace_id, peer, &Filter::All, page(number, false))
+                        .list_peer_sessions(&self.workspace_id, peer, &from, page(1, false))
                         .await?
                 }
                 None => {
                     self.store
-                        .list_sessions(&self.workspace_id, &Filter::All, page(number, false))
+                        .list_sessions(&self.workspace_id, &from, page(1, false))
                         .await?
                 }
             };
-            pages.saw(found.items.len());
+            let full = found.items.len() == PAGE as usize;
             for session in found.items {
+                last = Some((session.created_at, session.id.clone()));
                 self.session(session).await?;
             }
+            if !full {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     /// A session, its members, messages and summaries.
     async fn session(&mut self, session: Session) -> Result<()> {
         let workspace_id = self.workspace_id.clone();
         let mut peers = Vec::new();
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
-            let found = self
-                .store
-                .list_session_peers(&workspace_id, &session.id, page(number, false))
-                .await?;
-            pages.saw(found.items.len());
-            for member in found.items {
-                if self.peer(&member.id).await?.is_none() {
-                    self.left_out.insert("scopes' session memberships".into());
-                    continue;
-                }
-                let config = self
-                    .store
-                    .get_session_peer_config(&workspace_id, &session.id, &member.id)
-                    .await?;
-                peers.push(Member {
-                    peer_id: member.id,
-                    observe_me: config.observe_me,
-                    observe_others: config.observe_others,
-                });
+        // At most 100 members a session: one page.
+        let found = self
+            .store
+            .list_session_peers(&workspace_id, &session.id, page(1, false))
+            .await?;
+        for member in found.items {
+            if self.peer(&member.id).await?.is_none() {
+                self.left_out.insert("scopes' session memberships".into());
+                continue;
             }
+            let config = self
+                .store
+                .get_session_peer_config(&workspace_id, &session.id, &member.id)
+                .await?;
+            peers.push(Member {
+                peer_id: member.id,
+                observe_me: config.observe_me,
+                observe_others: config.observe_others,
+            });
         }
         self.sessions.insert(session.id.clone());
         self.write(Record::Session {
@@ -369,16 +374,32 @@ impl Export {
             peers,
         })
         .await?;
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
-            let found = self
-                .store
-                .list_messages(&workspace_id, &session.id, &Filter::All, page(number, false))
-                .await?;
-            pages.saw(found.items.len());
-            for message in found.items {
+        // By ranges of places in the session, up to its last one now: an
+        // erased message leaves a hole, one written meanwhile comes after.
+        let newest = self
+            .store
+            .list_messages(&workspace_id, &session.id, &Filter::All, first_newest())
+            .await?;
+        let last = newest.items.first().map_or(0, |message| message.seq_in_session);
+        let mut from = 1;
+        while from <= last {
+            let to = (from + PAGE - 1).min(last);
+            let scan = MessageScan {
+                session_ids: Some(vec![session.id.clone()]),
+                peer_perspective: None,
+                contains: None,
+                after: None,
+                before: None,
+                seq_range: Some((from, to)),
+                newest_first: false,
+                limit: PAGE,
+            };
+            let mut messages = self.store.scan_messages(&workspace_id, &scan).await?;
+            messages.sort_by_key(|message| message.seq_in_session);
+            for message in messages {
                 self.message(message).await?;
             }
+            from = to + 1;
         }
         for summary in self.store.session_summaries(&workspace_id, &session.id).await? {
             self.write(Record::Summary {
@@ -411,20 +432,45 @@ impl Export {
         .await
     }
 
-    /// Conclusions passing `filter`, oldest first.
+    /// Conclusions passing `filter`, in the order they were stored (what
+    /// one rests on before it); the conclusions they cite that are gone
+    /// (deleted) are not named.
     async fn conclusions(&mut self, filter: &Filter) -> Result<()> {
-        let mut pages = Pages::default();
-        while let Some(number) = pages.next() {
+        let mut place = 0;
+        loop {
             let found = self
                 .store
-                .list_conclusions(&self.workspace_id, filter, page(number, true))
+                .conclusions_in_order(&self.workspace_id, filter, place, PAGE)
                 .await?;
-            pages.saw(found.items.len());
-            for conclusion in found.items {
+            let full = found.len() == PAGE as usize;
+            let cited: Vec<String> = found
+                .iter()
+                .filter(|(_, conclusion)| conclusion.level != "explicit")
+                .flat_map(|(_, conclusion)| conclusion.source_ids.iter().cloned())
+                .collect::<BTreeSet<_>>()
+                .into_iter()
+                .collect();
+            let live: BTreeSet<String> = match cited.is_empty() {
+                true => BTreeSet::new(),
+                false => self
+                    .store
+                    .conclusions_by_ids(&self.workspace_id, &cited)
+                    .await?
+                    .into_iter()
+                    .map(|conclusion| conclusion.id)
+                    .collect(),
+            };
+            for (at, mut conclusion) in found {
+                place = at;
+                if conclusion.level != "explicit" {
+                    conclusion.source_ids.retain(|source| live.contains(source));
+                }
                 self.conclusion(conclusion).await?;
             }
+            if !full {
+                return Ok(());
+            }
         }
-        Ok(())
     }
 
     async fn conclusion(&mut self, conclusion: Conclusion) -> Result<()> {

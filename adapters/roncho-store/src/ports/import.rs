@@ -30,6 +30,41 @@ impl Import for SqlStore {
         Ok(created.len() as u64)
     }
 
+    async fn taken_ids(
+        &self,
+        workspace_id: &str,
+        messages: &[(String, String)],
+        conclusions: &[String],
+    ) -> Result<Vec<String>> {
+        let mut taken = Vec::new();
+        let sessions: std::collections::BTreeMap<&str, &str> = messages
+            .iter()
+            .map(|(id, session)| (id.as_str(), session.as_str()))
+            .collect();
+        let ids: Vec<String> = sessions.keys().map(|id| (*id).to_owned()).collect();
+        for chunk in ids.chunks(500) {
+            let mut sql = Sql::new("SELECT public_id, workspace_name, session_name FROM messages WHERE public_id IN ");
+            sql.push_list(chunk);
+            for row in self.read(&sql).await? {
+                let id: String = rows::get(&row, "public_id")?;
+                let held_here = rows::get::<String>(&row, "workspace_name")? == workspace_id
+                    && sessions.get(id.as_str()).copied() == Some(rows::get::<String>(&row, "session_name")?.as_str());
+                if !held_here {
+                    taken.push(id);
+                }
+            }
+        }
+        for chunk in conclusions.chunks(500) {
+            let mut sql = Sql::new("SELECT public_id FROM documents WHERE public_id IN ");
+            sql.push_list(chunk);
+            sql.push(" AND workspace_name <> ").bind(workspace_id);
+            for row in self.read(&sql).await? {
+                taken.push(rows::get(&row, "public_id")?);
+            }
+        }
+        Ok(taken)
+    }
+
     #[tracing::instrument(name = "store.import_conclusions", skip_all, fields(workspace_id = %workspace_id, conclusions = conclusions.len()))]
     async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64> {
         let mut tx = self.begin_write().await?;

@@ -59,6 +59,32 @@ impl Memory for SqlStore {
         .await
     }
 
+    async fn conclusions_in_order(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, Conclusion)>> {
+        let mut sql = Sql::new(&format!(
+            "SELECT d.id AS place, {} FROM documents d WHERE d.deleted_at IS NULL AND d.workspace_name = ",
+            rows::CONCLUSION_COLUMNS
+        ));
+        sql.bind(workspace_id);
+        push_not_erasing(&mut sql, erasing::CONCLUSION);
+        sql.push(" AND ");
+        crate::sql::render_filter(&mut sql, self.dialect(), filter, "d")?;
+        sql.push(" AND d.id > ")
+            .bind(after)
+            .push(" ORDER BY d.id LIMIT ")
+            .bind(limit.max(0));
+        self.read(&sql)
+            .await?
+            .iter()
+            .map(|row| Ok((rows::get(row, "place")?, rows::conclusion(row)?)))
+            .collect()
+    }
+
     #[tracing::instrument(name = "store.increment_times_derived", skip_all, fields(workspace_id = %workspace_id, conclusions = ids.len()))]
     async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()> {
         if ids.is_empty() {

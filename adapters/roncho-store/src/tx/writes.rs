@@ -452,9 +452,13 @@ pub(crate) async fn held_message_ids(
             let id: String = rows::get(&row, "public_id")?;
             let workspace: String = rows::get(&row, "workspace_name")?;
             let session: String = rows::get(&row, "session_name")?;
-            if workspace != workspace_id || session != session_id {
+            if workspace != workspace_id {
+                // Another tenant's: named by nothing of theirs.
+                return Err(Error::FailedPrecondition(format!("message id `{id}` is taken")));
+            }
+            if session != session_id {
                 return Err(Error::FailedPrecondition(format!(
-                    "message `{id}` is already stored in another session ({workspace}/{session})"
+                    "message `{id}` is already stored in session `{session}`"
                 )));
             }
             held.insert(id);

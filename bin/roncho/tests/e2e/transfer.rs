@@ -133,10 +133,11 @@ async fn write_workspace(source: &Served) -> [&'static str; 2] {
     let kept_message = written[3]["id"].as_str().unwrap().to_owned();
     // Bob writes in s2 and leaves it: his messages stay, he is no member.
     source
-        .post(
-            "/v3/workspaces/w/sessions",
-            json!({"id": "s2", "peers": {"alice": {}, "bob": {}}}),
-        )
+        .post("/v3/workspaces/w/sessions", json!({"id": "s2", "peers": {"zed": {}}}))
+        .await;
+    // Members joined out of their names' order: they come back in it.
+    source
+        .post("/v3/workspaces/w/sessions/s2/peers", json!({"bob": {}, "alice": {}}))
         .await;
     source
         .post(
@@ -274,7 +275,30 @@ async fn a_workspace_exported_from_sqlite_and_imported_into_postgres_exports_the
         "the round trip is exact"
     );
 
-    // Imported again: nothing new.
+    // Imported again: nothing new, and nothing newer undone.
+    let (status, changed) = target
+        .call(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/peers/alice",
+            Some(json!({"metadata": {"role": "changed since"}})),
+        )
+        .await;
+    assert_eq!(status, 200, "{changed}");
+    let (_, listed) = target
+        .call(reqwest::Method::POST, "/v3/workspaces/w/peers/list", Some(json!({})))
+        .await;
+    assert!(listed.to_string().contains("changed since"), "{changed} {listed}");
+    let (status, reply) = target
+        .call(
+            reqwest::Method::PUT,
+            "/v3/workspaces/w/sessions/s1/peers/bob/config",
+            Some(json!({"observe_me": true, "observe_others": false})),
+        )
+        .await;
+    let (_, sessions) = target
+        .call(reqwest::Method::POST, "/v3/workspaces/w/sessions/list", Some(json!({})))
+        .await;
+    assert!((200..300).contains(&status), "{status} {reply} {sessions}");
     let repeated = target.cli(
         home.path(),
         &["import", first.to_str().unwrap(), "--json", "--batch", "3"],
@@ -287,6 +311,34 @@ async fn a_workspace_exported_from_sqlite_and_imported_into_postgres_exports_the
         }
     }
     assert_eq!(counts["messages"]["present"], messages, "{counts}");
+    let (_, peers) = target
+        .call(reqwest::Method::POST, "/v3/workspaces/w/peers/list", Some(json!({})))
+        .await;
+    let now = target.cli(home.path(), &["export", "--workspace", "w"]);
+    assert!(
+        peers.to_string().contains("changed since"),
+        "{peers}\n{}\n{}",
+        text(&now.stdout),
+        text(&repeated.stdout)
+    );
+    let (_, config) = target
+        .call(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/sessions/s1/peers/bob/config",
+            None,
+        )
+        .await;
+    assert_eq!(config["observe_me"], true, "an opt-in is not undone: {config}");
+
+    // Into another workspace of the same server: its ids are taken, and
+    // nothing of it is written.
+    let elsewhere = source.cli(home.path(), &["import", first.to_str().unwrap(), "--workspace", "copy"]);
+    assert_eq!(elsewhere.status.code(), Some(2), "{elsewhere:?}");
+    assert!(text(&elsewhere.stderr).contains("is taken"), "{elsewhere:?}");
+    let (_, workspaces) = source
+        .call(reqwest::Method::POST, "/v3/workspaces/list", Some(json!({})))
+        .await;
+    assert!(!workspaces.to_string().contains("\"copy\""), "{workspaces}");
 
     // Search by the imported words answers on the target.
     let found = target.cli(home.path(), &["search", "oolong", "--workspace", "w"]);
@@ -306,6 +358,70 @@ async fn a_workspace_exported_from_sqlite_and_imported_into_postgres_exports_the
     // Killed as they drop, before their database goes.
     drop((source, target));
     database.drop_database().await;
+}
+
+#[tokio::test]
+async fn an_export_read_while_rows_are_erased_holds_every_other_row_once() {
+    let home = tempfile::tempdir().unwrap();
+    let server = Served::start(home.path(), &[]).await;
+    let mut records = vec![
+        json!({"kind": "workspace", "id": "w"}),
+        json!({"kind": "peer", "id": "alice"}),
+        json!({"kind": "peer", "id": "bob"}),
+    ];
+    let ids: Vec<String> = (0..1_500).map(|index| format!("c{index:04}")).collect();
+    for (index, id) in ids.iter().enumerate() {
+        records.push(json!({
+            "kind": "conclusion", "id": id, "observer_id": "alice", "observed_id": "bob", "level": "explicit",
+            "content": format!("fact number {index}"), "times_derived": 1,
+            "created_at": format!("2025-01-01T00:{:02}:{:02}Z", index / 60 % 60, index % 60),
+        }));
+    }
+    for chunk in records.chunks(1_000) {
+        server.post("/v3/workspaces/w/import", json!({"records": chunk})).await;
+    }
+    // A reader that has taken the first lines only: the export waits for it.
+    let mut reply = reqwest::Client::new()
+        .get(format!("{}/v3/workspaces/w/export", server.server.base))
+        .bearer_auth(&server.key)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reply.status(), 200);
+    let mut body = Vec::new();
+    while body.iter().filter(|byte| **byte == b'\n').count() < 100 {
+        body.extend_from_slice(&reply.chunk().await.unwrap().unwrap());
+    }
+    // Meanwhile the first 200 are erased.
+    for id in &ids[..200] {
+        let (status, _) = server
+            .call(
+                reqwest::Method::DELETE,
+                &format!("/v3/workspaces/w/conclusions/{id}"),
+                None,
+            )
+            .await;
+        assert!((200..300).contains(&status), "{status}");
+    }
+    while let Some(chunk) = reply.chunk().await.unwrap() {
+        body.extend_from_slice(&chunk);
+    }
+    let text = String::from_utf8(body).unwrap();
+    let mut seen = std::collections::BTreeMap::<String, usize>::new();
+    for line in text.lines() {
+        let record: Value = serde_json::from_str(line).unwrap();
+        if record["kind"] == "conclusion" {
+            *seen.entry(record["id"].as_str().unwrap().to_owned()).or_default() += 1;
+        }
+    }
+    assert!(
+        text.ends_with(&format!("\"records\":{}}}\n", text.lines().count() - 2)),
+        "whole"
+    );
+    assert!(seen.values().all(|times| *times == 1), "none twice");
+    for id in &ids[200..] {
+        assert!(seen.contains_key(id), "{id}, live throughout, is exported");
+    }
 }
 
 #[tokio::test]
@@ -345,19 +461,81 @@ async fn a_file_that_is_not_a_whole_export_writes_nothing_and_narrow_keys_export
             "variant {index}: {refused:?}\n{variant}"
         );
     }
-    // A record the server refuses (a message with no content left after
-    // NULs are stripped is fine; an id no one may hold is not): the call
-    // writes nothing of its batch.
-    let bad_id = file.replacen(
-        "\"kind\":\"peer\",\"id\":\"alice\"",
-        "\"kind\":\"peer\",\"id\":\"a/b\"",
-        1,
+    // Records wrong on their own are found before anything is sent, by
+    // line; records wrong together (a session no one wrote, an id twice)
+    // by the server before it writes any.
+    let message_line = lines
+        .iter()
+        .position(|line| line.contains("\"kind\":\"message\""))
+        .unwrap();
+    let message = lines[message_line];
+    let edited = |at: usize, changed: Option<String>, inserted: bool| {
+        let mut edited: Vec<String> = lines.iter().map(|line| (*line).to_owned()).collect();
+        match (changed, inserted) {
+            (Some(line), false) => edited[at] = line,
+            (Some(line), true) => {
+                edited.insert(at, line);
+                let last = edited.len() - 1;
+                edited[last] = format!("{{\"kind\":\"end\",\"records\":{}}}", edited.len() - 2);
+            }
+            (None, _) => {}
+        }
+        edited.join("\n") + "\n"
+    };
+    let variants = [
+        (
+            "bad id",
+            edited(
+                message_line,
+                Some(message.replacen("\"id\":\"", "\"id\":\"a/", 1)),
+                false,
+            ),
+            "line",
+        ),
+        (
+            "version",
+            file.replacen("\"version\":1", "\"version\":99", 1),
+            "version 99",
+        ),
+        (
+            "no session",
+            edited(
+                message_line,
+                Some(message.replacen("\"session_id\":\"s\"", "\"session_id\":\"nosuch\"", 1)),
+                false,
+            ),
+            "records[",
+        ),
+        (
+            "id twice",
+            edited(message_line, Some(message.to_owned()), true),
+            "repeats an id",
+        ),
+    ];
+    for (name, variant, expected) in variants {
+        let path = home.path().join(format!("{}.jsonl", name.replace(' ', "-")));
+        std::fs::write(&path, &variant).unwrap();
+        let refused = server.cli(home.path(), &["import", path.to_str().unwrap(), "--workspace", "copy"]);
+        assert_eq!(refused.status.code(), Some(2), "{name}: {refused:?}");
+        assert!(text(&refused.stderr).contains(expected), "{name}: {refused:?}");
+    }
+    let into_directory = server.cli(
+        home.path(),
+        &["export", "--workspace", "w", "-o", home.path().to_str().unwrap()],
     );
-    let path = home.path().join("bad-id.jsonl");
-    std::fs::write(&path, &bad_id).unwrap();
-    let refused = server.cli(home.path(), &["import", path.to_str().unwrap(), "--workspace", "copy"]);
-    assert_eq!(refused.status.code(), Some(2), "{refused:?}");
-    assert!(text(&refused.stderr).contains("records["), "{refused:?}");
+    assert_eq!(into_directory.status.code(), Some(2), "{into_directory:?}");
+    let partials = std::fs::read_dir(home.path())
+        .unwrap()
+        .filter(|entry| {
+            entry
+                .as_ref()
+                .unwrap()
+                .file_name()
+                .to_string_lossy()
+                .contains(".partial")
+        })
+        .count();
+    assert_eq!(partials, 0, "nothing left behind");
     let (_, workspaces) = server
         .call(reqwest::Method::POST, "/v3/workspaces/list", Some(json!({})))
         .await;

@@ -25,4 +25,14 @@ pub trait Import: Send + Sync + 'static {
     /// ids, times and derivation counts; one whose id exists is skipped (see
     /// [`Import::import_messages`]). Returns how many were new.
     async fn import_conclusions(&self, workspace_id: &str, conclusions: Vec<ImportedConclusion>) -> Result<u64>;
+    /// Which of these ids an import into `workspace_id` could not keep: a
+    /// message id held anywhere but the session named beside it, a
+    /// conclusion id held in another workspace (ids are unique across the
+    /// store). Read before an import writes, so that it writes nothing.
+    async fn taken_ids(
+        &self,
+        workspace_id: &str,
+        messages: &[(String, String)],
+        conclusions: &[String],
+    ) -> Result<Vec<String>>;
 }

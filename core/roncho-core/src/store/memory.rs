@@ -33,6 +33,18 @@ pub trait Memory: Send + Sync + 'static {
         filter: &Filter,
         page: PageRequest,
     ) -> Result<Page<Conclusion>>;
+    /// Live conclusions passing `filter` stored after the one at place
+    /// `after` (0: from the first), in the order they were stored, at most
+    /// `limit`: each with its place, the `after` of the next call. Rows
+    /// erased or added meanwhile neither shift nor repeat the others (an
+    /// export reads them so).
+    async fn conclusions_in_order(
+        &self,
+        workspace_id: &str,
+        filter: &Filter,
+        after: i64,
+        limit: i64,
+    ) -> Result<Vec<(i64, Conclusion)>>;
     /// Counts one more derivation of live conclusions (a fact derived again).
     async fn increment_times_derived(&self, workspace_id: &str, ids: &[String]) -> Result<()>;
     /// Soft-deletes a conclusion: it disappears from every read but is kept.
