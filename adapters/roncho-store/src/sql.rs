@@ -72,6 +72,12 @@ impl From<i64> for Bind {
     }
 }
 
+impl From<Option<String>> for Bind {
+    fn from(value: Option<String>) -> Self {
+        value.map_or(Bind::NullText, Bind::Text)
+    }
+}
+
 impl From<Option<i64>> for Bind {
     fn from(value: Option<i64>) -> Self {
         value.map_or(Bind::NullInteger, Bind::Integer)

@@ -189,7 +189,7 @@ fn create_private_dir(dir: &Path) -> anyhow::Result<()> {
 
 /// Refuses `path` unless it is a real directory (`directory`) or regular
 /// file, not a link, owned by the user this process runs as.
-fn owned_by_us(path: &Path, directory: bool) -> anyhow::Result<()> {
+pub(crate) fn owned_by_us(path: &Path, directory: bool) -> anyhow::Result<()> {
     let metadata = std::fs::symlink_metadata(path).with_context(|| format!("reading {}", path.display()))?;
     let kind = metadata.file_type();
     let right_kind = if directory { kind.is_dir() } else { kind.is_file() };
@@ -286,7 +286,7 @@ fn write_private(path: &Path, text: &str) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
+pub(crate) fn restrict(path: &Path, mode: u32) -> anyhow::Result<()> {
     #[cfg(unix)]
     {
         use std::os::unix::fs::PermissionsExt;

@@ -721,115 +721,35 @@ enum Needs {
 /// Resolves a one-shot command's server and key and workspace; exits with
 /// the code of what is wrong.
 ///
-/// The server: `--addr` (env `RONCHO_ADDR`); else, on an embedded data
+/// The server: `--addr` (env `RONCHO_ADDR`). Else, on an embedded data
 /// directory, the server that holds it (its lock file says where it
-/// serves), or, when none does, a server in this process on the directory
-/// (no port; [`Needs`] says which roles); else the rest_listen this
-/// configuration serves. The key: `--key`, `RONCHO_API_KEY`, else the
-/// local admin key, sent only to this user's own loopback server (or to
-/// the server in this process).
+/// serves; one starting is waited for), or, when none does, a server in
+/// this process on the directory (no port; [`Needs`] says which roles).
+/// Else (Postgres) the rest_listen this configuration serves. The key:
+/// `--key`, `RONCHO_API_KEY`, else the local admin key, sent only to this
+/// user's own loopback server (or to the server in this process).
 async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -> Reached {
     use roncho::oneshot::{Exit, Reach, base_url_of};
+    // A command's output is its answer: a server it runs in its own process
+    // says only what went wrong (and what it would warn a server's operator
+    // of, a backlog with no reconciler beside it, is not this command's).
     if flags.log.is_none() && std::env::var_os("RONCHO_LOG").is_none() {
-        flags.log = Some("warn".to_owned());
+        flags.log = Some("error".to_owned());
     }
-    let mut config = flags
+    let config = flags
         .load()
         .unwrap_or_else(|error| fail(Exit::Invalid, &format!("{error:#}")));
-    let given = reach.key.or_else(|| std::env::var("RONCHO_API_KEY").ok());
+    let given = reach.key.clone().or_else(|| std::env::var("RONCHO_API_KEY").ok());
     if given.as_deref().is_some_and(|key| key.trim().is_empty()) {
         fail(Exit::Invalid, "the key given (--key, RONCHO_API_KEY) is empty");
     }
-    let addr = reach.addr.or_else(|| std::env::var("RONCHO_ADDR").ok());
-    let holder = match (&addr, config.is_embedded()) {
-        (None, true) => Some(roncho::dir_lock::holder(&config.store.data_dir)),
-        _ => None,
-    };
-    let claims_of = |key: Option<&str>| key.and_then(roncho_gate::keys::peek_claims);
-    let workspace_of = |claims: &Option<roncho_gate::keys::Claims>| {
-        reach
-            .workspace
-            .clone()
-            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone()))
-    };
-    // No server holds the directory (or a one-shot command does, for a
-    // moment), and none answers where this configuration serves (a server
-    // on Postgres holds no directory): one in this process, for this command.
-    let unserved = matches!(
-        holder,
-        Some(None | Some(roncho::dir_lock::Holder { oneshot: true, .. }))
-    ) && !config
-        .server
-        .rest_listen
-        .as_ref()
-        .is_some_and(|listen| answers(listen.address));
-    if unserved {
-        let database = config.store.data_dir.join(roncho_store::EMBEDDED_FILE);
-        if needs != Needs::Import && !database.exists() {
-            fail(
-                Exit::NotFound,
-                &format!(
-                    "no server serves {}, and no memory is stored there ({} is missing): start `roncho serve`, or give \
-                     --data-dir or --addr",
-                    config.store.data_dir.display(),
-                    database.display()
-                ),
-            );
-        }
-        if needs != Needs::Everything {
-            config.server.roles = vec![
-                roncho::config::Role::Ingest,
-                roncho::config::Role::Recall,
-                roncho::config::Role::Dialectic,
-            ];
-        }
-        let data_dir = config.store.data_dir.clone();
-        let (handed, mut started) = tokio::sync::watch::channel(None);
-        let stop = CancellationToken::new();
-        let launch = Launch {
-            rest: Some(roncho::server::RestEdge::InProcess(Arc::new(handed))),
-            stop: stop.clone(),
-            oneshot: true,
-        };
-        let mut server = tokio::spawn(serve(config, launch));
-        let router = tokio::select! {
-            router = started.wait_for(Option::is_some) => router.ok().and_then(|router| router.clone()),
-            result = &mut server => {
-                let reason = match result {
-                    Ok(Err(error)) => format!("{error:#}"),
-                    _ => "it stopped".to_owned(),
-                };
-                fail(Exit::Unavailable, &format!("the embedded store at {} did not open: {reason}", data_dir.display()))
-            }
-        };
-        let Some(router) = router else {
-            fail(Exit::Unavailable, "the embedded server stopped before it served");
-        };
-        let key = given.or_else(|| roncho::local_key::admin_key(&data_dir).ok().flatten());
-        let claims = claims_of(key.as_deref());
-        let reach_server = Reach::new(roncho_mcp::Upstream::Local(router), key.as_deref())
-            .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
-        return Reached {
-            server: reach_server,
-            base: format!("the data directory {}", data_dir.display()),
-            workspace: workspace_of(&claims),
-            peer: claims.and_then(|claims| claims.p),
-            direct: Some((stop, server)),
-        };
-    }
-    let base = match (addr, holder) {
-        (Some(addr), _) => addr,
-        (None, Some(Some(roncho::dir_lock::Holder { rest: Some(rest), .. }))) => rest,
-        (None, Some(Some(holder))) if !holder.oneshot => fail(
-            Exit::Unavailable,
-            &format!(
-                "the data directory {} is held by roncho process {}, which serves no REST port (an embedded roncho \
-                 mcp?): stop it, or give --addr",
-                config.store.data_dir.display(),
-                holder.pid
-            ),
-        ),
-        (None, _) => match &config.server.rest_listen {
+    let base = match reach.addr.clone().or_else(|| std::env::var("RONCHO_ADDR").ok()) {
+        Some(addr) => addr,
+        None if config.is_embedded() => match holding_server(&config, needs).await {
+            Ok(base) => base,
+            Err(direct) => return direct.reached(given, &reach),
+        },
+        None => match &config.server.rest_listen {
             Some(listen) => base_url_of(listen.address, config.server.tls.is_some()),
             None => fail(
                 Exit::Invalid,
@@ -843,33 +763,161 @@ async fn reach_server(mut flags: CommonFlags, reach: ReachFlags, needs: Needs) -
         None => roncho::local_key::admin_key_for(&config.store.data_dir, &base)
             .unwrap_or_else(|error| fail(Exit::NotAllowed, &format!("{error:#}"))),
     };
-    let claims = claims_of(key.as_deref());
     let ca = reach.ca_file.as_ref().map(|path| {
         std::fs::read(path).unwrap_or_else(|error| fail(Exit::Invalid, &format!("reading {}: {error}", path.display())))
     });
     let upstream = roncho_mcp::Upstream::remote_trusting(&base, ca.as_deref())
         .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
     let server = Reach::new(upstream, key.as_deref()).unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+    let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
     Reached {
         server,
         base,
-        workspace: workspace_of(&claims),
+        workspace: reach
+            .workspace
+            .clone()
+            .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone())),
         peer: claims.and_then(|claims| claims.p),
         direct: None,
     }
 }
 
-/// Whether something accepts connections at `address` (an unspecified
-/// address: on loopback), within a moment.
-fn answers(address: SocketAddr) -> bool {
-    let mut address = address;
-    if address.ip().is_unspecified() {
-        address.set_ip(match address {
-            SocketAddr::V4(_) => std::net::Ipv4Addr::LOCALHOST.into(),
-            SocketAddr::V6(_) => std::net::Ipv6Addr::LOCALHOST.into(),
-        });
+/// How long a one-shot command waits for a server that holds the data
+/// directory and is still starting to say where it serves.
+const STARTING_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A server this process runs on the data directory for one command.
+struct Direct {
+    router: axum::Router,
+    data_dir: PathBuf,
+    stop: CancellationToken,
+    server: tokio::task::JoinHandle<anyhow::Result<()>>,
+}
+
+impl Direct {
+    fn reached(self, given: Option<String>, reach: &ReachFlags) -> Reached {
+        use roncho::oneshot::{Exit, Reach};
+        let key = given.or_else(|| roncho::local_key::admin_key(&self.data_dir).ok().flatten());
+        let claims = key.as_deref().and_then(roncho_gate::keys::peek_claims);
+        let server = Reach::new(roncho_mcp::Upstream::Local(self.router), key.as_deref())
+            .unwrap_or_else(|error| fail(Exit::of(&error), &error.message));
+        Reached {
+            server,
+            base: format!("the data directory {}", self.data_dir.display()),
+            workspace: reach
+                .workspace
+                .clone()
+                .or_else(|| claims.as_ref().and_then(|claims| claims.w.clone())),
+            peer: claims.and_then(|claims| claims.p),
+            direct: Some((self.stop, self.server)),
+        }
     }
-    std::net::TcpStream::connect_timeout(&address, std::time::Duration::from_millis(200)).is_ok()
+}
+
+/// The REST address of the server that holds the embedded data directory
+/// (`Ok`), or, when none does, a server run here on it (`Err`); exits
+/// with the code of what is wrong.
+async fn holding_server(config: &Config, needs: Needs) -> Result<String, Direct> {
+    use roncho::oneshot::Exit;
+    let data_dir = config.store.data_dir.clone();
+    let started = std::time::Instant::now();
+    // Why the server of this command did not start, once it has not: a
+    // server took the directory meanwhile, and is waited for.
+    let mut refused: Option<String> = None;
+    loop {
+        match roncho::dir_lock::holder(&data_dir) {
+            Some(holder) if !holder.oneshot => {
+                if let Some(origin) = holder.rest_origin() {
+                    return Ok(origin);
+                }
+                if holder.in_process || holder.rest.is_some() || started.elapsed() > STARTING_WAIT {
+                    fail(
+                        Exit::Unavailable,
+                        &format!(
+                            "the data directory {} is held by roncho process {}, which serves no REST port this \
+                             command may call (an embedded roncho mcp?): stop it, or give --addr",
+                            data_dir.display(),
+                            holder.pid
+                        ),
+                    );
+                }
+                // A server starting: it says where it serves once it listens.
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+            // No server holds it (a one-shot command may, for a moment).
+            _ if refused.is_none() => match run_direct(config.clone(), needs).await {
+                Ok(direct) => return Err(direct),
+                // A server took the directory meanwhile: it is reached there.
+                Err(reason) if reason.contains("in use by another roncho") => refused = Some(reason),
+                Err(reason) => fail(
+                    Exit::Unavailable,
+                    &format!("the embedded store at {} did not open: {reason}", data_dir.display()),
+                ),
+            },
+            _ if started.elapsed() > STARTING_WAIT => fail(
+                Exit::Unavailable,
+                &format!(
+                    "the embedded store at {} did not open: {}",
+                    data_dir.display(),
+                    refused.as_deref().unwrap_or_default()
+                ),
+            ),
+            _ => tokio::time::sleep(std::time::Duration::from_millis(50)).await,
+        }
+    }
+}
+
+/// Starts the server of one command on the embedded data directory, in
+/// this process and with no port; the reason when it does not start.
+async fn run_direct(mut config: Config, needs: Needs) -> Result<Direct, String> {
+    use roncho::oneshot::Exit;
+    let data_dir = config.store.data_dir.clone();
+    let database = data_dir.join(roncho_store::EMBEDDED_FILE);
+    if needs != Needs::Import && !database.exists() {
+        fail(
+            Exit::NotFound,
+            &format!(
+                "no server serves {}, and no memory is stored there ({} is missing): start `roncho serve`, or give \
+                 --data-dir or --addr",
+                data_dir.display(),
+                database.display()
+            ),
+        );
+    }
+    if needs != Needs::Everything {
+        config.server.roles = vec![
+            roncho::config::Role::Ingest,
+            roncho::config::Role::Recall,
+            roncho::config::Role::Dialectic,
+        ];
+    }
+    let (handed, mut started) = tokio::sync::watch::channel(None);
+    let stop = CancellationToken::new();
+    let launch = Launch {
+        rest: Some(roncho::server::RestEdge::InProcess(Arc::new(handed))),
+        stop: stop.clone(),
+        oneshot: true,
+    };
+    let mut server = tokio::spawn(serve(config, launch));
+    let why = |result: Result<anyhow::Result<()>, tokio::task::JoinError>| match result {
+        Ok(Err(error)) => format!("{error:#}"),
+        _ => "it stopped before it served".to_owned(),
+    };
+    let outcome = tokio::select! {
+        router = started.wait_for(Option::is_some) => Ok(router.ok().and_then(|router| router.clone())),
+        result = &mut server => Err(result),
+    };
+    match outcome {
+        Ok(Some(router)) => Ok(Direct {
+            router,
+            data_dir,
+            stop,
+            server,
+        }),
+        // Stopped before it served: why, from the server itself.
+        Ok(None) => Err(why(server.await)),
+        Err(result) => Err(why(result)),
+    }
 }
 
 /// The workspace a one-shot command works in, or exit 2.

@@ -55,9 +55,9 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
     // Held until this function returns: one server per embedded directory.
     let mut data_dir_lock = config
         .is_embedded()
-        .then(|| crate::dir_lock::acquire(&config.store.data_dir, launch.oneshot))
+        .then(|| crate::dir_lock::acquire(&config.store.data_dir, launch.oneshot, launch.in_process()))
         .transpose()?;
-    let runtime = open_store_and_search(&config).await?;
+    let runtime = open_store_and_search(&config, !launch.oneshot).await?;
     let shutdown = Shutdown::on_signal(launch.stop.clone());
     let (grpc, listeners) = bind(&config, launch).await?;
     if let (Some(lock), Some(RestEdge::Listener(rest))) = (&mut data_dir_lock, &listeners.rest) {
@@ -86,11 +86,16 @@ pub async fn serve(config: Config, launch: Launch) -> anyhow::Result<()> {
 }
 
 /// Opens the store (migrated) with the embedder, vector store and
-/// reconciler the configuration asks for, and warms up token counting.
-async fn open_store_and_search(config: &Config) -> anyhow::Result<Runtime> {
+/// reconciler the configuration asks for, and warms up token counting
+/// when `warm_up`.
+async fn open_store_and_search(config: &Config, warm_up: bool) -> anyhow::Result<Runtime> {
     let runtime = crate::wiring::build(config).await?;
     tracing::info!(semantic_search = %runtime.embedder_description, "search");
-    tokio::task::spawn_blocking(roncho_core::tokens::warm_up).await?;
+    // A one-shot command's server answers one call: the tokenizer loads if
+    // that call counts tokens, not before every call.
+    if warm_up {
+        tokio::task::spawn_blocking(roncho_core::tokens::warm_up).await?;
+    }
     Ok(runtime)
 }
 

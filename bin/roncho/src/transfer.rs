@@ -65,6 +65,8 @@ pub struct Exported {
 /// Where an export goes: standard output, or a file written whole or not at all.
 pub enum Output {
     Stdout(std::io::Stdout),
+    /// A device or a pipe, written into as the export comes.
+    Stream(std::fs::File),
     /// The file, written under a temporary name beside it until the export is whole.
     File {
         path: PathBuf,
@@ -80,8 +82,23 @@ impl Output {
             None => Ok(Output::Stdout(std::io::stdout())),
             Some(path) if path == Path::new("-") => Ok(Output::Stdout(std::io::stdout())),
             Some(path) => {
-                if path.is_dir() {
-                    return Err(Failure::Io(format!("{} is a directory", path.display())));
+                // A link is followed to what it names (there or not yet),
+                // which is written in place of the link.
+                let path = followed(path);
+                match std::fs::metadata(&path) {
+                    Ok(metadata) if metadata.is_dir() => {
+                        return Err(Failure::Io(format!("{} is a directory", path.display())));
+                    }
+                    // A device or a pipe (a terminal, /dev/null, a process's
+                    // input) is written into as the export comes.
+                    Ok(metadata) if !metadata.is_file() => {
+                        let file = std::fs::OpenOptions::new()
+                            .write(true)
+                            .open(&path)
+                            .map_err(|error| Failure::Io(format!("opening {}: {error}", path.display())))?;
+                        return Ok(Output::Stream(file));
+                    }
+                    _ => {}
                 }
                 // A name of its own beside the file, made new (never a file
                 // or link that is there), readable by its owner only: it
@@ -100,11 +117,7 @@ impl Output {
                 let file = options
                     .open(&partial)
                     .map_err(|error| Failure::Io(format!("creating {}: {error}", partial.display())))?;
-                Ok(Output::File {
-                    path: path.to_owned(),
-                    partial,
-                    file,
-                })
+                Ok(Output::File { path, partial, file })
             }
         }
     }
@@ -112,7 +125,7 @@ impl Output {
     fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
         let written = match self {
             Output::Stdout(stdout) => stdout.lock().write_all(bytes),
-            Output::File { file, .. } => file.write_all(bytes),
+            Output::Stream(file) | Output::File { file, .. } => file.write_all(bytes),
         };
         written.map_err(|error| Failure::Io(format!("writing the export: {error}")))
     }
@@ -122,6 +135,9 @@ impl Output {
         match self {
             Output::Stdout(stdout) => stdout
                 .lock()
+                .flush()
+                .map_err(|error| Failure::Io(format!("writing the export: {error}"))),
+            Output::Stream(mut file) => file
                 .flush()
                 .map_err(|error| Failure::Io(format!("writing the export: {error}"))),
             Output::File { path, partial, file } => file
@@ -137,6 +153,24 @@ impl Output {
             let _ = std::fs::remove_file(partial);
         }
     }
+}
+
+/// `path` with every link on it followed (at most 16), to what it names
+/// whether that exists or not.
+fn followed(path: &Path) -> PathBuf {
+    let mut path = path.to_owned();
+    for _ in 0..16 {
+        match std::fs::read_link(&path) {
+            Ok(target) => {
+                path = match path.parent() {
+                    Some(parent) if target.is_relative() => parent.join(target),
+                    _ => target,
+                };
+            }
+            Err(_) => break,
+        }
+    }
+    std::fs::canonicalize(&path).unwrap_or(path)
 }
 
 /// Checks an export's lines as they pass: the header first, the trailer

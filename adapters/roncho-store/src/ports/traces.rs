@@ -1,6 +1,6 @@
 //! [`Traces`]: how the dialectic reached its answers.
 
-use crate::db::{SqlStore, execute};
+use crate::db::{SqlStore, execute, fetch_optional};
 use crate::rows;
 use crate::sql::Sql;
 use crate::tx::erasing::{self, push_not_erasing};
@@ -40,6 +40,19 @@ fn trace_of(text: &str) -> Result<ReasoningTrace> {
     })
 }
 
+/// `id` when it names a row of `table` in the workspace now.
+async fn row_named(
+    conn: &mut sqlx::AnyConnection,
+    workspace: &str,
+    table: &str,
+    id: &Option<String>,
+) -> Result<Option<String>> {
+    let Some(id) = id else { return Ok(None) };
+    let mut sql = Sql::new(&format!("SELECT name FROM {table} WHERE workspace_name = "));
+    sql.bind(workspace).push(" AND name = ").bind(id.as_str());
+    Ok(fetch_optional(conn, &sql).await?.map(|_| id.clone()))
+}
+
 #[async_trait]
 impl Traces for SqlStore {
     #[tracing::instrument(name = "store.save_trace", skip_all, fields(workspace_id = %trace.workspace_id))]
@@ -52,53 +65,49 @@ impl Traces for SqlStore {
             .push(" AND created_at < ")
             .bind(now_micros() - TRACE_RETENTION_MICROS);
         execute(tx.conn(), &expired).await?;
-        // The peers and session it names, as rows that take it with them
-        // when erased; a target or session that is no row names nothing.
-        let named = |sql: &mut Sql, table: &str, id: Option<&str>| match id {
-            Some(id) => {
-                sql.push(&format!("(SELECT name FROM {table} WHERE workspace_name = "))
-                    .bind(workspace)
-                    .push(" AND name = ")
-                    .bind(id)
-                    .push(")");
-            }
-            None => {
-                sql.push("NULL");
-            }
+        // What it names that is a row now, whose erasure takes it with it;
+        // a name that is no row (an unknown target, a session erased while
+        // the answer ran) is not kept at all, nor is a trace whose observer
+        // is gone.
+        let observer = row_named(tx.conn(), workspace, "peers", &trace.peer_id).await?;
+        if trace.peer_id.is_some() && observer.is_none() {
+            return Ok(());
+        }
+        let kept = ReasoningTrace {
+            peer_id: observer,
+            target: row_named(tx.conn(), workspace, "peers", &trace.target).await?,
+            session_id: row_named(tx.conn(), workspace, "sessions", &trace.session_id).await?,
+            ..trace.clone()
         };
         let mut insert = Sql::new(
             "INSERT INTO reasoning_traces (public_id, workspace_name, observer, observed, session_name, created_at, \
              detail) SELECT ",
         );
-        insert.bind(trace.id.as_str()).push(", w.name, ");
-        named(&mut insert, "peers", trace.peer_id.as_deref());
-        insert.push(", ");
-        named(&mut insert, "peers", trace.target.as_deref());
-        insert.push(", ");
-        named(&mut insert, "sessions", trace.session_id.as_deref());
         insert
+            .bind(kept.id.as_str())
+            .push(", w.name, ")
+            .bind(kept.peer_id.clone())
             .push(", ")
-            .bind(trace.created_at)
+            .bind(kept.target.clone())
             .push(", ")
-            .bind(detail_of(trace))
+            .bind(kept.session_id.clone())
+            .push(", ")
+            .bind(kept.created_at)
+            .push(", ")
+            .bind(detail_of(&kept))
             .push(" FROM workspaces w WHERE w.name = ")
             .bind(workspace);
-        // An observer erased while the answer ran: nothing of it is kept.
-        if let Some(observer) = trace.peer_id.as_deref() {
-            insert
-                .push(" AND EXISTS (SELECT 1 FROM peers WHERE workspace_name = ")
-                .bind(workspace)
-                .push(" AND name = ")
-                .bind(observer)
-                .push(")");
-        }
         execute(tx.conn(), &insert).await?;
         tx.commit().await
     }
 
     async fn get_trace(&self, workspace_id: &str, id: &str) -> Result<ReasoningTrace> {
         let mut sql = Sql::new("SELECT detail FROM reasoning_traces t WHERE t.workspace_name = ");
-        sql.bind(workspace_id).push(" AND t.public_id = ").bind(id);
+        sql.bind(workspace_id)
+            .push(" AND t.public_id = ")
+            .bind(id)
+            .push(" AND t.created_at >= ")
+            .bind(now_micros() - TRACE_RETENTION_MICROS);
         push_not_erasing(&mut sql, erasing::TRACE);
         let row = self
             .read_optional(&sql)

@@ -658,6 +658,23 @@ async fn an_answer_with_evidence_keeps_its_trace_by_size_until_its_peer_is_erase
         assert!(!kept.contains(word), "`{word}` in the trace: {kept}");
     }
 
+    // A target that is no peer is not named by the trace (nor kept to be
+    // found by a peer of that name erased later).
+    let mut ghost = ask("What does the ghost eat?", "low");
+    ghost.include_evidence = true;
+    ghost.target = Some("ghost".into());
+    let haunted = server.client.chat(ghost).await.unwrap().into_inner();
+    let haunted = server
+        .client
+        .get_reasoning_trace(pb::GetReasoningTraceRequest {
+            workspace_id: "w".into(),
+            trace_id: haunted.evidence.unwrap().reasoning_trace_id,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!((haunted.peer_id.as_str(), haunted.target.as_str()), ("bob", ""));
+
     // No evidence asked: no trace kept, none named.
     request.include_evidence = false;
     let plain = server.client.chat(request).await.unwrap().into_inner();

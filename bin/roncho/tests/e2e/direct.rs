@@ -80,6 +80,14 @@ async fn one_server_per_data_directory_and_one_shot_commands_with_or_without_it(
     let found = ask(&["search", "clocks"]);
     assert_eq!(found.status.code(), Some(0), "{found:?}");
     assert!(stdout(&found).contains("Bob repairs clocks"), "{found:?}");
+    // Its answer only: the server it ran says nothing unless it fails.
+    let quiet = roncho(&["search", "clocks"], home.path())
+        .args(by_dir)
+        .env_remove("RONCHO_LOG")
+        .output()
+        .unwrap();
+    assert_eq!(quiet.status.code(), Some(0), "{quiet:?}");
+    assert!(quiet.stderr.is_empty(), "{}", String::from_utf8_lossy(&quiet.stderr));
     let context = ask(&["context", "s"]);
     assert_eq!(context.status.code(), Some(0), "{context:?}");
     assert!(stdout(&context).contains("lighthouse"), "{context:?}");

@@ -5,6 +5,7 @@
 //! that is not a whole export writes nothing; keys that may not read the
 //! whole workspace export nothing.
 
+use std::os::unix::fs::FileTypeExt;
 use std::path::Path;
 use std::process::Output;
 use std::time::{Duration, Instant};
@@ -29,11 +30,16 @@ impl Served {
             .unwrap()
             .trim()
             .to_owned();
+        // A server on Postgres holds no data-directory lock: it is named.
+        let (how, at) = match args.contains(&"--database-url") {
+            true => ("--addr", server.base.clone()),
+            false => ("--rest-listen", format!("127.0.0.1:{}", server.rest)),
+        };
         let flags = vec![
             "--data-dir".to_owned(),
             server.data.to_str().unwrap().to_owned(),
-            "--rest-listen".to_owned(),
-            format!("127.0.0.1:{}", server.rest),
+            how.to_owned(),
+            at,
         ];
         Self { server, key, flags }
     }
@@ -519,6 +525,41 @@ async fn a_file_that_is_not_a_whole_export_writes_nothing_and_narrow_keys_export
         assert_eq!(refused.status.code(), Some(2), "{name}: {refused:?}");
         assert!(text(&refused.stderr).contains(expected), "{name}: {refused:?}");
     }
+    // Into a pipe, written as it comes; through a link, into what it names.
+    let pipe = home.path().join("pipe");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&pipe)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let reader = {
+        let pipe = pipe.clone();
+        std::thread::spawn(move || std::fs::read_to_string(pipe).unwrap())
+    };
+    let piped = server.cli(
+        home.path(),
+        &["export", "--workspace", "w", "-o", pipe.to_str().unwrap()],
+    );
+    assert_eq!(piped.status.code(), Some(0), "{piped:?}");
+    assert_eq!(reader.join().unwrap(), file, "the pipe got the export");
+    assert!(
+        std::fs::symlink_metadata(&pipe).unwrap().file_type().is_fifo(),
+        "still a pipe"
+    );
+    let (real, link) = (home.path().join("real.jsonl"), home.path().join("link.jsonl"));
+    std::os::unix::fs::symlink(&real, &link).unwrap();
+    let linked = server.cli(
+        home.path(),
+        &["export", "--workspace", "w", "-o", link.to_str().unwrap()],
+    );
+    assert_eq!(linked.status.code(), Some(0), "{linked:?}");
+    assert!(
+        std::fs::symlink_metadata(&link).unwrap().file_type().is_symlink(),
+        "still a link"
+    );
+    assert_eq!(std::fs::read_to_string(&real).unwrap(), file);
     let into_directory = server.cli(
         home.path(),
         &["export", "--workspace", "w", "-o", home.path().to_str().unwrap()],
