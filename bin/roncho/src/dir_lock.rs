@@ -22,6 +22,9 @@ use serde::{Deserialize, Serialize};
 /// The lock's file in the data directory.
 pub const LOCK_FILE: &str = "serve.lock";
 
+/// How long anything waits for a one-shot command holding the directory.
+const ONESHOT_WAIT: Duration = Duration::from_secs(10);
+
 /// How often a one-shot command waiting for the directory looks again.
 const POLL: Duration = Duration::from_millis(10);
 
@@ -70,9 +73,30 @@ pub struct DirLock {
 /// as it is; a link, another user's file or anything else is refused.
 fn open(data_dir: &Path, write: bool) -> anyhow::Result<(File, PathBuf)> {
     let path = data_dir.join(LOCK_FILE);
-    if std::fs::symlink_metadata(&path).is_ok() {
+    if let Ok(metadata) = std::fs::symlink_metadata(&path) {
         crate::local_key::owned_by_us(&path, false)?;
-        if write {
+        #[cfg(unix)]
+        {
+            use std::os::unix::fs::MetadataExt;
+            if metadata.nlink() > 1 {
+                anyhow::bail!(
+                    "refusing {}: it has other names (a hard link planted there); remove it",
+                    path.display()
+                );
+            }
+            // One others could open (an older roncho's) may be open in
+            // another user's process, which could lock it: a new one
+            // replaces it, unless a roncho holds it now.
+            if write && metadata.mode() & 0o077 != 0 {
+                let old = File::open(&path).with_context(|| format!("opening {}", path.display()))?;
+                if old.try_lock().is_ok() {
+                    std::fs::remove_file(&path).with_context(|| format!("replacing {}", path.display()))?;
+                }
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = metadata;
+        if write && std::fs::symlink_metadata(&path).is_ok() {
             crate::local_key::restrict(&path, 0o600)?;
         }
     }
@@ -110,6 +134,8 @@ pub fn acquire(data_dir: &Path, oneshot: bool, in_process: bool) -> anyhow::Resu
     // Whoever looks who holds the lock holds it shared for an instant:
     // a few tries tell that from a holder.
     let mut tried = 0;
+    let started = std::time::Instant::now();
+    let mut said = false;
     loop {
         match file.try_lock() {
             Ok(()) => break,
@@ -122,7 +148,17 @@ pub fn acquire(data_dir: &Path, oneshot: bool, in_process: bool) -> anyhow::Resu
         // A holder whose word is not written yet (or not one roncho wrote)
         // is given a moment, a one-shot command's more.
         let patience = if oneshot { 100 } else { 5 };
-        let wait = holder.as_ref().map_or(tried < patience, |holder| holder.oneshot);
+        // A one-shot command holds it for a moment; one that holds it
+        // longer (stopped, or writing to a pipe no one reads) is named.
+        let wait =
+            holder.as_ref().map_or(tried < patience, |holder| holder.oneshot) && started.elapsed() < ONESHOT_WAIT;
+        if wait && !said && started.elapsed() > Duration::from_secs(1) {
+            tracing::warn!(
+                pid = holder.as_ref().map_or(0, |holder| holder.pid),
+                "waiting for a one-shot command that holds the data directory"
+            );
+            said = true;
+        }
         if !wait {
             let holder = holder.unwrap_or_default();
             let serving = match &holder.rest {
@@ -246,6 +282,28 @@ mod tests {
         ] {
             assert_eq!(origin(planted), None, "{planted}");
         }
+    }
+
+    #[test]
+    fn a_one_shot_that_holds_on_is_waited_for_a_while_then_named() {
+        let dir = tempfile::tempdir().unwrap();
+        let _held = acquire(dir.path(), true, true).unwrap();
+        let started = std::time::Instant::now();
+        let refused = acquire(dir.path(), false, false).unwrap_err().to_string();
+        assert!(refused.contains(&std::process::id().to_string()), "{refused}");
+        let waited = started.elapsed();
+        assert!(waited >= ONESHOT_WAIT && waited < ONESHOT_WAIT * 2, "{waited:?}");
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_planted_hard_link_is_refused_and_its_file_untouched() {
+        let dir = tempfile::tempdir().unwrap();
+        let precious = dir.path().join("precious.txt");
+        std::fs::write(&precious, "keep me").unwrap();
+        std::fs::hard_link(&precious, dir.path().join(LOCK_FILE)).unwrap();
+        assert!(acquire(dir.path(), false, false).is_err());
+        assert_eq!(std::fs::read_to_string(&precious).unwrap(), "keep me");
     }
 
     #[cfg(unix)]

@@ -292,7 +292,7 @@ struct ChatArgs {
     peer: String,
     /// The question.
     question: String,
-    /// Only what this session holds.
+    /// The session the question is asked in: its recent turns come with it (the answer may draw on every session).
     #[arg(long)]
     session: Option<String>,
     /// The peer asked about, as the first one sees it.

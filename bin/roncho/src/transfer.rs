@@ -84,7 +84,7 @@ impl Output {
             Some(path) => {
                 // A link is followed to what it names (there or not yet),
                 // which is written in place of the link.
-                let path = followed(path);
+                let path = followed(path)?;
                 match std::fs::metadata(&path) {
                     Ok(metadata) if metadata.is_dir() => {
                         return Err(Failure::Io(format!("{} is a directory", path.display())));
@@ -103,13 +103,10 @@ impl Output {
                 // A name of its own beside the file, made new (never a file
                 // or link that is there), readable by its owner only: it
                 // holds a workspace's memory.
-                let mut partial = path.as_os_str().to_owned();
-                partial.push(format!(
-                    ".partial-{}-{}",
-                    std::process::id(),
+                let partial = path.with_file_name(format!(
+                    ".roncho-export-{}.partial",
                     roncho_core::model::new_public_id()
                 ));
-                let partial = PathBuf::from(partial);
                 let mut options = std::fs::OpenOptions::new();
                 options.write(true).create_new(true);
                 #[cfg(unix)]
@@ -155,11 +152,12 @@ impl Output {
     }
 }
 
-/// `path` with every link on it followed (at most 16), to what it names
-/// whether that exists or not.
-fn followed(path: &Path) -> PathBuf {
+/// `path` with every link on it followed to what it names, whether that
+/// exists or not; a loop, or a chain longer than the kernel follows (40),
+/// is refused.
+fn followed(path: &Path) -> Result<PathBuf, Failure> {
     let mut path = path.to_owned();
-    for _ in 0..16 {
+    for _ in 0..40 {
         match std::fs::read_link(&path) {
             Ok(target) => {
                 path = match path.parent() {
@@ -167,10 +165,10 @@ fn followed(path: &Path) -> PathBuf {
                     _ => target,
                 };
             }
-            Err(_) => break,
+            Err(_) => return Ok(std::fs::canonicalize(&path).unwrap_or(path)),
         }
     }
-    std::fs::canonicalize(&path).unwrap_or(path)
+    Err(Failure::Io(format!("{}: too many links (a loop?)", path.display())))
 }
 
 /// Checks an export's lines as they pass: the header first, the trailer
@@ -238,12 +236,21 @@ pub async fn export(
     let call = Call::get(format!("/v3/workspaces/{}/export", segment(workspace)))
         .query("peer_id", peer)
         .query("session_id", session);
-    let result = async {
+    let work = async {
         let mut body = server.upstream.open(&call, server.authorization.as_ref()).await?;
         let mut checker = Checker::default();
         let mut pending = Vec::new();
         let mut bytes = 0;
-        while let Some(chunk) = body.next().await {
+        let stalled = || {
+            Failure::Api(ApiError {
+                status: 0,
+                message: format!("no part of the export came for {} s", EXPORT_IDLE.as_secs()),
+            })
+        };
+        while let Some(chunk) = tokio::time::timeout(EXPORT_IDLE, body.next())
+            .await
+            .map_err(|_| stalled())?
+        {
             let chunk = chunk?;
             pending.extend_from_slice(&chunk);
             let mut start = 0;
@@ -261,8 +268,12 @@ pub async fn export(
         }
         let records = checker.whole()?;
         Ok(Exported { records, bytes })
-    }
-    .await;
+    };
+    // Stopped by a signal, it removes what it wrote, as on any failure.
+    let result = tokio::select! {
+        result = work => result,
+        signal = interrupted() => Err(Failure::Io(format!("stopped by {signal}"))),
+    };
     match result {
         Ok(exported) => {
             output.finish()?;
@@ -272,6 +283,32 @@ pub async fn export(
             output.abandon();
             Err(failure)
         }
+    }
+}
+
+/// How long an export waits for its next part before it gives up.
+const EXPORT_IDLE: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// Returns when the process is asked to stop (Ctrl-C, SIGTERM), naming how.
+async fn interrupted() -> &'static str {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        let (Ok(mut terminate), Ok(mut hangup)) = (signal(SignalKind::terminate()), signal(SignalKind::hangup()))
+        else {
+            let _ = tokio::signal::ctrl_c().await;
+            return "an interrupt";
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => "an interrupt",
+            _ = terminate.recv() => "SIGTERM",
+            _ = hangup.recv() => "SIGHUP",
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+        "an interrupt"
     }
 }
 

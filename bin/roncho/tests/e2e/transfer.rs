@@ -560,6 +560,22 @@ async fn a_file_that_is_not_a_whole_export_writes_nothing_and_narrow_keys_export
         "still a link"
     );
     assert_eq!(std::fs::read_to_string(&real).unwrap(), file);
+    let (loop_a, loop_b) = (home.path().join("loopA"), home.path().join("loopB"));
+    std::os::unix::fs::symlink(&loop_b, &loop_a).unwrap();
+    std::os::unix::fs::symlink(&loop_a, &loop_b).unwrap();
+    let looped = server.cli(
+        home.path(),
+        &["export", "--workspace", "w", "-o", loop_a.to_str().unwrap()],
+    );
+    assert_eq!(looped.status.code(), Some(2), "{looped:?}");
+    assert!(std::fs::symlink_metadata(&loop_a).unwrap().file_type().is_symlink());
+    let long = home.path().join(format!("{}.jsonl", "x".repeat(240)));
+    let long_named = server.cli(
+        home.path(),
+        &["export", "--workspace", "w", "-o", long.to_str().unwrap()],
+    );
+    assert_eq!(long_named.status.code(), Some(0), "{long_named:?}");
+    assert_eq!(std::fs::read_to_string(&long).unwrap(), file);
     let into_directory = server.cli(
         home.path(),
         &["export", "--workspace", "w", "-o", home.path().to_str().unwrap()],
