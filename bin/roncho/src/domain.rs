@@ -116,7 +116,7 @@ impl Domain {
             keys: roles
                 .iter()
                 .any(|role| role.serves_api())
-                .then(|| Arc::new(KeyIssuer::new(keys))),
+                .then(|| Arc::new(KeyIssuer::new(keys, parts.store.clone()))),
             ingest,
             recall,
             dialectic,

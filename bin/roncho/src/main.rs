@@ -131,7 +131,7 @@ enum KeysCommand {
     Create {
         #[command(flatten)]
         flags: CommonFlags,
-        /// A key that reaches everything (ListWorkspaces, CreateKey, every workspace).
+        /// A key that reaches everything (ListWorkspaces, CreateKey, every workspace); with --tenant, everything of that tenant.
         #[arg(long, conflicts_with_all = ["workspace", "peer", "session"])]
         admin: bool,
         /// The workspace the key reaches.
@@ -146,6 +146,9 @@ enum KeysCommand {
         /// When the key stops working, from now: 90s, 30m, 12h, 30d [default: never].
         #[arg(long, value_parser = parse_duration)]
         expires_in: Option<std::time::Duration>,
+        /// The key's tenant (its `tn` claim), on a multi-tenant server: required there but for the operator's admin key; with --admin, an admin of that tenant's workspaces alone.
+        #[arg(long)]
+        tenant: Option<String>,
     },
 }
 
@@ -562,6 +565,7 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             peer,
             session,
             expires_in,
+            tenant,
         }) => {
             let config = flags.load()?;
             let keys = roncho::wiring::key_set(&config)?
@@ -569,18 +573,14 @@ async fn run(cli: Cli) -> anyhow::Result<()> {
             let now = roncho_core::model::now_micros();
             let expires_at = expires_in.map(|after| now + i64::try_from(after.as_micros()).unwrap_or(i64::MAX / 2));
             let key = if admin {
-                keys.sign(&roncho_gate::keys::Claims {
-                    ad: Some(true),
-                    exp: expires_at.map(|at| serde_json::Value::from(at / 1_000_000)),
-                    iat: Some(now / 1_000_000),
-                    ..roncho_gate::keys::Claims::default()
-                })
+                roncho_gate::keys::issue_admin(&keys, tenant, expires_at, now)?
             } else {
                 let request = roncho_gate::keys::CreateKey {
                     workspace_id: workspace.unwrap_or_default(),
                     peer_id: peer,
                     session_id: session,
                     expires_at,
+                    tenant_id: tenant,
                 };
                 roncho_gate::keys::issue(&keys, request, now)?.key
             };

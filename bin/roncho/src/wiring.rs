@@ -466,13 +466,15 @@ pub fn key_set(config: &Config) -> anyhow::Result<Option<Arc<roncho_gate::keys::
     if !config.auth.enabled() {
         return Ok(None);
     }
-    if config.auth.secrets.is_empty() {
+    let keys = if config.auth.secrets.is_empty() {
         let secret = crate::local_key::load_or_create(&config.store.data_dir)?;
-        return Ok(Some(Arc::new(roncho_gate::keys::KeySet::new(&[secret])?)));
-    }
-    let secrets: Vec<&str> = config.auth.secrets.iter().map(|secret| secret.expose()).collect();
-    if secrets.iter().any(|secret| secret.len() < 32) {
-        tracing::warn!("an auth_jwt_secret is shorter than 32 bytes: keys signed with it can be brute-forced");
-    }
-    Ok(Some(Arc::new(roncho_gate::keys::KeySet::new(&secrets)?)))
+        roncho_gate::keys::KeySet::new(&[secret])?
+    } else {
+        let secrets: Vec<&str> = config.auth.secrets.iter().map(|secret| secret.expose()).collect();
+        if secrets.iter().any(|secret| secret.len() < 32) {
+            tracing::warn!("an auth_jwt_secret is shorter than 32 bytes: keys signed with it can be brute-forced");
+        }
+        roncho_gate::keys::KeySet::new(&secrets)?
+    };
+    Ok(Some(Arc::new(keys.multi_tenant(config.auth.multi_tenant))))
 }

@@ -15,7 +15,7 @@ use roncho_search::context::SessionContext;
 use roncho_search::messages::SearchResults;
 
 use crate::json::{json_to_struct, struct_to_json};
-use roncho_gate::keys::{CreateKey, IssuedKey};
+use roncho_gate::keys::{AssignWorkspace, Assigned, CreateKey, IssuedKey};
 
 /// A wire value that becomes a domain value.
 pub trait FromWire<W>: Sized {
@@ -174,7 +174,8 @@ from_wire! {
     ScheduleDreamRequest => roncho_dreamer::ScheduleDream {
         workspace_id, observer, observed, dream_type, session_id, rebuild
     }
-    CreateKeyRequest => CreateKey { workspace_id, peer_id, session_id, expires_at }
+    CreateKeyRequest => CreateKey { workspace_id, peer_id, session_id, expires_at, tenant_id }
+    AssignWorkspaceRequest => AssignWorkspace { workspace_id, tenant_id }
     GetOrCreateScopeRequest => roncho_ingest::GetOrCreateScope { workspace_id, id, metadata }
     AddScopeSessionsRequest => roncho_ingest::AddScopeSessions { workspace_id, scope_id, session_ids }
     RemoveScopeSessionRequest => roncho_ingest::RemoveScopeSession { workspace_id, scope_id, session_id }
@@ -205,7 +206,6 @@ impl FromWire<pb::DeleteWorkspaceRequest> for roncho_ingest::DeleteWorkspace {
 }
 
 from_wire_paged! {
-    ListWorkspacesRequest => roncho_recall::ListWorkspaces { filters }
     ListPeersRequest => roncho_recall::ListPeers { workspace_id, kind, filters }
     ListSessionsRequest => roncho_recall::ListSessions { workspace_id, filters }
     ListPeerSessionsRequest => roncho_recall::ListPeerSessions { workspace_id, peer_id, filters }
@@ -666,6 +666,31 @@ impl IntoWire<pb::RetryFailedWorkResponse> for u64 {
 impl IntoWire<pb::ScheduleDreamResponse> for bool {
     fn into_wire(self) -> pb::ScheduleDreamResponse {
         pb::ScheduleDreamResponse { scheduled: self }
+    }
+}
+
+impl IntoWire<pb::AssignWorkspaceResponse> for Assigned {
+    fn into_wire(self) -> pb::AssignWorkspaceResponse {
+        pb::AssignWorkspaceResponse {
+            workspace_id: self.workspace_id,
+            tenant_id: self.tenant_id,
+            previous_tenant_id: self.previous_tenant_id,
+        }
+    }
+}
+
+/// A listing's tenant is the gate's to set, never the client's.
+impl FromWire<pb::ListWorkspacesRequest> for roncho_recall::ListWorkspaces {
+    fn from_wire(wire: pb::ListWorkspacesRequest) -> Self {
+        Self {
+            filters: FromWire::from_wire(wire.filters),
+            paging: roncho_recall::Paging {
+                page: wire.page,
+                size: wire.size,
+                reverse: wire.reverse,
+            },
+            tenant: None,
+        }
     }
 }
 

@@ -200,6 +200,7 @@ grpc_service! {
     /// `roncho.v1.KeyService`: API keys.
     GrpcKeys: KeyService, over KeyIssuer {
         rpc create_key(CreateKeyRequest) -> pb::CreateKeyResponse;
+        rpc assign_workspace(AssignWorkspaceRequest) -> pb::AssignWorkspaceResponse;
     }
 }
 

@@ -2,34 +2,53 @@
 //! decided here once for every wire (gRPC, REST, and MCP through REST).
 //!
 //! Every request names its target in [`Need`]s; a key passes when it meets
-//! all of them. Admin keys meet every need. A scoped key never leaves its
-//! workspace, and then by its narrowest claim (honcho-v3 §2.0):
+//! all of them. The operator's admin key meets every need. A scoped key
+//! never leaves its workspace, and then by its narrowest claim (honcho-v3 §2.0):
 //!
 //! | need | workspace key | peer key `p` | session key `s` |
 //! |---|---|---|---|
 //! | `Admin` | no | no | no |
+//! | `AnyAdmin`, `AdminOf(x)` | no | no | no |
 //! | `Workspace` | yes | no | no |
 //! | `Peer(x)` | yes | x = p | no |
 //! | `Session(x)` | yes | no | x = s |
 //! | `SessionRead(x)` | yes | p an active member of x | x = s |
 //! | `ActsAs(x)` | yes | x = p | yes |
 //!
+//! On a multi-tenant server every key but the operator's names its tenant,
+//! and every workspace a call names must be one its tenant holds (a
+//! workspace no one holds yet and that does not exist is taken for it);
+//! within them a tenant's admin key meets every need but `Admin`.
+//!
 //! A denial names the key and what it lacks, never whether the target
-//! exists: membership is looked up only for peer keys, and a missing
-//! session reads as "not a member".
+//! exists or who holds it: what the key alone decides is decided before
+//! anything is read, then the tenant, then membership (looked up only for
+//! peer keys; a missing session reads as "not a member").
 
+use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use roncho_core::store::Workspaces;
+use roncho_core::store::{Tenants, Workspaces};
 use roncho_core::{Caller, Error, Result};
 
 use crate::rate::{Rate, RateClass};
 
+roncho_core::store_view! {
+    /// What authorization reads: memberships and which tenant holds a workspace.
+    pub trait GateStore: Workspaces, Tenants
+}
+
 /// What a call needs of the caller's key.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Need<'a> {
-    /// An admin key.
+    /// The operator's admin key.
     Admin,
+    /// An admin key: the operator's, or a tenant's, to which the call is
+    /// confined (see [`Authorize::confine`]).
+    AnyAdmin,
+    /// An admin key that reaches the workspace: the operator's, or the
+    /// admin key of the tenant that holds it.
+    AdminOf(&'a str),
     /// The whole workspace.
     Workspace(&'a str),
     /// A peer's own memory and settings: `(workspace, peer)`.
@@ -45,8 +64,9 @@ pub enum Need<'a> {
 impl<'a> Need<'a> {
     fn workspace(self) -> Option<&'a str> {
         match self {
-            Need::Admin => None,
-            Need::Workspace(workspace)
+            Need::Admin | Need::AnyAdmin => None,
+            Need::AdminOf(workspace)
+            | Need::Workspace(workspace)
             | Need::Peer(workspace, _)
             | Need::Session(workspace, _)
             | Need::SessionRead(workspace, _)
@@ -64,12 +84,19 @@ pub trait Authorize {
     fn rates(&self) -> Vec<Rate<'_>> {
         Vec::new()
     }
+
+    /// Confines an authorized request to what `tenant`'s key reaches: the
+    /// tenant's workspaces in a listing, its tenant on a key it mints. A
+    /// request that names its workspace needs nothing more.
+    fn confine(&mut self, _tenant: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 /// Decides whether a caller may make a request.
 #[derive(Clone)]
 pub struct Authorizer {
-    store: Arc<dyn Workspaces>,
+    store: Arc<dyn GateStore>,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -78,9 +105,14 @@ impl std::fmt::Debug for Authorizer {
     }
 }
 
+fn denied(caller: &Caller, what: String) -> Error {
+    Error::PermissionDenied(format!("a {caller} does not reach {what}"))
+}
+
 impl Authorizer {
-    /// Returns the authorizer; `store` answers which sessions a peer belongs to.
-    pub fn new(store: Arc<dyn Workspaces>) -> Self {
+    /// Returns the authorizer; `store` answers which sessions a peer
+    /// belongs to and which tenant holds a workspace.
+    pub fn new(store: Arc<dyn GateStore>) -> Self {
         Self { store }
     }
 
@@ -93,21 +125,63 @@ impl Authorizer {
         if needs.is_empty() {
             return Err(Error::Internal("a request without authorization needs".into()));
         }
+        // What the key alone decides, before anything is read.
+        for need in &needs {
+            Self::check_reach(caller, *need)?;
+        }
+        if let Some(tenant) = caller.tenant() {
+            let workspaces: BTreeSet<&str> = needs.iter().filter_map(|need| need.workspace()).collect();
+            for workspace in workspaces {
+                self.check_tenant(caller, tenant, workspace).await?;
+            }
+        }
         for need in needs {
             self.check_need(caller, need).await?;
         }
         Ok(())
     }
 
-    async fn check_need(&self, caller: &Caller, need: Need<'_>) -> Result<()> {
-        let denied = |what: String| Err(Error::PermissionDenied(format!("a {caller} does not reach {what}")));
-        let Some(workspace) = need.workspace() else {
-            return denied("admin operations".into());
-        };
-        if caller.workspace() != Some(workspace) {
-            return denied(format!("workspace `{workspace}`"));
-        }
+    /// Admin needs, and the workspace a scoped key is bound to.
+    fn check_reach(caller: &Caller, need: Need<'_>) -> Result<()> {
         match (caller, need) {
+            (Caller::Admin, _) => Ok(()),
+            (_, Need::Admin) => Err(denied(caller, "operator operations".into())),
+            (Caller::TenantAdmin { .. }, _) => Ok(()),
+            (_, Need::AnyAdmin | Need::AdminOf(_)) => Err(denied(caller, "admin operations".into())),
+            (_, need) => match need.workspace() {
+                Some(workspace) if caller.workspace() != Some(workspace) => {
+                    Err(denied(caller, format!("workspace `{workspace}`")))
+                }
+                _ => Ok(()),
+            },
+        }
+    }
+
+    /// The workspace is one `tenant` holds, or is taken for it now (when no
+    /// one holds it and it does not exist). Refused in the same words as a
+    /// workspace outside a key's scope, whoever holds it.
+    async fn check_tenant(&self, caller: &Caller, tenant: &str, workspace: &str) -> Result<()> {
+        let refused = || denied(caller, format!("workspace `{workspace}`"));
+        if roncho_core::validate::resource_id("workspace_id", workspace).is_err() {
+            return Err(refused());
+        }
+        match self.store.claim_workspace(workspace, tenant).await? {
+            Some(holder) if holder == tenant => Ok(()),
+            _ => Err(refused()),
+        }
+    }
+
+    async fn check_need(&self, caller: &Caller, need: Need<'_>) -> Result<()> {
+        let denied = |what: String| Err(denied(caller, what));
+        let Some(workspace) = need.workspace() else {
+            return match caller {
+                Caller::Admin | Caller::TenantAdmin { .. } => Ok(()),
+                _ => denied("admin operations".into()),
+            };
+        };
+        match (caller, need) {
+            (Caller::Admin | Caller::TenantAdmin { .. }, _) => Ok(()),
+            (_, Need::AdminOf(_)) => denied("admin operations".into()),
             (Caller::Workspace { .. }, _) => Ok(()),
             (Caller::Peer { peer, .. }, Need::Peer(_, target) | Need::ActsAs(_, target)) => {
                 if peer == target {
@@ -134,7 +208,7 @@ impl Authorizer {
             (_, Need::Workspace(_)) => denied(format!("the whole of workspace `{workspace}`")),
             (_, Need::Peer(_, target)) => denied(format!("peer `{target}`")),
             (_, Need::Session(_, target)) => denied(format!("writes to session `{target}`")),
-            (_, Need::Admin | Need::SessionRead(..) | Need::ActsAs(..)) => denied("this operation".into()),
+            (_, Need::Admin | Need::AnyAdmin) => denied("this operation".into()),
         }
     }
 }
@@ -181,7 +255,6 @@ needs! {
     ingest::DeleteConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
     ingest::DeleteWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
-    recall::ListWorkspaces => |_r| vec![Need::Admin];
     recall::GetErasureReceipt => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListPeers => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListSessions => |r| vec![Need::Workspace(&r.workspace_id)];
@@ -211,8 +284,7 @@ needs! {
     // A trace names what an answer read about whom: the workspace's to read.
     roncho_dialectic::GetReasoningTrace => |r| vec![Need::Workspace(&r.workspace_id)];
     roncho_deriver::GetQueueStatus => |r| vec![Need::Workspace(&r.workspace_id)];
-    roncho_deriver::RetryFailedWork => |_r| vec![Need::Admin];
-    crate::keys::CreateKey => |_r| vec![Need::Admin];
+    roncho_deriver::RetryFailedWork => |r| vec![Need::AdminOf(&r.workspace_id)];
 }
 
 /// Requests that draw on their workspace's buckets: their needs and their
@@ -356,4 +428,41 @@ impl Authorize for Chat {
         needs.extend(listed.into_iter().map(|session| Need::SessionRead(workspace, session)));
         Ok(needs)
     }
+}
+
+impl Authorize for recall::ListWorkspaces {
+    /// A tenant's admin lists its tenant's workspaces (see `confine`).
+    fn needs(&self) -> Result<Vec<Need<'_>>> {
+        Ok(vec![Need::AnyAdmin])
+    }
+
+    fn confine(&mut self, tenant: &str) -> Result<()> {
+        self.tenant = Some(tenant.to_owned());
+        Ok(())
+    }
+}
+
+impl Authorize for crate::keys::CreateKey {
+    /// The operator mints any key; a tenant's admin, keys to its tenant's
+    /// workspaces, of its tenant.
+    fn needs(&self) -> Result<Vec<Need<'_>>> {
+        Ok(vec![Need::AdminOf(&self.workspace_id)])
+    }
+
+    fn confine(&mut self, tenant: &str) -> Result<()> {
+        match self.tenant_id.as_deref().filter(|asked| !asked.is_empty()) {
+            Some(asked) if asked != tenant => Err(Error::PermissionDenied(format!(
+                "an admin key of tenant `{tenant}` mints keys of its own tenant only"
+            ))),
+            _ => {
+                self.tenant_id = Some(tenant.to_owned());
+                Ok(())
+            }
+        }
+    }
+}
+
+needs! {
+    // Moving a workspace between tenants is the operator's.
+    crate::keys::AssignWorkspace => |_r| vec![Need::Admin];
 }

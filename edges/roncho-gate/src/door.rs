@@ -115,8 +115,8 @@ impl Door {
     /// Lets in a request for `path` with `headers`, from the connection
     /// its extensions name ([`Peer`]), or says why not. The caller is
     /// authenticated first (when `authenticate`): a key bound to a
-    /// workspace takes that workspace's places, so one tenant cannot take
-    /// every place.
+    /// tenant or a workspace takes that party's places, so one tenant
+    /// cannot take every place.
     pub fn enter<B>(&self, request: &http::Request<B>, authenticate: bool) -> roncho_core::Result<Pass> {
         let caller = match authenticate {
             true => Some(self.authenticator.authenticate(request.headers())?),
@@ -124,8 +124,8 @@ impl Door {
         };
         let path = request.uri().path();
         let connection = request.extensions().get::<Peer>().map(|peer| peer.0);
-        let workspace = caller.as_ref().and_then(Caller::workspace);
-        let slot = self.admission.admit(path, connection, workspace)?;
+        let party = caller.as_ref().and_then(Caller::party);
+        let slot = self.admission.admit(path, connection, party.as_deref())?;
         // Calls that need no key run as long as they like (a health
         // `Watch` stream), in a place of their own; their bodies arrive in time.
         let limited = !slot.is_open();

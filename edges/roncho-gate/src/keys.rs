@@ -1,8 +1,10 @@
 //! API keys: Honcho's JWTs, `Authorization: Bearer <jwt>`, HS256 over a
 //! configured secret. Claims: `ad` (admin), `w` (workspace), `p` (peer), `s`
-//! (session), `exp` (seconds since the epoch; Honcho's tooling writes an
-//! ISO-8601 string, also accepted), `iat`. A key is authorized by its
-//! narrowest claim: `s`, else `p`, else `w`.
+//! (session), `tn` (tenant), `exp` (seconds since the epoch; Honcho's
+//! tooling writes an ISO-8601 string, also accepted), `iat`. A key is
+//! authorized by its narrowest claim: `s`, else `p`, else `w`. A
+//! multi-tenant server requires `tn` of every key but the operator's admin
+//! key; any other server refuses keys that carry one.
 //!
 //! Several secrets may be accepted at once (rotation): the first signs, every
 //! one verifies. Verification is by constant-time HMAC comparison; only
@@ -13,6 +15,7 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use ring::hmac;
+use roncho_core::store::Tenants;
 use roncho_core::{Caller, Error, Result, validate};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -21,6 +24,8 @@ use serde_json::Value;
 pub struct KeySet {
     /// The first signs; all verify.
     secrets: Vec<hmac::Key>,
+    /// Keys carry their tenant (`tn`).
+    multi_tenant: bool,
 }
 
 impl std::fmt::Debug for KeySet {
@@ -28,6 +33,7 @@ impl std::fmt::Debug for KeySet {
         formatter
             .debug_struct("KeySet")
             .field("secrets", &self.secrets.len())
+            .field("multi_tenant", &self.multi_tenant)
             .finish()
     }
 }
@@ -48,6 +54,10 @@ pub struct Claims {
     pub exp: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iat: Option<i64>,
+    /// The tenant (Honcho's `tn`): accepted only by a multi-tenant server,
+    /// where every key but the operator's admin key names one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tn: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -79,7 +89,21 @@ impl KeySet {
                 .iter()
                 .map(|secret| hmac::Key::new(hmac::HMAC_SHA256, secret.as_ref()))
                 .collect(),
+            multi_tenant: false,
         })
+    }
+
+    /// Makes keys carry their tenant: every key but the operator's admin
+    /// key must name one (`tn`), and reaches only what its tenant holds.
+    /// Otherwise a key that names a tenant is refused.
+    pub fn multi_tenant(mut self, on: bool) -> Self {
+        self.multi_tenant = on;
+        self
+    }
+
+    /// Returns whether keys carry their tenant.
+    pub fn is_multi_tenant(&self) -> bool {
+        self.multi_tenant
     }
 
     /// Returns a signed key carrying `claims`.
@@ -126,7 +150,7 @@ impl KeySet {
                 return Err(unauthenticated("key expired"));
             }
         }
-        caller(&claims)
+        caller(&claims, self.multi_tenant)
     }
 }
 
@@ -138,11 +162,34 @@ pub fn peek_claims(token: &str) -> Option<Claims> {
     decode_json(payload)
 }
 
-/// Returns the caller a verified key's claims name (its narrowest claim).
-pub fn caller(claims: &Claims) -> Result<Caller> {
+/// Returns the caller a verified key's claims name (its narrowest claim),
+/// on a server that is `multi_tenant` or not.
+pub fn caller(claims: &Claims, multi_tenant: bool) -> Result<Caller> {
     let present = |claim: &Option<String>| claim.clone().filter(|value| !value.is_empty());
+    let tenant = match (present(&claims.tn), multi_tenant) {
+        (Some(_), false) => {
+            return Err(Error::Unauthenticated(
+                "the key names a tenant (tn), and this server is not multi-tenant".into(),
+            ));
+        }
+        (Some(tenant), true) => {
+            validate::resource_id("tn", &tenant)
+                .map_err(|_| Error::Unauthenticated("malformed key tenant (tn)".into()))?;
+            Some(tenant)
+        }
+        (None, _) => None,
+    };
     if claims.ad == Some(true) {
-        return Ok(Caller::Admin);
+        return Ok(match tenant {
+            Some(tenant) => Caller::TenantAdmin { tenant },
+            None => Caller::Admin,
+        });
+    }
+    if multi_tenant && tenant.is_none() {
+        return Err(Error::Unauthenticated(
+            "this server is multi-tenant: a key must name its tenant (tn); only the operator's admin key names none"
+                .into(),
+        ));
     }
     let (workspace, peer, session) = (present(&claims.w), present(&claims.p), present(&claims.s));
     match (workspace, peer, session) {
@@ -150,9 +197,17 @@ pub fn caller(claims: &Claims) -> Result<Caller> {
         (None, _, _) => Err(Error::Unauthenticated(
             "a peer or session key must name its workspace (w)".into(),
         )),
-        (Some(workspace), _, Some(session)) => Ok(Caller::Session { workspace, session }),
-        (Some(workspace), Some(peer), None) => Ok(Caller::Peer { workspace, peer }),
-        (Some(workspace), None, None) => Ok(Caller::Workspace { workspace }),
+        (Some(workspace), _, Some(session)) => Ok(Caller::Session {
+            workspace,
+            session,
+            tenant,
+        }),
+        (Some(workspace), Some(peer), None) => Ok(Caller::Peer {
+            workspace,
+            peer,
+            tenant,
+        }),
+        (Some(workspace), None, None) => Ok(Caller::Workspace { workspace, tenant }),
     }
 }
 
@@ -180,6 +235,10 @@ pub struct CreateKey {
     pub session_id: Option<String>,
     /// Microseconds since the epoch; `None`: the key does not expire.
     pub expires_at: Option<i64>,
+    /// The tenant the key belongs to (multi-tenant servers, where every
+    /// key names one; a tenant's admin key mints keys of its own tenant
+    /// alone).
+    pub tenant_id: Option<String>,
 }
 
 /// A minted key (its `Debug` leaves the key out).
@@ -221,6 +280,17 @@ pub fn issue(keys: &KeySet, request: CreateKey, now: i64) -> Result<IssuedKey> {
         Some(at) => Some(at.div_euclid(1_000_000)),
         None => None,
     };
+    let tenant = optional("tenant_id", request.tenant_id)?;
+    match (&tenant, keys.multi_tenant) {
+        (None, true) => {
+            return Err(Error::invalid(
+                "tenant_id",
+                "this server is multi-tenant: every key it mints names its tenant",
+            ));
+        }
+        (Some(_), false) => return Err(Error::invalid("tenant_id", "this server is not multi-tenant")),
+        _ => {}
+    }
     let claims = Claims {
         ad: None,
         w: Some(workspace),
@@ -228,6 +298,7 @@ pub fn issue(keys: &KeySet, request: CreateKey, now: i64) -> Result<IssuedKey> {
         s: session,
         exp: expires.map(Value::from),
         iat: Some(now.div_euclid(1_000_000)),
+        tn: tenant,
     };
     Ok(IssuedKey {
         key: keys.sign(&claims),
@@ -235,27 +306,92 @@ pub fn issue(keys: &KeySet, request: CreateKey, now: i64) -> Result<IssuedKey> {
     })
 }
 
-/// Key creation, as every edge calls it.
-#[derive(Debug, Clone)]
+/// Mints an admin key at `now` (microseconds since the epoch): the
+/// operator's, or with `tenant` (multi-tenant servers only) an admin of
+/// that tenant's workspaces.
+pub fn issue_admin(keys: &KeySet, tenant: Option<String>, expires_at: Option<i64>, now: i64) -> Result<String> {
+    let tenant = tenant
+        .map(|tenant| validate::resource_id("tenant", &tenant))
+        .transpose()?;
+    if tenant.is_some() && !keys.multi_tenant {
+        return Err(Error::invalid("tenant", "this server is not multi-tenant"));
+    }
+    Ok(keys.sign(&Claims {
+        ad: Some(true),
+        exp: expires_at.map(|at| Value::from(at.div_euclid(1_000_000))),
+        iat: Some(now.div_euclid(1_000_000)),
+        tn: tenant,
+        ..Claims::default()
+    }))
+}
+
+/// Gives a workspace id to a tenant: the operator's call, on a multi-tenant server.
+#[derive(Debug, Clone, Default)]
+pub struct AssignWorkspace {
+    pub workspace_id: String,
+    pub tenant_id: String,
+}
+
+/// A workspace given to a tenant, and the tenant that held it before.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Assigned {
+    pub workspace_id: String,
+    pub tenant_id: String,
+    pub previous_tenant_id: Option<String>,
+}
+
+/// Key creation and tenants' workspaces, as every edge calls them.
+#[derive(Clone)]
 pub struct KeyIssuer {
     /// `None`: the server runs without authentication and mints nothing.
     keys: Option<Arc<KeySet>>,
+    /// Which tenant holds each workspace.
+    tenants: Arc<dyn Tenants>,
+}
+
+impl std::fmt::Debug for KeyIssuer {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("KeyIssuer")
+            .field("keys", &self.keys)
+            .finish_non_exhaustive()
+    }
 }
 
 impl KeyIssuer {
-    /// Returns the issuer signing with `keys`.
-    pub fn new(keys: Option<Arc<KeySet>>) -> Self {
-        Self { keys }
+    /// Returns the issuer signing with `keys`, assigning workspaces in `tenants`.
+    pub fn new(keys: Option<Arc<KeySet>>, tenants: Arc<dyn Tenants>) -> Self {
+        Self { keys, tenants }
     }
 
-    /// Mints a key (the caller was authorized as admin by the edge).
-    pub async fn create_key(&self, request: CreateKey) -> Result<IssuedKey> {
-        let keys = self.keys.as_ref().ok_or_else(|| {
+    fn keys(&self) -> Result<&Arc<KeySet>> {
+        self.keys.as_ref().ok_or_else(|| {
             Error::FailedPrecondition(
                 "this server runs without authentication (auth_jwt_secret is unset): it has no keys to create".into(),
             )
-        })?;
-        issue(keys, request, roncho_core::model::now_micros())
+        })
+    }
+
+    /// Mints a key (the caller was authorized, and confined to its tenant, by the edge).
+    pub async fn create_key(&self, request: CreateKey) -> Result<IssuedKey> {
+        issue(self.keys()?, request, roncho_core::model::now_micros())
+    }
+
+    /// Gives a workspace to a tenant (the operator was authorized by the edge).
+    pub async fn assign_workspace(&self, request: AssignWorkspace) -> Result<Assigned> {
+        let workspace_id = validate::resource_id("workspace_id", &request.workspace_id)?;
+        let tenant_id = validate::resource_id("tenant_id", &request.tenant_id)?;
+        if !self.keys()?.is_multi_tenant() {
+            return Err(Error::FailedPrecondition(
+                "this server is not multi-tenant (auth multi_tenant is off): workspaces belong to no tenant".into(),
+            ));
+        }
+        let previous_tenant_id = self.tenants.assign_workspace(&workspace_id, &tenant_id).await?;
+        Ok(Assigned {
+            workspace_id,
+            tenant_id,
+            previous_tenant_id,
+        })
     }
 }
 
@@ -296,26 +432,34 @@ mod tests {
         assert_eq!(verify(&admin), Caller::Admin);
         assert_eq!(
             verify(&claims(Some("w"), None, None)),
-            Caller::Workspace { workspace: "w".into() }
+            Caller::Workspace {
+                workspace: "w".into(),
+                tenant: None
+            }
         );
         assert_eq!(
             verify(&claims(Some("w"), Some("p"), None)),
             Caller::Peer {
                 workspace: "w".into(),
-                peer: "p".into()
+                peer: "p".into(),
+                tenant: None
             }
         );
         assert_eq!(
             verify(&claims(Some("w"), Some("p"), Some("s"))),
             Caller::Session {
                 workspace: "w".into(),
-                session: "s".into()
+                session: "s".into(),
+                tenant: None
             }
         );
         // Empty claims are absent, as in Honcho.
         assert_eq!(
             verify(&claims(Some("w"), Some(""), Some(""))),
-            Caller::Workspace { workspace: "w".into() }
+            Caller::Workspace {
+                workspace: "w".into(),
+                tenant: None
+            }
         );
     }
 
@@ -385,6 +529,7 @@ mod tests {
                 peer_id: Some("p".into()),
                 session_id: None,
                 expires_at: Some(now + 3_600_000_000),
+                tenant_id: None,
             },
             now,
         )
@@ -393,7 +538,8 @@ mod tests {
             keys.verify(&issued.key, NOW).unwrap(),
             Caller::Peer {
                 workspace: "w".into(),
-                peer: "p".into()
+                peer: "p".into(),
+                tenant: None
             }
         );
         assert!(keys.verify(&issued.key, NOW + 3_600).is_err(), "expired an hour later");
@@ -402,6 +548,7 @@ mod tests {
             peer_id: Some("p".into()),
             session_id: Some("s".into()),
             expires_at: None,
+            tenant_id: None,
         };
         assert!(issue(&keys, both, now).is_err());
         let past = CreateKey {
@@ -410,5 +557,73 @@ mod tests {
             ..CreateKey::default()
         };
         assert!(issue(&keys, past, now).is_err());
+    }
+
+    #[test]
+    fn a_tenant_is_named_on_a_multi_tenant_server_and_refused_elsewhere() {
+        let single = keys();
+        let multi = keys().multi_tenant(true);
+        let with_tenant = |claims: Claims, tenant: &str| Claims {
+            tn: Some(tenant.into()),
+            ..claims
+        };
+        let admin = Claims {
+            ad: Some(true),
+            ..Claims::default()
+        };
+        // One server: a key naming a tenant is refused, whatever else it says.
+        for claims in [
+            with_tenant(admin.clone(), "acme"),
+            with_tenant(claims(Some("w"), None, None), "acme"),
+            with_tenant(claims(Some("w"), Some("p"), None), "acme"),
+        ] {
+            assert!(reason(single.verify(&single.sign(&claims), NOW)).contains("not multi-tenant"));
+        }
+        assert_eq!(multi.verify(&multi.sign(&admin), NOW).unwrap(), Caller::Admin);
+        assert_eq!(
+            multi
+                .verify(&multi.sign(&with_tenant(admin.clone(), "acme")), NOW)
+                .unwrap(),
+            Caller::TenantAdmin { tenant: "acme".into() }
+        );
+        assert_eq!(
+            multi
+                .verify(
+                    &multi.sign(&with_tenant(claims(Some("w"), Some("p"), None), "acme")),
+                    NOW
+                )
+                .unwrap(),
+            Caller::Peer {
+                workspace: "w".into(),
+                peer: "p".into(),
+                tenant: Some("acme".into())
+            }
+        );
+        // Multi-tenant: every scoped key names its tenant; an empty one is absent.
+        for claims in [
+            claims(Some("w"), None, None),
+            claims(Some("w"), None, Some("s")),
+            with_tenant(claims(Some("w"), None, None), ""),
+        ] {
+            assert!(reason(multi.verify(&multi.sign(&claims), NOW)).contains("must name its tenant"));
+        }
+        for malformed in ["a b", "../x", "é", &"t".repeat(600)] {
+            let claims = with_tenant(claims(Some("w"), None, None), malformed);
+            assert!(
+                reason(multi.verify(&multi.sign(&claims), NOW)).contains("tenant"),
+                "{malformed}"
+            );
+        }
+        // Minting follows the same rule.
+        let now = NOW * 1_000_000;
+        let request = |tenant: Option<&str>| CreateKey {
+            workspace_id: "w".into(),
+            tenant_id: tenant.map(str::to_owned),
+            ..CreateKey::default()
+        };
+        assert!(issue(&multi, request(None), now).is_err());
+        assert!(issue(&single, request(Some("acme")), now).is_err());
+        let minted = issue(&multi, request(Some("acme")), now).unwrap();
+        assert_eq!(multi.verify(&minted.key, NOW).unwrap().tenant(), Some("acme"));
     }
 }

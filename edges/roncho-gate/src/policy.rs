@@ -1,5 +1,6 @@
 //! The call policy: every call, whatever its wire, is authorized by the table in
-//! [`crate::authz`], metered by its workspace's rates, then run.
+//! [`crate::authz`], confined to its caller's tenant, metered by its
+//! workspace's rates, then run.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -31,7 +32,11 @@ impl CallPolicy {
         F: FnOnce(D) -> Fut,
         Fut: Future<Output = roncho_core::Result<R>>,
     {
+        let mut request = request;
         self.authorizer.check(&caller, &request).await?;
+        if let Some(tenant) = caller.tenant() {
+            request.confine(tenant)?;
+        }
         self.rates.admit_all(&request.rates())?;
         op(request).await
     }

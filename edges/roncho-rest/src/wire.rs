@@ -610,13 +610,22 @@ fn default_dream_type() -> String {
     "omni".to_owned()
 }
 
-/// `?workspace_id&peer_id&session_id&expires_at` of `POST /v3/keys`.
+/// `?workspace_id&peer_id&session_id&expires_at&tenant_id` of `POST /v3/keys`.
 #[derive(Debug, Default, Deserialize)]
 pub struct KeyQuery {
     pub workspace_id: Option<String>,
     pub peer_id: Option<String>,
     pub session_id: Option<String>,
     pub expires_at: Option<String>,
+    /// The key's tenant (`tn`), on a multi-tenant server: roncho's, not Honcho's.
+    pub tenant_id: Option<String>,
+}
+
+/// `{"tenant_id": …}` of `PUT /v3/workspaces/{w}/tenant` (roncho's).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TenantAssignment {
+    pub tenant_id: String,
 }
 
 /// `WebhookEndpointCreate`.

@@ -10,7 +10,7 @@ use roncho_core::model::{
     Conclusion, ErasureReceipt, JsonObject, Message, MessageQuery, Page, Peer, PeerKind, Scope, ScopeBackfill, Session,
     SessionPeerConfig, SummaryKind, WebhookEndpoint, Workspace,
 };
-use roncho_core::store::{Erasure, Webhooks};
+use roncho_core::store::{Erasure, Tenants, Webhooks};
 use roncho_core::{Error, Result, validate};
 use roncho_search::SearchStore;
 use roncho_search::Semantic;
@@ -25,9 +25,9 @@ mod requests;
 pub use requests::*;
 
 roncho_core::store_view! {
-    /// The store as recall reads it: what search reads, erasure receipts
-    /// and webhook endpoints.
-    pub trait RecallStore: SearchStore, Erasure, Webhooks
+    /// The store as recall reads it: what search reads, erasure receipts,
+    /// webhook endpoints, and the workspaces a tenant holds.
+    pub trait RecallStore: SearchStore, Erasure, Webhooks, Tenants
 }
 
 /// Every read, as every edge calls it.
@@ -172,7 +172,11 @@ pub fn query_collection(filters: Option<&JsonObject>) -> Result<(String, String)
 impl RecallApi for Recall {
     async fn list_workspaces(&self, request: ListWorkspaces) -> Result<Page<Workspace>> {
         let filter = parse_filters(&filter::WORKSPACE, request.filters.as_ref())?;
-        self.store.list_workspaces(&filter, request.paging.request()?).await
+        let page = request.paging.request()?;
+        match &request.tenant {
+            Some(tenant) => self.store.list_tenant_workspaces(tenant, &filter, page).await,
+            None => self.store.list_workspaces(&filter, page).await,
+        }
     }
 
     async fn list_peers(&self, request: ListPeers) -> Result<Page<Peer>> {

@@ -24,6 +24,9 @@ impl Paging {
 pub struct ListWorkspaces {
     pub filters: Option<JsonObject>,
     pub paging: Paging,
+    /// Only the workspaces this tenant holds: set by the gate for a
+    /// tenant's admin key, never by a client.
+    pub tenant: Option<String>,
 }
 
 /// Lists the peers of a workspace: participants by default, or scopes.

@@ -15,6 +15,7 @@ mod search;
 
 pub use search::SESSION_TEXT_SCAN;
 mod sync;
+mod tenants;
 mod traces;
 mod webhooks;
 mod workspaces;

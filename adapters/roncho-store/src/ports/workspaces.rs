@@ -7,8 +7,8 @@ use crate::db::{SqlStore, direction, execute, to_json};
 use crate::rows;
 use crate::sql::Sql;
 use crate::tx::entities::{
-    check_observer_limit, ensure_peer, ensure_session, ensure_workspace, load_message, load_peer, load_session,
-    load_workspace, upsert_member,
+    check_observer_limit, ensure_peer, ensure_session, ensure_workspace, list_workspaces_of, load_message, load_peer,
+    load_session, load_workspace, upsert_member,
 };
 use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::writes::MESSAGES_PER_STATEMENT;
@@ -69,18 +69,7 @@ impl Workspaces for SqlStore {
     }
 
     async fn list_workspaces(&self, filter: &Filter, page: PageRequest) -> Result<Page<Workspace>> {
-        let mut from_where = Sql::new("workspaces WHERE 1=1");
-        push_not_erasing(&mut from_where, erasing::WORKSPACE);
-        self.push_filter(&mut from_where, filter, "")?;
-        let dir = direction(page);
-        self.paged(
-            rows::WORKSPACE_COLUMNS,
-            from_where,
-            &format!("created_at {dir}, name {dir}"),
-            page,
-            rows::workspace,
-        )
-        .await
+        list_workspaces_of(self, None, filter, page).await
     }
 
     async fn get_or_create_peer(

@@ -3,17 +3,19 @@
 
 use crate::db::db_error;
 use crate::db::flag;
-use crate::db::{execute, fetch_optional, to_json};
+use crate::db::{SqlStore, direction, execute, fetch_optional, to_json};
 use crate::rows;
 use crate::sql::Dialect;
 use crate::sql::Sql;
 use crate::tx::erasing::{self, push_not_erasing};
 use roncho_core::derivation::Member;
+use roncho_core::filter::Filter;
 use roncho_core::model::Message;
 use roncho_core::model::Scope;
 use roncho_core::model::scope_of_peer;
 use roncho_core::model::scope_peer;
 use roncho_core::model::{JsonObject, Peer, SCOPE_PEER_PREFIX, Session, SessionPeerConfig, Workspace, now_micros};
+use roncho_core::model::{Page, PageRequest};
 use roncho_core::validate::MAX_SESSION_OBSERVERS;
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
@@ -24,6 +26,34 @@ pub(crate) const SCOPE_MEMBER: SessionPeerConfig = SessionPeerConfig {
     observe_me: Some(false),
     observe_others: Some(true),
 };
+
+/// The live workspaces matching `filter`, only those `tenant` holds when given.
+pub(crate) async fn list_workspaces_of(
+    store: &SqlStore,
+    tenant: Option<&str>,
+    filter: &Filter,
+    page: PageRequest,
+) -> Result<Page<Workspace>> {
+    let mut from_where = Sql::new("workspaces WHERE 1=1");
+    push_not_erasing(&mut from_where, erasing::WORKSPACE);
+    if let Some(tenant) = tenant {
+        from_where
+            .push(" AND name IN (SELECT workspace_name FROM workspace_tenants WHERE tenant = ")
+            .bind(tenant)
+            .push(")");
+    }
+    store.push_filter(&mut from_where, filter, "")?;
+    let dir = direction(page);
+    store
+        .paged(
+            rows::WORKSPACE_COLUMNS,
+            from_where,
+            &format!("created_at {dir}, name {dir}"),
+            page,
+            rows::workspace,
+        )
+        .await
+}
 
 /// Creates the workspace when absent; returns whether it was created.
 pub(crate) async fn ensure_workspace(

@@ -1143,5 +1143,6 @@ mod messages;
 mod scopes;
 mod search;
 mod sync;
+mod tenants;
 mod webhooks;
 mod workspaces;

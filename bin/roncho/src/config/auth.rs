@@ -22,6 +22,10 @@ section! {
         /// the data directory at first start, with an admin key beside it
         /// (owner-only files), which the CLI and `roncho mcp --addr` read.
         local_key: bool,
+        /// Keys carry a tenant (Honcho's `tn` claim) and every workspace
+        /// belongs to one: a key reaches only its tenant's workspaces, and
+        /// only the operator's admin key names no tenant (docs/security.md#tenants).
+        multi_tenant: bool,
     }
 }
 
@@ -39,6 +43,8 @@ pub struct AuthConfig {
     /// Without `secrets`, keys are verified with the data directory's
     /// local secret ([`crate::local_key`]).
     pub local_key: bool,
+    /// Keys carry their tenant, and every workspace belongs to one.
+    pub multi_tenant: bool,
 }
 
 impl AuthLayer {
@@ -62,11 +68,19 @@ impl AuthLayer {
             .filter(|secret| !secret.is_empty())
             .map(Secret::from)
             .collect();
-        Ok(AuthConfig {
+        let config = AuthConfig {
             secrets,
             insecure_no_auth: self.insecure_no_auth.unwrap_or(false),
             local_key: self.local_key.unwrap_or(false),
-        })
+            multi_tenant: self.multi_tenant.unwrap_or(false),
+        };
+        if config.multi_tenant && !config.enabled() {
+            bail!(
+                "multi_tenant needs keys: without auth_jwt_secret (or local_key) every caller is admin, and no key \
+                 names a tenant"
+            );
+        }
+        Ok(config)
     }
 }
 

@@ -525,6 +525,22 @@ fn a_non_loopback_address_needs_auth_or_an_explicit_opt_out() {
     assert!(error.contains("9 bytes") && error.contains("32"), "{error}");
 }
 
+#[test]
+fn multi_tenant_needs_keys() {
+    let without_keys = ConfigLayer::from_env(&env(&[("RONCHO_MULTI_TENANT", "true")])).unwrap();
+    let error = Config::resolve(ConfigLayer::default(), without_keys.clone(), ConfigLayer::default())
+        .unwrap_err()
+        .to_string();
+    assert!(error.contains("multi_tenant needs keys"), "{error}");
+    for keys in [
+        settings(&[("auth_jwt_secret", &"s".repeat(32))]),
+        settings(&[("local_key", "true")]),
+    ] {
+        let config = Config::resolve(ConfigLayer::default(), without_keys.clone(), keys).unwrap();
+        assert!(config.auth.multi_tenant);
+    }
+}
+
 /// Every setting's key before settings came in sections (docs/adr/0016):
 /// each still sets the same setting, flat in a file and as `RONCHO_` and
 /// the key upper-cased.

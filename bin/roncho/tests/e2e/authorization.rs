@@ -2,7 +2,9 @@
 //! comes from the proto descriptors), called with every kind of key, must
 //! give exactly the outcome of the table in docs/security.md; refused calls
 //! must leave the data as it was (read back as admin); calls without a key or
-//! with a bad one are UNAUTHENTICATED.
+//! with a bad one are UNAUTHENTICATED. It runs on a server without tenants
+//! and on a multi-tenant one, where keys of another tenant take three more
+//! columns.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -27,8 +29,9 @@ use tonic::{Code, Status};
 
 const SECRET: &str = "the-authorization-matrix-test-secret-32b";
 
-/// The key columns of the table, in its order.
-const COLUMNS: [&str; 7] = [
+/// The key columns of the table, in its order: the first seven on every
+/// server, the last three on a multi-tenant one.
+const COLUMNS: [&str; 10] = [
     "admin",
     "workspace",
     "other workspace",
@@ -36,16 +39,25 @@ const COLUMNS: [&str; 7] = [
     "other peer",
     "session",
     "other session",
+    "tenant admin",
+    "other tenant's admin",
+    "other tenant",
 ];
+
+/// The tenant holding `w` and `x` on a multi-tenant server, and the one holding `y`.
+const TENANT: &str = "tenant-a";
+const OTHER_TENANT: &str = "tenant-b";
 
 /// One row's world: a workspace `w` with peers alice, bob and carol, session
 /// `s` (alice, carol) and session `t` (bob), each with messages; a conclusion,
 /// peer cards, a webhook; and another workspace `x` with a session of the
-/// same name.
+/// same name; a third workspace `y` (held by the other tenant on a
+/// multi-tenant server).
 #[derive(Debug, Clone)]
 struct World {
     w: String,
     x: String,
+    y: String,
     s: String,
     t: String,
     message_id: String,
@@ -371,7 +383,11 @@ fn cases() -> Vec<(&'static str, Call)> {
         ),
         (
             "RecallService.ListWorkspaces",
-            case!(Recall.list_workspaces, |_w| pb::ListWorkspacesRequest::default()),
+            // The newest first: this row's workspaces are on the first page.
+            case!(Recall.list_workspaces, |_w| pb::ListWorkspacesRequest {
+                reverse: true,
+                ..Default::default()
+            }),
         ),
         (
             "RecallService.ListScopes",
@@ -660,20 +676,27 @@ fn cases() -> Vec<(&'static str, Call)> {
                 ..Default::default()
             }),
         ),
+        (
+            "KeyService.AssignWorkspace",
+            case!(Keys.assign_workspace, |w| pb::AssignWorkspaceRequest {
+                workspace_id: w.w.clone(),
+                tenant_id: TENANT.into(),
+            }),
+        ),
     ]
 }
 
 /// Returns the table of docs/security.md: row name → expected outcome per column.
-fn documented_table() -> BTreeMap<String, [bool; 7]> {
+fn documented_table() -> BTreeMap<String, [bool; 10]> {
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/security.md")).unwrap();
     let mut rows = BTreeMap::new();
     for line in text.lines().filter(|line| line.starts_with("| `")) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        if cells.len() != 8 || !cells[1..].iter().all(|cell| *cell == "✓" || *cell == "✗") {
+        if cells.len() != 11 || !cells[1..].iter().all(|cell| *cell == "✓" || *cell == "✗") {
             continue;
         }
         let name = cells[0].replace('`', "");
-        let outcomes: [bool; 7] = std::array::from_fn(|index| cells[index + 1] == "✓");
+        let outcomes: [bool; 10] = std::array::from_fn(|index| cells[index + 1] == "✓");
         assert!(rows.insert(name.clone(), outcomes).is_none(), "row {name} twice");
     }
     rows
@@ -701,17 +724,23 @@ struct Server {
     shutdown: CancellationToken,
     keys: Arc<KeySet>,
     admin: String,
+    /// The tenant of every scoped key; `None`: the server has no tenants.
+    tenant: Option<&'static str>,
     _dir: tempfile::TempDir,
 }
 
 async fn start() -> Server {
+    start_with(false).await
+}
+
+async fn start_with(multi_tenant: bool) -> Server {
     let dir = tempfile::tempdir().unwrap();
     let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
         .await
         .unwrap();
     roncho_store::migrate(&store).await.unwrap();
     let store = Arc::new(store);
-    let keys = Arc::new(KeySet::new(&[SECRET]).unwrap());
+    let keys = Arc::new(KeySet::new(&[SECRET]).unwrap().multi_tenant(multi_tenant));
     let mut services = roncho::server::Serving::store_only(store.clone());
     services.domain.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone())));
     services.gate.keys = Some(keys.clone());
@@ -725,15 +754,32 @@ async fn start() -> Server {
         shutdown,
         keys,
         admin,
+        tenant: multi_tenant.then_some(TENANT),
         _dir: dir,
     }
 }
 
-fn scoped(keys: &KeySet, w: &str, p: Option<&str>, s: Option<&str>) -> String {
+impl Server {
+    /// A key of `w` (narrowed to a peer or a session), of the server's tenant.
+    fn scoped(&self, w: &str, p: Option<&str>, s: Option<&str>) -> String {
+        scoped(&self.keys, w, p, s, self.tenant)
+    }
+}
+
+fn scoped(keys: &KeySet, w: &str, p: Option<&str>, s: Option<&str>, tenant: Option<&str>) -> String {
     keys.sign(&Claims {
         w: Some(w.to_owned()),
         p: p.map(str::to_owned),
         s: s.map(str::to_owned),
+        tn: tenant.map(str::to_owned),
+        ..Claims::default()
+    })
+}
+
+fn tenant_admin(keys: &KeySet, tenant: &str) -> String {
+    keys.sign(&Claims {
+        ad: Some(true),
+        tn: Some(tenant.to_owned()),
         ..Claims::default()
     })
 }
@@ -741,9 +787,10 @@ fn scoped(keys: &KeySet, w: &str, p: Option<&str>, s: Option<&str>) -> String {
 /// Builds one row's world as admin.
 async fn seed(server: &Server, row: usize) -> World {
     let admin = || Some(server.admin.clone());
-    let (w, x, s, t) = (
+    let (w, x, y, s, t) = (
         format!("w{row}"),
         format!("x{row}"),
+        format!("y{row}"),
         format!("s{row}"),
         format!("t{row}"),
     );
@@ -752,6 +799,7 @@ async fn seed(server: &Server, row: usize) -> World {
         (&w, &s, &["alice", "carol"][..]),
         (&w, &t, &["bob"][..]),
         (&x, &s, &["alice"][..]),
+        (&y, &s, &["alice"][..]),
     ] {
         ingest
             .get_or_create_session(authed(
@@ -854,6 +902,20 @@ async fn seed(server: &Server, row: usize) -> World {
         .await
         .unwrap()
         .into_inner();
+    if server.tenant.is_some() {
+        for (workspace, tenant) in [(&w, TENANT), (&x, TENANT), (&y, OTHER_TENANT)] {
+            KeyServiceClient::new(server.channel.clone())
+                .assign_workspace(authed(
+                    pb::AssignWorkspaceRequest {
+                        workspace_id: workspace.clone(),
+                        tenant_id: tenant.into(),
+                    },
+                    admin(),
+                ))
+                .await
+                .unwrap();
+        }
+    }
     World {
         trace_id: answer.evidence.unwrap().reasoning_trace_id,
         message_id: listed.items[0].id.clone(),
@@ -861,6 +923,7 @@ async fn seed(server: &Server, row: usize) -> World {
         webhook_id: webhook.webhook.unwrap().id,
         w,
         x,
+        y,
         s,
         t,
     }
@@ -1014,12 +1077,15 @@ async fn snapshot(server: &Server, world: &World) -> String {
 /// ids and messages for every key but admin's; for peer and session keys
 /// also session `t`'s (alice and session `s` are not in it).
 fn out_of_scope(world: &World, column: usize) -> Vec<String> {
-    let other_workspace = [format!("{:?}", world.x), format!("of {}", world.x)];
+    let markers = |workspace: &str| [format!("{workspace:?}"), format!("of {workspace}")];
+    let other_workspaces: Vec<String> = markers(&world.x).into_iter().chain(markers(&world.y)).collect();
     let other_session = [format!("{:?}", world.t), format!("in {} of", world.t)];
     match COLUMNS[column] {
         "admin" => Vec::new(),
-        "workspace" | "other workspace" => other_workspace.to_vec(),
-        _ => other_workspace.into_iter().chain(other_session).collect(),
+        "workspace" | "other workspace" => other_workspaces,
+        "tenant admin" => markers(&world.y).to_vec(),
+        "other tenant's admin" | "other tenant" => markers(&world.w).into_iter().chain(markers(&world.x)).collect(),
+        _ => other_workspaces.into_iter().chain(other_session).collect(),
     }
 }
 
@@ -1034,6 +1100,37 @@ fn is_authorization_failure(code: Code) -> bool {
 
 #[tokio::test]
 async fn every_rpc_with_every_key_matches_the_documented_table() {
+    matrix(false).await;
+}
+
+#[tokio::test]
+async fn every_rpc_with_every_key_of_every_tenant_matches_the_documented_table() {
+    matrix(true).await;
+}
+
+/// The keys of the table's columns in `world`, on `server`: the first
+/// seven, and on a multi-tenant server the last three.
+fn column_keys(server: &Server, world: &World) -> Vec<String> {
+    let mut keys = vec![
+        server.admin.clone(),
+        server.scoped(&world.w, None, None),
+        server.scoped(&world.x, None, None),
+        server.scoped(&world.w, Some("alice"), None),
+        server.scoped(&world.w, Some("bob"), None),
+        server.scoped(&world.w, None, Some(&world.s)),
+        server.scoped(&world.w, None, Some(&world.t)),
+    ];
+    if server.tenant.is_some() {
+        keys.extend([
+            tenant_admin(&server.keys, TENANT),
+            tenant_admin(&server.keys, OTHER_TENANT),
+            scoped(&server.keys, &world.w, None, None, Some(OTHER_TENANT)),
+        ]);
+    }
+    keys
+}
+
+async fn matrix(multi_tenant: bool) {
     let table = documented_table();
     let cases = cases();
     let methods = described_methods();
@@ -1048,20 +1145,12 @@ async fn every_rpc_with_every_key_matches_the_documented_table() {
         .collect();
     assert_eq!(covered, methods, "every RPC of the proto descriptors has a row");
 
-    let server = start().await;
+    let server = start_with(multi_tenant).await;
     let mut failures = Vec::new();
     for (row, (name, call)) in cases.into_iter().enumerate() {
         let world = Arc::new(seed(&server, row).await);
         let expected = table[name];
-        let keys = [
-            server.admin.clone(),
-            scoped(&server.keys, &world.w, None, None),
-            scoped(&server.keys, &world.x, None, None),
-            scoped(&server.keys, &world.w, Some("alice"), None),
-            scoped(&server.keys, &world.w, Some("bob"), None),
-            scoped(&server.keys, &world.w, None, Some(&world.s)),
-            scoped(&server.keys, &world.w, None, Some(&world.t)),
-        ];
+        let keys = column_keys(&server, &world);
         let before = snapshot(&server, &world).await;
 
         // Refused calls first: nothing they ask for may happen.
@@ -1084,7 +1173,19 @@ async fn every_rpc_with_every_key_matches_the_documented_table() {
             p: Some("alice".into()),
             ..Claims::default()
         });
+        // A tenant's key where there are no tenants; a key without one where there are.
+        let wrong_tenancy = match server.tenant {
+            None => (
+                "a tenant's key",
+                scoped(&server.keys, &world.w, None, None, Some(TENANT)),
+            ),
+            Some(_) => (
+                "a key without a tenant",
+                scoped(&server.keys, &world.w, None, None, None),
+            ),
+        };
         let bad_tokens = [
+            (wrong_tenancy.0, Some(wrong_tenancy.1)),
             ("no key", None),
             ("none-alg", Some(none_alg)),
             (
@@ -1164,7 +1265,7 @@ async fn every_rpc_with_every_key_matches_the_documented_table() {
 async fn a_denial_says_the_same_whether_or_not_the_target_exists() {
     let server = start().await;
     let world = seed(&server, 0).await;
-    let bob = scoped(&server.keys, &world.w, Some("bob"), None);
+    let bob = server.scoped(&world.w, Some("bob"), None);
     let ask = |session: String| {
         let mut recall = RecallServiceClient::new(server.channel.clone());
         let request = authed(
@@ -1186,7 +1287,7 @@ async fn a_denial_says_the_same_whether_or_not_the_target_exists() {
         missing.message().replace("no-such-session", "S"),
         "the messages differ only by the id asked for"
     );
-    let other_workspace = scoped(&server.keys, &world.x, None, None);
+    let other_workspace = server.scoped(&world.x, None, None);
     let status = RecallServiceClient::new(server.channel.clone())
         .list_peers(authed(
             pb::ListPeersRequest {

@@ -4,6 +4,7 @@
 //! claim, and that REST and gRPC are one implementation: what one writes,
 //! the other reads the same.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use roncho::config::Role;
@@ -27,6 +28,10 @@ struct Server {
 
 impl Server {
     async fn start(authenticated: bool) -> Self {
+        Self::start_with(authenticated.then(|| KeySet::new(&[SECRET]).unwrap())).await
+    }
+
+    async fn start_with(keys: Option<KeySet>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
             .await
@@ -35,7 +40,7 @@ impl Server {
         let store = Arc::new(store);
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", rest.local_addr().unwrap());
-        let keys = authenticated.then(|| Arc::new(KeySet::new(&[SECRET]).unwrap()));
+        let keys = keys.map(Arc::new);
         let mut services = roncho::server::Serving::store_only(store.clone());
         services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
         services.gate.keys = keys.clone();
@@ -1876,5 +1881,257 @@ async fn conclusions_name_the_messages_they_were_learned_from() {
     assert_eq!(page["total"], 0, "{page}");
     let (_, all) = server.post("/v3/workspaces/w/conclusions/list", json!({})).await;
     assert_eq!(ids(&all["items"]), [plain[0]["id"].as_str().unwrap()], "{all}");
+    server.served.shutdown.cancel();
+}
+
+/// Keys of two tenants on one multi-tenant server, over REST: each tenant
+/// holds the workspace ids it names first (of two asking at once, one),
+/// lists and mints within what it holds, and reaches nothing of the other's;
+/// a workspace made before tenants is the operator's until assigned; its
+/// erasure frees the id.
+#[tokio::test]
+async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
+    let server = Server::start_with(Some(KeySet::new(&[SECRET]).unwrap().multi_tenant(true))).await;
+    let operator = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let admin_of = |tenant: &str| {
+        server.key(Claims {
+            ad: Some(true),
+            tn: Some(tenant.into()),
+            ..Claims::default()
+        })
+    };
+    let workspace_key = |workspace: &str, tenant: &str| {
+        server.key(Claims {
+            w: Some(workspace.into()),
+            tn: Some(tenant.into()),
+            ..Claims::default()
+        })
+    };
+    let a = admin_of("a");
+    let send = |method: reqwest::Method, path: String, body: Value, key: String| {
+        let server = &server;
+        async move { server.send(method, &path, body, Some(&key)).await }
+    };
+
+    // A workspace made by the operator is no tenant's until it is assigned.
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": "legacy"}),
+        operator.clone(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, refused_legacy) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/legacy/peers/list".into(),
+        Value::Null,
+        a.clone(),
+    )
+    .await;
+    assert_eq!(status, 401, "{refused_legacy}");
+
+    // Two tenants name the same new ids at once: each id is one tenant's.
+    let raced: Vec<String> = (0..12).map(|index| format!("race-{index}")).collect();
+    let mut winners = BTreeMap::new();
+    for id in &raced {
+        let create = |key: String| send(reqwest::Method::POST, "/v3/workspaces".into(), json!({"id": id}), key);
+        let (first, second) = tokio::join!(create(workspace_key(id, "a")), create(workspace_key(id, "b")));
+        let won: Vec<&str> = [("a", first.0), ("b", second.0)]
+            .into_iter()
+            .filter(|(_, status)| *status == 201 || *status == 200)
+            .map(|(tenant, _)| tenant)
+            .collect();
+        assert_eq!(won.len(), 1, "{id}: exactly one tenant holds it: {first:?} {second:?}");
+        assert!([first.0, second.0].contains(&401), "{id}: {first:?} {second:?}");
+        winners.insert(id.clone(), won[0]);
+    }
+    for (id, winner) in &winners {
+        let loser = if *winner == "a" { "b" } else { "a" };
+        // The loser's keys, admin or scoped, reach nothing of it, in the
+        // words a workspace outside a key's scope gets.
+        for key in [admin_of(loser), workspace_key(id, loser)] {
+            for (method, path, body) in [
+                (
+                    reqwest::Method::POST,
+                    format!("/v3/workspaces/{id}/peers/list"),
+                    Value::Null,
+                ),
+                (
+                    reqwest::Method::POST,
+                    format!("/v3/workspaces/{id}/sessions"),
+                    json!({"id": "s"}),
+                ),
+                (
+                    reqwest::Method::PUT,
+                    format!("/v3/workspaces/{id}"),
+                    json!({"metadata": {"taken": true}}),
+                ),
+                (reqwest::Method::GET, format!("/v3/workspaces/{id}/export"), Value::Null),
+                (
+                    reqwest::Method::POST,
+                    format!("/v3/keys?workspace_id={id}"),
+                    Value::Null,
+                ),
+            ] {
+                let (status, body) = send(method, path.clone(), body, key.clone()).await;
+                assert_eq!(status, 401, "{path}: {body}");
+            }
+        }
+        let (status, body) = send(
+            reqwest::Method::POST,
+            format!("/v3/workspaces/{id}/peers"),
+            json!({"id": "alice"}),
+            workspace_key(id, winner),
+        )
+        .await;
+        assert_eq!(status, 201, "{body}");
+    }
+    // The refusal of a taken id says what the refusal of an unassigned one says.
+    let (_, refused_taken) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/race-0/peers/list".into(),
+        Value::Null,
+        admin_of(if winners["race-0"] == "a" { "b" } else { "a" }),
+    )
+    .await;
+    let words = |reply: &Value, id: &str, tenant: &str| {
+        reply["detail"]
+            .as_str()
+            .unwrap()
+            .replace(&format!("`{id}`"), "`W`")
+            .replace(&format!("`{tenant}`"), "`T`")
+    };
+    assert_eq!(
+        words(&refused_legacy, "legacy", "a"),
+        words(
+            &refused_taken,
+            "race-0",
+            if winners["race-0"] == "a" { "b" } else { "a" }
+        )
+    );
+
+    // Each tenant's admin lists its own workspaces, and only those.
+    for tenant in ["a", "b"] {
+        let (status, page) = send(
+            reqwest::Method::POST,
+            "/v3/workspaces/list?size=100".into(),
+            Value::Null,
+            admin_of(tenant),
+        )
+        .await;
+        assert_eq!(status, 200, "{page}");
+        let mut listed: Vec<&str> = ids(&page["items"]);
+        listed.sort_unstable();
+        let held: Vec<&str> = winners
+            .iter()
+            .filter(|(_, winner)| **winner == tenant)
+            .map(|(id, _)| id.as_str())
+            .collect();
+        assert_eq!(listed, held, "tenant {tenant}");
+    }
+    let (_, page) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/list?size=100".into(),
+        Value::Null,
+        operator.clone(),
+    )
+    .await;
+    assert_eq!(page["total"], 13, "the operator lists every workspace: {page}");
+
+    // A tenant's admin mints keys of its own tenant for what it holds.
+    let (held_by_a, _) = winners.iter().find(|(_, winner)| **winner == "a").unwrap();
+    let (status, minted) = send(
+        reqwest::Method::POST,
+        format!("/v3/keys?workspace_id={held_by_a}&peer_id=alice"),
+        Value::Null,
+        a.clone(),
+    )
+    .await;
+    assert_eq!(status, 200, "{minted}");
+    let minted = minted["key"].as_str().unwrap().to_owned();
+    assert_eq!(
+        roncho_gate::keys::peek_claims(&minted).unwrap().tn.as_deref(),
+        Some("a")
+    );
+    let (status, _) = send(
+        reqwest::Method::PUT,
+        format!("/v3/workspaces/{held_by_a}/peers/alice"),
+        json!({}),
+        minted,
+    )
+    .await;
+    assert_eq!(status, 200, "a minted key works");
+    let (status, body) = send(
+        reqwest::Method::POST,
+        format!("/v3/keys?workspace_id={held_by_a}&tenant_id=b"),
+        Value::Null,
+        a.clone(),
+    )
+    .await;
+    assert_eq!(status, 401, "a tenant mints no key of another: {body}");
+
+    // Only the operator assigns; then the tenant reaches the old workspace.
+    let assign = |key: String| {
+        send(
+            reqwest::Method::PUT,
+            "/v3/workspaces/legacy/tenant".into(),
+            json!({"tenant_id": "a"}),
+            key,
+        )
+    };
+    assert_eq!(assign(a.clone()).await.0, 401, "a tenant's admin assigns nothing");
+    let (status, assigned) = assign(operator.clone()).await;
+    assert_eq!(status, 200, "{assigned}");
+    assert_eq!(
+        assigned,
+        json!({"workspace_id": "legacy", "tenant_id": "a", "previous_tenant_id": null})
+    );
+    let (status, body) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/legacy/peers/list".into(),
+        Value::Null,
+        workspace_key("legacy", "a"),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+
+    // Erasing a workspace frees its id for anyone.
+    let (status, body) = send(
+        reqwest::Method::DELETE,
+        format!("/v3/workspaces/{held_by_a}"),
+        Value::Null,
+        workspace_key(held_by_a, "a"),
+    )
+    .await;
+    assert_eq!(status, 202, "{body}");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (status, body) = send(
+            reqwest::Method::POST,
+            "/v3/workspaces".into(),
+            json!({"id": held_by_a}),
+            workspace_key(held_by_a, "b"),
+        )
+        .await;
+        if status == 201 {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the id stayed taken: {status} {body}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let rows: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM workspace_tenants WHERE workspace_name = ? AND tenant = 'a'")
+            .bind(held_by_a.as_str())
+            .fetch_one(server.store.pool())
+            .await
+            .unwrap();
+    assert_eq!(rows, 0, "no row names the tenant that erased it");
     server.served.shutdown.cancel();
 }

@@ -19,6 +19,7 @@
 //! - [`DerivationHealth`]: whether a workspace's derivations keep producing nothing.
 //! - [`Scopes`]: scopes, their sessions and backfills.
 //! - [`Import`]: data carried over from another server.
+//! - [`Tenants`]: which tenant holds each workspace (multi-tenant servers).
 //!
 //! [`Store`] is all of them, what one backend implements. A service names
 //! the ports it uses in a view of its own ([`store_view!`](crate::store_view)),
@@ -34,6 +35,7 @@ mod messages;
 mod scopes;
 mod search;
 mod sync;
+mod tenants;
 mod traces;
 mod webhooks;
 mod workspaces;
@@ -48,6 +50,7 @@ pub use messages::Messages;
 pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
 pub use search::{GAP_COUNT_LIMIT, TextSearch};
 pub use sync::{SyncLedger, TermCounter};
+pub use tenants::Tenants;
 pub use traces::{TRACE_RETENTION_MICROS, Traces};
 pub use webhooks::Webhooks;
 pub use workspaces::{SessionPeers, Workspaces};
@@ -67,5 +70,5 @@ macro_rules! store_view {
 
 store_view! {
     /// Every port: what one backend implements and the binary wires.
-    pub trait Store: Health, Workspaces, Messages, Erasure, Webhooks, Memory, TextSearch, SyncLedger, DreamLedger, DerivationHealth, Scopes, Import
+    pub trait Store: Health, Workspaces, Messages, Erasure, Webhooks, Memory, TextSearch, SyncLedger, DreamLedger, DerivationHealth, Scopes, Import, Tenants
 }

@@ -90,6 +90,7 @@ pub(super) async fn create_key(
             .expires_at
             .map(|at| wire::parse_timestamp("expires_at", &at))
             .transpose()?,
+        tenant_id: query.tenant_id,
     };
     let issued = rest
         .run(
@@ -177,6 +178,35 @@ pub(super) async fn import_records(
 }
 
 /// A reasoning trace (`reasoning_trace_id` of a chat's evidence):
+/// `PUT /v3/workspaces/{w}/tenant {"tenant_id": …}`: gives a workspace to
+/// a tenant (multi-tenant servers, the operator's key); 200 with the
+/// tenant that held it before.
+pub(super) async fn assign_workspace(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<wire::TenantAssignment>,
+) -> Reply {
+    let request = roncho_gate::keys::AssignWorkspace {
+        workspace_id,
+        tenant_id: body.tenant_id,
+    };
+    let assigned = rest
+        .run(
+            rest.keys.clone(),
+            "this process serves no API role, so it assigns no workspaces",
+            caller,
+            request,
+            |issuer, request| async move { issuer.assign_workspace(request).await },
+        )
+        .await?;
+    ok(json!({
+        "workspace_id": assigned.workspace_id,
+        "tenant_id": assigned.tenant_id,
+        "previous_tenant_id": assigned.previous_tenant_id,
+    }))
+}
+
 /// `{id, workspace_id, peer_id, target, session_id, created_at, …detail}`.
 pub(super) async fn reasoning_trace(
     State(rest): State<Rest>,

@@ -137,10 +137,11 @@ pub const EXTENSIONS: &[(&str, &str, &str)] = &[
         "/v3/workspaces/{workspace_id}/traces/{trace_id}",
         "roncho_get_reasoning_trace",
     ),
+    ("put", "/v3/workspaces/{workspace_id}/tenant", "roncho_assign_workspace"),
 ];
 
 /// What each of [`EXTENSIONS`] answers, for `GET /docs`.
-const EXTENSION_REPLIES: [&str; 5] = [
+const EXTENSION_REPLIES: [&str; 6] = [
     "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
     "roncho's own route, not Honcho's: 200 with an erasure receipt",
     "roncho's own route, not Honcho's: the workspace (or ?peer_id= or ?session_id= of it) as JSON lines, \
@@ -149,6 +150,8 @@ const EXTENSION_REPLIES: [&str; 5] = [
      wrote them (at most 1,000 a call); 200 with the counts of new, present and skipped rows by kind",
     "roncho's own route, not Honcho's: the reasoning trace a chat's evidence names (reasoning_trace_id): its \
      model calls and tool calls by name and size, what it read by id",
+    "roncho's own route, not Honcho's: {\"tenant_id\": ...} gives the workspace id to a tenant on a \
+     multi-tenant server (the operator's admin key); 200 with {workspace_id, tenant_id, previous_tenant_id}",
 ];
 
 /// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
@@ -161,6 +164,7 @@ pub fn extensions(rest: Rest) -> Router {
         .route(EXTENSIONS[2].1, get(export_workspace))
         .route(EXTENSIONS[3].1, axum::routing::post(import_records))
         .route(EXTENSIONS[4].1, get(reasoning_trace))
+        .route(EXTENSIONS[5].1, axum::routing::put(assign_workspace))
         .with_state(rest)
 }
 

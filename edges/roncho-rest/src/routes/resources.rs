@@ -40,6 +40,7 @@ pub(super) async fn list_workspaces(
     let request = recall::ListWorkspaces {
         filters: body.unwrap_or_default().filters,
         paging: page.paging()?,
+        tenant: None,
     };
     let page = call!(rest.recall, caller, request, list_workspaces);
     ok(wire::Page::<wire::Workspace>::from(page))

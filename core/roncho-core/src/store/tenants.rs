@@ -1,0 +1,27 @@
+//! Tenants (multi-tenant servers): which tenant holds each workspace.
+//!
+//! Workspace ids stay global: a tenant holds the ids it created first, and
+//! a key of another tenant is refused them. A workspace created while the
+//! server was not multi-tenant, or by the operator, is held by no tenant
+//! until the operator assigns it.
+
+use async_trait::async_trait;
+
+use crate::Result;
+use crate::filter::Filter;
+use crate::model::{Page, PageRequest, Workspace};
+
+#[async_trait]
+pub trait Tenants: Send + Sync + 'static {
+    /// Returns the tenant holding `workspace`. When no tenant holds it and
+    /// no such workspace exists, `tenant` takes it, at once: of two tenants
+    /// asking together one holds it. `None`: the workspace exists and no
+    /// tenant holds it.
+    async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
+    /// Gives `workspace` to `tenant` (the operator's call), whether or not
+    /// it exists yet; returns the tenant that held it before.
+    async fn assign_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
+    /// Lists the live workspaces `tenant` holds, as `list_workspaces` does.
+    async fn list_tenant_workspaces(&self, tenant: &str, filter: &Filter, page: PageRequest)
+    -> Result<Page<Workspace>>;
+}
