@@ -66,3 +66,6 @@ clients/mcp/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # Pages of other origins in a real headless Chromium (Debian's) against a
 # zero-setup server: they neither write nor read, rebinding included.
 clients/browser/run-attack.sh "$CARGO_TARGET_DIR/debug/roncho"
+# The console at /ui in the same Chromium: find a fact, see why it is
+# believed, erase its source, chat with evidence; keys; accessibility.
+clients/browser/run-console.sh "$CARGO_TARGET_DIR/debug/roncho"

@@ -6,46 +6,20 @@
 //
 //   node attack.mjs path/to/roncho path/to/chromium
 
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
 import http from 'node:http';
-import net from 'node:net';
-import os from 'node:os';
-import path from 'node:path';
 import { chromium } from 'playwright-core';
+import { freePort, startRoncho as start } from './serve.mjs';
 
 const [roncho, chromiumPath] = process.argv.slice(2);
 const SECRET_WORKSPACE = 'secret-workspace-of-the-user';
 const PLANTED = 'planted-by-a-web-page';
 
-function freePort() {
-  return new Promise((resolve) => {
-    const server = net.createServer();
-    server.listen(0, '127.0.0.1', () => {
-      const { port } = server.address();
-      server.close(() => resolve(port));
-    });
-  });
-}
-
 async function startRoncho(env = {}) {
-  const [grpc, rest] = [await freePort(), await freePort()];
-  const data = mkdtempSync(path.join(os.tmpdir(), 'roncho-browser-'));
-  const child = spawn(
-    roncho,
-    ['serve', '--listen', `127.0.0.1:${grpc}`, '--rest-listen', `127.0.0.1:${rest}`, '--data-dir', data],
-    { env: { PATH: process.env.PATH, RONCHO_EMBEDDING_PROVIDER: 'none', RONCHO_LOG: 'warn', ...env }, stdio: 'inherit' },
-  );
-  const base = `http://127.0.0.1:${rest}`;
-  for (let i = 0; i < 200; i++) {
-    try {
-      if ((await fetch(`${base}/health`)).ok) break;
-    } catch {}
-    await new Promise((r) => setTimeout(r, 100));
-  }
+  const server = await start(roncho, { env: { RONCHO_EMBEDDING_PROVIDER: 'none', ...env } });
+  const { base } = server;
   // What the user keeps there, which no page may read.
   await api(base, 'POST', '/v3/workspaces', { id: SECRET_WORKSPACE });
-  return { base, rest, stop: () => { child.kill('SIGKILL'); rmSync(data, { recursive: true, force: true }); } };
+  return server;
 }
 
 /** A call from a client that is not a browser (no Origin). */

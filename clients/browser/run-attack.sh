@@ -10,12 +10,5 @@
 set -euo pipefail
 cd "$(dirname "$0")"
 roncho=$(realpath "${1:-${CARGO_TARGET_DIR:-../../target}/debug/roncho}")
-if ! command -v chromium >/dev/null 2>&1; then
-  echo "installing Chromium from the Debian archive"
-  sudo_or_not=""
-  [ "$(id -u)" -ne 0 ] && sudo_or_not=sudo
-  $sudo_or_not apt-get install -y -q chromium >/dev/null \
-    || { $sudo_or_not apt-get update -q >/dev/null && $sudo_or_not apt-get install -y -q chromium >/dev/null; }
-fi
-npm install --no-audit --no-fund --silent
-node attack.mjs "$roncho" "$(command -v chromium)"
+source ./chromium.sh
+node attack.mjs "$roncho" "$chromium"

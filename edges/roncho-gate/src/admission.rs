@@ -78,7 +78,16 @@ const OPEN_PREFIXES: [&str; 3] = [
     "/grpc.reflection.v1.ServerReflection/",
     "/grpc.reflection.v1alpha.ServerReflection/",
 ];
-const OPEN_PATHS: [&str; 4] = ["/health", "/docs", "/openapi.json", "/metrics"];
+const OPEN_PATHS: [&str; 8] = [
+    "/health",
+    "/docs",
+    "/openapi.json",
+    "/metrics",
+    "/ui",
+    "/ui/",
+    "/ui/console.js",
+    "/ui/console.css",
+];
 /// Of those, the calls that stream for as long as the client likes (a
 /// health `Watch`, reflection): they take at most three quarters of the
 /// places, so the probes' short calls always find one.

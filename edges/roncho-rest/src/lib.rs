@@ -32,6 +32,7 @@ use roncho_ingest::IngestApi;
 use roncho_recall::RecallApi;
 use tracing::Instrument;
 
+pub mod console;
 pub mod error;
 pub mod extract;
 pub mod routes;

@@ -2135,3 +2135,204 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
     assert_eq!(rows, 0, "no row names the tenant that erased it");
     server.served.shutdown.cancel();
 }
+
+/// The console's files: served without a key (the page asks for one), with
+/// headers that keep other sites from running it, framing it or reading
+/// it; writing memory into the page only as text; and its routes no way
+/// around the API's keys.
+#[tokio::test]
+async fn the_console_is_served_to_anyone_and_reaches_nothing_without_a_key() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    for (path, content_type, body) in roncho_rest::console::FILES {
+        let response = server.http.get(format!("{}{path}", server.base)).send().await.unwrap();
+        assert_eq!(response.status(), 200, "{path} needs no key");
+        let headers = response.headers().clone();
+        let header = |name: &str| {
+            headers
+                .get(name)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or_default()
+                .to_owned()
+        };
+        assert_eq!(header("content-type"), content_type, "{path}");
+        let policy = header("content-security-policy");
+        for rule in [
+            "default-src 'none'",
+            "script-src 'self'",
+            "connect-src 'self'",
+            "frame-ancestors 'none'",
+            "form-action 'none'",
+        ] {
+            assert!(policy.contains(rule), "{path}: {policy}");
+        }
+        assert!(!policy.contains("unsafe"), "{path}: no inline script or eval: {policy}");
+        assert_eq!(header("x-frame-options"), "DENY");
+        assert_eq!(header("x-content-type-options"), "nosniff");
+        assert_eq!(header("referrer-policy"), "no-referrer");
+        assert_eq!(response.text().await.unwrap(), body);
+        // What memory holds is never written as markup, nor run as code.
+        for sink in [
+            "innerHTML",
+            "outerHTML",
+            "insertAdjacentHTML",
+            "document.write",
+            "eval(",
+            "new Function",
+        ] {
+            assert!(!body.contains(sink), "{path} uses {sink}");
+        }
+        // No secret, and nothing from anywhere else.
+        assert!(!body.contains(SECRET));
+        assert_eq!(
+            body.matches("http://").count(),
+            body.matches("http://www.w3.org/2000/svg").count(),
+            "{path} names no address but SVG's namespace"
+        );
+        assert!(!body.contains("https://"), "{path} loads nothing from elsewhere");
+    }
+    let index = roncho_rest::console::FILES[0].2;
+    assert!(!index.contains("<script>"), "no inline script in the page");
+    // Another site may link to the console (a navigation), but its pages
+    // cannot fetch it, nor anything behind it.
+    let navigate = server
+        .http
+        .get(format!("{}/ui", server.base))
+        .header("sec-fetch-site", "cross-site")
+        .header("sec-fetch-mode", "navigate")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(navigate.status(), 200);
+    for (path, mode) in [
+        ("/ui", "cors"),
+        ("/ui/console.js", "no-cors"),
+        ("/v3/workspaces/list", "cors"),
+    ] {
+        let fetched = server
+            .http
+            .get(format!("{}{path}", server.base))
+            .header("sec-fetch-site", "cross-site")
+            .header("sec-fetch-mode", mode)
+            .header("origin", "https://attacker.example")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(fetched.status(), 403, "{path} from another site's page");
+    }
+    // The console calls what any client calls, with the key the user gives.
+    let (status, _) = server.post("/v3/workspaces/list", Value::Null).await;
+    assert_eq!(status, 401);
+    let (status, _) = server
+        .send(reqwest::Method::POST, "/v3/workspaces/list", Value::Null, Some(&admin))
+        .await;
+    assert_eq!(status, 200);
+    // Paths beside the console's files are the API's 404, not its files.
+    for path in [
+        "/ui/%2e%2e/v3/workspaces/list",
+        "/ui/console.js.map",
+        "/ui/index.html",
+        "/UI",
+    ] {
+        let response = server.http.get(format!("{}{path}", server.base)).send().await.unwrap();
+        assert_ne!(response.status(), 200, "{path}");
+    }
+    server.served.shutdown.cancel();
+}
+
+/// `DELETE /v3/workspaces/{w}/peers/{p}` (roncho's route; the console's
+/// "erase peer"): a workspace key's, 202 with the receipt, and the peer
+/// with what was said by and learned about it is gone once it completes.
+#[tokio::test]
+async fn a_peer_is_erased_over_rest_with_its_receipt() {
+    let server = Server::start(true).await;
+    let workspace_key = server.key(Claims {
+        w: Some("w".into()),
+        ..Claims::default()
+    });
+    let alice = server.key(Claims {
+        w: Some("w".into()),
+        p: Some("alice".into()),
+        ..Claims::default()
+    });
+    let send = |method: reqwest::Method, path: &str, body: Value, key: &str| {
+        let (server, path, key) = (&server, path.to_owned(), key.to_owned());
+        async move { server.send(method, &path, body, Some(&key)).await }
+    };
+    send(
+        reqwest::Method::POST,
+        "/v3/workspaces/w/sessions",
+        json!({"id": "s", "peers": {"alice": {}, "bob": {}}}),
+        &workspace_key,
+    )
+    .await;
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/w/sessions/s/messages",
+        json!({"messages": [{"peer_id": "alice", "content": "alice keeps bees"}, {"peer_id": "bob", "content": "bob keeps goats"}]}),
+        &workspace_key,
+    )
+    .await;
+    assert_eq!(status, 201);
+    let (status, _) = send(
+        reqwest::Method::DELETE,
+        "/v3/workspaces/w/peers/alice",
+        Value::Null,
+        &alice,
+    )
+    .await;
+    assert_eq!(status, 401, "a peer key does not erase its peer: the workspace's call");
+    let (status, receipt) = send(
+        reqwest::Method::DELETE,
+        "/v3/workspaces/w/peers/alice",
+        Value::Null,
+        &workspace_key,
+    )
+    .await;
+    assert_eq!(status, 202, "{receipt}");
+    assert_eq!(receipt["scope"]["kind"], "peer", "{receipt}");
+    let path = format!("/v3/workspaces/w/erasures/{}", receipt["id"].as_str().unwrap());
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, receipt) = send(reqwest::Method::GET, &path, Value::Null, &workspace_key).await;
+        if receipt["state"] == "complete" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{receipt}");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    let (_, peers) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/w/peers/list",
+        Value::Null,
+        &workspace_key,
+    )
+    .await;
+    assert_eq!(ids(&peers["items"]), ["bob"]);
+    let (_, messages) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/w/sessions/s/messages/list",
+        Value::Null,
+        &workspace_key,
+    )
+    .await;
+    let contents: Vec<&str> = messages["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|m| m["content"].as_str().unwrap())
+        .collect();
+    assert_eq!(contents, ["bob keeps goats"]);
+    let (status, _) = send(
+        reqwest::Method::DELETE,
+        "/v3/workspaces/w/peers/alice",
+        Value::Null,
+        &workspace_key,
+    )
+    .await;
+    assert_eq!(status, 404, "erased already");
+    server.served.shutdown.cancel();
+}

@@ -138,10 +138,15 @@ pub const EXTENSIONS: &[(&str, &str, &str)] = &[
         "roncho_get_reasoning_trace",
     ),
     ("put", "/v3/workspaces/{workspace_id}/tenant", "roncho_assign_workspace"),
+    (
+        "delete",
+        "/v3/workspaces/{workspace_id}/peers/{peer_id}",
+        "roncho_delete_peer",
+    ),
 ];
 
 /// What each of [`EXTENSIONS`] answers, for `GET /docs`.
-const EXTENSION_REPLIES: [&str; 6] = [
+const EXTENSION_REPLIES: [&str; 7] = [
     "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
     "roncho's own route, not Honcho's: 200 with an erasure receipt",
     "roncho's own route, not Honcho's: the workspace (or ?peer_id= or ?session_id= of it) as JSON lines, \
@@ -152,6 +157,8 @@ const EXTENSION_REPLIES: [&str; 6] = [
      model calls and tool calls by name and size, what it read by id",
     "roncho's own route, not Honcho's: {\"tenant_id\": ...} gives the workspace id to a tenant on a \
      multi-tenant server (the operator's admin key); 200 with {workspace_id, tenant_id, previous_tenant_id}",
+    "roncho's own route, not Honcho's: erases the peer, its messages' memory and everything learned about or \
+     by it (a workspace key); 202 with the erasure receipt",
 ];
 
 /// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
@@ -165,16 +172,19 @@ pub fn extensions(rest: Rest) -> Router {
         .route(EXTENSIONS[3].1, axum::routing::post(import_records))
         .route(EXTENSIONS[4].1, get(reasoning_trace))
         .route(EXTENSIONS[5].1, axum::routing::put(assign_workspace))
+        .route(EXTENSIONS[6].1, axum::routing::delete(delete_peer))
         .with_state(rest)
 }
 
-/// The routes that need no key: the probe, and this API's description.
+/// The routes that need no key: the probe, this API's description, and
+/// the console's files.
 pub fn open() -> Router {
     let document = || async { Json(openapi()) };
     Router::new()
         .route("/health", get(|| async { Json(json!({"status": "ok"})) }))
         .route("/docs", get(document))
         .route("/openapi.json", get(document))
+        .merge(crate::console::routes())
 }
 
 /// An OpenAPI 3.1 document of the operations served: `/health` and every

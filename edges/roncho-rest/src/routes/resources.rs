@@ -419,12 +419,29 @@ pub(super) async fn delete_message(
         message_id,
     };
     let receipt = call!(rest.ingest, caller, request, delete_message);
+    Ok(receipt_reply(receipt))
+}
+
+/// 202 with an erasure's receipt, its id also in `x-roncho-erasure-receipt`.
+fn receipt_reply(receipt: roncho_core::model::ErasureReceipt) -> axum::response::Response {
     let id = receipt.id.clone();
     let mut response = (StatusCode::ACCEPTED, Json(wire::Receipt::from(receipt))).into_response();
     if let Ok(value) = HeaderValue::from_str(&id) {
         response.headers_mut().insert("x-roncho-erasure-receipt", value);
     }
-    Ok(response)
+    response
+}
+
+/// Erases a peer with everything learned about it and by it (roncho's
+/// route; Honcho has none): 202 with the erasure's receipt.
+pub(super) async fn delete_peer(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path((workspace_id, peer_id)): Path<(String, String)>,
+) -> Reply {
+    let request = ingest::DeletePeer { workspace_id, peer_id };
+    let receipt = call!(rest.ingest, caller, request, delete_peer);
+    Ok(receipt_reply(receipt))
 }
 
 /// An erasure's receipt: what it removed and whether it has finished.

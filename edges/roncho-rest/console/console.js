@@ -1,0 +1,636 @@
+// The roncho console: what memory holds, through the REST API any client
+// uses, with the key the user gives (kept in this tab's sessionStorage).
+//
+// Everything memory holds is written into the page as text (textContent,
+// text nodes, attribute values): never as markup. Links are built only from
+// "#/" and encoded ids.
+
+const KEY_STORAGE = "roncho-console-key";
+const PAGE_SIZE = 50;
+const SVG = "http://www.w3.org/2000/svg";
+
+let key = sessionStorage.getItem(KEY_STORAGE) || "";
+const main = document.getElementById("main");
+const statusLine = document.getElementById("status");
+
+// ---------------------------------------------------------------- helpers
+
+/** An element with attributes (`on*` are listeners) and children (text or nodes). */
+function h(tag, attributes = {}, ...children) {
+  const element = document.createElement(tag);
+  return fill(element, attributes, children);
+}
+
+/** An SVG element, as `h`. */
+function s(tag, attributes = {}, ...children) {
+  return fill(document.createElementNS(SVG, tag), attributes, children);
+}
+
+function fill(element, attributes, children) {
+  for (const [name, value] of Object.entries(attributes)) {
+    if (value === undefined || value === null || value === false) continue;
+    if (name.startsWith("on")) element.addEventListener(name.slice(2), value);
+    else if (name === "class") element.setAttribute("class", value);
+    else element.setAttribute(name, value === true ? "" : String(value));
+  }
+  for (const child of children.flat(Infinity)) {
+    if (child === null || child === undefined || child === false) continue;
+    element.append(child instanceof Node ? child : String(child));
+  }
+  return element;
+}
+
+/** A link inside the console: "#/" and the encoded parts. */
+function link(parts, ...children) {
+  const href = "#/" + parts.map((part) => encodeURIComponent(part)).join("/");
+  return h("a", { href }, ...children);
+}
+
+/** `text` cut at a word to at most `length` characters, with an ellipsis when cut. */
+function short(text, length) {
+  if (text.length <= length) return text;
+  const cut = text.slice(0, length);
+  const space = cut.lastIndexOf(" ");
+  return `${space > length / 2 ? cut.slice(0, space) : cut}…`;
+}
+
+function when(text) {
+  if (!text) return "";
+  const date = new Date(text);
+  return Number.isNaN(date.getTime()) ? String(text) : date.toLocaleString();
+}
+
+function say(text) {
+  statusLine.textContent = text;
+}
+
+/** The claims of the key in use (read to choose where to start; the server verifies it). */
+function claims() {
+  try {
+    const payload = key.split(".")[1].replace(/-/g, "+").replace(/_/g, "/");
+    return JSON.parse(atob(payload + "===".slice((payload.length + 3) % 4)));
+  } catch {
+    return {};
+  }
+}
+
+class ApiError extends Error {
+  constructor(status, detail) {
+    super(`${status}: ${detail}`);
+    this.status = status;
+    this.detail = detail;
+  }
+}
+
+/** Calls the REST API: JSON in and out, with the key when there is one. */
+async function api(method, path, body) {
+  const headers = { accept: "application/json" };
+  if (body !== undefined) headers["content-type"] = "application/json";
+  if (key) headers.authorization = `Bearer ${key}`;
+  const response = await fetch(path, {
+    method,
+    headers,
+    body: body === undefined ? undefined : JSON.stringify(body),
+    credentials: "omit",
+    cache: "no-store",
+  });
+  const text = await response.text();
+  let data = null;
+  try {
+    data = text ? JSON.parse(text) : null;
+  } catch {
+    data = text;
+  }
+  if (!response.ok) {
+    const detail = data && typeof data === "object" && "detail" in data ? JSON.stringify(data.detail) : String(text);
+    if (response.status === 401) showKeyForm();
+    throw new ApiError(response.status, detail.replace(/^"|"$/g, ""));
+  }
+  return { data, headers: response.headers, status: response.status };
+}
+
+function w(workspace) {
+  return `/v3/workspaces/${encodeURIComponent(workspace)}`;
+}
+
+function page(number, size = PAGE_SIZE) {
+  return `?page=${number}&size=${size}`;
+}
+
+function errorBox(error) {
+  return h("div", { class: "error", role: "alert" }, error instanceof ApiError ? `The server answered ${error.message}` : String(error));
+}
+
+/** Waits for a call a section needs: its reply, or the error to show in its place. */
+async function settle(promise) {
+  try {
+    return await promise;
+  } catch (error) {
+    return { error };
+  }
+}
+
+/** A section's content, or why this key cannot see it. */
+function shown(reply, render) {
+  return reply.error ? errorBox(reply.error) : render(reply.data);
+}
+
+function table(headings, rows) {
+  return h(
+    "table",
+    {},
+    h("thead", {}, h("tr", {}, headings.map((heading) => h("th", { scope: "col" }, heading)))),
+    h("tbody", {}, rows.map((cells) => h("tr", {}, cells.map((cell) => h("td", {}, cell))))),
+  );
+}
+
+function pager(route, number, pages) {
+  if (!pages || pages <= 1) return null;
+  const to = (n) => `#${route}?page=${n}`;
+  return h(
+    "div",
+    { class: "pager" },
+    number > 1 ? h("a", { href: to(number - 1) }, "Newer page") : null,
+    h("span", { class: "muted" }, `page ${number} of ${pages}`),
+    number < pages ? h("a", { href: to(number + 1) }, "Older page") : null,
+  );
+}
+
+// ---------------------------------------------------------------- the key
+
+function showKeyForm() {
+  document.getElementById("key-form").hidden = false;
+}
+
+document.getElementById("key-form").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const input = document.getElementById("key");
+  key = input.value.trim();
+  input.value = "";
+  if (key) sessionStorage.setItem(KEY_STORAGE, key);
+  document.getElementById("key-form").hidden = true;
+  document.getElementById("forget-key").hidden = !key;
+  route();
+});
+
+document.getElementById("forget-key").addEventListener("click", () => {
+  key = "";
+  sessionStorage.removeItem(KEY_STORAGE);
+  document.getElementById("forget-key").hidden = true;
+  showKeyForm();
+  route();
+});
+
+// ---------------------------------------------------------------- pages
+
+async function workspacesPage(query) {
+  const number = Number(query.get("page") || 1);
+  const opener = h(
+    "form",
+    { class: "inline", onsubmit: (event) => {
+      event.preventDefault();
+      const id = event.target.elements.workspace.value.trim();
+      if (id) location.hash = `#/w/${encodeURIComponent(id)}`;
+    } },
+    h("label", { for: "open-workspace" }, "Workspace id"),
+    h("input", { id: "open-workspace", name: "workspace", type: "text", autocomplete: "off" }),
+    h("button", { type: "submit" }, "Open"),
+  );
+  const mine = claims().w;
+  if (mine) {
+    location.hash = `#/w/${encodeURIComponent(mine)}`;
+    return [];
+  }
+  try {
+    const { data } = await api("POST", `/v3/workspaces/list${page(number)}`, {});
+    return [
+      h("h1", {}, "Workspaces"),
+      opener,
+      table(
+        ["Workspace", "Created"],
+        data.items.map((item) => [link(["w", item.id], item.id), when(item.created_at)]),
+      ),
+      pager("/", number, data.pages),
+    ];
+  } catch (error) {
+    return [h("h1", {}, "Workspaces"), opener, errorBox(error)];
+  }
+}
+
+async function workspacePage(workspace) {
+  const [peers, sessions] = await Promise.all([
+    api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}),
+    api("POST", `${w(workspace)}/sessions/list${page(1, 100)}`, {}),
+  ]);
+  return [
+    h("h1", {}, `Workspace ${workspace}`),
+    searchForm(workspace, ""),
+    h(
+      "p",
+      {},
+      link(["w", workspace, "queue"], "Queue and derivation"),
+      " · ",
+      link(["w", workspace, "chat"], "Chat with a peer"),
+    ),
+    h("h2", {}, `Peers (${peers.data.total})`),
+    table(
+      ["Peer", "Created"],
+      peers.data.items.map((peer) => [link(["w", workspace, "p", peer.id], peer.id), when(peer.created_at)]),
+    ),
+    h("h2", {}, `Sessions (${sessions.data.total})`),
+    table(
+      ["Session", "Active", "Created"],
+      sessions.data.items.map((session) => [
+        link(["w", workspace, "s", session.id], session.id),
+        session.is_active ? "yes" : "no",
+        when(session.created_at),
+      ]),
+    ),
+  ];
+}
+
+function searchForm(workspace, query) {
+  return h(
+    "form",
+    { class: "inline", role: "search", onsubmit: (event) => {
+      event.preventDefault();
+      const text = event.target.elements.q.value.trim();
+      if (text) location.hash = `#/w/${encodeURIComponent(workspace)}/search?q=${encodeURIComponent(text)}`;
+    } },
+    h("label", { for: "search" }, "Search messages"),
+    h("input", { id: "search", name: "q", type: "search", value: query }),
+    h("button", { type: "submit" }, "Search"),
+  );
+}
+
+function messageRows(workspace, messages) {
+  return messages.map((message) => [
+    link(["w", workspace, "s", message.session_id, "m", message.id], when(message.created_at)),
+    link(["w", workspace, "p", message.peer_id], message.peer_id),
+    h("div", { class: "content" }, message.content),
+  ]);
+}
+
+async function searchPage(workspace, query) {
+  const text = query.get("q") || "";
+  const { data } = await api("POST", `${w(workspace)}/search`, { query: text, limit: 20 });
+  return [
+    h("h1", {}, `Search in ${workspace}`),
+    searchForm(workspace, text),
+    h("p", { class: "muted" }, `${data.length} messages`),
+    table(["When", "Peer", "Message"], messageRows(workspace, data)),
+  ];
+}
+
+/** What was learned in a session, placed at the messages it came from. */
+function timeline(workspace, messages, conclusions) {
+  if (!messages.length) return null;
+  const width = 900;
+  const step = Math.max(4, Math.min(40, (width - 40) / messages.length));
+  const peers = [...new Set(messages.map((message) => message.peer_id))];
+  const place = new Map(messages.map((message, index) => [message.id, index]));
+  const x = (index) => 20 + index * step;
+  const rowOf = (peer) => 20 + peers.indexOf(peer) * 18;
+  const learned = conclusions
+    .map((conclusion) => ({ conclusion, at: Math.max(-1, ...conclusion.source_ids.map((id) => place.get(id) ?? -1)) }))
+    .filter((entry) => entry.at >= 0);
+  const top = 30 + peers.length * 18;
+  const height = top + 20 + Math.min(learned.length, 12) * 14;
+  return s(
+    "svg",
+    { viewBox: `0 0 ${Math.max(width, x(messages.length) + 20)} ${height}`, role: "group", "aria-label": `Timeline of ${messages.length} messages and ${learned.length} conclusions learned from them` },
+    peers.map((peer) => s("text", { x: 0, y: rowOf(peer) - 6 }, peer)),
+    messages.map((message, index) =>
+      s("a", { href: `#/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(message.session_id)}/m/${encodeURIComponent(message.id)}`, "aria-label": `Message ${index + 1} by ${message.peer_id}` },
+        s("circle", { cx: x(index), cy: rowOf(message.peer_id), r: 4, fill: "#1f5fae" }, s("title", {}, `${message.peer_id}: ${message.content.slice(0, 120)}`)))),
+    learned.slice(0, 12).map((entry, row) =>
+      s("a", { href: `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(entry.conclusion.id)}` },
+        s("line", { x1: x(entry.at), y1: top - 10, x2: x(entry.at), y2: top + row * 14, stroke: "#1d7a3a" }),
+        s("text", { x: x(entry.at) + 4, y: top + row * 14 + 4 }, short(entry.conclusion.content, 80)))),
+  );
+}
+
+async function sessionPage(workspace, session, query) {
+  const number = Number(query.get("page") || 1);
+  const [messages, conclusions] = await Promise.all([
+    api("POST", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/list${page(number, 100)}`, {}),
+    settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { session_id: session } })),
+  ]);
+  const learned = conclusions.error ? [] : conclusions.data.items;
+  return [
+    h("h1", {}, `Session ${session}`),
+    h("h2", {}, "Timeline"),
+    timeline(workspace, messages.data.items, learned),
+    h("h2", {}, `Messages (${messages.data.total})`),
+    pager(`/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(session)}`, number, messages.data.pages),
+    table(["When", "Peer", "Message"], messageRows(workspace, messages.data.items)),
+    h("h2", {}, "Learned in this session"),
+    shown(conclusions, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
+    eraseButton("Erase this session", `${w(workspace)}/sessions/${encodeURIComponent(session)}`, workspace),
+  ];
+}
+
+function conclusionTable(workspace, conclusions) {
+  return table(
+    ["Conclusion", "Observer → observed", "Level", "Confirmed", "When"],
+    conclusions.map((conclusion) => [
+      link(["w", workspace, "c", conclusion.id], conclusion.content),
+      `${conclusion.observer_id} → ${conclusion.observed_id}`,
+      conclusion.level,
+      `${conclusion.times_derived}×`,
+      when(conclusion.created_at),
+    ]),
+  );
+}
+
+async function messagePage(workspace, session, message) {
+  const [found, learned] = await Promise.all([
+    api("GET", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/${encodeURIComponent(message)}`),
+    settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { source_ids: { contains: message } } })),
+  ]);
+  const item = found.data;
+  return [
+    h("h1", {}, "Message"),
+    h("p", {}, link(["w", workspace, "p", item.peer_id], item.peer_id), " in ", link(["w", workspace, "s", session], session), ", ", when(item.created_at)),
+    h("blockquote", { class: "content" }, item.content),
+    h("h2", {}, "Learned from it"),
+    shown(learned, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
+    eraseButton("Erase this message", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/${encodeURIComponent(message)}`, workspace),
+  ];
+}
+
+/** The premises and sources of a conclusion, and what was derived from it. */
+function graph(workspace, conclusion, sources, derived) {
+  const rows = Math.max(sources.length, derived.length, 1);
+  const height = 40 + rows * 40;
+  const middle = height / 2;
+  const node = (x, y, label, href, color) =>
+    s("a", { href }, s("title", {}, label), s("rect", { x, y: y - 14, width: 250, height: 28, rx: 6, fill: "#ffffff", stroke: color }), s("text", { x: x + 8, y: y + 4 }, short(label, 40)));
+  return s(
+    "svg",
+    { viewBox: `0 0 900 ${height}`, role: "group", "aria-label": `${sources.length} sources and premises, ${derived.length} conclusions derived from it` },
+    sources.map((source, index) => {
+      const y = 30 + index * 40;
+      return [s("line", { x1: 270, y1: y, x2: 325, y2: middle, stroke: "#5b6572" }), node(20, y, source.label, source.href, source.kind === "message" ? "#1f5fae" : "#1d7a3a")];
+    }),
+    node(325, middle, conclusion.content, `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(conclusion.id)}`, "#1d232b"),
+    derived.map((item, index) => {
+      const y = 30 + index * 40;
+      return [s("line", { x1: 575, y1: middle, x2: 630, y2: y, stroke: "#5b6572" }), node(630, y, item.content, `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(item.id)}`, "#1d7a3a")];
+    }),
+  );
+}
+
+async function conclusionPage(workspace, id) {
+  const [found, derived] = await Promise.all([
+    api("GET", `${w(workspace)}/conclusions/${encodeURIComponent(id)}`),
+    api("POST", `${w(workspace)}/conclusions/list${page(1, 50)}`, { filters: { source_ids: { contains: id } } }),
+  ]);
+  const conclusion = found.data;
+  const explicit = conclusion.level === "explicit";
+  const sources = await Promise.all(
+    conclusion.source_ids.map(async (source) => {
+      try {
+        if (explicit && conclusion.session_id) {
+          const { data } = await api("GET", `${w(workspace)}/sessions/${encodeURIComponent(conclusion.session_id)}/messages/${encodeURIComponent(source)}`);
+          return { kind: "message", id: source, label: `${data.peer_id}: ${data.content}`, content: data.content, peer: data.peer_id, when: data.created_at, href: `#/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(data.session_id)}/m/${encodeURIComponent(source)}` };
+        }
+        const { data } = await api("GET", `${w(workspace)}/conclusions/${encodeURIComponent(source)}`);
+        return { kind: "conclusion", id: source, label: data.content, content: data.content, when: data.created_at, href: `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(source)}` };
+      } catch {
+        return { kind: "gone", id: source, label: `${source} (no longer held)`, content: "no longer held: erased", href: "#" };
+      }
+    }),
+  );
+  return [
+    h("h1", {}, "Why this is believed"),
+    h("blockquote", { class: "content" }, conclusion.content),
+    table(
+      ["Observer", "About", "Level", "Confirmed", "Learned", "Session"],
+      [[
+        link(["w", workspace, "p", conclusion.observer_id], conclusion.observer_id),
+        link(["w", workspace, "p", conclusion.observed_id], conclusion.observed_id),
+        conclusion.level,
+        `${conclusion.times_derived}×`,
+        when(conclusion.created_at),
+        conclusion.session_id ? link(["w", workspace, "s", conclusion.session_id], conclusion.session_id) : "—",
+      ]],
+    ),
+    h("h2", {}, explicit ? `Learned from ${sources.length} messages` : `Derived from ${sources.length} premises`),
+    graph(workspace, conclusion, sources, derived.data.items),
+    table(
+      ["Source", "Kind", "When"],
+      sources.map((source) => [h("a", { href: source.href }, source.content), source.kind, when(source.when)]),
+    ),
+    h("h2", {}, `Derived from this (${derived.data.total})`),
+    conclusionTable(workspace, derived.data.items),
+    eraseButton("Delete this conclusion", `${w(workspace)}/conclusions/${encodeURIComponent(id)}`, workspace),
+  ];
+}
+
+async function peerPage(workspace, peer, query) {
+  const observer = query.get("observer") || peer;
+  const [card, representation, about, peers] = await Promise.all([
+    settle(api("GET", `${w(workspace)}/peers/${encodeURIComponent(observer)}/card${observer === peer ? "" : `?target=${encodeURIComponent(peer)}`}`)),
+    settle(api("POST", `${w(workspace)}/peers/${encodeURIComponent(observer)}/representation`, observer === peer ? {} : { target: peer })),
+    settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { observed_id: peer } })),
+    api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}).catch(() => ({ data: { items: [{ id: peer }] } })),
+  ]);
+  const chooser = h(
+    "form",
+    { class: "inline", onsubmit: (event) => {
+      event.preventDefault();
+      const chosen = event.target.elements.observer.value;
+      location.hash = `#/w/${encodeURIComponent(workspace)}/p/${encodeURIComponent(peer)}?observer=${encodeURIComponent(chosen)}`;
+    } },
+    h("label", { for: "observer" }, "As seen by"),
+    h("select", { id: "observer", name: "observer" }, peers.data.items.map((item) => h("option", { value: item.id, selected: item.id === observer }, item.id))),
+    h("button", { type: "submit" }, "Show"),
+  );
+  return [
+    h("h1", {}, `Peer ${peer}`),
+    h("p", {}, link(["w", workspace, "chat", peer], `Chat with ${peer}'s memory`)),
+    chooser,
+    h("h2", {}, `Peer card (kept by ${observer})`),
+    shown(card, (data) => {
+      const lines = (data && data.peer_card) || [];
+      return lines.length ? h("ul", {}, lines.map((line) => h("li", {}, line))) : h("p", { class: "muted" }, "No card yet.");
+    }),
+    h("h2", {}, `Representation (as ${observer} sees ${peer})`),
+    shown(representation, (data) => h("div", { class: "content" }, (data && data.representation) || "Nothing learned yet.")),
+    h("h2", {}, `Conclusions about ${peer}`),
+    shown(about, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
+    eraseButton(`Erase peer ${peer}`, `${w(workspace)}/peers/${encodeURIComponent(peer)}`, workspace),
+  ];
+}
+
+async function queuePage(workspace) {
+  const { data } = await api("GET", `${w(workspace)}/queue/status`);
+  const card = (label, value, kind) => h("div", { class: "card" }, h("div", { class: `number ${kind || ""}` }, String(value)), h("div", { class: "muted" }, label));
+  const derivation = data.derivation || {};
+  return [
+    h("h1", {}, `Queue of ${workspace}`),
+    h(
+      "div",
+      { class: "cards" },
+      card("pending work units", data.pending_work_units),
+      card("in progress", data.in_progress_work_units),
+      card("completed", data.completed_work_units, "good"),
+      card("failed (dead)", data.failed_work_units, data.failed_work_units ? "bad" : ""),
+      card("dreams waiting", data.dreams_waiting),
+      card("dreams ready", data.dreams_ready),
+    ),
+    data.degraded_reason ? h("div", { class: "error", role: "alert" }, `Derivation is degraded: ${data.degraded_reason}`) : null,
+    h("h2", {}, "Derivation"),
+    table(["Measure", "Value"], Object.entries(derivation).map(([name, value]) => [name, typeof value === "object" ? JSON.stringify(value) : String(value)])),
+    h("p", { class: "muted" }, "Dead work runs again with `roncho queue retry --workspace ", workspace, "` or DeriverService.RetryFailedWork (admin)."),
+  ];
+}
+
+async function chatPage(workspace, peer) {
+  const peers = await api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}).catch(() => ({ data: { items: peer ? [{ id: peer }] : [] } }));
+  const answer = h("div", { "aria-live": "polite" });
+  const options = (selected, none) => [none ? h("option", { value: "" }, none) : null, peers.data.items.map((item) => h("option", { value: item.id, selected: item.id === selected }, item.id))];
+  const form = h(
+    "form",
+    { onsubmit: async (event) => {
+      event.preventDefault();
+      const fields = event.target.elements;
+      const body = { query: fields.query.value, include_evidence: true };
+      if (fields.target.value) body.target = fields.target.value;
+      answer.replaceChildren(h("p", { class: "muted" }, "Asking…"));
+      try {
+        const { data } = await api("POST", `${w(workspace)}/peers/${encodeURIComponent(fields.peer.value)}/chat`, body);
+        answer.replaceChildren(...evidenceView(workspace, data));
+      } catch (error) {
+        answer.replaceChildren(errorBox(error));
+      }
+    } },
+    h("p", {}, h("label", { for: "chat-peer" }, "Whose memory "), h("select", { id: "chat-peer", name: "peer" }, options(peer))),
+    h("p", {}, h("label", { for: "chat-target" }, "About "), h("select", { id: "chat-target", name: "target" }, options("", "(the peer itself)"))),
+    h("p", {}, h("label", { for: "chat-query" }, "Question"), h("textarea", { id: "chat-query", name: "query", required: true })),
+    h("button", { type: "submit" }, "Ask"),
+  );
+  return [h("h1", {}, "Chat"), form, answer];
+}
+
+function evidenceView(workspace, data) {
+  const evidence = data.evidence || { conclusions: [], messages: [], tool_calls: [] };
+  return [
+    h("h2", {}, "Answer"),
+    h("div", { class: "content", id: "answer" }, data.content || ""),
+    h("h2", {}, `Evidence: ${evidence.conclusions.length} conclusions, ${evidence.messages.length} messages`),
+    table(
+      ["Conclusion", "Level"],
+      evidence.conclusions.map((conclusion) => [link(["w", workspace, "c", conclusion.id], conclusion.content), conclusion.level]),
+    ),
+    table(
+      ["Message", "Peer", "Session"],
+      evidence.messages.map((message) => [
+        link(["w", workspace, "s", message.session_id, "m", message.id], message.id),
+        message.peer_id,
+        message.session_id,
+      ]),
+    ),
+    evidence.tool_calls.length ? h("p", { class: "muted" }, "Tools used: ", evidence.tool_calls.map((call) => call.tool_name).join(", ")) : null,
+    evidence.reasoning_trace_id ? h("p", {}, link(["w", workspace, "trace", evidence.reasoning_trace_id], "How the answer was reached")) : null,
+  ];
+}
+
+async function tracePage(workspace, id) {
+  const { data } = await api("GET", `${w(workspace)}/traces/${encodeURIComponent(id)}`);
+  return [h("h1", {}, "Reasoning trace"), h("pre", { class: "content" }, JSON.stringify(data, null, 2))];
+}
+
+/** A button that erases with `DELETE path`, then shows the receipt until it is complete. */
+function eraseButton(label, path, workspace) {
+  const shown = h("div", { "aria-live": "polite" });
+  const button = h("button", { type: "button", class: "danger", onclick: async () => {
+    if (!window.confirm(`${label}? This cannot be undone.`)) return;
+    button.disabled = true;
+    try {
+      const reply = await api("DELETE", path);
+      const receipt = reply.headers.get("x-roncho-erasure-receipt") || (reply.data && reply.data.id);
+      if (!receipt) {
+        shown.replaceChildren(h("div", { class: "receipt" }, "Deleted."));
+        return;
+      }
+      await followReceipt(workspace, receipt, shown);
+    } catch (error) {
+      shown.replaceChildren(errorBox(error));
+      button.disabled = false;
+    }
+  } }, label);
+  return h("div", {}, h("h2", {}, "Erase"), button, shown);
+}
+
+async function followReceipt(workspace, id, shown) {
+  for (let attempt = 0; attempt < 120; attempt += 1) {
+    const { data } = await api("GET", `${w(workspace)}/erasures/${encodeURIComponent(id)}`);
+    const counts = Object.entries(data.counts || {}).filter(([, count]) => count).map(([name, count]) => `${count} ${name.replace(/_/g, " ")}`);
+    shown.replaceChildren(h(
+      "div",
+      { class: "receipt", id: "receipt" },
+      h("strong", {}, `Erasure ${data.state}`),
+      h("p", {}, counts.length ? `Removed: ${counts.join(", ")}` : "Removed nothing else."),
+      h("p", { class: "muted" }, `Receipt ${data.id}`, data.finished_at ? `, finished ${when(data.finished_at)}` : ""),
+    ));
+    if (data.state === "complete") return;
+    await new Promise((resolve) => setTimeout(resolve, 250));
+  }
+}
+
+// ---------------------------------------------------------------- routing
+
+function crumbs(parts) {
+  const trail = [h("a", { href: "#/" }, "workspaces")];
+  if (parts[0] === "w" && parts[1]) trail.push(" / ", link(["w", parts[1]], parts[1]));
+  if (parts[2] === "s" && parts[3]) trail.push(" / ", link(["w", parts[1], "s", parts[3]], `session ${parts[3]}`));
+  if (parts[2] === "p" && parts[3]) trail.push(" / ", link(["w", parts[1], "p", parts[3]], `peer ${parts[3]}`));
+  document.getElementById("crumbs").replaceChildren(...trail);
+}
+
+async function render(parts, query) {
+  const [kind, workspace, what, id, sub, subId] = parts;
+  if (kind !== "w" || !workspace) return workspacesPage(query);
+  if (!what) return workspacePage(workspace);
+  if (what === "search") return searchPage(workspace, query);
+  if (what === "s" && id && sub === "m" && subId) return messagePage(workspace, id, subId);
+  if (what === "s" && id) return sessionPage(workspace, id, query);
+  if (what === "p" && id) return peerPage(workspace, id, query);
+  if (what === "c" && id) return conclusionPage(workspace, id);
+  if (what === "queue") return queuePage(workspace);
+  if (what === "chat") return chatPage(workspace, id);
+  if (what === "trace" && id) return tracePage(workspace, id);
+  return [h("h1", {}, "Not found"), h("p", {}, "No such page in the console.")];
+}
+
+let rendering = 0;
+
+async function route() {
+  const hash = location.hash.replace(/^#\/?/, "");
+  const [path, search] = hash.split("?");
+  const parts = path.split("/").filter(Boolean).map((part) => decodeURIComponent(part));
+  const query = new URLSearchParams(search || "");
+  const mine = (rendering += 1);
+  crumbs(parts);
+  say("Loading…");
+  const started = performance.now();
+  let content;
+  try {
+    content = await render(parts, query);
+  } catch (error) {
+    content = [h("h1", {}, "Could not load this page"), errorBox(error)];
+  }
+  if (mine !== rendering) return;
+  main.replaceChildren(...[content].flat(Infinity).filter(Boolean));
+  const heading = main.querySelector("h1");
+  if (heading) document.title = `${heading.textContent} · roncho`;
+  main.focus({ preventScroll: true });
+  say(`Loaded in ${Math.round(performance.now() - started)} ms`);
+  document.body.dataset.loaded = String(mine);
+}
+
+document.getElementById("forget-key").hidden = !key;
+window.addEventListener("hashchange", route);
+route();
