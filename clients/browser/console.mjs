@@ -177,6 +177,9 @@ try {
   await page.goto(`${server.base}/ui#/w/demo/queue`);
   await settled(page, 'queue');
   check((await text(page)).includes('pending work units'), 'the queue page shows the queue');
+  const charts = await page.locator('main figure figcaption').allInnerTexts();
+  check(charts.length === 2 && /peak [1-9]/.test(charts[0]) && /median per minute\): peak \d+ ms/.test(charts[1]), 'the last hour shows the work waiting and how long deriving took', charts.join(' | '));
+  check(await page.getByRole('button', { name: 'Run dead work again' }).isDisabled(), 'with no dead work there is nothing to run again');
 
   // Chat with the evidence shown.
   await page.goto(`${server.base}/ui#/w/demo/chat/alice`);

@@ -45,7 +45,7 @@ use async_trait::async_trait;
 use futures::StreamExt;
 use roncho_core::model::now_micros;
 use roncho_core::queue::{
-    Claim, DeliveryLedger, NewTask, QueueStatus, RetryFilter, StatusFilter, Unpublished, WorkQueue,
+    Claim, DeliveryLedger, NewTask, QueueSample, QueueStatus, RetryFilter, StatusFilter, Unpublished, WorkQueue,
 };
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
@@ -1016,6 +1016,10 @@ impl WorkQueue for NatsWorkQueue {
 
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {
         self.inner.ledger.status(filter).await
+    }
+
+    async fn history(&self, filter: &StatusFilter, window: Duration, steps: usize) -> Result<Vec<QueueSample>> {
+        self.inner.ledger.history(filter, window, steps).await
     }
 
     async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64> {

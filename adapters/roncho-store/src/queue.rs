@@ -11,9 +11,10 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use roncho_core::model::{new_public_id, now_micros};
+use roncho_core::queue::history::{TaskSpan, samples};
 use roncho_core::queue::{
-    Claim, Counts, DeliveryLedger, FailedTask, NewTask, PostponedTask, QueueStatus, RetryFilter, StatusFilter, Task,
-    Unpublished, WorkQueue,
+    Claim, Counts, DeliveryLedger, FailedTask, HISTORY_MAX_TASKS, NewTask, PostponedTask, QueueSample, QueueStatus,
+    RetryFilter, StatusFilter, Task, Unpublished, WorkQueue,
 };
 use roncho_core::trace::TraceContext;
 use roncho_core::{Error, Result};
@@ -675,6 +676,37 @@ impl WorkQueue for SqlWorkQueue {
         let purged = execute(tx.conn(), &sql).await?;
         tx.commit().await?;
         Ok(purged)
+    }
+
+    async fn history(&self, filter: &StatusFilter, window: Duration, steps: usize) -> Result<Vec<QueueSample>> {
+        let now = now_micros();
+        let mut since = now - micros(window);
+        // The tasks that waited at some point of the window, newest first
+        // (work scheduled for later, a dream waiting for quiet, is not
+        // waiting yet).
+        let mut sql = Sql::new("SELECT t.created_at, t.finished_at, t.state, t.items FROM work_tasks t");
+        push_filter(&mut sql, filter);
+        sql.push(" AND (t.finished_at IS NULL OR t.finished_at >= ")
+            .bind(since)
+            .push(") AND ");
+        push_not_scheduled(&mut sql, now);
+        sql.push(" ORDER BY t.created_at DESC LIMIT ").bind(HISTORY_MAX_TASKS);
+        let mut tasks = Vec::new();
+        for row in self.store.read(&sql).await? {
+            tasks.push(TaskSpan {
+                created_at: row.try_get("created_at").map_err(db_error)?,
+                finished_at: row.try_get("finished_at").map_err(db_error)?,
+                done: row.try_get::<String, _>("state").map_err(db_error)? == "done",
+                items: row.try_get("items").map_err(db_error)?,
+            });
+        }
+        // Cut short, the window starts where what was read starts.
+        if tasks.len() as i64 >= HISTORY_MAX_TASKS
+            && let Some(oldest) = tasks.last()
+        {
+            since = since.max(oldest.created_at);
+        }
+        Ok(samples(&tasks, since, now, steps))
     }
 
     async fn status(&self, filter: &StatusFilter) -> Result<QueueStatus> {

@@ -169,7 +169,9 @@ from_wire! {
         workspace_id, peer_id, query, session_id, target, reasoning_level, filters, response_format, scopes,
         include_evidence, scopes_as_list
     }
-    GetQueueStatusRequest => roncho_deriver::GetQueueStatus { workspace_id, observer_id, sender_id, session_id }
+    GetQueueStatusRequest => roncho_deriver::GetQueueStatus {
+        workspace_id, observer_id, sender_id, session_id, include_history
+    }
     RetryFailedWorkRequest => roncho_deriver::RetryFailedWork { workspace_id, session_id, task_type }
     ScheduleDreamRequest => roncho_dreamer::ScheduleDream {
         workspace_id, observer, observed, dream_type, session_id, rebuild
@@ -717,6 +719,7 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
             by_session,
             derivation,
             degraded,
+            history,
         } = self;
         let counts = status.counts;
         let Derivation {
@@ -776,6 +779,16 @@ impl IntoWire<pb::QueueStatus> for QueueReport {
             dreams_ready: status.dreams.ready,
             oldest_dream_due_at: status.dreams.oldest_due_at.map(timestamp),
             degraded_reason: degraded,
+            history: history
+                .into_iter()
+                .map(|sample| pb::QueueSample {
+                    at: Some(timestamp(sample.at)),
+                    waiting_work_units: sample.waiting,
+                    done_work_units: sample.done,
+                    latency_p50_ms: sample.latency_p50_ms,
+                    latency_max_ms: sample.latency_max_ms,
+                })
+                .collect(),
             ..pb::QueueStatus::default()
         };
         wire.set_observation_mode(mode(observations));

@@ -16,9 +16,10 @@
 //! | `ActsAs(x)` | yes | x = p | yes |
 //!
 //! On a multi-tenant server every key but the operator's names its tenant,
-//! and every workspace a call names must be one its tenant holds (a
-//! workspace no one holds yet and that does not exist is taken for it);
-//! within them a tenant's admin key meets every need but `Admin`.
+//! and every workspace a call names must be one its tenant holds. A call
+//! that may create the workspace ([`Need::Takes`]) takes one that no tenant
+//! holds and that does not exist; no other call takes anything. Within its
+//! tenant's workspaces a tenant's admin key meets every need but `Admin`.
 //!
 //! A denial names the key and what it lacks, never whether the target
 //! exists or who holds it: what the key alone decides is decided before
@@ -59,6 +60,10 @@ pub enum Need<'a> {
     SessionRead(&'a str, &'a str),
     /// Acting as (observing from) a peer: `(workspace, peer)`; only peer keys are held to it.
     ActsAs(&'a str, &'a str),
+    /// The call may create the workspace: on a multi-tenant server, the
+    /// caller's tenant takes it when no tenant holds it and it does not
+    /// exist. It asks nothing more of the key than its other needs.
+    Takes(&'a str),
 }
 
 impl<'a> Need<'a> {
@@ -66,6 +71,7 @@ impl<'a> Need<'a> {
         match self {
             Need::Admin | Need::AnyAdmin => None,
             Need::AdminOf(workspace)
+            | Need::Takes(workspace)
             | Need::Workspace(workspace)
             | Need::Peer(workspace, _)
             | Need::Session(workspace, _)
@@ -132,7 +138,8 @@ impl Authorizer {
         if let Some(tenant) = caller.tenant() {
             let workspaces: BTreeSet<&str> = needs.iter().filter_map(|need| need.workspace()).collect();
             for workspace in workspaces {
-                self.check_tenant(caller, tenant, workspace).await?;
+                let takes = needs.contains(&Need::Takes(workspace));
+                self.check_tenant(caller, tenant, workspace, takes).await?;
             }
         }
         for need in needs {
@@ -157,15 +164,20 @@ impl Authorizer {
         }
     }
 
-    /// The workspace is one `tenant` holds, or is taken for it now (when no
-    /// one holds it and it does not exist). Refused in the same words as a
-    /// workspace outside a key's scope, whoever holds it.
-    async fn check_tenant(&self, caller: &Caller, tenant: &str, workspace: &str) -> Result<()> {
+    /// The workspace is one `tenant` holds, or, for a call that `takes` it,
+    /// is taken for it now (when no one holds it and it does not exist).
+    /// Refused in the same words as a workspace outside a key's scope,
+    /// whoever holds it.
+    async fn check_tenant(&self, caller: &Caller, tenant: &str, workspace: &str, takes: bool) -> Result<()> {
         let refused = || denied(caller, format!("workspace `{workspace}`"));
         if roncho_core::validate::resource_id("workspace_id", workspace).is_err() {
             return Err(refused());
         }
-        match self.store.claim_workspace(workspace, tenant).await? {
+        let holder = match takes {
+            true => self.store.claim_workspace(workspace, tenant).await?,
+            false => self.store.workspace_holder(workspace).await?,
+        };
+        match holder {
             Some(holder) if holder == tenant => Ok(()),
             _ => Err(refused()),
         }
@@ -180,7 +192,7 @@ impl Authorizer {
             };
         };
         match (caller, need) {
-            (Caller::Admin | Caller::TenantAdmin { .. }, _) => Ok(()),
+            (Caller::Admin | Caller::TenantAdmin { .. }, _) | (_, Need::Takes(_)) => Ok(()),
             (_, Need::AdminOf(_)) => denied("admin operations".into()),
             (Caller::Workspace { .. }, _) => Ok(()),
             (Caller::Peer { peer, .. }, Need::Peer(_, target) | Need::ActsAs(_, target)) => {
@@ -241,19 +253,19 @@ use roncho_recall as recall;
 use serde_json::Value;
 
 needs! {
-    ingest::GetOrCreateWorkspace => |r| vec![Need::Workspace(&r.id)];
-    ingest::UpdateWorkspace => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::GetOrCreatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.id)];
-    ingest::UpdatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
-    ingest::GetOrCreateSession => |r| vec![Need::Session(&r.workspace_id, &r.id)];
-    ingest::UpdateSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
-    ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
+    ingest::GetOrCreateWorkspace => |r| vec![Need::Workspace(&r.id), Need::Takes(&r.id)];
+    ingest::UpdateWorkspace => |r| vec![Need::Workspace(&r.workspace_id), Need::Takes(&r.workspace_id)];
+    ingest::GetOrCreatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.id), Need::Takes(&r.workspace_id)];
+    ingest::UpdatePeer => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id), Need::Takes(&r.workspace_id)];
+    ingest::GetOrCreateSession => |r| vec![Need::Session(&r.workspace_id, &r.id), Need::Takes(&r.workspace_id)];
+    ingest::UpdateSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id), Need::Takes(&r.workspace_id)];
+    ingest::ChangeSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id), Need::Takes(&r.workspace_id)];
     ingest::RemoveSessionPeers => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::SetSessionPeerConfig => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::UpdateMessage => |r| vec![Need::Session(&r.workspace_id, &r.session_id)];
     ingest::CreateConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     ingest::DeleteConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id)];
+    ingest::SetPeerCard => |r| vec![Need::Peer(&r.workspace_id, &r.peer_id), Need::Takes(&r.workspace_id)];
     ingest::DeleteWebhook => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::GetErasureReceipt => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListPeers => |r| vec![Need::Workspace(&r.workspace_id)];
@@ -275,7 +287,7 @@ needs! {
     recall::GetConclusion => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::QueryConclusions => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::ListWebhooks => |r| vec![Need::Workspace(&r.workspace_id)];
-    ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id)];
+    ingest::GetOrCreateScope => |r| vec![Need::Workspace(&r.workspace_id), Need::Takes(&r.workspace_id)];
     recall::ListScopes => |r| vec![Need::Workspace(&r.workspace_id)];
     recall::GetScope => |r| vec![Need::Workspace(&r.workspace_id)];
     // A peer's or a session's part of an export holds other peers' memory
@@ -324,15 +336,15 @@ fn upload_messages(upload: &ingest::UploadFile) -> u32 {
 }
 
 metered! {
-    ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+    ingest::CreateMessages => |r| vec![Need::Session(&r.workspace_id, &r.session_id), Need::Takes(&r.workspace_id)],
         [Messages: u32::try_from(r.messages.len()).unwrap_or(u32::MAX)];
-    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id)],
+    ingest::UploadFile => |r| vec![Need::Session(&r.workspace_id, &r.session_id), Need::Takes(&r.workspace_id)],
         [Uploads: 1, Messages: upload_messages(r)];
     ingest::CloneSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Clones: 1];
     roncho_dreamer::ScheduleDream => |r| vec![Need::Workspace(&r.workspace_id)], [Dreams: 1];
     // Calls that reach out to the network, or leave work behind them.
     ingest::TestWebhook => |r| vec![Need::Workspace(&r.workspace_id)], [Webhooks: 1];
-    ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id)], [Webhooks: 1];
+    ingest::CreateWebhook => |r| vec![Need::Workspace(&r.workspace_id), Need::Takes(&r.workspace_id)], [Webhooks: 1];
     ingest::DeleteWorkspace => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
     ingest::DeletePeer => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
     ingest::DeleteSession => |r| vec![Need::Session(&r.workspace_id, &r.session_id)], [Jobs: 1];
@@ -341,7 +353,7 @@ metered! {
         [Jobs: u32::try_from(r.session_ids.len().max(1)).unwrap_or(u32::MAX)];
     ingest::RemoveScopeSession => |r| vec![Need::Workspace(&r.workspace_id)], [Jobs: 1];
     // Every record may be a message: an import draws on the bucket writes do.
-    ingest::ImportRecords => |r| vec![Need::Workspace(&r.workspace_id)],
+    ingest::ImportRecords => |r| vec![Need::Workspace(&r.workspace_id), Need::Takes(&r.workspace_id)],
         [Messages: u32::try_from(r.records.len().max(1)).unwrap_or(u32::MAX)];
 }
 
@@ -446,7 +458,7 @@ impl Authorize for crate::keys::CreateKey {
     /// The operator mints any key; a tenant's admin, keys to its tenant's
     /// workspaces, of its tenant.
     fn needs(&self) -> Result<Vec<Need<'_>>> {
-        Ok(vec![Need::AdminOf(&self.workspace_id)])
+        Ok(vec![Need::AdminOf(&self.workspace_id), Need::Takes(&self.workspace_id)])
     }
 
     fn confine(&mut self, tenant: &str) -> Result<()> {

@@ -143,7 +143,17 @@ impl KeySet {
         {
             return Err(unauthenticated("invalid key signature"));
         }
-        let claims: Claims = decode_json(payload).ok_or_else(|| unauthenticated("malformed key claims"))?;
+        let raw: Value = decode_json(payload).ok_or_else(|| unauthenticated("malformed key claims"))?;
+        // A tenant claim that is there but names no tenant is no claim to
+        // read as absent: on a multi-tenant server that would be the
+        // operator's key.
+        if raw
+            .get("tn")
+            .is_some_and(|tenant| tenant.as_str().is_none_or(str::is_empty))
+        {
+            return Err(unauthenticated("malformed key tenant (tn): it names no tenant"));
+        }
+        let claims: Claims = serde_json::from_value(raw).map_err(|_| unauthenticated("malformed key claims"))?;
         if let Some(exp) = &claims.exp {
             let expires = expiry_seconds(exp).ok_or_else(|| unauthenticated("malformed key expiry (exp)"))?;
             if now >= expires {
@@ -599,13 +609,25 @@ mod tests {
                 tenant: Some("acme".into())
             }
         );
-        // Multi-tenant: every scoped key names its tenant; an empty one is absent.
-        for claims in [
-            claims(Some("w"), None, None),
-            claims(Some("w"), None, Some("s")),
-            with_tenant(claims(Some("w"), None, None), ""),
-        ] {
+        // Multi-tenant: every scoped key names its tenant.
+        for claims in [claims(Some("w"), None, None), claims(Some("w"), None, Some("s"))] {
             assert!(reason(multi.verify(&multi.sign(&claims), NOW)).contains("must name its tenant"));
+        }
+        // A tenant claim naming no tenant is refused, not read as absent
+        // (an admin key would be the operator's), on either server.
+        for payload in [
+            r#"{"ad":true,"tn":""}"#,
+            r#"{"ad":true,"tn":null}"#,
+            r#"{"w":"w","tn":5}"#,
+            r#"{"ad":true,"tn":[]}"#,
+        ] {
+            for keys in [&single, &multi] {
+                let header = URL_SAFE_NO_PAD.encode(HEADER);
+                let input = format!("{header}.{}", URL_SAFE_NO_PAD.encode(payload));
+                let tag = hmac::sign(&keys.secrets[0], input.as_bytes());
+                let token = format!("{input}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()));
+                assert!(reason(keys.verify(&token, NOW)).contains("tenant"), "{payload}");
+            }
         }
         for malformed in ["a b", "../x", "é", &"t".repeat(600)] {
             let claims = with_tenant(claims(Some("w"), None, None), malformed);

@@ -464,10 +464,53 @@ async function peerPage(workspace, peer, query) {
   ];
 }
 
+/** A chart of one series over the last hour: bars, labelled at both ends and at its peak. */
+function chart(label, samples, value, unit) {
+  const values = samples.map(value);
+  const peak = Math.max(1, ...values.filter((v) => v !== null && v !== undefined));
+  const width = 600;
+  const height = 120;
+  const step = width / Math.max(1, samples.length);
+  const shown = values.filter((v) => v !== null && v !== undefined);
+  const summary = shown.length ? `${label}: peak ${peak} ${unit}, now ${values[values.length - 1] ?? 0} ${unit}` : `${label}: nothing in the last hour`;
+  return h(
+    "figure",
+    {},
+    s(
+      "svg",
+      { viewBox: `0 0 ${width + 60} ${height + 30}`, role: "img", "aria-label": summary },
+      s("title", {}, summary),
+      values.map((v, index) => {
+        if (v === null || v === undefined || v === 0) return null;
+        const barHeight = Math.max(1, (v / peak) * height);
+        return s("rect", { x: 50 + index * step, y: 10 + height - barHeight, width: Math.max(1, step - 1), height: barHeight, fill: "#1f5fae" });
+      }),
+      s("line", { x1: 50, y1: 10 + height, x2: 50 + width, y2: 10 + height, stroke: "#5b6572" }),
+      s("text", { x: 0, y: 16 }, `${peak} ${unit}`),
+      s("text", { x: 0, y: 10 + height }, "0"),
+      s("text", { x: 50, y: height + 26 }, "an hour ago"),
+      s("text", { x: width, y: height + 26 }, "now"),
+    ),
+    h("figcaption", {}, summary),
+  );
+}
+
 async function queuePage(workspace) {
-  const { data } = await api("GET", `${w(workspace)}/queue/status`);
+  const { data } = await api("GET", `${w(workspace)}/queue/status?history=true`);
   const card = (label, value, kind) => h("div", { class: "card" }, h("div", { class: `number ${kind || ""}` }, String(value)), h("div", { class: "muted" }, label));
   const derivation = data.derivation || {};
+  const history = data.history || [];
+  const retried = h("div", { "aria-live": "polite" });
+  const retry = h("button", { type: "button", disabled: !data.failed_work_units, onclick: async () => {
+    retry.disabled = true;
+    try {
+      const reply = await api("POST", `${w(workspace)}/queue/retry`, {});
+      retried.replaceChildren(h("p", { class: "good" }, `${reply.data.retried} work units run again.`));
+    } catch (error) {
+      retried.replaceChildren(errorBox(error));
+      retry.disabled = false;
+    }
+  } }, "Run dead work again");
   return [
     h("h1", {}, `Queue of ${workspace}`),
     h(
@@ -481,9 +524,21 @@ async function queuePage(workspace) {
       card("dreams ready", data.dreams_ready),
     ),
     data.degraded_reason ? h("div", { class: "error", role: "alert" }, `Derivation is degraded: ${data.degraded_reason}`) : null,
+    h("h2", {}, "The last hour"),
+    chart("Work waiting", history, (sample) => sample.waiting_work_units, "units"),
+    chart("Time from message to derived (median per minute)", history, (sample) => sample.latency_p50_ms, "ms"),
+    h("h2", {}, `Dead work (${data.failed_work_units})`),
+    data.failures.length
+      ? table(["Work unit", "Attempts", "Why it failed"], data.failures.map((task) => [task.work_unit_key, String(task.attempts), h("span", { class: "content" }, task.error)]))
+      : h("p", { class: "muted" }, "None."),
+    retry,
+    retried,
+    h("h2", {}, "Postponed by an outage"),
+    data.postponed.length
+      ? table(["Work unit", "Postponed", "Why", "Tried again"], data.postponed.map((task) => [task.work_unit_key, `${task.deferrals}×`, task.reason, when(task.ready_at)]))
+      : h("p", { class: "muted" }, "None."),
     h("h2", {}, "Derivation"),
-    table(["Measure", "Value"], Object.entries(derivation).map(([name, value]) => [name, typeof value === "object" ? JSON.stringify(value) : String(value)])),
-    h("p", { class: "muted" }, "Dead work runs again with `roncho queue retry --workspace ", workspace, "` or DeriverService.RetryFailedWork (admin)."),
+    table(["Measure", "Value"], Object.entries(derivation).map(([name, value]) => [name, value === null ? "extractive (no model)" : String(value)])),
   ];
 }
 

@@ -14,7 +14,7 @@ mod extractive;
 pub mod webhooks;
 pub mod worker;
 
-use roncho_core::queue::{QueueStatus, RetryFilter, StatusFilter, WorkQueue};
+use roncho_core::queue::{QueueSample, QueueStatus, RetryFilter, StatusFilter, WorkQueue};
 use roncho_core::store::DerivationHealth;
 use roncho_core::{Error, Result, validate};
 
@@ -49,7 +49,13 @@ pub struct GetQueueStatus {
     pub observer_id: Option<String>,
     pub sender_id: Option<String>,
     pub session_id: Option<String>,
+    /// Also the last hour, minute by minute ([`QueueReport::history`]).
+    pub include_history: bool,
 }
+
+/// The window and steps of a queue status' history: the last hour, by minute.
+pub const HISTORY_WINDOW: std::time::Duration = std::time::Duration::from_secs(3600);
+pub const HISTORY_STEPS: usize = 60;
 
 /// Queue status and how the deriver works.
 #[derive(Debug, Clone)]
@@ -61,6 +67,9 @@ pub struct QueueReport {
     /// Why the workspace's derivations are degraded (they keep giving no
     /// observations), `None` while they are not.
     pub degraded: Option<String>,
+    /// The last hour by minute, oldest first, when asked for: what waited,
+    /// what was done and how long it took.
+    pub history: Vec<QueueSample>,
 }
 
 /// Names dead work to run again: a workspace's, narrowed to a session or a task type.
@@ -138,11 +147,16 @@ impl DeriverApi for Deriver {
                 .and_then(|record| record.degraded()),
             None => None,
         };
+        let history = match request.include_history {
+            true => queue.history(&filter, HISTORY_WINDOW, HISTORY_STEPS).await?,
+            false => Vec::new(),
+        };
         Ok(QueueReport {
             status: queue.status(&filter).await?,
             by_session,
             derivation: self.derivation.clone(),
             degraded,
+            history,
         })
     }
 

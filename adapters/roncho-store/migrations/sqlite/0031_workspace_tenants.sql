@@ -1,7 +1,8 @@
 -- Multi-tenant servers (Honcho's `tn` claim): the tenant holding each
--- workspace id. A row may come before its workspace (a tenant's key takes
--- an id it is about to create), so there is no foreign key; the erasure of
--- a workspace deletes its row with it.
+-- workspace id. A row comes before its workspace (a tenant's key takes an
+-- id it is about to create) and outlives it (an erased workspace's id stays
+-- its tenant's, so a call still in flight for it never reaches another
+-- tenant), so there is no foreign key.
 CREATE TABLE workspace_tenants (
     workspace_name TEXT PRIMARY KEY,
     tenant         TEXT NOT NULL,

@@ -416,10 +416,6 @@ impl SqlStore {
                 counts.webhooks += self.count_of(conn, &count("webhook_endpoints", "")).await?;
                 counts.idempotency_keys += disarm_keys(conn, workspace_id, receipt_id, |_| {}).await?;
                 counts.workspaces += 1;
-                // Its id is free again, and no tenant's name is kept beside it.
-                let mut holder = Sql::new("DELETE FROM workspace_tenants WHERE workspace_name = ");
-                holder.bind(workspace_id);
-                execute(conn, &holder).await?;
                 let mut sql = Sql::new("DELETE FROM workspaces WHERE name = ");
                 sql.bind(workspace_id);
                 sql

@@ -29,8 +29,8 @@ impl Tenants for SqlStore {
     #[tracing::instrument(name = "store.claim_workspace", skip_all)]
     async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>> {
         // The common case, a workspace its tenant holds, writes nothing.
-        if let Some(row) = self.read_optional(&holder_of(workspace)).await? {
-            return Ok(Some(rows::get::<String>(&row, "tenant")?));
+        if let Some(holder) = self.workspace_holder(workspace).await? {
+            return Ok(Some(holder));
         }
         let mut tx = self.begin_write().await?;
         // Taken only while no workspace of that id exists: one the operator
@@ -50,6 +50,13 @@ impl Tenants for SqlStore {
         let held = holder(tx.conn(), workspace).await?;
         tx.commit().await?;
         Ok(held)
+    }
+
+    async fn workspace_holder(&self, workspace: &str) -> Result<Option<String>> {
+        match self.read_optional(&holder_of(workspace)).await? {
+            Some(row) => Ok(Some(rows::get::<String>(&row, "tenant")?)),
+            None => Ok(None),
+        }
     }
 
     #[tracing::instrument(name = "store.assign_workspace", skip_all)]

@@ -15,6 +15,7 @@ fn listed(page: roncho_core::model::Page<roncho_core::model::Workspace>) -> Vec<
 }
 
 async fn a_tenant_takes_a_new_id_first_and_the_operator_assigns_the_rest(store: &dyn Store) {
+    assert_eq!(store.workspace_holder("w").await.unwrap(), None);
     assert_eq!(store.claim_workspace("w", "a").await.unwrap().as_deref(), Some("a"));
     assert_eq!(store.claim_workspace("w", "a").await.unwrap().as_deref(), Some("a"));
     assert_eq!(
@@ -60,13 +61,18 @@ async fn a_tenant_takes_a_new_id_first_and_the_operator_assigns_the_rest(store: 
     assert!(listed(store.list_tenant_workspaces("b", &all(), page(1, 10)).await.unwrap()).is_empty());
     assert_eq!(store.list_workspaces(&all(), page(1, 10)).await.unwrap().total, 3);
 
-    // An erased workspace frees its id, and keeps no tenant's name.
+    // An erased workspace's id stays its tenant's: nothing still in
+    // flight for it can reach another tenant's workspace of that id.
     store.delete_workspace("w").await.unwrap();
-    assert_eq!(store.claim_workspace("w", "b").await.unwrap().as_deref(), Some("b"));
+    assert_eq!(store.claim_workspace("w", "b").await.unwrap().as_deref(), Some("a"));
     assert_eq!(
         listed(store.list_tenant_workspaces("a", &all(), page(1, 10)).await.unwrap()),
         ["old"]
     );
+    // Asking who holds an id takes nothing.
+    assert_eq!(store.workspace_holder("never").await.unwrap(), None);
+    assert_eq!(store.workspace_holder("never").await.unwrap(), None);
+    assert_eq!(store.claim_workspace("never", "b").await.unwrap().as_deref(), Some("b"));
 }
 
 async fn two_tenants_naming_ids_at_once_find_one_holder(store: Arc<SqlStore>) {

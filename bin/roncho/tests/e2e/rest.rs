@@ -2099,40 +2099,73 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
     .await;
     assert_eq!(status, 200, "{body}");
 
-    // Erasing a workspace frees its id for anyone.
-    let (status, body) = send(
+    // Reading an id takes nothing: the operator's new workspace stays its own.
+    for tenant in ["a", "b"] {
+        for path in ["/v3/workspaces/opws/queue/status", "/v3/workspaces/opws/webhooks"] {
+            let (status, _) = send(reqwest::Method::GET, path.into(), Value::Null, admin_of(tenant)).await;
+            assert_eq!(status, 401, "{path}");
+        }
+    }
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": "opws"}),
+        operator.clone(),
+    )
+    .await;
+    assert_eq!(status, 201);
+    for tenant in ["a", "b"] {
+        let (status, _) = send(
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/peers/list".into(),
+            Value::Null,
+            admin_of(tenant),
+        )
+        .await;
+        assert_eq!(status, 401, "tenant {tenant} reaches no workspace the operator made");
+    }
+
+    // An erased workspace's id stays its tenant's: nothing of the other
+    // tenant's can land in it, even once the erasure is complete.
+    let (status, _) = send(
         reqwest::Method::DELETE,
         format!("/v3/workspaces/{held_by_a}"),
         Value::Null,
         workspace_key(held_by_a, "a"),
     )
     .await;
-    assert_eq!(status, 202, "{body}");
+    assert_eq!(status, 202);
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     loop {
-        let (status, body) = send(
+        let (_, page) = send(
             reqwest::Method::POST,
-            "/v3/workspaces".into(),
-            json!({"id": held_by_a}),
-            workspace_key(held_by_a, "b"),
+            "/v3/workspaces/list?size=100".into(),
+            Value::Null,
+            a.clone(),
         )
         .await;
-        if status == 201 {
+        if !ids(&page["items"]).contains(&held_by_a.as_str()) {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the id stayed taken: {status} {body}"
-        );
+        assert!(std::time::Instant::now() < deadline, "the erasure did not finish");
         tokio::time::sleep(std::time::Duration::from_millis(100)).await;
     }
-    let rows: i64 =
-        sqlx::query_scalar("SELECT COUNT(*) FROM workspace_tenants WHERE workspace_name = ? AND tenant = 'a'")
-            .bind(held_by_a.as_str())
-            .fetch_one(server.store.pool())
-            .await
-            .unwrap();
-    assert_eq!(rows, 0, "no row names the tenant that erased it");
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": held_by_a}),
+        workspace_key(held_by_a, "b"),
+    )
+    .await;
+    assert_eq!(status, 401, "another tenant cannot take an erased workspace's id");
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": held_by_a}),
+        workspace_key(held_by_a, "a"),
+    )
+    .await;
+    assert_eq!(status, 201, "its tenant makes it anew");
     server.served.shutdown.cancel();
 }
 
@@ -2334,5 +2367,83 @@ async fn a_peer_is_erased_over_rest_with_its_receipt() {
     )
     .await;
     assert_eq!(status, 404, "erased already");
+    server.served.shutdown.cancel();
+}
+
+/// Queue status over REST keeps Honcho's shape and adds roncho's: dead work
+/// with its reasons, postponed work, and with `?history=true` the last hour
+/// by minute; `POST …/queue/retry` runs dead work again for admin keys.
+#[tokio::test]
+async fn queue_status_shows_dead_work_and_the_last_hour_and_admins_run_it_again() {
+    let server = Server::start(true).await;
+    let admin = server.key(Claims {
+        ad: Some(true),
+        ..Claims::default()
+    });
+    let workspace_key = server.key(Claims {
+        w: Some("w".into()),
+        ..Claims::default()
+    });
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/sessions/s/messages",
+            json!({"messages": [{"peer_id": "alice", "content": "alice keeps bees"}]}),
+            Some(&workspace_key),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, plain) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/queue/status",
+            Value::Null,
+            Some(&workspace_key),
+        )
+        .await;
+    assert_eq!(status, 200, "{plain}");
+    assert!(plain.get("history").is_none(), "only when asked: {plain}");
+    assert_eq!(plain["failures"], json!([]));
+    assert_eq!(plain["postponed"], json!([]));
+    let (status, with_history) = server
+        .send(
+            reqwest::Method::GET,
+            "/v3/workspaces/w/queue/status?history=true",
+            Value::Null,
+            Some(&workspace_key),
+        )
+        .await;
+    assert_eq!(status, 200);
+    let history = with_history["history"].as_array().unwrap();
+    assert_eq!(history.len(), 60, "{with_history}");
+    let last = history.last().unwrap();
+    assert!(last["waiting_work_units"].as_i64().unwrap() + with_history["completed_work_units"].as_i64().unwrap() >= 1);
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/queue/retry",
+            json!({}),
+            Some(&workspace_key),
+        )
+        .await;
+    assert_eq!(status, 401, "running dead work again is an admin's");
+    let (status, retried) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/queue/retry",
+            json!({"task_type": "summary"}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!((status, retried), (200, json!({"retried": 0})));
+    let (status, _) = server
+        .send(
+            reqwest::Method::POST,
+            "/v3/workspaces/w/queue/retry",
+            json!({"task_type": "nonsense"}),
+            Some(&admin),
+        )
+        .await;
+    assert_eq!(status, 422);
     server.served.shutdown.cancel();
 }

@@ -33,6 +33,7 @@ macro_rules! work_queue_contract {
                 outages_postpone_without_spending_attempts_and_dead_work_runs_again,
                 tasks_of_many_items_are_counted_and_claimed_by_their_items,
                 erasures_go_first_and_workspaces_take_turns,
+                history_shows_what_waited_and_what_was_done_by_step,
             );
         }
     };
@@ -638,4 +639,42 @@ async fn pending_in_w(queue: &dyn WorkQueue) -> i64 {
         ..StatusFilter::default()
     };
     queue.status(&filter).await.unwrap().counts.pending
+}
+
+pub async fn history_shows_what_waited_and_what_was_done_by_step(queue: &dyn WorkQueue) {
+    let filter = StatusFilter {
+        workspace_id: "w".into(),
+        ..StatusFilter::default()
+    };
+    let window = Duration::from_secs(60);
+    let empty = queue.history(&filter, window, 6).await.unwrap();
+    assert_eq!(empty.len(), 6);
+    assert!(empty.iter().all(|sample| sample.waiting == 0 && sample.done == 0));
+    queue
+        .enqueue(vec![
+            task(A, "t1"),
+            task(A, "t2"),
+            task(B, "t3"),
+            task("representation:other:s:bob", "t4"),
+        ])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(30)).await;
+    let claim = queue.claim("w1", DERIVER, 10, LEASE).await.unwrap().expect("a unit");
+    queue.complete(&claim, &ids(&claim)).await.unwrap();
+    queue.release(&claim).await.unwrap();
+    let done = claim.tasks.len() as i64;
+    let history = queue.history(&filter, window, 6).await.unwrap();
+    assert_eq!(history.len(), 6);
+    assert!(history.windows(2).all(|pair| pair[0].at < pair[1].at), "oldest first");
+    let last = history.last().unwrap();
+    assert_eq!(
+        last.waiting,
+        3 - done,
+        "what is left waits now; another workspace's is not counted"
+    );
+    assert_eq!(history.iter().map(|sample| sample.done).sum::<i64>(), done);
+    let finished = history.iter().find(|sample| sample.done > 0).unwrap();
+    assert!(finished.latency_p50_ms.unwrap() >= 30, "{finished:?}");
+    assert!(finished.latency_max_ms >= finished.latency_p50_ms);
 }

@@ -23,6 +23,7 @@ use crate::Result;
 
 #[cfg(feature = "testing")]
 pub mod contract;
+pub mod history;
 
 /// The kinds of work, as the first segment of a `work_unit_key`.
 pub const TASK_TYPES: [&str; 6] = [
@@ -198,6 +199,25 @@ pub struct QueueStatus {
     pub dreams: DreamCounts,
 }
 
+/// The queue over one step of a past window (see [`WorkQueue::history`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct QueueSample {
+    /// The step's end, in microseconds since the epoch.
+    pub at: i64,
+    /// Work waiting at `at`: enqueued, and neither done nor dead yet.
+    pub waiting: i64,
+    /// Work done within the step.
+    pub done: i64,
+    /// Of the work done within the step, the median and the longest time
+    /// from enqueueing to done, in milliseconds; `None` when none was done.
+    pub latency_p50_ms: Option<i64>,
+    pub latency_max_ms: Option<i64>,
+}
+
+/// Most tasks [`WorkQueue::history`] reads; beyond them the window is
+/// shortened to the newest it can show.
+pub const HISTORY_MAX_TASKS: i64 = 200_000;
+
 /// Due dreams not yet run.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct DreamCounts {
@@ -276,6 +296,12 @@ pub trait WorkQueue: Send + Sync + 'static {
     /// more than `dead_age` ago; returns how many. Pending work is never
     /// removed. (A `dedup_id` is remembered only while its task is kept.)
     async fn purge(&self, done_age: Duration, dead_age: Duration) -> Result<u64>;
+
+    /// The queue of `filter` over the last `window`, in `steps` equal
+    /// steps, oldest first: what waited at the end of each, what was done
+    /// within it and how long that took. Read from the tasks the queue
+    /// keeps (done ones for a week), so it needs no sampling.
+    async fn history(&self, filter: &StatusFilter, window: Duration, steps: usize) -> Result<Vec<QueueSample>>;
 
     /// Resolves when new work may have arrived (a delivery from a broker),
     /// so an idle worker claims again before its poll interval; queues

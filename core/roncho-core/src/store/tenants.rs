@@ -1,9 +1,11 @@
 //! Tenants (multi-tenant servers): which tenant holds each workspace.
 //!
-//! Workspace ids stay global: a tenant holds the ids it created first, and
-//! a key of another tenant is refused them. A workspace created while the
-//! server was not multi-tenant, or by the operator, is held by no tenant
-//! until the operator assigns it.
+//! Workspace ids stay global: a tenant holds the ids it created first, for
+//! good (erasing the workspace keeps the id its tenant's, so nothing still
+//! in flight for it can ever reach another tenant), and a key of another
+//! tenant is refused them. A workspace created while the server was not
+//! multi-tenant, or by the operator, is held by no tenant until the
+//! operator assigns it.
 
 use async_trait::async_trait;
 
@@ -18,6 +20,8 @@ pub trait Tenants: Send + Sync + 'static {
     /// asking together one holds it. `None`: the workspace exists and no
     /// tenant holds it.
     async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
+    /// Returns the tenant holding `workspace`, taking nothing.
+    async fn workspace_holder(&self, workspace: &str) -> Result<Option<String>>;
     /// Gives `workspace` to `tenant` (the operator's call), whether or not
     /// it exists yet; returns the tenant that held it before.
     async fn assign_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;

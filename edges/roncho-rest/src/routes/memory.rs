@@ -149,9 +149,29 @@ pub(super) async fn queue_status(
         observer_id: query.observer_id,
         sender_id: query.sender_id,
         session_id: query.session_id,
+        include_history: query.history,
     };
     let report = call!(rest.deriver, caller, request, get_queue_status);
     ok(wire::QueueStatus::from(report))
+}
+
+/// Runs a workspace's dead work again from its first attempt (roncho's
+/// route; an admin key, or the admin key of the workspace's tenant): 200
+/// with how many tasks.
+pub(super) async fn retry_failed_work(
+    State(rest): State<Rest>,
+    Extension(caller): Extension<Caller>,
+    Path(workspace_id): Path<String>,
+    Body(body): Body<Option<wire::RetryOptions>>,
+) -> Reply {
+    let body = body.unwrap_or_default();
+    let request = roncho_deriver::RetryFailedWork {
+        workspace_id,
+        session_id: body.session_id,
+        task_type: body.task_type,
+    };
+    let retried = call!(rest.deriver, caller, request, retry_failed_work);
+    ok(json!({ "retried": retried }))
 }
 
 /// 204, as Honcho answers; a dream already pending for the pair is not an error.

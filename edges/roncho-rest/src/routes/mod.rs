@@ -143,10 +143,15 @@ pub const EXTENSIONS: &[(&str, &str, &str)] = &[
         "/v3/workspaces/{workspace_id}/peers/{peer_id}",
         "roncho_delete_peer",
     ),
+    (
+        "post",
+        "/v3/workspaces/{workspace_id}/queue/retry",
+        "roncho_retry_failed_work",
+    ),
 ];
 
 /// What each of [`EXTENSIONS`] answers, for `GET /docs`.
-const EXTENSION_REPLIES: [&str; 7] = [
+const EXTENSION_REPLIES: [&str; 8] = [
     "roncho's own route, not Honcho's: 202 (delete) or 200 with an erasure receipt",
     "roncho's own route, not Honcho's: 200 with an erasure receipt",
     "roncho's own route, not Honcho's: the workspace (or ?peer_id= or ?session_id= of it) as JSON lines, \
@@ -159,6 +164,9 @@ const EXTENSION_REPLIES: [&str; 7] = [
      multi-tenant server (the operator's admin key); 200 with {workspace_id, tenant_id, previous_tenant_id}",
     "roncho's own route, not Honcho's: erases the peer, its messages' memory and everything learned about or \
      by it (a workspace key); 202 with the erasure receipt",
+    "roncho's own route, not Honcho's: {\"session_id\"?, \"task_type\"?} runs the workspace's dead work \
+     (queue status' failures) again from its first attempt (an admin key, or its tenant's); 200 with \
+     {\"retried\": n}",
 ];
 
 /// roncho's own routes ([`EXTENSIONS`]): what Honcho has no route for and
@@ -173,6 +181,7 @@ pub fn extensions(rest: Rest) -> Router {
         .route(EXTENSIONS[4].1, get(reasoning_trace))
         .route(EXTENSIONS[5].1, axum::routing::put(assign_workspace))
         .route(EXTENSIONS[6].1, axum::routing::delete(delete_peer))
+        .route(EXTENSIONS[7].1, axum::routing::post(retry_failed_work))
         .with_state(rest)
 }
 

@@ -7,6 +7,9 @@ use roncho_core::model::{self, JsonObject};
 use roncho_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+mod queue;
+pub use queue::*;
+
 /// Formats microseconds since the epoch as Honcho's serializer does: ISO
 /// 8601 in UTC with a `Z`, microseconds when there are any.
 pub fn timestamp(micros: i64) -> String {
@@ -459,71 +462,6 @@ impl From<model::WebhookEndpoint> for WebhookEndpoint {
     }
 }
 
-/// Work-unit counts of a workspace or a session.
-#[derive(Debug, Serialize)]
-pub struct QueueCounts {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub session_id: Option<String>,
-    pub total_work_units: i64,
-    pub completed_work_units: i64,
-    pub in_progress_work_units: i64,
-    pub pending_work_units: i64,
-}
-
-impl QueueCounts {
-    fn new(session_id: Option<String>, counts: &roncho_core::queue::Counts) -> Self {
-        Self {
-            session_id,
-            total_work_units: counts.total,
-            completed_work_units: counts.completed,
-            in_progress_work_units: counts.in_progress,
-            pending_work_units: counts.pending,
-        }
-    }
-}
-
-/// `QueueStatus`: `sessions` is null when filtered by session or empty.
-/// roncho adds what Honcho's shape has no room for: dead work and how the
-/// deriver works, so nothing fails silently.
-#[derive(Debug, Serialize)]
-pub struct QueueStatus {
-    #[serde(flatten)]
-    pub counts: QueueCounts,
-    pub sessions: Option<BTreeMap<String, QueueCounts>>,
-    pub failed_work_units: i64,
-    pub derivation: serde_json::Value,
-    /// Due dreams waiting for their peer to be quiet, and ready to run.
-    pub dreams_waiting: i64,
-    pub dreams_ready: i64,
-    /// Why derivation is degraded (it keeps giving no observations); only then.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub degraded_reason: Option<String>,
-}
-
-impl From<roncho_deriver::QueueReport> for QueueStatus {
-    fn from(report: roncho_deriver::QueueReport) -> Self {
-        let status = report.status;
-        let sessions: BTreeMap<String, QueueCounts> = status
-            .sessions
-            .iter()
-            .map(|(session, counts)| (session.clone(), QueueCounts::new(Some(session.clone()), counts)))
-            .collect();
-        let derivation = &report.derivation;
-        Self {
-            counts: QueueCounts::new(None, &status.counts),
-            sessions: (report.by_session && !sessions.is_empty()).then_some(sessions),
-            failed_work_units: status.counts.failed,
-            derivation: serde_json::json!({
-                "observations": derivation.observations,
-                "summaries": derivation.summaries,
-            }),
-            dreams_waiting: status.dreams.waiting,
-            dreams_ready: status.dreams.ready,
-            degraded_reason: report.degraded,
-        }
-    }
-}
-
 /// `ConclusionBatchCreate`: `conclusions`, or Honcho's older `observations`.
 #[derive(Debug, Deserialize)]
 pub struct ConclusionBatch {
@@ -584,14 +522,6 @@ pub struct RepresentationOptions {
     pub scope: Option<Scopes>,
     #[serde(flatten)]
     pub curation: Curation,
-}
-
-/// `?observer_id&sender_id&session_id` of queue status.
-#[derive(Debug, Default, Deserialize)]
-pub struct QueueQuery {
-    pub observer_id: Option<String>,
-    pub sender_id: Option<String>,
-    pub session_id: Option<String>,
 }
 
 /// `ScheduleDreamRequest`.
