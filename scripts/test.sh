@@ -61,6 +61,9 @@ clients/python/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # release matching Honcho 3.0.12, then the newest with what it added.
 clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 HONCHO_SDK_VERSION=newest clients/honcho-sdk/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
+# Honcho's official TypeScript SDK (npm @honcho-ai/sdk, newest): evidence
+# with reasoning_trace_id, and conclusions, parse unchanged.
+clients/honcho-ts/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # The official Python MCP client (PyPI mcp, pinned) against `roncho mcp` (stdio) and `/mcp` (HTTP).
 clients/mcp/run-scenario.sh "$CARGO_TARGET_DIR/debug/roncho"
 # Pages of other origins in a real headless Chromium (Debian's) against a

@@ -18,6 +18,9 @@ import { chromium } from 'playwright-core';
 import { startRoncho as start } from './serve.mjs';
 
 const [roncho, chromiumPath, modelDir] = process.argv.slice(2);
+// A fresh database and NATS for the journeys on Postgres + NATS; unset: embedded only.
+const postgresUrl = process.env.RONCHO_CONSOLE_DATABASE_URL;
+const natsUrl = process.env.RONCHO_CONSOLE_NATS_URL;
 const require = createRequire(import.meta.url);
 const AXE = readFileSync(require.resolve('axe-core/axe.min.js'), 'utf8');
 
@@ -27,9 +30,9 @@ function check(held, what, detail = '') {
   if (!held) failures.push(what);
 }
 
-function startRoncho(args = []) {
+function startRoncho(args = [], env = {}) {
   const model = modelDir ? { RONCHO_EMBEDDING_MODEL_DIR: modelDir } : { RONCHO_EMBEDDING_PROVIDER: 'none' };
-  return start(roncho, { args, env: model });
+  return start(roncho, { args, env: { ...model, ...env } });
 }
 
 /** A call from a client that is not a browser. */
@@ -102,12 +105,13 @@ async function text(page) {
   return page.evaluate(() => document.getElementById('main').innerText);
 }
 
-const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
-let server;
-try {
-  // ------------------------------------------------ the zero-setup server
-  server = await startRoncho();
-  await seed(server.base);
+/**
+ * The main journeys on `server` (seeded already): find a fact, see why it
+ * is believed, erase its source and see it gone everywhere, the timeline
+ * and the queue, chat with evidence; every check named after `label`.
+ */
+async function journeys(server, label) {
+  const ok = (held, what, detail) => check(held, `${label}${what}`, detail);
   const context = await browser.newContext();
   const page = await context.newPage();
   const errors = [];
@@ -115,87 +119,121 @@ try {
 
   // Find a fact: from the workspaces, search by the keyboard.
   await page.goto(`${server.base}/ui`);
-  await settled(page, 'workspaces');
+  await settled(page, `${label}workspaces`);
+  ok(!(await page.getByLabel('API key').isVisible()), 'a server without keys asks for none');
   await page.getByRole('link', { name: 'demo', exact: true }).click();
-  await settled(page, 'workspace');
+  await settled(page, `${label}workspace`);
   await page.getByLabel('Search messages').focus();
   await page.keyboard.type('genmaicha');
   await page.keyboard.press('Enter');
-  await settled(page, 'search');
+  await settled(page, `${label}search`);
   const found = await text(page);
-  check(found.includes('My favourite tea is genmaicha.'), 'search finds the message');
+  ok(found.includes('My favourite tea is genmaicha.'), 'search finds the message');
 
   // See why it is believed: the message, what was learned from it, the conclusion and its sources.
   await page.locator('main table a').first().click();
-  await settled(page, 'message');
+  await settled(page, `${label}message`);
   const message = await text(page);
-  check(/Learned from it\n+[1-9]\d* conclusions/.test(message), 'the message shows what was learned from it', message);
+  ok(/Learned from it\n+[1-9]\d* conclusions/.test(message), 'the message shows what was learned from it', message);
   await page.getByRole('link', { name: /genmaicha/ }).first().click();
-  await settled(page, 'conclusion');
+  await settled(page, `${label}conclusion`);
   const why = await text(page);
-  check(why.includes('Why this is believed') && why.includes('Learned from 1 messages'), 'the conclusion names its source', why);
-  check(await page.locator('main svg[role=group] a').count() >= 2, 'the graph links the conclusion and its source');
+  ok(why.includes('Why this is believed') && why.includes('Learned from 1 messages'), 'the conclusion names its source', why);
+  ok(await page.locator('main svg[role=group] a').count() >= 2, 'the graph links the conclusion and its source');
   const conclusionUrl = page.url();
 
   // Every page of the journey, by keyboard: Tab reaches the links and the erase button.
   await page.getByRole('link', { name: /My favourite tea is genmaicha/ }).first().click();
-  await settled(page, 'message again');
+  await settled(page, `${label}message again`);
   let reached = false;
   for (let i = 0; i < 40 && !reached; i++) {
     await page.keyboard.press('Tab');
     reached = await page.evaluate(() => document.activeElement && document.activeElement.textContent === 'Erase this message');
   }
-  check(reached, 'the erase button is reached with Tab');
+  ok(reached, 'the erase button is reached with Tab');
 
   // Erase its source and see the receipt.
   await page.keyboard.press('Enter');
   await page.waitForSelector('#receipt strong:text("Erasure complete")', { timeout: 60_000 });
+  ok(await page.evaluate(() => document.activeElement && document.activeElement.id === 'receipt'), 'the receipt takes the focus');
   const receipt = await page.locator('#receipt').innerText();
-  check(/Removed: .*conclusion/.test(receipt), 'the receipt names the conclusions erased with the message', receipt);
+  ok(/Removed: .*conclusion/.test(receipt), 'the receipt names the conclusions erased with the message', receipt);
 
   // Gone everywhere: the conclusion, the search, the peer's page, the API.
   await page.goto(conclusionUrl);
-  await settled(page, 'erased conclusion');
-  check((await text(page)).includes('404'), 'the conclusion is gone', await text(page));
+  await settled(page, `${label}erased conclusion`);
+  ok((await text(page)).includes('404'), 'the conclusion is gone', await text(page));
   await page.goto(`${server.base}/ui#/w/demo/search?q=genmaicha`);
-  await settled(page, 'search after erasure');
-  check(!(await text(page)).includes('My favourite tea'), 'search no longer finds it', await text(page));
+  await settled(page, `${label}search after erasure`);
+  ok(!(await text(page)).includes('My favourite tea'), 'search no longer finds it', await text(page));
   await page.goto(`${server.base}/ui#/w/demo/p/alice`);
-  await settled(page, 'peer');
+  await settled(page, `${label}peer`);
   const peer = await text(page);
-  check(peer.includes('Conclusions about alice') && !peer.includes('genmaicha'), "alice's page holds nothing of it", peer);
+  ok(peer.includes('Conclusions about alice') && !peer.includes('genmaicha'), "alice's page holds nothing of it", peer);
   const left = await api(server.base, 'POST', '/v3/workspaces/demo/conclusions/list', {});
-  check(!JSON.stringify(left.json).includes('genmaicha'), 'the API holds no conclusion of it');
+  ok(!JSON.stringify(left.json).includes('genmaicha'), 'the API holds no conclusion of it');
+
+  // Ids that are path steps address nothing: no call, no erase button.
+  for (const id of ['..', '.', '%2E%2E']) {
+    await page.goto(`${server.base}/ui#/w/demo/p/${id}`);
+    await settled(page, `${label}peer ${id}`);
+    const refused = await text(page);
+    ok(refused.includes('is not an id the console can address') && (await page.getByRole('button', { name: /Erase/ }).count()) === 0, `the id ${id} is refused before any call`, refused);
+  }
+  // The skip link moves the focus and stays on the page.
+  await page.goto(`${server.base}/ui#/w/demo/s/morning`);
+  await settled(page, `${label}session before the skip link`);
+  await page.locator('a.skip').focus();
+  await page.keyboard.press('Enter');
+  ok(page.url().endsWith('#/w/demo/s/morning') && (await page.evaluate(() => document.activeElement.id)) === 'main', 'the skip link moves the focus to the content and stays on the page');
 
   // The session's timeline, the queue.
   await page.goto(`${server.base}/ui#/w/demo/s/morning`);
-  await settled(page, 'session');
-  check(await page.locator('main svg[role=group] circle').count() === 4, 'the timeline draws the four messages left');
+  await settled(page, `${label}session`);
+  ok(await page.locator('main svg[role=group] circle').count() === 4, 'the timeline draws the four messages left');
   const markup = await text(page);
-  check(markup.includes('<img src=x onerror='), 'markup in a message is shown as text');
-  check(await page.evaluate(() => window.__pwned === undefined), 'markup in a message never runs');
+  ok(markup.includes('<img src=x onerror='), 'markup in a message is shown as text');
+  ok(await page.evaluate(() => window.__pwned === undefined), 'markup in a message never runs');
   await page.goto(`${server.base}/ui#/w/demo/queue`);
-  await settled(page, 'queue');
-  check((await text(page)).includes('pending work units'), 'the queue page shows the queue');
+  await settled(page, `${label}queue`);
+  ok((await text(page)).includes('pending work units'), 'the queue page shows the queue');
   const charts = await page.locator('main figure figcaption').allInnerTexts();
-  check(charts.length === 2 && /peak [1-9]/.test(charts[0]) && /median per minute\): peak \d+ ms/.test(charts[1]), 'the last hour shows the work waiting and how long deriving took', charts.join(' | '));
-  check(await page.getByRole('button', { name: 'Run dead work again' }).isDisabled(), 'with no dead work there is nothing to run again');
+  ok(charts.length === 2 && /peak [1-9]/.test(charts[0]) && /median per minute\): peak \d+ ms/.test(charts[1]), 'the last hour shows the work waiting and how long deriving took', charts.join(' | '));
+  ok(await page.getByRole('button', { name: 'Run dead work again' }).isDisabled(), 'with no dead work there is nothing to run again');
 
   // Chat with the evidence shown.
   await page.goto(`${server.base}/ui#/w/demo/chat/alice`);
-  await settled(page, 'chat');
+  await settled(page, `${label}chat`);
   await page.getByLabel('Question').fill('Where does alice live?');
   await page.getByRole('button', { name: 'Ask' }).click();
   await page.waitForSelector('#answer', { timeout: 120_000 });
   const answer = await text(page);
-  check(/Evidence: [1-9]\d* conclusions/.test(answer), 'the answer shows its evidence', answer);
-  check(await page.getByRole('link', { name: /Lisbon/ }).count() > 0, 'the evidence links the conclusions it read');
+  ok(/Evidence: [1-9]\d* conclusions/.test(answer), 'the answer shows its evidence', answer);
+  ok(await page.getByRole('link', { name: /Lisbon/ }).count() > 0, 'the evidence links the conclusions it read');
 
-  check(errors.length === 0, 'no console errors on any page', errors.join('; '));
+  ok(errors.length === 0, 'no console errors on any page', errors.join('; '));
   const stored = await page.evaluate(() => [localStorage.length, document.cookie]);
-  check(stored[0] === 0 && stored[1] === '', 'nothing is kept in local storage or cookies');
+  ok(stored[0] === 0 && stored[1] === '', 'nothing is kept in local storage or cookies');
   await context.close();
+}
+
+const browser = await chromium.launch({ executablePath: chromiumPath, args: ['--no-sandbox'] });
+let server;
+try {
+  // ------------------------------------------------ the zero-setup server
+  server = await startRoncho();
+  await seed(server.base);
+  await journeys(server, '');
   server.stop();
+  // The same journeys on Postgres and NATS, when the suite is given them.
+  if (postgresUrl && natsUrl) {
+    server = await startRoncho(['--database-url', postgresUrl, '--nats-url', natsUrl], {
+      RONCHO_NATS_PREFIX: `console${process.pid}`,
+    });
+    await seed(server.base);
+    await journeys(server, 'Postgres + NATS: ');
+    server.stop();
+  }
 
   // ------------------------------------------------ a server with keys
   server = await startRoncho(['--local-key']);
@@ -223,6 +261,8 @@ try {
   await other.getByLabel('API key').fill(minted.json.key);
   await other.getByRole('button', { name: 'Use key' }).click();
   await settled(other, 'a peer key');
+  check(other.url().endsWith('#/w/demo/p/alice'), "a peer key starts on its peer's page", other.url());
+  check(!(await other.getByLabel('API key').isVisible()), 'an accepted key is not asked for again');
   await other.goto(`${server.base}/ui#/w/demo/p/alice`);
   await settled(other, "a peer key on its peer's page");
   const own = await text(other);

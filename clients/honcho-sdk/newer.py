@@ -55,6 +55,8 @@ def more_steps(honcho, state, args):
     def evidence():
         answered = state["bot"].chat("What does Mochi eat?", target=state["alice"], include_evidence=True)
         assert answered.content and "salmon" in answered.content, answered
+        # Honcho 3.2: the trace of how the answer was reached, by id.
+        assert isinstance(answered.evidence.reasoning_trace_id, str), answered.evidence
         read = [m.id for m in answered.evidence.messages]
         salmon = [m.id for m in state["messages"] if "salmon" in m.content]
         assert set(salmon) & set(read), (salmon, read)
@@ -64,6 +66,7 @@ def more_steps(honcho, state, args):
         text = "".join(stream)
         assert "salmon" in text, text
         assert stream.evidence is not None and stream.evidence.messages, stream.evidence
+        assert isinstance(stream.evidence.reasoning_trace_id, str), stream.evidence
 
     def scopes():
         pets = honcho.scope("pets", metadata={"kind": "animals"})

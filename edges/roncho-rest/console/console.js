@@ -83,7 +83,7 @@ class ApiError extends Error {
 }
 
 /** Calls the REST API: JSON in and out, with the key when there is one. */
-async function api(method, path, body) {
+async function api(method, path, body, timeoutMs = 30_000) {
   const headers = { accept: "application/json" };
   if (body !== undefined) headers["content-type"] = "application/json";
   if (key) headers.authorization = `Bearer ${key}`;
@@ -93,6 +93,7 @@ async function api(method, path, body) {
     body: body === undefined ? undefined : JSON.stringify(body),
     credentials: "omit",
     cache: "no-store",
+    signal: AbortSignal.timeout(timeoutMs),
   });
   const text = await response.text();
   let data = null;
@@ -103,18 +104,36 @@ async function api(method, path, body) {
   }
   if (!response.ok) {
     const detail = data && typeof data === "object" && "detail" in data ? JSON.stringify(data.detail) : String(text);
-    if (response.status === 401) showKeyForm();
+    // 401 is also how the API refuses a key what it does not reach: the
+    // form is for a missing or unaccepted key only.
+    if (response.status === 401 && !String(detail).includes("permission denied")) showKeyForm();
     throw new ApiError(response.status, detail.replace(/^"|"$/g, ""));
   }
   return { data, headers: response.headers, status: response.status };
 }
 
-function w(workspace) {
-  return `/v3/workspaces/${encodeURIComponent(workspace)}`;
+/**
+ * An id as one segment of an API path. "." and ".." would be read as
+ * path steps (a browser resolves them, encoded or not), so they, and an
+ * empty id, name nothing.
+ */
+function seg(id) {
+  if (id === "" || id === "." || id === "..") throw new Error(`\`${id}\` is not an id the console can address`);
+  return encodeURIComponent(id);
 }
 
-function page(number, size = PAGE_SIZE) {
-  return `?page=${number}&size=${size}`;
+function w(workspace) {
+  return `/v3/workspaces/${seg(workspace)}`;
+}
+
+function page(number, size = PAGE_SIZE, reverse = false) {
+  return `?page=${number}&size=${size}${reverse ? "&reverse=true" : ""}`;
+}
+
+/** A page number from the address: a whole number from 1, else 1. */
+function pageNumber(query, name = "page") {
+  const number = Number.parseInt(query.get(name) || "1", 10);
+  return Number.isFinite(number) && number >= 1 ? number : 1;
 }
 
 function errorBox(error) {
@@ -144,15 +163,23 @@ function table(headings, rows) {
   );
 }
 
-function pager(route, number, pages) {
+/**
+ * Links to the pages before and after `number` of `pages`, at `route` with
+ * the query parameter `name` (other parameters of `query` kept).
+ */
+function pager(route, number, pages, { name = "page", query = new URLSearchParams(), before = "Previous page", after = "Next page" } = {}) {
   if (!pages || pages <= 1) return null;
-  const to = (n) => `#${route}?page=${n}`;
+  const to = (n) => {
+    const kept = new URLSearchParams(query);
+    kept.set(name, String(n));
+    return `#${route}?${kept}`;
+  };
   return h(
     "div",
     { class: "pager" },
-    number > 1 ? h("a", { href: to(number - 1) }, "Newer page") : null,
+    number > 1 ? h("a", { href: to(number - 1) }, before) : null,
     h("span", { class: "muted" }, `page ${number} of ${pages}`),
-    number < pages ? h("a", { href: to(number + 1) }, "Older page") : null,
+    number < pages ? h("a", { href: to(number + 1) }, after) : null,
   );
 }
 
@@ -196,9 +223,11 @@ async function workspacesPage(query) {
     h("input", { id: "open-workspace", name: "workspace", type: "text", autocomplete: "off" }),
     h("button", { type: "submit" }, "Open"),
   );
-  const mine = claims().w;
-  if (mine) {
-    location.hash = `#/w/${encodeURIComponent(mine)}`;
+  const own = claims();
+  if (own.w) {
+    // A key's own start: its session, its peer, or its workspace.
+    const where = own.s ? `/s/${encodeURIComponent(own.s)}` : own.p ? `/p/${encodeURIComponent(own.p)}` : "";
+    location.hash = `#/w/${encodeURIComponent(own.w)}${where}`;
     return [];
   }
   try {
@@ -210,18 +239,20 @@ async function workspacesPage(query) {
         ["Workspace", "Created"],
         data.items.map((item) => [link(["w", item.id], item.id), when(item.created_at)]),
       ),
-      pager("/", number, data.pages),
+      pager("/", number, data.pages, { query }),
     ];
   } catch (error) {
     return [h("h1", {}, "Workspaces"), opener, errorBox(error)];
   }
 }
 
-async function workspacePage(workspace) {
+async function workspacePage(workspace, query) {
+  const [peerPage, sessionPage] = [pageNumber(query, "peers"), pageNumber(query, "sessions")];
   const [peers, sessions] = await Promise.all([
-    api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}),
-    api("POST", `${w(workspace)}/sessions/list${page(1, 100)}`, {}),
+    api("POST", `${w(workspace)}/peers/list${page(peerPage, 100)}`, {}),
+    api("POST", `${w(workspace)}/sessions/list${page(sessionPage, 100)}`, {}),
   ]);
+  const here = `/w/${encodeURIComponent(workspace)}`;
   return [
     h("h1", {}, `Workspace ${workspace}`),
     searchForm(workspace, ""),
@@ -233,11 +264,13 @@ async function workspacePage(workspace) {
       link(["w", workspace, "chat"], "Chat with a peer"),
     ),
     h("h2", {}, `Peers (${peers.data.total})`),
+    pager(here, peerPage, peers.data.pages, { name: "peers", query }),
     table(
       ["Peer", "Created"],
       peers.data.items.map((peer) => [link(["w", workspace, "p", peer.id], peer.id), when(peer.created_at)]),
     ),
     h("h2", {}, `Sessions (${sessions.data.total})`),
+    pager(here, sessionPage, sessions.data.pages, { name: "sessions", query }),
     table(
       ["Session", "Active", "Created"],
       sessions.data.items.map((session) => [
@@ -272,7 +305,8 @@ function messageRows(workspace, messages) {
 }
 
 async function searchPage(workspace, query) {
-  const text = query.get("q") || "";
+  const text = (query.get("q") || "").trim();
+  if (!text) return [h("h1", {}, `Search in ${workspace}`), searchForm(workspace, ""), h("p", { class: "muted" }, "Type what to search for.")];
   const { data } = await api("POST", `${w(workspace)}/search`, { query: text, limit: 20 });
   return [
     h("h1", {}, `Search in ${workspace}`),
@@ -301,32 +335,46 @@ function timeline(workspace, messages, conclusions) {
     { viewBox: `0 0 ${Math.max(width, x(messages.length) + 20)} ${height}`, role: "group", "aria-label": `Timeline of ${messages.length} messages and ${learned.length} conclusions learned from them` },
     peers.map((peer) => s("text", { x: 0, y: rowOf(peer) - 6 }, peer)),
     messages.map((message, index) =>
-      s("a", { href: `#/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(message.session_id)}/m/${encodeURIComponent(message.id)}`, "aria-label": `Message ${index + 1} by ${message.peer_id}` },
+      // Not tab stops: the same messages are listed below, one link each.
+      s("a", { href: `#/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(message.session_id)}/m/${encodeURIComponent(message.id)}`, "aria-label": `Message ${index + 1} by ${message.peer_id}`, tabindex: "-1" },
         s("circle", { cx: x(index), cy: rowOf(message.peer_id), r: 4, fill: "#1f5fae" }, s("title", {}, `${message.peer_id}: ${message.content.slice(0, 120)}`)))),
     learned.slice(0, 12).map((entry, row) =>
-      s("a", { href: `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(entry.conclusion.id)}` },
+      s("a", { href: `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(entry.conclusion.id)}`, tabindex: "-1" },
         s("line", { x1: x(entry.at), y1: top - 10, x2: x(entry.at), y2: top + row * 14, stroke: "#1d7a3a" }),
         s("text", { x: x(entry.at) + 4, y: top + row * 14 + 4 }, short(entry.conclusion.content, 80)))),
   );
 }
 
 async function sessionPage(workspace, session, query) {
-  const number = Number(query.get("page") || 1);
+  // Page 1 holds the newest messages; each page is shown oldest first.
+  const number = pageNumber(query);
+  const learnedPage = pageNumber(query, "learned");
   const [messages, conclusions] = await Promise.all([
-    api("POST", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/list${page(number, 100)}`, {}),
-    settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { session_id: session } })),
+    api("POST", `${w(workspace)}/sessions/${seg(session)}/messages/list${page(number, 100, true)}`, {}),
+    settle(api("POST", `${w(workspace)}/conclusions/list${page(learnedPage, 50)}`, { filters: { session_id: session } })),
   ]);
-  const learned = conclusions.error ? [] : conclusions.data.items;
+  const shownMessages = [...messages.data.items].reverse();
+  // What was learned from this page's messages, for the timeline.
+  const placed = shownMessages.length
+    ? await settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, {
+      filters: { session_id: session, OR: shownMessages.map((message) => ({ source_ids: { contains: message.id } })) },
+    }))
+    : { data: { items: [] } };
+  const here = `/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(session)}`;
   return [
     h("h1", {}, `Session ${session}`),
     h("h2", {}, "Timeline"),
-    timeline(workspace, messages.data.items, learned),
+    timeline(workspace, shownMessages, placed.error ? [] : placed.data.items),
     h("h2", {}, `Messages (${messages.data.total})`),
-    pager(`/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(session)}`, number, messages.data.pages),
-    table(["When", "Peer", "Message"], messageRows(workspace, messages.data.items)),
+    pager(here, number, messages.data.pages, { query, before: "Later messages", after: "Earlier messages" }),
+    table(["When", "Peer", "Message"], messageRows(workspace, shownMessages)),
     h("h2", {}, "Learned in this session"),
-    shown(conclusions, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
-    eraseButton("Erase this session", `${w(workspace)}/sessions/${encodeURIComponent(session)}`, workspace),
+    shown(conclusions, (data) => [
+      h("p", { class: "muted" }, `${data.total} conclusions, newest first`),
+      pager(here, learnedPage, data.pages, { name: "learned", query }),
+      conclusionTable(workspace, data.items),
+    ]),
+    eraseButton("Erase this session", `${w(workspace)}/sessions/${seg(session)}`, workspace),
   ];
 }
 
@@ -345,7 +393,7 @@ function conclusionTable(workspace, conclusions) {
 
 async function messagePage(workspace, session, message) {
   const [found, learned] = await Promise.all([
-    api("GET", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/${encodeURIComponent(message)}`),
+    api("GET", `${w(workspace)}/sessions/${seg(session)}/messages/${seg(message)}`),
     settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { source_ids: { contains: message } } })),
   ]);
   const item = found.data;
@@ -355,7 +403,7 @@ async function messagePage(workspace, session, message) {
     h("blockquote", { class: "content" }, item.content),
     h("h2", {}, "Learned from it"),
     shown(learned, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
-    eraseButton("Erase this message", `${w(workspace)}/sessions/${encodeURIComponent(session)}/messages/${encodeURIComponent(message)}`, workspace),
+    eraseButton("Erase this message", `${w(workspace)}/sessions/${seg(session)}/messages/${seg(message)}`, workspace),
   ];
 }
 
@@ -383,22 +431,31 @@ function graph(workspace, conclusion, sources, derived) {
 
 async function conclusionPage(workspace, id) {
   const [found, derived] = await Promise.all([
-    api("GET", `${w(workspace)}/conclusions/${encodeURIComponent(id)}`),
+    api("GET", `${w(workspace)}/conclusions/${seg(id)}`),
     api("POST", `${w(workspace)}/conclusions/list${page(1, 50)}`, { filters: { source_ids: { contains: id } } }),
   ]);
   const conclusion = found.data;
   const explicit = conclusion.level === "explicit";
+  // An explicit conclusion's sources are messages (of its session, where it
+  // names one); any other's are the conclusions it was derived from. What
+  // cannot be read is said as it is: not found, or the server's answer.
+  const unread = (source, kind, why) => ({ kind, id: source, label: `${source} (${why})`, content: `${source}: ${why}`, href: "#" });
   const sources = await Promise.all(
     conclusion.source_ids.map(async (source) => {
+      if (explicit && !conclusion.session_id) return unread(source, "message", "a message; its session is not recorded, so it is not shown here");
       try {
-        if (explicit && conclusion.session_id) {
-          const { data } = await api("GET", `${w(workspace)}/sessions/${encodeURIComponent(conclusion.session_id)}/messages/${encodeURIComponent(source)}`);
+        if (explicit) {
+          const { data } = await api("GET", `${w(workspace)}/sessions/${seg(conclusion.session_id)}/messages/${seg(source)}`);
           return { kind: "message", id: source, label: `${data.peer_id}: ${data.content}`, content: data.content, peer: data.peer_id, when: data.created_at, href: `#/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(data.session_id)}/m/${encodeURIComponent(source)}` };
         }
-        const { data } = await api("GET", `${w(workspace)}/conclusions/${encodeURIComponent(source)}`);
+        const { data } = await api("GET", `${w(workspace)}/conclusions/${seg(source)}`);
         return { kind: "conclusion", id: source, label: data.content, content: data.content, when: data.created_at, href: `#/w/${encodeURIComponent(workspace)}/c/${encodeURIComponent(source)}` };
-      } catch {
-        return { kind: "gone", id: source, label: `${source} (no longer held)`, content: "no longer held: erased", href: "#" };
+      } catch (error) {
+        const missing = error instanceof ApiError && error.status === 404;
+        const why = missing
+          ? explicit ? `not in session ${conclusion.session_id}: erased, or said in another session` : "not found: deleted or erased"
+          : `could not be read: ${error.message}`;
+        return unread(source, explicit ? "message" : "conclusion", why);
       }
     }),
   );
@@ -424,27 +481,27 @@ async function conclusionPage(workspace, id) {
     ),
     h("h2", {}, `Derived from this (${derived.data.total})`),
     conclusionTable(workspace, derived.data.items),
-    eraseButton("Delete this conclusion", `${w(workspace)}/conclusions/${encodeURIComponent(id)}`, workspace),
+    eraseButton("Delete this conclusion", `${w(workspace)}/conclusions/${seg(id)}`, workspace),
   ];
 }
 
 async function peerPage(workspace, peer, query) {
   const observer = query.get("observer") || peer;
+  const aboutPage = pageNumber(query, "about");
   const [card, representation, about, peers] = await Promise.all([
-    settle(api("GET", `${w(workspace)}/peers/${encodeURIComponent(observer)}/card${observer === peer ? "" : `?target=${encodeURIComponent(peer)}`}`)),
-    settle(api("POST", `${w(workspace)}/peers/${encodeURIComponent(observer)}/representation`, observer === peer ? {} : { target: peer })),
-    settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, { filters: { observed_id: peer } })),
+    settle(api("GET", `${w(workspace)}/peers/${seg(observer)}/card${observer === peer ? "" : `?target=${seg(peer)}`}`)),
+    settle(api("POST", `${w(workspace)}/peers/${seg(observer)}/representation`, observer === peer ? {} : { target: peer })),
+    settle(api("POST", `${w(workspace)}/conclusions/list${page(aboutPage, 50)}`, { filters: { observed_id: peer } })),
     api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}).catch(() => ({ data: { items: [{ id: peer }] } })),
   ]);
   const chooser = h(
     "form",
     { class: "inline", onsubmit: (event) => {
       event.preventDefault();
-      const chosen = event.target.elements.observer.value;
+      const chosen = event.target.elements.observer.value.trim();
       location.hash = `#/w/${encodeURIComponent(workspace)}/p/${encodeURIComponent(peer)}?observer=${encodeURIComponent(chosen)}`;
     } },
-    h("label", { for: "observer" }, "As seen by"),
-    h("select", { id: "observer", name: "observer" }, peers.data.items.map((item) => h("option", { value: item.id, selected: item.id === observer }, item.id))),
+    peerField("observer", "observer", "As seen by ", peers.data.items, observer, true),
     h("button", { type: "submit" }, "Show"),
   );
   return [
@@ -459,8 +516,12 @@ async function peerPage(workspace, peer, query) {
     h("h2", {}, `Representation (as ${observer} sees ${peer})`),
     shown(representation, (data) => h("div", { class: "content" }, (data && data.representation) || "Nothing learned yet.")),
     h("h2", {}, `Conclusions about ${peer}`),
-    shown(about, (data) => [h("p", { class: "muted" }, `${data.total} conclusions`), conclusionTable(workspace, data.items)]),
-    eraseButton(`Erase peer ${peer}`, `${w(workspace)}/peers/${encodeURIComponent(peer)}`, workspace),
+    shown(about, (data) => [
+      h("p", { class: "muted" }, `${data.total} conclusions, newest first`),
+      pager(`/w/${encodeURIComponent(workspace)}/p/${encodeURIComponent(peer)}`, aboutPage, data.pages, { name: "about", query }),
+      conclusionTable(workspace, data.items),
+    ]),
+    eraseButton(`Erase peer ${peer}`, `${w(workspace)}/peers/${seg(peer)}`, workspace),
   ];
 }
 
@@ -542,27 +603,43 @@ async function queuePage(workspace) {
   ];
 }
 
+/** A text field for a peer's id, offering the workspace's first peers (any id may be typed). */
+function peerField(id, name, label, peers, value, required) {
+  return h(
+    "p",
+    {},
+    h("label", { for: id }, label),
+    h("input", { id, name, type: "text", list: `${id}-peers`, value: value || "", required, autocomplete: "off", spellcheck: "false" }),
+    h("datalist", { id: `${id}-peers` }, peers.map((item) => h("option", { value: item.id }))),
+  );
+}
+
+let asking = 0;
+
 async function chatPage(workspace, peer) {
-  const peers = await api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}).catch(() => ({ data: { items: peer ? [{ id: peer }] : [] } }));
+  const peers = await api("POST", `${w(workspace)}/peers/list${page(1, 100)}`, {}).catch(() => ({ data: { items: [] } }));
   const answer = h("div", { "aria-live": "polite" });
-  const options = (selected, none) => [none ? h("option", { value: "" }, none) : null, peers.data.items.map((item) => h("option", { value: item.id, selected: item.id === selected }, item.id))];
   const form = h(
     "form",
     { onsubmit: async (event) => {
       event.preventDefault();
       const fields = event.target.elements;
       const body = { query: fields.query.value, include_evidence: true };
-      if (fields.target.value) body.target = fields.target.value;
+      if (fields.target.value.trim()) body.target = fields.target.value.trim();
+      // Only the latest question's answer is shown.
+      const mine = (asking += 1);
       answer.replaceChildren(h("p", { class: "muted" }, "Asking…"));
+      let shownAnswer;
       try {
-        const { data } = await api("POST", `${w(workspace)}/peers/${encodeURIComponent(fields.peer.value)}/chat`, body);
-        answer.replaceChildren(...evidenceView(workspace, data));
+        const { data } = await api("POST", `${w(workspace)}/peers/${seg(fields.peer.value.trim())}/chat`, body, 180_000);
+        shownAnswer = evidenceView(workspace, data);
       } catch (error) {
-        answer.replaceChildren(errorBox(error));
+        shownAnswer = [errorBox(error)];
       }
+      if (mine === asking) answer.replaceChildren(...shownAnswer);
     } },
-    h("p", {}, h("label", { for: "chat-peer" }, "Whose memory "), h("select", { id: "chat-peer", name: "peer" }, options(peer))),
-    h("p", {}, h("label", { for: "chat-target" }, "About "), h("select", { id: "chat-target", name: "target" }, options("", "(the peer itself)"))),
+    peerField("chat-peer", "peer", "Whose memory ", peers.data.items, peer, true),
+    peerField("chat-target", "target", "About (empty: the peer itself) ", peers.data.items, "", false),
     h("p", {}, h("label", { for: "chat-query" }, "Question"), h("textarea", { id: "chat-query", name: "query", required: true })),
     h("button", { type: "submit" }, "Ask"),
   );
@@ -593,7 +670,7 @@ function evidenceView(workspace, data) {
 }
 
 async function tracePage(workspace, id) {
-  const { data } = await api("GET", `${w(workspace)}/traces/${encodeURIComponent(id)}`);
+  const { data } = await api("GET", `${w(workspace)}/traces/${seg(id)}`);
   return [h("h1", {}, "Reasoning trace"), h("pre", { class: "content" }, JSON.stringify(data, null, 2))];
 }
 
@@ -603,34 +680,57 @@ function eraseButton(label, path, workspace) {
   const button = h("button", { type: "button", class: "danger", onclick: async () => {
     if (!window.confirm(`${label}? This cannot be undone.`)) return;
     button.disabled = true;
+    let reply;
     try {
-      const reply = await api("DELETE", path);
-      const receipt = reply.headers.get("x-roncho-erasure-receipt") || (reply.data && reply.data.id);
-      if (!receipt) {
-        shown.replaceChildren(h("div", { class: "receipt" }, "Deleted."));
-        return;
-      }
-      await followReceipt(workspace, receipt, shown);
+      reply = await api("DELETE", path);
     } catch (error) {
+      // Refused: nothing was erased, so it may be asked again.
       shown.replaceChildren(errorBox(error));
       button.disabled = false;
+      button.focus();
+      return;
     }
+    // Accepted: the erasure runs whatever the page does from here, so the
+    // button stays off and the receipt is what the page shows.
+    const receipt = reply.headers.get("x-roncho-erasure-receipt") || (reply.data && reply.data.id);
+    if (!receipt) {
+      showReceipt(shown, h("strong", {}, "Deleted."), h("p", {}, "This page still shows what was here; reload it to see it gone."));
+      return;
+    }
+    await followReceipt(workspace, receipt, shown);
   } }, label);
   return h("div", {}, h("h2", {}, "Erase"), button, shown);
 }
 
+/** Shows a receipt and moves the keyboard's focus to it. */
+function showReceipt(shown, ...children) {
+  const box = h("div", { class: "receipt", id: "receipt", tabindex: "-1" }, ...children);
+  shown.replaceChildren(box);
+  box.focus();
+}
+
 async function followReceipt(workspace, id, shown) {
-  for (let attempt = 0; attempt < 120; attempt += 1) {
-    const { data } = await api("GET", `${w(workspace)}/erasures/${encodeURIComponent(id)}`);
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    let data;
+    try {
+      ({ data } = await api("GET", `${w(workspace)}/erasures/${seg(id)}`));
+    } catch (error) {
+      showReceipt(shown, h("strong", {}, "Erasure accepted"), h("p", {}, `Receipt ${id}. It could not be followed from here (${error.message}); GET /v3/workspaces/…/erasures/${id} says how far it is.`));
+      return;
+    }
     const counts = Object.entries(data.counts || {}).filter(([, count]) => count).map(([name, count]) => `${count} ${name.replace(/_/g, " ")}`);
-    shown.replaceChildren(h(
-      "div",
-      { class: "receipt", id: "receipt" },
+    const complete = data.state === "complete";
+    const stopped = !complete && Date.now() > deadline;
+    showReceipt(
+      shown,
       h("strong", {}, `Erasure ${data.state}`),
       h("p", {}, counts.length ? `Removed: ${counts.join(", ")}` : "Removed nothing else."),
       h("p", { class: "muted" }, `Receipt ${data.id}`, data.finished_at ? `, finished ${when(data.finished_at)}` : ""),
-    ));
-    if (data.state === "complete") return;
+      complete ? h("p", {}, "This page still shows what was here; reload it to see it gone.") : null,
+      stopped ? h("p", {}, "Still running after two minutes: the console stopped following it; the receipt says when it completes.") : null,
+    );
+    if (complete || stopped) return;
     await new Promise((resolve) => setTimeout(resolve, 250));
   }
 }
@@ -648,7 +748,7 @@ function crumbs(parts) {
 async function render(parts, query) {
   const [kind, workspace, what, id, sub, subId] = parts;
   if (kind !== "w" || !workspace) return workspacesPage(query);
-  if (!what) return workspacePage(workspace);
+  if (!what) return workspacePage(workspace, query);
   if (what === "search") return searchPage(workspace, query);
   if (what === "s" && id && sub === "m" && subId) return messagePage(workspace, id, subId);
   if (what === "s" && id) return sessionPage(workspace, id, query);
@@ -665,14 +765,16 @@ let rendering = 0;
 async function route() {
   const hash = location.hash.replace(/^#\/?/, "");
   const [path, search] = hash.split("?");
-  const parts = path.split("/").filter(Boolean).map((part) => decodeURIComponent(part));
   const query = new URLSearchParams(search || "");
   const mine = (rendering += 1);
-  crumbs(parts);
+  // Nothing of the page before stays under the new address while this one loads.
+  main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
   say("Loading…");
   const started = performance.now();
   let content;
   try {
+    const parts = path.split("/").filter(Boolean).map((part) => decodeURIComponent(part));
+    crumbs(parts);
     content = await render(parts, query);
   } catch (error) {
     content = [h("h1", {}, "Could not load this page"), errorBox(error)];
@@ -686,6 +788,11 @@ async function route() {
   document.body.dataset.loaded = String(mine);
 }
 
+// The skip link moves the focus; it is no address of the console.
+document.querySelector(".skip").addEventListener("click", (event) => {
+  event.preventDefault();
+  main.focus();
+});
 document.getElementById("forget-key").hidden = !key;
 window.addEventListener("hashchange", route);
 route();
