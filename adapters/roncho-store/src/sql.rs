@@ -281,33 +281,44 @@ pub fn render_filter(sql: &mut Sql, dialect: Dialect, filter: &Filter, alias: Al
 }
 
 /// A conclusion's sources are rows of `conclusion_sources`: each id asked
-/// for must have one (an indexed lookup per id, no scan of `source_ids`).
+/// for must have one (`contains`, every id of a list), or one of the ids
+/// must (`in`). Each is one indexed lookup by source, which gives the
+/// conclusions' ids, not a lookup per conclusion row.
 fn render_sources(sql: &mut Sql, alias: Alias, field: Field, comparison: &Comparison) -> Result<()> {
-    let ids: Vec<&Scalar> = match comparison {
-        Comparison::Contains(id) => vec![id],
-        Comparison::ContainsAll(ids) => ids.iter().collect(),
+    let groups: Vec<Vec<&Scalar>> = match comparison {
+        Comparison::Contains(id) => vec![vec![id]],
+        Comparison::ContainsAll(ids) => ids.iter().map(|id| vec![id]).collect(),
+        Comparison::In(ids) if ids.is_empty() => {
+            sql.push("(1 = 0)");
+            return Ok(());
+        }
+        Comparison::In(ids) => vec![ids.iter().collect()],
         _ => {
             return Err(Error::invalid(
                 format!("filters.{}", field.key),
-                "takes only `contains`",
+                "takes only `contains` or `in`",
             ));
         }
     };
     sql.push("(");
-    for (index, id) in ids.into_iter().enumerate() {
+    for (index, ids) in groups.into_iter().enumerate() {
         if index > 0 {
             sql.push(" AND ");
         }
-        let Scalar::Text(id) = id else {
-            return Err(Error::invalid(format!("filters.{}", field.key), "ids are strings"));
-        };
-        sql.push("EXISTS (SELECT 1 FROM conclusion_sources cs WHERE cs.workspace_name = ")
+        sql.push(&qualified(alias, "id"))
+            .push(" IN (SELECT cs.document_id FROM conclusion_sources cs WHERE cs.workspace_name = ")
             .push(&qualified(alias, "workspace_name"))
-            .push(" AND cs.document_id = ")
-            .push(&qualified(alias, "id"))
-            .push(" AND cs.source_id = ")
-            .bind(id.as_str())
-            .push(")");
+            .push(" AND cs.source_id IN (");
+        for (position, id) in ids.into_iter().enumerate() {
+            let Scalar::Text(id) = id else {
+                return Err(Error::invalid(format!("filters.{}", field.key), "ids are strings"));
+            };
+            if position > 0 {
+                sql.push(", ");
+            }
+            sql.bind(id.as_str());
+        }
+        sql.push("))");
     }
     sql.push(")");
     Ok(())

@@ -392,27 +392,32 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
 }
 
 /// `{"contains": id}` or `{"contains": [ids]}`: the conclusions derived
-/// from that id, or from every one of those ids (Honcho SDK's `derived()`).
+/// from that id, or from every one of those ids (Honcho SDK's `derived()`);
+/// roncho's `{"in": [ids]}`: from any of them.
 fn parse_sources(field: Field, value: &Value) -> Result<Filter> {
     let key = field.key;
     let refuse = || {
         Error::invalid(
             format!("filters.{key}"),
-            "takes only `contains`: an id, or a list of ids that must all be sources",
+            "takes only `contains` (an id, or a list of ids that must all be sources) or `in` (a list of ids, \
+             any of which is a source)",
         )
     };
-    let Some(operand) = value
+    let Some((operator, operand)) = value
         .as_object()
         .filter(|object| object.len() == 1)
-        .and_then(|object| object.get("contains"))
+        .and_then(|object| object.iter().next())
+        .filter(|(operator, _)| matches!(operator.as_str(), "contains" | "in"))
     else {
         return Err(refuse());
     };
     let text = |item: &Value| item.as_str().map(|id| Scalar::Text(id.to_owned())).ok_or_else(refuse);
-    let comparison = match operand {
-        Value::Array(items) if items.is_empty() => return Ok(Filter::All),
-        Value::Array(items) => Comparison::ContainsAll(items.iter().map(text).collect::<Result<_>>()?),
-        item => Comparison::Contains(text(item)?),
+    let comparison = match (operator.as_str(), operand) {
+        ("contains", Value::Array(items)) if items.is_empty() => return Ok(Filter::All),
+        ("contains", Value::Array(items)) => Comparison::ContainsAll(items.iter().map(text).collect::<Result<_>>()?),
+        ("contains", item) => Comparison::Contains(text(item)?),
+        ("in", Value::Array(items)) => Comparison::In(items.iter().map(text).collect::<Result<_>>()?),
+        _ => return Err(refuse()),
     };
     Ok(Filter::Condition {
         target: Target::Column(field),

@@ -18,7 +18,8 @@
 //! On a multi-tenant server every key but the operator's names its tenant,
 //! and every workspace a call names must be one its tenant holds. A call
 //! that may create the workspace ([`Need::Takes`]) takes one that no tenant
-//! holds and that does not exist; no other call takes anything. Within its
+//! holds and that does not exist, once it is let through, and gives it back
+//! if it then fails with no workspace made; no other call takes anything. Within its
 //! tenant's workspaces a tenant's admin key meets every need but `Admin`.
 //!
 //! A denial names the key and what it lacks, never whether the target
@@ -29,7 +30,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use roncho_core::store::{Tenants, Workspaces};
+use roncho_core::store::{Holder, Tenants, Workspaces};
 use roncho_core::{Caller, Error, Result};
 
 use crate::rate::{Rate, RateClass};
@@ -122,11 +123,13 @@ impl Authorizer {
         Self { store }
     }
 
-    /// Returns `PERMISSION_DENIED` unless `caller` meets every need of `request`.
-    pub async fn check(&self, caller: &Caller, request: &(dyn Authorize + Sync)) -> Result<()> {
+    /// Returns `PERMISSION_DENIED` unless `caller` meets every need of
+    /// `request`; otherwise the workspace ids the call took for the caller's
+    /// tenant, to give back with [`Self::give_back`] if the call fails.
+    pub async fn check(&self, caller: &Caller, request: &(dyn Authorize + Sync)) -> Result<Vec<String>> {
         let needs = request.needs()?;
         if caller.is_admin() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         if needs.is_empty() {
             return Err(Error::Internal("a request without authorization needs".into()));
@@ -135,17 +138,44 @@ impl Authorizer {
         for need in &needs {
             Self::check_reach(caller, *need)?;
         }
+        // Then the tenant, reading only: a workspace of another tenant, or
+        // the operator's, is refused before anything of it is looked up.
+        let mut to_take = Vec::new();
         if let Some(tenant) = caller.tenant() {
             let workspaces: BTreeSet<&str> = needs.iter().filter_map(|need| need.workspace()).collect();
             for workspace in workspaces {
                 let takes = needs.contains(&Need::Takes(workspace));
-                self.check_tenant(caller, tenant, workspace, takes).await?;
+                if self.check_tenant(caller, tenant, workspace, takes).await? {
+                    to_take.push(workspace);
+                }
             }
         }
         for need in needs {
             self.check_need(caller, need).await?;
         }
-        Ok(())
+        // Only a call let through takes a free id.
+        let mut taken = Vec::new();
+        if let Some(tenant) = caller.tenant() {
+            for workspace in to_take {
+                if self.store.claim_workspace(workspace, tenant).await?.as_deref() != Some(tenant) {
+                    self.give_back(caller, &taken).await;
+                    return Err(denied(caller, format!("workspace `{workspace}`")));
+                }
+                taken.push(workspace.to_owned());
+            }
+        }
+        Ok(taken)
+    }
+
+    /// Gives back the ids a call took (see [`Self::check`]) when it failed:
+    /// each stays taken only if a workspace of that id exists by now.
+    pub async fn give_back(&self, caller: &Caller, taken: &[String]) {
+        let Some(tenant) = caller.tenant() else { return };
+        for workspace in taken {
+            if let Err(error) = self.store.release_workspace(workspace, tenant).await {
+                tracing::warn!(%error, workspace, tenant, "giving back a workspace id a failed call took");
+            }
+        }
     }
 
     /// Admin needs, and the workspace a scoped key is bound to.
@@ -164,21 +194,18 @@ impl Authorizer {
         }
     }
 
-    /// The workspace is one `tenant` holds, or, for a call that `takes` it,
-    /// is taken for it now (when no one holds it and it does not exist).
+    /// The workspace is one `tenant` holds (`false`), or, for a call that
+    /// `takes` it, one free to take once the call is let through (`true`).
     /// Refused in the same words as a workspace outside a key's scope,
     /// whoever holds it.
-    async fn check_tenant(&self, caller: &Caller, tenant: &str, workspace: &str, takes: bool) -> Result<()> {
+    async fn check_tenant(&self, caller: &Caller, tenant: &str, workspace: &str, takes: bool) -> Result<bool> {
         let refused = || denied(caller, format!("workspace `{workspace}`"));
         if roncho_core::validate::resource_id("workspace_id", workspace).is_err() {
             return Err(refused());
         }
-        let holder = match takes {
-            true => self.store.claim_workspace(workspace, tenant).await?,
-            false => self.store.workspace_holder(workspace).await?,
-        };
-        match holder {
-            Some(holder) if holder == tenant => Ok(()),
+        match self.store.workspace_holder(workspace).await? {
+            Holder::Tenant(holder) if holder == tenant => Ok(false),
+            Holder::Free if takes => Ok(true),
             _ => Err(refused()),
         }
     }
@@ -458,7 +485,7 @@ impl Authorize for crate::keys::CreateKey {
     /// The operator mints any key; a tenant's admin, keys to its tenant's
     /// workspaces, of its tenant.
     fn needs(&self) -> Result<Vec<Need<'_>>> {
-        Ok(vec![Need::AdminOf(&self.workspace_id), Need::Takes(&self.workspace_id)])
+        Ok(vec![Need::AdminOf(&self.workspace_id)])
     }
 
     fn confine(&mut self, tenant: &str) -> Result<()> {

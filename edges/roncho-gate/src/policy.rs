@@ -33,11 +33,18 @@ impl CallPolicy {
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         let mut request = request;
-        self.authorizer.check(&caller, &request).await?;
-        if let Some(tenant) = caller.tenant() {
-            request.confine(tenant)?;
+        let taken = self.authorizer.check(&caller, &request).await?;
+        let outcome = async {
+            if let Some(tenant) = caller.tenant() {
+                request.confine(tenant)?;
+            }
+            self.rates.admit_all(&request.rates())?;
+            op(request).await
         }
-        self.rates.admit_all(&request.rates())?;
-        op(request).await
+        .await;
+        if outcome.is_err() && !taken.is_empty() {
+            self.authorizer.give_back(&caller, &taken).await;
+        }
+        outcome
     }
 }

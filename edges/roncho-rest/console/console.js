@@ -357,7 +357,7 @@ async function sessionPage(workspace, session, query) {
   // What was learned from this page's messages, for the timeline.
   const placed = shownMessages.length
     ? await settle(api("POST", `${w(workspace)}/conclusions/list${page(1, 100)}`, {
-      filters: { session_id: session, OR: shownMessages.map((message) => ({ source_ids: { contains: message.id } })) },
+      filters: { session_id: session, source_ids: { in: shownMessages.map((message) => message.id) } },
     }))
     : { data: { items: [] } };
   const here = `/w/${encodeURIComponent(workspace)}/s/${encodeURIComponent(session)}`;

@@ -8,7 +8,7 @@ use async_trait::async_trait;
 use roncho_core::Result;
 use roncho_core::filter::Filter;
 use roncho_core::model::{Page, PageRequest, Workspace, now_micros};
-use roncho_core::store::Tenants;
+use roncho_core::store::{Holder, Tenants};
 use sqlx::AnyConnection;
 
 fn holder_of(workspace: &str) -> Sql {
@@ -29,8 +29,8 @@ impl Tenants for SqlStore {
     #[tracing::instrument(name = "store.claim_workspace", skip_all)]
     async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>> {
         // The common case, a workspace its tenant holds, writes nothing.
-        if let Some(holder) = self.workspace_holder(workspace).await? {
-            return Ok(Some(holder));
+        if let Some(row) = self.read_optional(&holder_of(workspace)).await? {
+            return Ok(Some(rows::get::<String>(&row, "tenant")?));
         }
         let mut tx = self.begin_write().await?;
         // Taken only while no workspace of that id exists: one the operator
@@ -52,11 +52,31 @@ impl Tenants for SqlStore {
         Ok(held)
     }
 
-    async fn workspace_holder(&self, workspace: &str) -> Result<Option<String>> {
-        match self.read_optional(&holder_of(workspace)).await? {
-            Some(row) => Ok(Some(rows::get::<String>(&row, "tenant")?)),
-            None => Ok(None),
+    async fn workspace_holder(&self, workspace: &str) -> Result<Holder> {
+        if let Some(row) = self.read_optional(&holder_of(workspace)).await? {
+            return Ok(Holder::Tenant(rows::get::<String>(&row, "tenant")?));
         }
+        let mut present = Sql::new("SELECT name FROM workspaces WHERE name = ");
+        present.bind(workspace);
+        Ok(match self.read_optional(&present).await? {
+            Some(_) => Holder::Operator,
+            None => Holder::Free,
+        })
+    }
+
+    #[tracing::instrument(name = "store.release_workspace", skip_all)]
+    async fn release_workspace(&self, workspace: &str, tenant: &str) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let mut release = Sql::new("DELETE FROM workspace_tenants WHERE workspace_name = ");
+        release
+            .bind(workspace)
+            .push(" AND tenant = ")
+            .bind(tenant)
+            .push(" AND NOT EXISTS (SELECT 1 FROM workspaces WHERE name = ")
+            .bind(workspace)
+            .push(")");
+        execute(tx.conn(), &release).await?;
+        tx.commit().await
     }
 
     #[tracing::instrument(name = "store.assign_workspace", skip_all)]

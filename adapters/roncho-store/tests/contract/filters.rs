@@ -260,6 +260,19 @@ async fn conclusions_are_found_by_what_they_were_derived_from(store: &dyn Store)
         ["from both"]
     );
     assert!(contents(json!({"source_ids": {"contains": "m3"}})).await.is_empty());
+    // roncho's `in`: derived from any of the ids.
+    assert_eq!(contents(json!({"source_ids": {"in": [m2, "m3"]}})).await, ["from both"]);
+    assert_eq!(
+        contents(json!({"source_ids": {"in": [m1, m2]}})).await,
+        ["from both", "from one"]
+    );
+    assert!(contents(json!({"source_ids": {"in": []}})).await.is_empty());
+    assert!(
+        contents(json!({"source_ids": {"in": [messages[1][0].id]}}))
+            .await
+            .is_empty(),
+        "a neighbour's sources stay in its workspace, whatever the operator"
+    );
     assert!(
         contents(json!({"source_ids": {"contains": messages[1][0].id}}))
             .await
@@ -279,7 +292,8 @@ async fn conclusions_are_found_by_what_they_were_derived_from(store: &dyn Store)
     for refused in [
         json!({"source_ids": "m1"}),
         json!({"source_ids": ["m1"]}),
-        json!({"source_ids": {"in": ["m1"]}}),
+        json!({"source_ids": {"in": "m1"}}),
+        json!({"source_ids": {"in": [1]}}),
         json!({"source_ids": {"contains": 1}}),
         json!({"source_ids": {"contains": "m1", "ne": "m2"}}),
     ] {

@@ -1,6 +1,6 @@
 //! [`Tenants`]: which tenant holds each workspace id.
 
-use roncho_core::store::Tenants;
+use roncho_core::store::{Holder, Tenants};
 
 use super::*;
 
@@ -15,7 +15,7 @@ fn listed(page: roncho_core::model::Page<roncho_core::model::Workspace>) -> Vec<
 }
 
 async fn a_tenant_takes_a_new_id_first_and_the_operator_assigns_the_rest(store: &dyn Store) {
-    assert_eq!(store.workspace_holder("w").await.unwrap(), None);
+    assert_eq!(store.workspace_holder("w").await.unwrap(), Holder::Free);
     assert_eq!(store.claim_workspace("w", "a").await.unwrap().as_deref(), Some("a"));
     assert_eq!(store.claim_workspace("w", "a").await.unwrap().as_deref(), Some("a"));
     assert_eq!(
@@ -33,6 +33,7 @@ async fn a_tenant_takes_a_new_id_first_and_the_operator_assigns_the_rest(store: 
         .unwrap();
     assert_eq!(store.claim_workspace("old", "a").await.unwrap(), None);
     assert_eq!(store.claim_workspace("old", "a").await.unwrap(), None, "still no one's");
+    assert_eq!(store.workspace_holder("old").await.unwrap(), Holder::Operator);
     assert_eq!(store.assign_workspace("old", "b").await.unwrap(), None);
     assert_eq!(store.claim_workspace("old", "a").await.unwrap().as_deref(), Some("b"));
     assert_eq!(
@@ -69,10 +70,22 @@ async fn a_tenant_takes_a_new_id_first_and_the_operator_assigns_the_rest(store: 
         listed(store.list_tenant_workspaces("a", &all(), page(1, 10)).await.unwrap()),
         ["old"]
     );
+    assert_eq!(store.workspace_holder("w").await.unwrap(), Holder::Tenant("a".into()));
     // Asking who holds an id takes nothing.
-    assert_eq!(store.workspace_holder("never").await.unwrap(), None);
-    assert_eq!(store.workspace_holder("never").await.unwrap(), None);
+    assert_eq!(store.workspace_holder("never").await.unwrap(), Holder::Free);
+    assert_eq!(store.workspace_holder("never").await.unwrap(), Holder::Free);
+    // An id taken for a call that failed is given back while no workspace
+    // of it exists, and only by its tenant; one that exists stays.
     assert_eq!(store.claim_workspace("never", "b").await.unwrap().as_deref(), Some("b"));
+    store.release_workspace("never", "a").await.unwrap();
+    assert_eq!(
+        store.workspace_holder("never").await.unwrap(),
+        Holder::Tenant("b".into())
+    );
+    store.release_workspace("never", "b").await.unwrap();
+    assert_eq!(store.workspace_holder("never").await.unwrap(), Holder::Free);
+    store.release_workspace("old", "a").await.unwrap();
+    assert_eq!(store.workspace_holder("old").await.unwrap(), Holder::Tenant("a".into()));
 }
 
 async fn two_tenants_naming_ids_at_once_find_one_holder(store: Arc<SqlStore>) {

@@ -2099,12 +2099,94 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
     .await;
     assert_eq!(status, 200, "{body}");
 
-    // Reading an id takes nothing: the operator's new workspace stays its own.
+    // Reading an id takes nothing, and neither does a call that may create
+    // a workspace but is refused or fails: the operator's new workspace of
+    // that id stays its own.
     for tenant in ["a", "b"] {
         for path in ["/v3/workspaces/opws/queue/status", "/v3/workspaces/opws/webhooks"] {
             let (status, _) = send(reqwest::Method::GET, path.into(), Value::Null, admin_of(tenant)).await;
             assert_eq!(status, 401, "{path}");
         }
+    }
+    let peer_key = server.key(Claims {
+        w: Some("opws".into()),
+        p: Some("alice".into()),
+        tn: Some("a".into()),
+        ..Claims::default()
+    });
+    let session_key = server.key(Claims {
+        w: Some("opws".into()),
+        s: Some("mine".into()),
+        tn: Some("a".into()),
+        ..Claims::default()
+    });
+    for (method, path, body, key, expected) in [
+        // Refused: beyond what the key reaches.
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/sessions",
+            json!({"id": "s"}),
+            peer_key.clone(),
+            401,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/peers",
+            json!({"id": "bob"}),
+            peer_key.clone(),
+            401,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces",
+            json!({"id": "opws"}),
+            session_key.clone(),
+            401,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=opws",
+            Value::Null,
+            a.clone(),
+            401,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/keys?workspace_id=opws&tenant_id=b",
+            Value::Null,
+            a.clone(),
+            401,
+        ),
+        // Let through, then failing on what they carry.
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/peers",
+            json!({"id": "a b"}),
+            admin_of("a"),
+            422,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/sessions/mine/messages",
+            json!({"messages": [{"peer_id": "alice", "content": "x".repeat(30_000)}]}),
+            session_key.clone(),
+            422,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws/webhooks",
+            json!({"url": "http://127.0.0.1:1/hook"}),
+            admin_of("a"),
+            422,
+        ),
+    ] {
+        let (status, body) = send(method, path.into(), body, key).await;
+        assert_eq!(status, expected, "{path}: {body}");
+        let rows: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM workspace_tenants WHERE workspace_name = 'opws'")
+            .fetch_one(server.store.pool())
+            .await
+            .unwrap();
+        assert_eq!(rows, 0, "{path} took the id");
     }
     let (status, _) = send(
         reqwest::Method::POST,

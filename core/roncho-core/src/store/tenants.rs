@@ -13,6 +13,17 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::model::{Page, PageRequest, Workspace};
 
+/// Who holds a workspace id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Holder {
+    /// This tenant (whether or not the workspace exists now).
+    Tenant(String),
+    /// No tenant, and no workspace of that id: a tenant may take it.
+    Free,
+    /// No tenant, and a workspace of that id exists: the operator's.
+    Operator,
+}
+
 #[async_trait]
 pub trait Tenants: Send + Sync + 'static {
     /// Returns the tenant holding `workspace`. When no tenant holds it and
@@ -20,8 +31,12 @@ pub trait Tenants: Send + Sync + 'static {
     /// asking together one holds it. `None`: the workspace exists and no
     /// tenant holds it.
     async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
-    /// Returns the tenant holding `workspace`, taking nothing.
-    async fn workspace_holder(&self, workspace: &str) -> Result<Option<String>>;
+    /// Returns who holds `workspace`, taking nothing.
+    async fn workspace_holder(&self, workspace: &str) -> Result<Holder>;
+    /// Gives back an id `tenant` took for a call that then failed: only
+    /// while no workspace of that id exists (one a call of the tenant made
+    /// meanwhile keeps it).
+    async fn release_workspace(&self, workspace: &str, tenant: &str) -> Result<()>;
     /// Gives `workspace` to `tenant` (the operator's call), whether or not
     /// it exists yet; returns the tenant that held it before.
     async fn assign_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
