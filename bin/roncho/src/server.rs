@@ -172,7 +172,8 @@ impl Gate {
     /// Returns the call policy of the domain services: authorization over
     /// `store`'s workspaces, then these rates.
     pub fn policy(&self, store: Arc<SqlStore>) -> CallPolicy {
-        CallPolicy::new(Authorizer::new(store), self.rates.clone())
+        let multi_tenant = self.keys.as_ref().is_some_and(|keys| keys.is_multi_tenant());
+        CallPolicy::new(Authorizer::new(store).multi_tenant(multi_tenant), self.rates.clone())
     }
 }
 

@@ -18,8 +18,9 @@
 //! On a multi-tenant server every key but the operator's names its tenant,
 //! and every workspace a call names must be one its tenant holds. A call
 //! that may create the workspace ([`Need::Takes`]) takes one that no tenant
-//! holds and that does not exist, once it is let through, and gives it back
-//! if it then fails with no workspace made; no other call takes anything. Within its
+//! holds and that does not exist, once it is let through, for good; no
+//! other call takes anything, and the operator's creating calls are
+//! refused an id a tenant holds with no workspace made. Within its
 //! tenant's workspaces a tenant's admin key meets every need but `Admin`.
 //!
 //! A denial names the key and what it lacks, never whether the target
@@ -104,6 +105,8 @@ pub trait Authorize {
 #[derive(Clone)]
 pub struct Authorizer {
     store: Arc<dyn GateStore>,
+    /// Keys carry tenants: the operator's creating calls are checked too.
+    multi_tenant: bool,
 }
 
 impl std::fmt::Debug for Authorizer {
@@ -120,16 +123,23 @@ impl Authorizer {
     /// Returns the authorizer; `store` answers which sessions a peer
     /// belongs to and which tenant holds a workspace.
     pub fn new(store: Arc<dyn GateStore>) -> Self {
-        Self { store }
+        Self {
+            store,
+            multi_tenant: false,
+        }
     }
 
-    /// Returns `PERMISSION_DENIED` unless `caller` meets every need of
-    /// `request`; otherwise the workspace ids the call took for the caller's
-    /// tenant, to give back with [`Self::give_back`] if the call fails.
-    pub async fn check(&self, caller: &Caller, request: &(dyn Authorize + Sync)) -> Result<Vec<String>> {
+    /// On a multi-tenant server (see [`Self::check`]).
+    pub fn multi_tenant(mut self, on: bool) -> Self {
+        self.multi_tenant = on;
+        self
+    }
+
+    /// Returns `PERMISSION_DENIED` unless `caller` meets every need of `request`.
+    pub async fn check(&self, caller: &Caller, request: &(dyn Authorize + Sync)) -> Result<()> {
         let needs = request.needs()?;
         if caller.is_admin() {
-            return Ok(Vec::new());
+            return self.check_operator(&needs).await;
         }
         if needs.is_empty() {
             return Err(Error::Internal("a request without authorization needs".into()));
@@ -153,29 +163,42 @@ impl Authorizer {
         for need in needs {
             self.check_need(caller, need).await?;
         }
-        // Only a call let through takes a free id.
-        let mut taken = Vec::new();
+        // Only a call let through takes a free id. It keeps it whatever the
+        // call then does: an id is given back by nothing (a tenant's call
+        // still running for it could otherwise land in a workspace someone
+        // else then made under it), and the operator's own calls never
+        // create a workspace under an id a tenant holds (see
+        // `check_operator`).
         if let Some(tenant) = caller.tenant() {
             for workspace in to_take {
                 if self.store.claim_workspace(workspace, tenant).await?.as_deref() != Some(tenant) {
-                    self.give_back(caller, &taken).await;
                     return Err(denied(caller, format!("workspace `{workspace}`")));
                 }
-                taken.push(workspace.to_owned());
             }
         }
-        Ok(taken)
+        Ok(())
     }
 
-    /// Gives back the ids a call took (see [`Self::check`]) when it failed:
-    /// each stays taken only if a workspace of that id exists by now.
-    pub async fn give_back(&self, caller: &Caller, taken: &[String]) {
-        let Some(tenant) = caller.tenant() else { return };
-        for workspace in taken {
-            if let Err(error) = self.store.release_workspace(workspace, tenant).await {
-                tracing::warn!(%error, workspace, tenant, "giving back a workspace id a failed call took");
+    /// On a multi-tenant server, the operator's calls that may create a
+    /// workspace are refused an id a tenant holds while no workspace of it
+    /// exists: what they made would be that tenant's. The operator gives
+    /// the id to someone first (`AssignWorkspace`).
+    async fn check_operator(&self, needs: &[Need<'_>]) -> Result<()> {
+        if !self.multi_tenant {
+            return Ok(());
+        }
+        for need in needs {
+            let Need::Takes(workspace) = need else { continue };
+            if let Holder::Tenant(tenant) = self.store.workspace_holder(workspace).await?
+                && !self.store.workspace_exists(workspace).await?
+            {
+                return Err(Error::FailedPrecondition(format!(
+                    "workspace id `{workspace}` is held by tenant `{tenant}` and has no workspace: what this call \
+                     made would be that tenant's; give the id to its owner first (AssignWorkspace)"
+                )));
             }
         }
+        Ok(())
     }
 
     /// Admin needs, and the workspace a scoped key is bound to.

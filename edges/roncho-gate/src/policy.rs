@@ -33,18 +33,11 @@ impl CallPolicy {
         Fut: Future<Output = roncho_core::Result<R>>,
     {
         let mut request = request;
-        let taken = self.authorizer.check(&caller, &request).await?;
-        let outcome = async {
-            if let Some(tenant) = caller.tenant() {
-                request.confine(tenant)?;
-            }
-            self.rates.admit_all(&request.rates())?;
-            op(request).await
+        self.authorizer.check(&caller, &request).await?;
+        if let Some(tenant) = caller.tenant() {
+            request.confine(tenant)?;
         }
-        .await;
-        if outcome.is_err() && !taken.is_empty() {
-            self.authorizer.give_back(&caller, &taken).await;
-        }
-        outcome
+        self.rates.admit_all(&request.rates())?;
+        op(request).await
     }
 }

@@ -317,7 +317,7 @@ async function searchPage(workspace, query) {
 }
 
 /** What was learned in a session, placed at the messages it came from. */
-function timeline(workspace, messages, conclusions) {
+function timeline(workspace, messages, conclusions, total = conclusions.length) {
   if (!messages.length) return null;
   const width = 900;
   const step = Math.max(4, Math.min(40, (width - 40) / messages.length));
@@ -332,7 +332,9 @@ function timeline(workspace, messages, conclusions) {
   const height = top + 20 + Math.min(learned.length, 12) * 14;
   return s(
     "svg",
-    { viewBox: `0 0 ${Math.max(width, x(messages.length) + 20)} ${height}`, role: "group", "aria-label": `Timeline of ${messages.length} messages and ${learned.length} conclusions learned from them` },
+    { viewBox: `0 0 ${Math.max(width, x(messages.length) + 20)} ${height}`, role: "group", "aria-label": total > conclusions.length
+      ? `Timeline of ${messages.length} messages and the first ${learned.length} of ${total} conclusions learned from them`
+      : `Timeline of ${messages.length} messages and ${learned.length} conclusions learned from them` },
     peers.map((peer) => s("text", { x: 0, y: rowOf(peer) - 6 }, peer)),
     messages.map((message, index) =>
       // Not tab stops: the same messages are listed below, one link each.
@@ -364,7 +366,7 @@ async function sessionPage(workspace, session, query) {
   return [
     h("h1", {}, `Session ${session}`),
     h("h2", {}, "Timeline"),
-    timeline(workspace, shownMessages, placed.error ? [] : placed.data.items),
+    timeline(workspace, shownMessages, placed.error ? [] : placed.data.items, placed.error ? 0 : placed.data.total),
     h("h2", {}, `Messages (${messages.data.total})`),
     pager(here, number, messages.data.pages, { query, before: "Later messages", after: "Earlier messages" }),
     table(["When", "Peer", "Message"], messageRows(workspace, shownMessages)),
@@ -769,6 +771,8 @@ async function route() {
   const mine = (rendering += 1);
   // Nothing of the page before stays under the new address while this one loads.
   main.replaceChildren(h("p", { class: "muted" }, "Loading…"));
+  crumbs([]);
+  document.title = "Loading… · roncho";
   say("Loading…");
   const started = performance.now();
   let content;

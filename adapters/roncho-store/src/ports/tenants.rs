@@ -56,27 +56,16 @@ impl Tenants for SqlStore {
         if let Some(row) = self.read_optional(&holder_of(workspace)).await? {
             return Ok(Holder::Tenant(rows::get::<String>(&row, "tenant")?));
         }
-        let mut present = Sql::new("SELECT name FROM workspaces WHERE name = ");
-        present.bind(workspace);
-        Ok(match self.read_optional(&present).await? {
-            Some(_) => Holder::Operator,
-            None => Holder::Free,
+        Ok(match self.workspace_exists(workspace).await? {
+            true => Holder::Operator,
+            false => Holder::Free,
         })
     }
 
-    #[tracing::instrument(name = "store.release_workspace", skip_all)]
-    async fn release_workspace(&self, workspace: &str, tenant: &str) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        let mut release = Sql::new("DELETE FROM workspace_tenants WHERE workspace_name = ");
-        release
-            .bind(workspace)
-            .push(" AND tenant = ")
-            .bind(tenant)
-            .push(" AND NOT EXISTS (SELECT 1 FROM workspaces WHERE name = ")
-            .bind(workspace)
-            .push(")");
-        execute(tx.conn(), &release).await?;
-        tx.commit().await
+    async fn workspace_exists(&self, workspace: &str) -> Result<bool> {
+        let mut present = Sql::new("SELECT name FROM workspaces WHERE name = ");
+        present.bind(workspace);
+        Ok(self.read_optional(&present).await?.is_some())
     }
 
     #[tracing::instrument(name = "store.assign_workspace", skip_all)]

@@ -2157,28 +2157,6 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
             a.clone(),
             401,
         ),
-        // Let through, then failing on what they carry.
-        (
-            reqwest::Method::POST,
-            "/v3/workspaces/opws/peers",
-            json!({"id": "a b"}),
-            admin_of("a"),
-            422,
-        ),
-        (
-            reqwest::Method::POST,
-            "/v3/workspaces/opws/sessions/mine/messages",
-            json!({"messages": [{"peer_id": "alice", "content": "x".repeat(30_000)}]}),
-            session_key.clone(),
-            422,
-        ),
-        (
-            reqwest::Method::POST,
-            "/v3/workspaces/opws/webhooks",
-            json!({"url": "http://127.0.0.1:1/hook"}),
-            admin_of("a"),
-            422,
-        ),
     ] {
         let (status, body) = send(method, path.into(), body, key).await;
         assert_eq!(status, expected, "{path}: {body}");
@@ -2188,6 +2166,96 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
             .unwrap();
         assert_eq!(rows, 0, "{path} took the id");
     }
+    // A call let through takes the id for good, even when it then fails on
+    // what it carries (or is cut off) and makes no workspace: the
+    // operator's calls are then refused the id until it is given to
+    // someone, so nothing the operator makes lands with the tenant.
+    let second_key = server.key(Claims {
+        w: Some("opws2".into()),
+        s: Some("mine".into()),
+        tn: Some("a".into()),
+        ..Claims::default()
+    });
+    for (method, path, body, key, expected) in [
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/peers",
+            json!({"id": "a b"}),
+            admin_of("a"),
+            422,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/sessions/mine/messages",
+            json!({"messages": [{"peer_id": "alice", "content": "x".repeat(30_000)}]}),
+            second_key.clone(),
+            422,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/webhooks",
+            json!({"url": "http://127.0.0.1:1/hook"}),
+            admin_of("a"),
+            422,
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/import",
+            json!({"records": []}),
+            admin_of("a"),
+            200,
+        ),
+    ] {
+        let (status, body) = send(method, path.into(), body, key).await;
+        assert_eq!(status, expected, "{path}: {body}");
+    }
+    for (method, path, body) in [
+        (reqwest::Method::POST, "/v3/workspaces", json!({"id": "opws2"})),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/peers",
+            json!({"id": "carol"}),
+        ),
+        (
+            reqwest::Method::POST,
+            "/v3/workspaces/opws2/sessions/x/messages",
+            json!({"messages": [{"peer_id": "carol", "content": "the operator's words"}]}),
+        ),
+    ] {
+        let (status, body) = send(method, path.into(), body, operator.clone()).await;
+        assert_eq!(
+            status, 409,
+            "the operator makes nothing under a tenant's empty id: {path}: {body}"
+        );
+        assert!(
+            body["detail"].as_str().unwrap().contains("held by tenant `a`"),
+            "{body}"
+        );
+    }
+    let (status, _) = send(
+        reqwest::Method::PUT,
+        "/v3/workspaces/opws2/tenant".into(),
+        json!({"tenant_id": "operations"}),
+        operator.clone(),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": "opws2"}),
+        admin_of("operations"),
+    )
+    .await;
+    assert_eq!(status, 201, "given away, the id is its new tenant's to make");
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces/opws2/peers/list".into(),
+        Value::Null,
+        admin_of("a"),
+    )
+    .await;
+    assert_eq!(status, 401);
     let (status, _) = send(
         reqwest::Method::POST,
         "/v3/workspaces".into(),

@@ -33,10 +33,8 @@ pub trait Tenants: Send + Sync + 'static {
     async fn claim_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
     /// Returns who holds `workspace`, taking nothing.
     async fn workspace_holder(&self, workspace: &str) -> Result<Holder>;
-    /// Gives back an id `tenant` took for a call that then failed: only
-    /// while no workspace of that id exists (one a call of the tenant made
-    /// meanwhile keeps it).
-    async fn release_workspace(&self, workspace: &str, tenant: &str) -> Result<()>;
+    /// Returns whether a workspace of that id exists now (erased ones do not).
+    async fn workspace_exists(&self, workspace: &str) -> Result<bool>;
     /// Gives `workspace` to `tenant` (the operator's call), whether or not
     /// it exists yet; returns the tenant that held it before.
     async fn assign_workspace(&self, workspace: &str, tenant: &str) -> Result<Option<String>>;
