@@ -90,7 +90,10 @@ const timings = [];
 
 /** Waits for the console to render, then checks the page with axe-core. */
 async function settled(page, label) {
-  await page.waitForFunction(() => document.getElementById('status').textContent.startsWith('Loaded in'));
+  // The page of the address now in the bar, not the one before it.
+  await page.waitForFunction(
+    () => document.body.dataset.rendered === location.hash && document.getElementById('status').textContent.startsWith('Loaded in'),
+  );
   const loaded = await page.evaluate(() => document.getElementById('status').textContent);
   timings.push(`${label}: ${loaded}`);
   await page.evaluate(AXE);

@@ -765,7 +765,8 @@ async function render(parts, query) {
 let rendering = 0;
 
 async function route() {
-  const hash = location.hash.replace(/^#\/?/, "");
+  const address = location.hash;
+  const hash = address.replace(/^#\/?/, "");
   const [path, search] = hash.split("?");
   const query = new URLSearchParams(search || "");
   const mine = (rendering += 1);
@@ -790,6 +791,8 @@ async function route() {
   main.focus({ preventScroll: true });
   say(`Loaded in ${Math.round(performance.now() - started)} ms`);
   document.body.dataset.loaded = String(mine);
+  // Which address the page shows (tests wait for the one they asked for).
+  document.body.dataset.rendered = address;
 }
 
 // The skip link moves the focus; it is no address of the console.
