@@ -115,6 +115,10 @@ impl std::fmt::Debug for Authorizer {
     }
 }
 
+/// The holder the operator's own ids are written under: no tenant's id can
+/// be empty.
+pub const OPERATOR: &str = "";
+
 fn denied(caller: &Caller, what: String) -> Error {
     Error::PermissionDenied(format!("a {caller} does not reach {what}"))
 }
@@ -180,18 +184,31 @@ impl Authorizer {
     }
 
     /// On a multi-tenant server, the operator's calls that may create a
-    /// workspace are refused an id a tenant holds while no workspace of it
-    /// exists: what they made would be that tenant's. The operator gives
-    /// the id to someone first (`AssignWorkspace`).
+    /// workspace take a free id for the operator, at once (so a tenant's
+    /// call racing it on the same id is refused it), and are refused an id
+    /// a tenant holds while no workspace of it exists: what they made would
+    /// be that tenant's. The operator gives the id to someone first
+    /// (`AssignWorkspace`).
     async fn check_operator(&self, needs: &[Need<'_>]) -> Result<()> {
         if !self.multi_tenant {
             return Ok(());
         }
         for need in needs {
             let Need::Takes(workspace) = need else { continue };
-            if let Holder::Tenant(tenant) = self.store.workspace_holder(workspace).await?
-                && !self.store.workspace_exists(workspace).await?
-            {
+            if roncho_core::validate::resource_id("workspace_id", workspace).is_err() {
+                continue;
+            }
+            let tenant = match self.store.workspace_holder(workspace).await? {
+                Holder::Operator => continue,
+                Holder::Tenant(tenant) => tenant,
+                // Taken at once: of the operator and a tenant naming it
+                // together, one holds it.
+                Holder::Free => match self.store.claim_workspace(workspace, OPERATOR).await? {
+                    Some(tenant) if tenant != OPERATOR => tenant,
+                    _ => continue,
+                },
+            };
+            if !self.store.workspace_exists(workspace).await? {
                 return Err(Error::FailedPrecondition(format!(
                     "workspace id `{workspace}` is held by tenant `{tenant}` and has no workspace: what this call \
                      made would be that tenant's; give the id to its owner first (AssignWorkspace)"

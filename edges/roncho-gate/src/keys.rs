@@ -396,7 +396,12 @@ impl KeyIssuer {
                 "this server is not multi-tenant (auth multi_tenant is off): workspaces belong to no tenant".into(),
             ));
         }
-        let previous_tenant_id = self.tenants.assign_workspace(&workspace_id, &tenant_id).await?;
+        // The operator's own ids are held under the empty name: no tenant.
+        let previous_tenant_id = self
+            .tenants
+            .assign_workspace(&workspace_id, &tenant_id)
+            .await?
+            .filter(|previous| !previous.is_empty());
         Ok(Assigned {
             workspace_id,
             tenant_id,

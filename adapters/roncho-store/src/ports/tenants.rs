@@ -54,7 +54,12 @@ impl Tenants for SqlStore {
 
     async fn workspace_holder(&self, workspace: &str) -> Result<Holder> {
         if let Some(row) = self.read_optional(&holder_of(workspace)).await? {
-            return Ok(Holder::Tenant(rows::get::<String>(&row, "tenant")?));
+            // The operator takes ids under the empty name, which no tenant has.
+            let tenant = rows::get::<String>(&row, "tenant")?;
+            return Ok(match tenant.is_empty() {
+                true => Holder::Operator,
+                false => Holder::Tenant(tenant),
+            });
         }
         Ok(match self.workspace_exists(workspace).await? {
             true => Holder::Operator,

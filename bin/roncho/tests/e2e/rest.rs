@@ -2275,6 +2275,46 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
         assert_eq!(status, 401, "tenant {tenant} reaches no workspace the operator made");
     }
 
+    // The operator's new workspace takes its id in the same step as the
+    // tenants' do (one holder of two asking at once, the store contract
+    // checks), and keeps it after its erasure: no tenant makes it anew.
+    let holder: String = sqlx::query_scalar("SELECT tenant FROM workspace_tenants WHERE workspace_name = 'opws'")
+        .fetch_one(server.store.pool())
+        .await
+        .unwrap();
+    assert_eq!(holder, "", "the operator's id is held under the empty name");
+    let (status, _) = send(
+        reqwest::Method::DELETE,
+        "/v3/workspaces/opws".into(),
+        Value::Null,
+        operator.clone(),
+    )
+    .await;
+    assert_eq!(status, 202);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    loop {
+        let (_, page) = send(
+            reqwest::Method::POST,
+            "/v3/workspaces/list?size=100".into(),
+            Value::Null,
+            operator.clone(),
+        )
+        .await;
+        if !ids(&page["items"]).contains(&"opws") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the erasure did not finish");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (status, _) = send(
+        reqwest::Method::POST,
+        "/v3/workspaces".into(),
+        json!({"id": "opws"}),
+        admin_of("a"),
+    )
+    .await;
+    assert_eq!(status, 401, "the operator's erased id stays the operator's");
+
     // An erased workspace's id stays its tenant's: nothing of the other
     // tenant's can land in it, even once the erasure is complete.
     let (status, _) = send(

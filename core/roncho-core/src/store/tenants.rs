@@ -20,7 +20,8 @@ pub enum Holder {
     Tenant(String),
     /// No tenant, and no workspace of that id: a tenant may take it.
     Free,
-    /// No tenant, and a workspace of that id exists: the operator's.
+    /// The operator's: a workspace of that id exists and no tenant holds
+    /// it, or the operator took the id (under the empty name).
     Operator,
 }
 
