@@ -1916,6 +1916,36 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
         async move { server.send(method, &path, body, Some(&key)).await }
     };
 
+    // Erases a workspace with `key` and waits until the operator no longer lists it.
+    let erase = |key: String, workspace: String| {
+        let (send, operator) = (&send, operator.clone());
+        async move {
+            let (status, _) = send(
+                reqwest::Method::DELETE,
+                format!("/v3/workspaces/{workspace}"),
+                Value::Null,
+                key,
+            )
+            .await;
+            assert_eq!(status, 202);
+            let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+            loop {
+                let (_, page) = send(
+                    reqwest::Method::POST,
+                    "/v3/workspaces/list?size=100".into(),
+                    Value::Null,
+                    operator.clone(),
+                )
+                .await;
+                if !ids(&page["items"]).contains(&workspace.as_str()) {
+                    break;
+                }
+                assert!(std::time::Instant::now() < deadline, "the erasure did not finish");
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+    };
+
     // A workspace made by the operator is no tenant's until it is assigned.
     let (status, _) = send(
         reqwest::Method::POST,
@@ -2283,29 +2313,7 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
         .await
         .unwrap();
     assert_eq!(holder, "", "the operator's id is held under the empty name");
-    let (status, _) = send(
-        reqwest::Method::DELETE,
-        "/v3/workspaces/opws".into(),
-        Value::Null,
-        operator.clone(),
-    )
-    .await;
-    assert_eq!(status, 202);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (_, page) = send(
-            reqwest::Method::POST,
-            "/v3/workspaces/list?size=100".into(),
-            Value::Null,
-            operator.clone(),
-        )
-        .await;
-        if !ids(&page["items"]).contains(&"opws") {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the erasure did not finish");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    erase(operator.clone(), "opws".to_owned()).await;
     let (status, _) = send(
         reqwest::Method::POST,
         "/v3/workspaces".into(),
@@ -2317,29 +2325,7 @@ async fn tenants_hold_their_workspaces_and_reach_nothing_of_each_other() {
 
     // An erased workspace's id stays its tenant's: nothing of the other
     // tenant's can land in it, even once the erasure is complete.
-    let (status, _) = send(
-        reqwest::Method::DELETE,
-        format!("/v3/workspaces/{held_by_a}"),
-        Value::Null,
-        workspace_key(held_by_a, "a"),
-    )
-    .await;
-    assert_eq!(status, 202);
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    loop {
-        let (_, page) = send(
-            reqwest::Method::POST,
-            "/v3/workspaces/list?size=100".into(),
-            Value::Null,
-            a.clone(),
-        )
-        .await;
-        if !ids(&page["items"]).contains(&held_by_a.as_str()) {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "the erasure did not finish");
-        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
-    }
+    erase(workspace_key(held_by_a, "a"), held_by_a.clone()).await;
     let (status, _) = send(
         reqwest::Method::POST,
         "/v3/workspaces".into(),
