@@ -168,6 +168,9 @@ pub(crate) struct Waiting {
     pub(crate) workspace_id: String,
     pub(crate) session_id: String,
     pub(crate) messages: Vec<NewMessage>,
+    /// Whom the batch's call creates workspaces for
+    /// ([`roncho_core::store::creator`]): the group runs on another call's task.
+    pub(crate) creator: Option<roncho_core::store::Creator>,
     pub(crate) done: tokio::sync::oneshot::Sender<Result<Vec<Message>>>,
 }
 

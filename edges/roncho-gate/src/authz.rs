@@ -31,7 +31,7 @@
 use std::collections::BTreeSet;
 use std::sync::Arc;
 
-use roncho_core::store::{Holder, Tenants, Workspaces};
+use roncho_core::store::{Creator, Holder, Tenants, Workspaces};
 use roncho_core::{Caller, Error, Result};
 
 use crate::rate::{Rate, RateClass};
@@ -115,9 +115,7 @@ impl std::fmt::Debug for Authorizer {
     }
 }
 
-/// The holder the operator's own ids are written under: no tenant's id can
-/// be empty.
-pub const OPERATOR: &str = "";
+pub use roncho_core::store::OPERATOR;
 
 fn denied(caller: &Caller, what: String) -> Error {
     Error::PermissionDenied(format!("a {caller} does not reach {what}"))
@@ -137,6 +135,14 @@ impl Authorizer {
     pub fn multi_tenant(mut self, on: bool) -> Self {
         self.multi_tenant = on;
         self
+    }
+
+    /// Whom `caller`'s calls make workspaces for, checked again when one
+    /// is made (see [`roncho_core::store::creating_as`]): its tenant, or
+    /// the operator, on a multi-tenant server; no one elsewhere.
+    pub fn creator(&self, caller: &Caller) -> Option<Creator> {
+        self.multi_tenant
+            .then(|| Creator::Caller(caller.tenant().unwrap_or(OPERATOR).to_owned()))
     }
 
     /// Returns `PERMISSION_DENIED` unless `caller` meets every need of `request`.

@@ -38,6 +38,8 @@ impl CallPolicy {
             request.confine(tenant)?;
         }
         self.rates.admit_all(&request.rates())?;
-        op(request).await
+        // A workspace the call creates is checked again, in its
+        // transaction, to be under an id the caller holds.
+        roncho_core::store::creating_as(self.authorizer.creator(&caller), op(request)).await
     }
 }

@@ -164,8 +164,11 @@ async fn process_claimed(
             }
         }
     };
+    // The server's own work makes no workspace or peer: one erased while
+    // it ran stays erased.
+    let work = roncho_core::store::creating_as(Some(roncho_core::store::Creator::Work), handler.process(claim));
     let outcome = tokio::select! {
-        outcome = handler.process(claim) => outcome,
+        outcome = work => outcome,
         never = renewals => never,
     };
     let ids: Vec<i64> = claim.tasks.iter().map(|task| task.id).collect();

@@ -16,6 +16,7 @@ use roncho_core::model::scope_of_peer;
 use roncho_core::model::scope_peer;
 use roncho_core::model::{JsonObject, Peer, SCOPE_PEER_PREFIX, Session, SessionPeerConfig, Workspace, now_micros};
 use roncho_core::model::{Page, PageRequest};
+use roncho_core::store::Creator;
 use roncho_core::validate::MAX_SESSION_OBSERVERS;
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
@@ -56,6 +57,12 @@ pub(crate) async fn list_workspaces_of(
 }
 
 /// Creates the workspace when absent; returns whether it was created.
+///
+/// As [`roncho_core::store::creator`] says: a call of a multi-tenant
+/// server makes a workspace only under an id its caller holds (taking a
+/// free one here), so a write authorized while the workspace existed
+/// cannot make it again, after its tenant erased it, with someone else's
+/// data; the server's own work makes none (`NOT_FOUND`).
 pub(crate) async fn ensure_workspace(
     conn: &mut AnyConnection,
     id: &str,
@@ -72,7 +79,51 @@ pub(crate) async fn ensure_workspace(
         .push(", ")
         .bind(now_micros());
     sql.push(") ON CONFLICT (name) DO NOTHING");
-    Ok(execute(conn, &sql).await? == 1)
+    let created = execute(conn, &sql).await? == 1;
+    if created {
+        match roncho_core::store::creator() {
+            Some(Creator::Caller(creator)) => refuse_held_by_another(conn, id, &creator).await?,
+            Some(Creator::Work) => return Err(Error::not_found("workspace", id)),
+            None => {}
+        }
+    }
+    Ok(created)
+}
+
+/// Takes `id` for `creator` unless someone else holds it, which is refused:
+/// the operator in words that name the tenant (its gate's), a tenant in
+/// the words of a workspace outside its reach.
+async fn refuse_held_by_another(conn: &mut AnyConnection, id: &str, creator: &str) -> Result<()> {
+    let mut take = Sql::new("INSERT INTO workspace_tenants (workspace_name, tenant, created_at) VALUES (");
+    take.bind(id)
+        .push(", ")
+        .bind(creator)
+        .push(", ")
+        .bind(now_micros())
+        .push(") ON CONFLICT (workspace_name) DO NOTHING");
+    if execute(conn, &take).await? == 1 {
+        return Ok(());
+    }
+    let mut holder = Sql::new("SELECT tenant FROM workspace_tenants WHERE workspace_name = ");
+    holder.bind(id);
+    let holder = match fetch_optional(conn, &holder).await? {
+        Some(row) => rows::get::<String>(&row, "tenant")?,
+        None => {
+            return Err(Error::Internal(format!(
+                "workspace id `{id}` has no holder after its take"
+            )));
+        }
+    };
+    if holder == creator {
+        return Ok(());
+    }
+    Err(match creator == roncho_core::store::OPERATOR {
+        true => Error::FailedPrecondition(format!(
+            "workspace id `{id}` is held by tenant `{holder}` and has no workspace: what this call made would be \
+             that tenant's; give the id to its owner first (AssignWorkspace)"
+        )),
+        false => Error::PermissionDenied(format!("a key of this tenant does not reach workspace `{id}`")),
+    })
 }
 
 /// Loads workspace `id`; `NOT_FOUND` when absent or being erased.
@@ -124,7 +175,12 @@ pub(crate) async fn ensure_peer(
     // Sessions are refused by their own reads (`load_session`); a peer is
     // named by writes anywhere in its workspace.
     erasing::refuse_erasing(conn, workspace_id, &[id]).await?;
-    ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await
+    let created = ensure_named(conn, "peers", workspace_id, id, metadata, configuration).await?;
+    // The server's own work makes no peer: one erased while it ran stays erased.
+    if created && roncho_core::store::creator() == Some(Creator::Work) {
+        return Err(Error::not_found("peer", id));
+    }
+    Ok(created)
 }
 
 /// Loads a peer; `NOT_FOUND` when absent or being erased.

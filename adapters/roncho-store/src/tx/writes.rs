@@ -132,6 +132,7 @@ impl SqlStore {
             workspace_id: workspace_id.to_owned(),
             session_id: session_id.to_owned(),
             messages,
+            creator: roncho_core::store::creator(),
             done,
         });
         loop {
@@ -175,6 +176,7 @@ impl SqlStore {
             workspace_id,
             session_id,
             messages,
+            creator,
             done,
         } in group
         {
@@ -182,7 +184,8 @@ impl SqlStore {
                 Err(Error::Unavailable("the transaction of the batch's group failed".into()))
             } else {
                 let batch = Batch::from_client(messages);
-                match write_in_savepoint(connection, &workspace_id, &session_id, batch).await {
+                let write = write_in_savepoint(connection, &workspace_id, &session_id, batch);
+                match roncho_core::store::creating_as(creator, write).await {
                     Ok(written) => written,
                     // The savepoint itself failed: the transaction cannot go on.
                     Err(error) => {

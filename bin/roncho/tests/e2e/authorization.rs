@@ -735,11 +735,7 @@ async fn start() -> Server {
 
 async fn start_with(multi_tenant: bool) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-        .await
-        .unwrap();
-    roncho_store::migrate(&store).await.unwrap();
-    let store = Arc::new(store);
+    let store = support::embedded_store(dir.path()).await;
     let keys = Arc::new(KeySet::new(&[SECRET]).unwrap().multi_tenant(multi_tenant));
     let mut services = roncho::server::Serving::store_only(store.clone());
     services.domain.queue = Some(Arc::new(roncho_store::SqlWorkQueue::new(store.clone())));
@@ -1358,4 +1354,113 @@ async fn an_admin_mints_scoped_keys_over_the_api_and_they_work() {
         .unwrap_err();
     assert_eq!(status.code(), Code::PermissionDenied, "a peer key mints nothing");
     server.shutdown.cancel();
+}
+
+/// A call is authorized before it runs; its tenant may erase the workspace,
+/// or the operator give the id to another tenant, in between. The call
+/// runs as its caller's, and what it then creates is checked again in the
+/// transaction creating it: the operator's write into a tenant's
+/// workspace being erased makes nothing under the tenant's id, nor a
+/// tenant's under an id no longer its own. The window is opened here on
+/// purpose, inside the call, where a race would open it by chance.
+#[tokio::test]
+async fn a_call_let_through_makes_no_workspace_under_an_id_its_caller_no_longer_holds() {
+    use roncho_core::Caller;
+    use roncho_core::store::{Creator, Erasure, OPERATOR, Tenants, Workspaces, creator};
+    use roncho_gate::CallPolicy;
+    use roncho_gate::authz::Authorizer;
+    use roncho_gate::rate::RateLimiter;
+
+    let dir = tempfile::tempdir().unwrap();
+    let store = support::embedded_store(dir.path()).await;
+    let policy = |multi_tenant: bool| {
+        CallPolicy::new(
+            Authorizer::new(store.clone()).multi_tenant(multi_tenant),
+            Arc::new(RateLimiter::new([])),
+        )
+    };
+    let create = |id: &str| roncho_ingest::GetOrCreateWorkspace {
+        id: id.into(),
+        ..Default::default()
+    };
+    let tenant = |name: &str| Caller::TenantAdmin { tenant: name.into() };
+    let workspace_key = |workspace: &str, tenant: Option<&str>| Caller::Workspace {
+        workspace: workspace.into(),
+        tenant: tenant.map(str::to_owned),
+    };
+    let make = |id: &'static str| {
+        let store = store.clone();
+        async move {
+            store
+                .get_or_create_workspace(id, Default::default(), Default::default())
+                .await
+        }
+    };
+
+    // Each caller's calls run as its own: the operator, its tenant, or no
+    // one on a server without tenants.
+    for (row, (multi_tenant, caller, expected)) in [
+        (true, Caller::Admin, Some(OPERATOR)),
+        (true, tenant("a"), Some("a")),
+        (true, workspace_key("c2", Some("a")), Some("a")),
+        (false, Caller::Admin, None),
+        (false, workspace_key("c4", None), None),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let id = format!("c{row}");
+        let ran = policy(multi_tenant)
+            .run(caller.clone(), create(&id), |_| async { Ok(creator()) })
+            .await
+            .unwrap();
+        let expected = expected.map(|creator: &str| Creator::Caller(creator.to_owned()));
+        assert_eq!(ran, expected, "{caller:?}");
+    }
+
+    // The operator's write into tenant a's workspace, erased meanwhile.
+    policy(true)
+        .run(tenant("a"), create("wa"), |_| make("wa"))
+        .await
+        .unwrap();
+    let refused = policy(true)
+        .run(Caller::Admin, create("wa"), |_| async {
+            store.delete_workspace("wa").await?;
+            make("wa").await
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, roncho_core::Error::FailedPrecondition(reason) if reason.contains("tenant `a`")),
+        "{refused:?}"
+    );
+    assert!(
+        !store.workspace_exists("wa").await.unwrap(),
+        "made again by the operator"
+    );
+
+    // Tenant a's call on an id it took, given to tenant b meanwhile.
+    let refused = policy(true)
+        .run(tenant("a"), create("moved"), |_| async {
+            store.assign_workspace("moved", "b").await?;
+            make("moved").await
+        })
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, roncho_core::Error::PermissionDenied(_)),
+        "{refused:?}"
+    );
+    assert!(!store.workspace_exists("moved").await.unwrap());
+
+    // Its holder makes it; on a server without tenants nothing is checked.
+    policy(true)
+        .run(tenant("a"), create("wa"), |_| make("wa"))
+        .await
+        .unwrap();
+    let (_, made) = policy(false)
+        .run(Caller::Admin, create("moved"), |_| make("moved"))
+        .await
+        .unwrap();
+    assert!(made);
 }

@@ -25,11 +25,7 @@ struct Server {
 
 async fn start(roles: &[Role]) -> Server {
     let dir = tempfile::tempdir().unwrap();
-    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-        .await
-        .unwrap();
-    roncho_store::migrate(&store).await.unwrap();
-    let store = Arc::new(store);
+    let store = support::embedded_store(dir.path()).await;
     let served = store.clone();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let address = listener.local_addr().unwrap();

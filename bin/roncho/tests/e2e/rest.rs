@@ -33,11 +33,7 @@ impl Server {
 
     async fn start_with(keys: Option<KeySet>) -> Self {
         let dir = tempfile::tempdir().unwrap();
-        let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-            .await
-            .unwrap();
-        roncho_store::migrate(&store).await.unwrap();
-        let store = Arc::new(store);
+        let store = support::embedded_store(dir.path()).await;
         let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
         let base = format!("http://{}", rest.local_addr().unwrap());
         let keys = keys.map(Arc::new);

@@ -71,13 +71,10 @@ async fn start(server_ca: &Authority, client_ca: Option<&Authority>) -> Server {
         client_ca: client_ca.map(|ca| write(dir.path(), "clients.pem", &ca.pem())),
     };
     let tls = Arc::new(ReloadingTls::load(files).unwrap());
-    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir.path()))
-        .await
-        .unwrap();
-    roncho_store::migrate(&store).await.unwrap();
+    let store = support::embedded_store(dir.path()).await;
     let rest = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let rest_address = rest.local_addr().unwrap();
-    let mut services = roncho::server::Serving::store_only(Arc::new(store));
+    let mut services = roncho::server::Serving::store_only(store);
     services.gate.tls = Some(tls.clone());
     services.listeners.rest = Some(roncho::server::RestEdge::Listener(Arc::new(rest)));
     let support::Served { address, shutdown, .. } = support::serve(services, &[Role::Recall]).await;

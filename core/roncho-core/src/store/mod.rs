@@ -50,7 +50,7 @@ pub use messages::Messages;
 pub use scopes::{MAX_SESSIONS_PER_SCOPE, Scopes};
 pub use search::{GAP_COUNT_LIMIT, TextSearch};
 pub use sync::{SyncLedger, TermCounter};
-pub use tenants::{Holder, Tenants};
+pub use tenants::{Creator, Holder, OPERATOR, Tenants, creating_as, creator};
 pub use traces::{TRACE_RETENTION_MICROS, Traces};
 pub use webhooks::Webhooks;
 pub use workspaces::{SessionPeers, Workspaces};

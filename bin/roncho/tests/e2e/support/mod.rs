@@ -218,3 +218,12 @@ pub async fn write_as(channel: &Channel, peer: &str, texts: &[&str]) -> Vec<ronc
         .into_inner()
         .messages
 }
+
+/// An embedded (SQLite) store in `dir`, migrated.
+pub async fn embedded_store(dir: &std::path::Path) -> std::sync::Arc<roncho_store::SqlStore> {
+    let store = roncho_store::connect(&roncho_store::StoreOptions::embedded(dir))
+        .await
+        .unwrap();
+    roncho_store::migrate(&store).await.unwrap();
+    std::sync::Arc::new(store)
+}
