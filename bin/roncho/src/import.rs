@@ -396,7 +396,7 @@ async fn import_summaries(
             .and_then(Value::as_i64)
             .unwrap_or_else(|| roncho_core::tokens::count(content));
         store
-            .set_session_summary(workspace, session, kind, content, &message_id, token_count)
+            .set_session_summary(workspace, session, kind, content, &message_id, token_count, None)
             .await?;
         counts.summaries.new += 1;
     }

@@ -405,6 +405,18 @@ pub struct SessionSummary {
     pub created_at: i64,
 }
 
+/// What a summary was made from, checked as it is stored: an erasure in
+/// between (of a message it read, or of the previous summary it carried
+/// on) leaves it unwritten, so erased words never come back through a
+/// summary that was being written while they were erased.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SummaryBasis {
+    /// Public ids of the messages it summarised.
+    pub messages: Vec<String>,
+    /// The `created_at` of the previous summary of its kind it carried on, if any.
+    pub previous: Option<i64>,
+}
+
 /// What a session's context is cut from: its summaries, when asked for
 /// (at most one per kind, short first), and its newest messages whose
 /// tokens add up to at most a budget, oldest first.

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use roncho_core::derivation::{CUSTOM_INSTRUCTIONS, task_message_ids, with_instructions};
 use roncho_core::embed::Embedder;
 use roncho_core::llm::{ChatMessage, ChatRequest, JsonSchema, Llm, Role, chat_json};
-use roncho_core::model::{Message, SummaryKind};
+use roncho_core::model::{Message, SummaryBasis, SummaryKind};
 use roncho_core::queue::{Claim, Task, WorkQueue, task_type};
 use roncho_core::store::{DerivationHealth, Erasure, Memory, Messages, Outcome, Scopes};
 use roncho_core::vector::VectorStore;
@@ -548,18 +548,26 @@ impl Worker {
                 other => return Err(Error::Internal(format!("unknown summary kind {other}"))),
             };
             let from = recent.len().saturating_sub(turns);
+            // What it is made from, checked again as it is stored: an
+            // erasure meanwhile leaves it unwritten (and queues its rebuild).
+            let mut basis = SummaryBasis {
+                messages: recent[from..].iter().map(|message| message.id.clone()).collect(),
+                previous: None,
+            };
             let content = match &self.summarizer {
                 Some(summarizer) => {
                     let instructions = task.payload[CUSTOM_INSTRUCTIONS].as_str();
-                    self.llm_summary(
-                        summarizer.as_ref(),
-                        workspace,
-                        session,
-                        kind,
-                        &recent[from..],
-                        instructions,
-                    )
-                    .await?
+                    let previous = self
+                        .store
+                        .session_summaries(workspace, session)
+                        .await?
+                        .into_iter()
+                        .find(|summary| summary.kind == kind);
+                    basis.previous = previous.as_ref().map(|summary| summary.created_at);
+                    let previous = previous.map(|summary| summary.content).unwrap_or_default();
+                    let turns = &recent[from..];
+                    self.llm_summary(summarizer.as_ref(), kind, &previous, turns, instructions)
+                        .await?
                 }
                 None => extractive_summary(&recent[from..], seq),
             };
@@ -569,9 +577,19 @@ impl Worker {
                 .map_err(|error| Error::Internal(format!("token counting failed: {error}")))?;
             match self
                 .store
-                .set_session_summary(workspace, session, kind, &content, message_id, token_count)
+                .set_session_summary(
+                    workspace,
+                    session,
+                    kind,
+                    &content,
+                    message_id,
+                    token_count,
+                    Some(&basis),
+                )
                 .await
             {
+                // Its anchor, a message it read or its previous summary was
+                // erased meanwhile: the erasure rebuilds what is left.
                 Ok(_) | Err(Error::NotFound { .. }) => {}
                 Err(error) => return Err(error),
             }
@@ -581,24 +599,15 @@ impl Worker {
 }
 
 impl Worker {
-    /// A rolling summary: the previous summary of this kind plus the turns since.
+    /// A rolling summary: the `previous` summary of this kind plus the turns since.
     async fn llm_summary(
         &self,
         llm: &dyn Llm,
-        workspace: &str,
-        session: &str,
         kind: SummaryKind,
+        previous: &str,
         messages: &[Message],
         instructions: Option<&str>,
     ) -> Result<String> {
-        let previous = self
-            .store
-            .session_summaries(workspace, session)
-            .await?
-            .into_iter()
-            .find(|summary| summary.kind == kind)
-            .map(|summary| summary.content)
-            .unwrap_or_default();
         let max_tokens = match kind {
             SummaryKind::Short => SHORT_SUMMARY_MAX_TOKENS.min(self.max_tokens.1),
             SummaryKind::Long => self.max_tokens.1,

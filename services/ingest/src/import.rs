@@ -440,7 +440,15 @@ impl Ingest {
                     counts.summaries.present += 1;
                 } else {
                     self.store
-                        .set_session_summary(workspace_id, &session_id, kind, &content, &message_id, token_count)
+                        .set_session_summary(
+                            workspace_id,
+                            &session_id,
+                            kind,
+                            &content,
+                            &message_id,
+                            token_count,
+                            None,
+                        )
                         .await?;
                     counts.summaries.new += 1;
                 }

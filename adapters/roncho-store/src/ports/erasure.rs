@@ -69,6 +69,7 @@ impl Erasure for SqlStore {
             )));
         }
         let mut tx = self.begin_write().await?;
+        crate::tx::entities::refuse_unless_caller_holds(tx.conn(), workspace_id).await?;
         // Before the target is looked up: it is hidden while its erasure
         // runs, and a repeated delete (or one after a crash) joins that one.
         let mut running = Sql::new("SELECT id FROM erasure_receipts WHERE state = 'running' AND workspace_name = ");
@@ -323,6 +324,7 @@ impl SqlStore {
             message_id: id.to_owned(),
         };
         let mut tx = self.begin_write().await?;
+        crate::tx::entities::refuse_unless_caller_holds(tx.conn(), workspace_id).await?;
         let erased = self.next_messages(tx.conn(), workspace_id, &scope, 1).await?;
         if erased.is_empty() {
             return Err(Error::not_found("message", id));

@@ -291,6 +291,7 @@ impl SqlStore {
     ) -> Result<Vec<Conclusion>> {
         let now = now_micros();
         let mut tx = self.begin_write().await?;
+        crate::tx::entities::refuse_unless_caller_holds(tx.conn(), workspace_id).await?;
         if let Some(once) = once
             && let crate::tx::idempotency::Claim::Done(ids) =
                 crate::tx::idempotency::claim(tx.conn(), workspace_id, None, once).await?

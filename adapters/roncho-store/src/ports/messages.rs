@@ -1,6 +1,6 @@
 //! [`Messages`]: a session's messages and summaries.
 
-use crate::db::{SqlStore, db_error, direction, execute, to_json};
+use crate::db::{SqlStore, db_error, direction, execute, fetch_optional, to_json};
 use crate::rows;
 use crate::sql::{Sql, render_filter};
 use crate::tx::entities::{load_message, load_session};
@@ -10,13 +10,14 @@ use crate::tx::writes::Origin;
 use async_trait::async_trait;
 use roncho_core::filter::Filter;
 use roncho_core::idempotency::Once;
-use roncho_core::model::SummaryKind;
 use roncho_core::model::now_micros;
 use roncho_core::model::{
     ContextWindow, JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary,
 };
+use roncho_core::model::{SummaryBasis, SummaryKind};
 use roncho_core::store::Messages;
 use roncho_core::{Error, Result};
+use sqlx::AnyConnection;
 
 /// Sequence numbers and token counts read in the first page of a context
 /// walk (a 4,000-token budget of 50-token messages needs 80), and the most in one.
@@ -461,10 +462,15 @@ impl Messages for SqlStore {
         content: &str,
         message_id: &str,
         token_count: i64,
+        basis: Option<&SummaryBasis>,
     ) -> Result<SessionSummary> {
         let mut tx = self.begin_write().await?;
         load_session(tx.conn(), workspace_id, session_id).await?;
         let message = load_message(tx.conn(), workspace_id, session_id, message_id).await?;
+        if let Some(basis) = basis {
+            self.check_summary_basis(tx.conn(), workspace_id, session_id, kind, basis)
+                .await?;
+        }
         let summary = SessionSummary {
             kind,
             content: content.to_owned(),
@@ -497,6 +503,54 @@ impl Messages for SqlStore {
         execute(tx.conn(), &sql).await?;
         tx.commit().await?;
         Ok(summary)
+    }
+}
+
+impl SqlStore {
+    /// `NOT_FOUND` unless what a summary was made from is intact: its
+    /// messages there and not being erased (locked until the summary
+    /// commits, so an erasure taking them waits and then rebuilds it), and
+    /// the previous summary it carried on still the session's.
+    async fn check_summary_basis(
+        &self,
+        conn: &mut AnyConnection,
+        workspace_id: &str,
+        session_id: &str,
+        kind: SummaryKind,
+        basis: &SummaryBasis,
+    ) -> Result<()> {
+        let mut found = std::collections::BTreeSet::new();
+        for chunk in basis.messages.chunks(500) {
+            let mut sql = Sql::new("SELECT m.public_id FROM messages m WHERE m.workspace_name = ");
+            sql.bind(workspace_id)
+                .push(" AND m.session_name = ")
+                .bind(session_id)
+                .push(" AND m.public_id IN ")
+                .push_list(chunk);
+            push_not_erasing(&mut sql, erasing::MESSAGE);
+            sql.push(crate::tx::conclusions::lock_shared(self.dialect()));
+            for row in crate::db::fetch_all(conn, &sql).await? {
+                found.insert(rows::get::<String>(&row, "public_id")?);
+            }
+        }
+        if let Some(gone) = basis.messages.iter().find(|id| !found.contains(*id)) {
+            return Err(Error::not_found("message", gone));
+        }
+        let mut previous = Sql::new("SELECT created_at FROM session_summaries WHERE workspace_name = ");
+        previous
+            .bind(workspace_id)
+            .push(" AND session_name = ")
+            .bind(session_id)
+            .push(" AND summary_type = ")
+            .bind(kind.name());
+        let current = match fetch_optional(conn, &previous).await? {
+            Some(row) => Some(rows::get::<i64>(&row, "created_at")?),
+            None => None,
+        };
+        if basis.previous.is_some() && current != basis.previous {
+            return Err(Error::not_found("summary", kind.name()));
+        }
+        Ok(())
     }
 }
 

@@ -80,14 +80,38 @@ pub(crate) async fn ensure_workspace(
         .bind(now_micros());
     sql.push(") ON CONFLICT (name) DO NOTHING");
     let created = execute(conn, &sql).await? == 1;
-    if created {
-        match roncho_core::store::creator() {
-            Some(Creator::Caller(creator)) => refuse_held_by_another(conn, id, &creator).await?,
-            Some(Creator::Work) => return Err(Error::not_found("workspace", id)),
-            None => {}
-        }
+    match roncho_core::store::creator() {
+        Some(Creator::Caller(creator)) if created => refuse_held_by_another(conn, id, &creator).await?,
+        Some(Creator::Work) if created => return Err(Error::not_found("workspace", id)),
+        _ => refuse_unless_caller_holds(conn, id).await?,
     }
     Ok(created)
+}
+
+/// Within a tenant's call ([`roncho_core::store::creator`]), refuses a
+/// workspace its tenant no longer holds: the operator may have given the
+/// id to another tenant since the call was let through, and that tenant
+/// made a workspace under it; the call's writes must not land there. The
+/// operator reaches every workspace; nothing else is checked.
+pub(crate) async fn refuse_unless_caller_holds(conn: &mut AnyConnection, id: &str) -> Result<()> {
+    let Some(Creator::Caller(tenant)) = roncho_core::store::creator() else {
+        return Ok(());
+    };
+    if tenant == roncho_core::store::OPERATOR {
+        return Ok(());
+    }
+    let mut holder = Sql::new("SELECT tenant FROM workspace_tenants WHERE workspace_name = ");
+    holder.bind(id);
+    let holder = match fetch_optional(conn, &holder).await? {
+        Some(row) => Some(rows::get::<String>(&row, "tenant")?),
+        None => None,
+    };
+    match holder == Some(tenant) {
+        true => Ok(()),
+        false => Err(Error::PermissionDenied(format!(
+            "a key of this tenant does not reach workspace `{id}`"
+        ))),
+    }
 }
 
 /// Takes `id` for `creator` unless someone else holds it, which is refused:

@@ -415,6 +415,7 @@ pub(crate) async fn writable_session(
     session_id: &str,
     create: bool,
 ) -> Result<(JsonObject, Session)> {
+    crate::tx::entities::refuse_unless_caller_holds(conn, workspace_id).await?;
     let mut sql = Sql::new(&format!(
         "SELECT {}, w.configuration AS workspace_configuration FROM sessions s \
          JOIN workspaces w ON w.name = s.workspace_name WHERE s.workspace_name = ",

@@ -12,6 +12,7 @@ store_contract_suite!(
     a_peer_is_hidden_from_every_read_once_its_erasure_begins,
     a_workspace_is_hidden_from_every_read_once_its_erasure_begins,
     writes_racing_a_peer_erasure_are_refused_or_erased_with_it,
+    a_summary_made_while_what_it_read_was_erased_is_not_written,
 ;
     deleted_messages_leave_nothing_in_the_side_tables,
 );
@@ -142,7 +143,7 @@ async fn erasing_a_message_reaches_everything_derived_from_it(store: &dyn Store)
     joint.premises = vec![facts[0].content.clone(), facts[1].content.clone()];
     let deductions = store.create_conclusions("w", vec![deduction, joint]).await.unwrap();
     store
-        .set_session_summary("w", "s", SummaryKind::Short, "alice said hunter2", thanks, 5)
+        .set_session_summary("w", "s", SummaryKind::Short, "alice said hunter2", thanks, 5, None)
         .await
         .unwrap();
     let synced: Vec<(String, i64)> = ids.iter().map(|id| ((*id).to_owned(), 0)).collect();
@@ -631,7 +632,15 @@ async fn a_session_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn
     from_kept.session_id = Some("kept".into());
     let conclusions = store.create_conclusions("w", vec![from_gone, from_kept]).await.unwrap();
     store
-        .set_session_summary("w", "gone", SummaryKind::Short, "a zanzibar secret", &gone[1].id, 3)
+        .set_session_summary(
+            "w",
+            "gone",
+            SummaryKind::Short,
+            "a zanzibar secret",
+            &gone[1].id,
+            3,
+            None,
+        )
         .await
         .unwrap();
     assert!(!message_reads(store, "gone", &gone[0].id, "zanzibar").await.is_empty());
@@ -746,7 +755,15 @@ async fn a_peer_is_hidden_from_every_read_once_its_erasure_begins(store: &dyn St
         .await
         .unwrap();
     store
-        .set_session_summary("w", "s1", SummaryKind::Short, "carol said zanzibar", &first[2].id, 3)
+        .set_session_summary(
+            "w",
+            "s1",
+            SummaryKind::Short,
+            "carol said zanzibar",
+            &first[2].id,
+            3,
+            None,
+        )
         .await
         .unwrap();
 
@@ -983,4 +1000,128 @@ async fn writes_racing_a_peer_erasure_are_refused_or_erased_with_it(store: &dyn 
         let written = outcomes.iter().filter(|outcome| outcome.is_ok()).count();
         assert_eq!(left.items.len(), written, "round {round}: the bystander's stay");
     }
+}
+
+/// A summary is made (by a model, for seconds) from messages and the
+/// previous summary of its kind; an erasure meanwhile must not see its
+/// words come back when it is stored: what it was made from is checked as
+/// it is written.
+async fn a_summary_made_while_what_it_read_was_erased_is_not_written(store: &dyn Store) {
+    use roncho_core::model::{ErasureScope, SessionSummary, SummaryBasis};
+    let texts = ["hello", "alice's pin is 4711", "noted", "thanks", "bye"];
+    let messages: Vec<NewMessage> = texts
+        .iter()
+        .enumerate()
+        .map(|(index, text)| new_message(["bob", "alice"][index % 2], text))
+        .collect();
+    let created = store.create_messages("w", "s", messages).await.unwrap();
+    let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
+    let last = &ids[4];
+    let summarize = |content: &'static str, basis: SummaryBasis| async move {
+        store
+            .set_session_summary("w", "s", SummaryKind::Short, content, last, 5, Some(&basis))
+            .await
+    };
+    let stored: SessionSummary = summarize(
+        "alice's pin is 4711",
+        SummaryBasis {
+            messages: ids.clone(),
+            previous: None,
+        },
+    )
+    .await
+    .unwrap();
+    let stored_summary = || async {
+        store
+            .session_summaries("w", "s")
+            .await
+            .unwrap()
+            .into_iter()
+            .map(|summary| summary.content)
+            .collect::<Vec<_>>()
+    };
+
+    // Made from a message erased before it was stored.
+    store.delete_message("w", "s", &ids[1]).await.unwrap();
+    assert!(
+        stored_summary().await.is_empty(),
+        "the erasure took the summary covering it"
+    );
+    let refused = summarize(
+        "alice's pin is 4711",
+        SummaryBasis {
+            messages: ids.clone(),
+            previous: None,
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotFound {
+                resource: "message",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    // Made from what is left, but carrying on the summary the erasure took.
+    let left: Vec<String> = ids.iter().filter(|id| *id != &ids[1]).cloned().collect();
+    let refused = summarize(
+        "carried on: alice's pin is 4711",
+        SummaryBasis {
+            messages: left.clone(),
+            previous: Some(stored.created_at),
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotFound {
+                resource: "summary",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
+    assert!(stored_summary().await.is_empty());
+
+    // Made from messages of a peer whose erasure has begun (hidden, not yet gone).
+    summarize(
+        "clean",
+        SummaryBasis {
+            messages: left.clone(),
+            previous: None,
+        },
+    )
+    .await
+    .unwrap();
+    store
+        .begin_erasure(
+            "w",
+            &ErasureScope::Peer {
+                peer_id: "alice".into(),
+            },
+        )
+        .await
+        .unwrap();
+    let refused = summarize(
+        "alice said thanks",
+        SummaryBasis {
+            messages: left,
+            previous: None,
+        },
+    )
+    .await;
+    assert!(
+        matches!(
+            refused,
+            Err(Error::NotFound {
+                resource: "message",
+                ..
+            })
+        ),
+        "{refused:?}"
+    );
 }

@@ -205,7 +205,7 @@ async fn context_windows_hold_what_the_walk_reads(store: &dyn Store) {
         store.delete_message("w", "s", &created[gone].id).await.unwrap();
     }
     store
-        .set_session_summary("w", "s", SummaryKind::Short, "so far", &created[201].id, 30)
+        .set_session_summary("w", "s", SummaryKind::Short, "so far", &created[201].id, 30, None)
         .await
         .unwrap();
     let newest_first: Vec<i64> = store
@@ -349,16 +349,16 @@ async fn session_summaries_are_set_replaced_and_bound_context(store: &dyn Store)
     let created = store.create_messages("w", "s", batch).await.unwrap();
     assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
     let long = store
-        .set_session_summary("w", "s", SummaryKind::Long, "long so far", &created[1].id, 40)
+        .set_session_summary("w", "s", SummaryKind::Long, "long so far", &created[1].id, 40, None)
         .await
         .unwrap();
     assert_eq!(long.message_seq, created[1].seq_in_session);
     store
-        .set_session_summary("w", "s", SummaryKind::Short, "first", &created[0].id, 5)
+        .set_session_summary("w", "s", SummaryKind::Short, "first", &created[0].id, 5, None)
         .await
         .unwrap();
     store
-        .set_session_summary("w", "s", SummaryKind::Short, "short so far", &created[2].id, 7)
+        .set_session_summary("w", "s", SummaryKind::Short, "short so far", &created[2].id, 7, None)
         .await
         .unwrap();
     let summaries = store.session_summaries("w", "s").await.unwrap();
@@ -380,7 +380,7 @@ async fn session_summaries_are_set_replaced_and_bound_context(store: &dyn Store)
     assert!(
         matches!(
             store
-                .set_session_summary("w", "s", SummaryKind::Short, "x", &foreign[0].id, 1)
+                .set_session_summary("w", "s", SummaryKind::Short, "x", &foreign[0].id, 1, None)
                 .await,
             Err(Error::NotFound { .. })
         ),

@@ -184,14 +184,15 @@ async fn a_call_creates_a_workspace_only_under_an_id_its_caller_holds(store: &dy
     }
     assert_eq!(store.workspace_holder("w").await.unwrap(), Holder::Tenant("a".into()));
 
-    // Its holder makes it; every call after that finds it and creates nothing.
-    for (call, result) in as_creator(store, Some("a"), "w").await {
-        result.unwrap_or_else(|error| panic!("{call} of its holder: {error:?}"));
-    }
-    for creator in ["b", OPERATOR] {
+    // Its holder makes it; the operator writes into it, another tenant
+    // never (the gate refuses it first; the write checks again).
+    for creator in ["a", OPERATOR] {
         for (call, result) in as_creator(store, Some(creator), "w").await {
-            result.unwrap_or_else(|error| panic!("{call} of {creator:?} in a made workspace: {error:?}"));
+            result.unwrap_or_else(|error| panic!("{call} of {creator:?}: {error:?}"));
         }
+    }
+    for (call, result) in as_creator(store, Some("b"), "w").await {
+        assert!(matches!(result, Err(Error::PermissionDenied(_))), "{call}: {result:?}");
     }
     assert_eq!(store.workspace_holder("w").await.unwrap(), Holder::Tenant("a".into()));
 
@@ -222,7 +223,7 @@ async fn a_call_creates_a_workspace_only_under_an_id_its_caller_holds(store: &dy
         .for_each(|(_, r)| r.unwrap());
     assert_eq!(store.workspace_holder("mine").await.unwrap(), Holder::Operator);
     for (call, result) in as_creator(store, Some("c"), "mine").await {
-        result.unwrap_or_else(|error| panic!("{call}: {error:?}"));
+        assert!(matches!(result, Err(Error::PermissionDenied(_))), "{call}: {result:?}");
     }
 
     // Given to another tenant after a's call was let through: refused.
@@ -231,6 +232,35 @@ async fn a_call_creates_a_workspace_only_under_an_id_its_caller_holds(store: &dy
     for (call, result) in as_creator(store, Some("a"), "moved").await {
         assert!(matches!(result, Err(Error::PermissionDenied(_))), "{call}: {result:?}");
     }
+    // Nor, once b made it, do a's writes land in b's workspace.
+    for (call, result) in as_creator(store, Some("b"), "moved").await {
+        result.unwrap_or_else(|error| panic!("{call} of its new holder: {error:?}"));
+    }
+    for (call, result) in as_creator(store, Some("a"), "moved").await {
+        assert!(
+            matches!(result, Err(Error::PermissionDenied(_))),
+            "{call} into b's: {result:?}"
+        );
+    }
+    let a = || Some(Creator::Caller("a".into()));
+    let conclusions = creating_as(
+        a(),
+        store.create_conclusions("moved", vec![new_conclusion("p", "q", "a's words")]),
+    )
+    .await;
+    assert!(
+        matches!(conclusions, Err(Error::PermissionDenied(_))),
+        "{conclusions:?}"
+    );
+    let erased = creating_as(a(), store.delete_peer("moved", "p")).await;
+    assert!(matches!(erased, Err(Error::PermissionDenied(_))), "{erased:?}");
+    let peers = store
+        .list_peers("moved", PeerKind::Peer, &all(), page(1, 10))
+        .await
+        .unwrap();
+    assert!(peers.items.iter().any(|peer| peer.id == "p"), "a erased b's peer");
+    let messages = store.list_messages("moved", "s", &all(), page(1, 10)).await.unwrap();
+    assert_eq!(messages.total, 1, "only b's message");
 
     // Outside any call of a multi-tenant server nothing is checked.
     for (call, result) in as_creator(store, None, "moved").await {

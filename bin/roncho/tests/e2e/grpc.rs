@@ -363,7 +363,15 @@ async fn summaries_are_served_and_bound_the_context() {
     // The summariser's write, through the store.
     server
         .store
-        .set_session_summary("w", "s", SummaryKind::Short, "alice counted turns", &created[3].id, 4)
+        .set_session_summary(
+            "w",
+            "s",
+            SummaryKind::Short,
+            "alice counted turns",
+            &created[3].id,
+            4,
+            None,
+        )
         .await
         .unwrap();
     let got = summaries().await;

@@ -7,7 +7,8 @@ use crate::Result;
 use crate::filter::Filter;
 use crate::idempotency::Once;
 use crate::model::{
-    ContextWindow, JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary, SummaryKind,
+    ContextWindow, JsonObject, Message, MessageScan, NewMessage, Page, PageRequest, SessionSummary, SummaryBasis,
+    SummaryKind,
 };
 
 #[async_trait]
@@ -95,7 +96,11 @@ pub trait Messages: Send + Sync + 'static {
     /// A session's summaries (at most one per kind, short first).
     async fn session_summaries(&self, workspace_id: &str, session_id: &str) -> Result<Vec<SessionSummary>>;
     /// Stores the summary of `kind`, replacing the previous one; `message_id`
-    /// (the last message covered) must belong to the session.
+    /// (the last message covered) must belong to the session. With a
+    /// `basis`, `NOT_FOUND` unless every message it names is still there
+    /// and not being erased, and the previous summary it names is still
+    /// the session's (see [`SummaryBasis`]).
+    #[allow(clippy::too_many_arguments)]
     async fn set_session_summary(
         &self,
         workspace_id: &str,
@@ -104,5 +109,6 @@ pub trait Messages: Send + Sync + 'static {
         content: &str,
         message_id: &str,
         token_count: i64,
+        basis: Option<&SummaryBasis>,
     ) -> Result<SessionSummary>;
 }
