@@ -1007,7 +1007,7 @@ async fn writes_racing_a_peer_erasure_are_refused_or_erased_with_it(store: &dyn 
 /// words come back when it is stored: what it was made from is checked as
 /// it is written.
 async fn a_summary_made_while_what_it_read_was_erased_is_not_written(store: &dyn Store) {
-    use roncho_core::model::{ErasureScope, SessionSummary, SummaryBasis};
+    use roncho_core::model::{ErasureScope, SummaryBasis};
     let texts = ["hello", "alice's pin is 4711", "noted", "thanks", "bye"];
     let messages: Vec<NewMessage> = texts
         .iter()
@@ -1016,112 +1016,44 @@ async fn a_summary_made_while_what_it_read_was_erased_is_not_written(store: &dyn
         .collect();
     let created = store.create_messages("w", "s", messages).await.unwrap();
     let ids: Vec<String> = created.iter().map(|message| message.id.clone()).collect();
-    let last = &ids[4];
-    let summarize = |content: &'static str, basis: SummaryBasis| async move {
-        store
-            .set_session_summary("w", "s", SummaryKind::Short, content, last, 5, Some(&basis))
-            .await
+    let left: Vec<String> = ids.iter().filter(|id| *id != &ids[1]).cloned().collect();
+    let summarize = |content: &'static str, messages: &[String], previous: Option<i64>| {
+        let basis = SummaryBasis {
+            messages: messages.to_vec(),
+            previous,
+        };
+        let last = ids[4].clone();
+        async move {
+            store
+                .set_session_summary("w", "s", SummaryKind::Short, content, &last, 5, Some(&basis))
+                .await
+        }
     };
-    let stored: SessionSummary = summarize(
-        "alice's pin is 4711",
-        SummaryBasis {
-            messages: ids.clone(),
-            previous: None,
-        },
-    )
-    .await
-    .unwrap();
-    let stored_summary = || async {
-        store
-            .session_summaries("w", "s")
-            .await
-            .unwrap()
-            .into_iter()
-            .map(|summary| summary.content)
-            .collect::<Vec<_>>()
+    let refused = |result: roncho_core::Result<roncho_core::model::SessionSummary>, what: &str| match result {
+        Err(Error::NotFound { resource, .. }) if resource == what => {}
+        other => panic!("stored, or refused for another reason than its {what}: {other:?}"),
     };
+    let stored = summarize("alice's pin is 4711", &ids, None).await.unwrap();
 
     // Made from a message erased before it was stored.
     store.delete_message("w", "s", &ids[1]).await.unwrap();
     assert!(
-        stored_summary().await.is_empty(),
-        "the erasure took the summary covering it"
+        store.session_summaries("w", "s").await.unwrap().is_empty(),
+        "the erasure took it"
     );
-    let refused = summarize(
-        "alice's pin is 4711",
-        SummaryBasis {
-            messages: ids.clone(),
-            previous: None,
-        },
-    )
-    .await;
-    assert!(
-        matches!(
-            refused,
-            Err(Error::NotFound {
-                resource: "message",
-                ..
-            })
-        ),
-        "{refused:?}"
-    );
+    refused(summarize("alice's pin is 4711", &ids, None).await, "message");
     // Made from what is left, but carrying on the summary the erasure took.
-    let left: Vec<String> = ids.iter().filter(|id| *id != &ids[1]).cloned().collect();
-    let refused = summarize(
-        "carried on: alice's pin is 4711",
-        SummaryBasis {
-            messages: left.clone(),
-            previous: Some(stored.created_at),
-        },
-    )
-    .await;
-    assert!(
-        matches!(
-            refused,
-            Err(Error::NotFound {
-                resource: "summary",
-                ..
-            })
-        ),
-        "{refused:?}"
+    refused(
+        summarize("carried on: alice's pin is 4711", &left, Some(stored.created_at)).await,
+        "summary",
     );
-    assert!(stored_summary().await.is_empty());
+    assert!(store.session_summaries("w", "s").await.unwrap().is_empty());
 
     // Made from messages of a peer whose erasure has begun (hidden, not yet gone).
-    summarize(
-        "clean",
-        SummaryBasis {
-            messages: left.clone(),
-            previous: None,
-        },
-    )
-    .await
-    .unwrap();
-    store
-        .begin_erasure(
-            "w",
-            &ErasureScope::Peer {
-                peer_id: "alice".into(),
-            },
-        )
-        .await
-        .unwrap();
-    let refused = summarize(
-        "alice said thanks",
-        SummaryBasis {
-            messages: left,
-            previous: None,
-        },
-    )
-    .await;
-    assert!(
-        matches!(
-            refused,
-            Err(Error::NotFound {
-                resource: "message",
-                ..
-            })
-        ),
-        "{refused:?}"
-    );
+    summarize("clean", &left, None).await.unwrap();
+    let alice = ErasureScope::Peer {
+        peer_id: "alice".into(),
+    };
+    store.begin_erasure("w", &alice).await.unwrap();
+    refused(summarize("alice said thanks", &left, None).await, "message");
 }
