@@ -521,9 +521,27 @@ mod tests {
         assert_ne!(first, serde_json::to_string(&generate(4, 2)).unwrap());
     }
 
+    /// A fold of more conversations keeps the ones a smaller fold had, so
+    /// its numbers can be read beside those of the smaller one
+    /// (`loadtests/run-eval.sh` asks four a fold).
+    #[test]
+    fn a_larger_fold_begins_with_the_smaller_ones_conversations() {
+        for seed in [1, 2] {
+            let four = generate(seed, 4);
+            let two = serde_json::to_string(&generate(seed, 2)).unwrap();
+            assert_eq!(serde_json::to_string(&four[..2]).unwrap(), two);
+            let ids: Vec<&str> = four.iter().map(|sample| sample.sample_id.as_str()).collect();
+            assert_eq!(ids, (0..4).map(|i| format!("long-{seed}-{i}")).collect::<Vec<_>>());
+            assert_ne!(
+                serde_json::to_string(&four[2]).unwrap(),
+                serde_json::to_string(&four[0]).unwrap()
+            );
+        }
+    }
+
     #[test]
     fn conversations_are_long_and_every_kind_is_asked_with_its_evidence() {
-        for sample in generate(1, 2) {
+        for sample in generate(1, 2).into_iter().chain(generate(2, 4)) {
             let turns: Vec<Turn> = sample.sessions().into_iter().flat_map(|s| s.turns).collect();
             let characters: usize = turns.iter().map(|turn| turn.text.len()).sum();
             assert!((240..=360).contains(&turns.len()), "{} turns", turns.len());
