@@ -48,10 +48,11 @@ use qdrant_client::QdrantError;
 use qdrant_client::qdrant::{
     CollectionExistsRequest, Condition, CreateCollection, CreateFieldIndexCollection, DeletePoints, Distance,
     FieldType, Filter, GetCollectionInfoRequest, KeywordIndexParams, Memory, Modifier, NamedVectors,
-    PayloadIndexParams, PointStruct, PointsSelector, QuantizationConfig, QuantizationType, Query, QueryPoints,
-    ScalarQuantization, ScoredPoint, ScrollPoints, SparseVectorConfig, SparseVectorParams, UpsertPoints, Value, Vector,
-    VectorInput, VectorParams, Vectors, VectorsConfig, WithPayloadSelector, payload_index_params, points_selector,
-    quantization_config, value, vector_output, vectors_config, vectors_output,
+    PayloadIndexParams, PointStruct, PointsSelector, QuantizationConfig, QuantizationSearchParams, QuantizationType,
+    Query, QueryPoints, ScalarQuantization, ScoredPoint, ScrollPoints, SearchParams, SparseVectorConfig,
+    SparseVectorParams, UpsertPoints, Value, Vector, VectorInput, VectorParams, Vectors, VectorsConfig,
+    WithPayloadSelector, payload_index_params, points_selector, quantization_config, value, vector_output,
+    vectors_config, vectors_output,
 };
 use roncho_core::lexical::{self, SparseVector};
 use roncho_core::store::TermCounter;
@@ -646,6 +647,7 @@ impl VectorStore for QdrantVectorStore {
             query: Some(Query::new_nearest(vector.to_vec())),
             filter: Some(Self::filter(namespace, filter)),
             score_threshold: max_distance.map(|distance| 1.0 - distance),
+            params: Some(nearest_params()),
             ..Default::default()
         };
         self.nearest_records(namespace, request, top_k, max_distance).await
@@ -888,6 +890,27 @@ impl QdrantVectorStore {
             .await
             .map_err(|e| qdrant_error("delete", e))?;
         Ok(())
+    }
+}
+
+/// How many times as many of the nearest as asked for Qdrant reads by
+/// their int8 codes before it rescores them on their floats, as the
+/// in-process vector store does (`roncho-store`'s `OVERSAMPLE`). Qdrant's
+/// default reads as many as asked: the codes' error then decides which
+/// vectors near the list's end are in it, and so the list's worst score,
+/// which score fusion scales every score by (its low end).
+const OVERSAMPLE: f64 = 4.0;
+
+/// The search parameters of a query by meaning: the int8 codes read
+/// [`OVERSAMPLE`]-fold, the best rescored on floats.
+fn nearest_params() -> SearchParams {
+    SearchParams {
+        quantization: Some(QuantizationSearchParams {
+            ignore: Some(false),
+            rescore: Some(true),
+            oversampling: Some(OVERSAMPLE),
+        }),
+        ..Default::default()
     }
 }
 
