@@ -6,11 +6,15 @@
 //! - [`SearchStore`]: the ports of the store that search reads.
 //! - [`Semantic`]: an embedder and the vectors it made.
 //! - [`messages`]: hybrid message search (full text and vectors, fused).
+//! - [`days`]: the calendar days a query names.
+//! - `preferred`: the peers and days a query prefers, as search fuses them.
 //! - [`context`]: representations, peer cards, session context (honcho-v3 §3).
 //! - [`queries`]: the embeddings of recent queries.
 
 pub mod context;
+pub mod days;
 pub mod messages;
+mod preferred;
 pub mod queries;
 
 use std::sync::Arc;

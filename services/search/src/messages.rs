@@ -15,12 +15,14 @@ use std::collections::HashMap;
 
 use roncho_core::filter::Filter;
 use roncho_core::lexical;
-use roncho_core::model::{MeaningLag, Message, MessageQuery, PageRequest, PeerKind};
+use roncho_core::model::{MeaningLag, Message, MessageQuery};
 use roncho_core::vector::{Found, QueryParts, SearchFailure, SearchPlan, VectorFilter, VectorHit, Words};
 use roncho_core::{Error, Result};
 
 use crate::SearchStore;
 use crate::Semantic;
+use crate::days;
+use crate::preferred::{Preferred, named_peers};
 
 /// The `k` of reciprocal-rank fusion (of the database's full-text list,
 /// and of the named-peer list with the fused one). Honcho uses 60; on the LoCoMo
@@ -130,7 +132,7 @@ const NEIGHBOUR_SHARE: f64 = 0.5;
 /// (0.5–1.0 tried), 1.0 is best; over 0.5 it moved recall@10 / any@10
 /// from 0.783 / 0.833 to 0.792 / 0.840 on one and from 0.761 / 0.802 to
 /// 0.767 / 0.815 on the other, and to 0.789 / 0.840 and 0.792 / 0.840
-/// with the peers asked about ([`Named`]) (docs/benchmarks.md, "Questions
+/// with the peers asked about ([`crate::preferred::Named`]) (docs/benchmarks.md, "Questions
 /// and their replies").
 const REPLY_SHARE: f64 = 1.0;
 
@@ -163,9 +165,6 @@ fn words_share(tokens: i64) -> f64 {
 /// answer ranked 11th–50th by both lists is still worth fusing in, with no
 /// change to search latency at 100k messages (docs/benchmarks.md).
 const CANDIDATE_DEPTH: i64 = 5;
-
-/// Peers a workspace may have for [`named_peers`] to look for them in queries.
-const NAMED_PEER_SCAN: i64 = 100;
 
 /// Why search runs on full text alone.
 const NO_EMBEDDER: &str = "no embedder is configured: results come from full-text search alone";
@@ -249,7 +248,11 @@ pub async fn search(
         meaning_lag,
     );
     let (named, found) = (named?, found?);
-    let messages: Vec<Message> = fuse(&found.lists, found.fusion, &named.asked_about)
+    let preferred = Preferred {
+        peers: named.asked_about,
+        days: days::named_days(query),
+    };
+    let messages: Vec<Message> = fuse(&found.lists, found.fusion, &preferred)
         .into_iter()
         .take(limit)
         .collect();
@@ -512,21 +515,11 @@ const TEXT_BEHIND: &str = "are not indexed by their words yet and cannot match (
 const VECTORS_BEHIND: &str = "are not synced to the vector store yet and cannot match (the reconciler role \
      syncs them; `roncho status` shows the pending vectors)";
 
-/// Lowercase alphanumeric words of `text`.
-fn lower_words(text: &str) -> Vec<String> {
-    text.split(|c: char| !c.is_alphanumeric())
-        .filter(|word| !word.is_empty())
-        .map(str::to_lowercase)
-        .collect()
-}
-
-/// Fuses candidate lists. When the query asks about peers ([`Named`]),
-/// their messages in the fused order form one more list: in conversations, what a question asks
-/// about a person is nearly always in what that person said (on the LoCoMo
-/// development set, 92–100 % of evidence turns per question category), yet
-/// a name is a weak term for BM25 and a weak signal in an embedding. The
-/// extra list reorders candidates; it adds none and removes none.
-fn fuse(lists: &[Ranking], fusion: Fusion, named: &[String]) -> Vec<Message> {
+/// Fuses the candidate lists, then each preference's candidates with the
+/// fused list by rank: a candidate the query prefers (of a peer it asks
+/// about, written on a day it names) moves ahead of those it does not,
+/// as far as its place in both lists allows. Reorders; adds and drops none.
+fn fuse(lists: &[Ranking], fusion: Fusion, preferred: &Preferred) -> Vec<Message> {
     let fused = match (lists.len(), fusion) {
         (1, _) => lists[0].messages.clone(),
         (_, Fusion::Score) => score_fusion(lists),
@@ -535,15 +528,11 @@ fn fuse(lists: &[Ranking], fusion: Fusion, named: &[String]) -> Vec<Message> {
             reciprocal_rank_fusion(&lists)
         }
     };
-    if named.is_empty() {
+    let subsets = preferred.subsets(&fused);
+    if subsets.is_empty() {
         return fused;
     }
-    let by_named: Vec<_> = fused
-        .iter()
-        .filter(|message| named.contains(&message.peer_id))
-        .cloned()
-        .collect();
-    reciprocal_rank_fusion(&[fused, by_named])
+    reciprocal_rank_fusion(&[vec![fused], subsets].concat())
 }
 
 /// The share of reciprocal-rank fusion a message at `rank` (from 0) gets.
@@ -637,88 +626,6 @@ fn sum_scores<'a>(lists: impl Iterator<Item = Vec<(&'a Message, f64)>>) -> Vec<M
     }
     scored.sort_by(|a, b| b.0.total_cmp(&a.0).then_with(|| b.1.created_at.cmp(&a.1.created_at)));
     scored.into_iter().map(|(_, message)| message.clone()).collect()
-}
-
-/// The peers a query names, and those it asks about.
-#[derive(Debug, Default, PartialEq)]
-struct Named {
-    /// Every peer whose id the query names.
-    mentioned: Vec<String>,
-    /// The peers whose own messages answer it: the first peer named other
-    /// than as an owner ("Gina's store"), with any joined to it by "and"
-    /// or "or"; every peer named when all are owners. "What does Gina say
-    /// to Jon about the opening?" asks what Gina said; "What did Jon say
-    /// about Gina's store?" what Jon said; "How do Jon and Gina both
-    /// unwind?" both. Before, every peer named was asked about, so a query
-    /// naming both speakers of a two-person conversation favoured neither:
-    /// on the development set this moved one conversation's recall@10 /
-    /// any@10 from 0.761 / 0.802 to 0.786 / 0.827 and left the other's
-    /// unchanged (with [`REPLY_SHARE`]: 0.767 / 0.815 to 0.792 / 0.840,
-    /// and 0.792 / 0.840 to 0.789 / 0.840; docs/benchmarks.md, "Questions
-    /// and their replies").
-    asked_about: Vec<String>,
-}
-
-/// Returns the peers of the workspace that `query` names (their id's
-/// words, split at `-` and `_`, appear in it in order, ignoring case);
-/// none where the search is of one peer's messages. Workspaces of more
-/// than [`NAMED_PEER_SCAN`] peers are not scanned.
-async fn named_peers(store: &dyn SearchStore, workspace_id: &str, query: &str, search: &MessageQuery) -> Result<Named> {
-    if search.peer_id.is_some() {
-        return Ok(Named::default());
-    }
-    let page = PageRequest::from_wire(1, NAMED_PEER_SCAN as i32, false)?;
-    let peers = match store.list_peers(workspace_id, PeerKind::Peer, &Filter::All, page).await {
-        Ok(peers) => peers,
-        // Searching a workspace that does not exist finds nothing; not an error here.
-        Err(Error::NotFound { .. }) => return Ok(Named::default()),
-        Err(error) => return Err(error),
-    };
-    if peers.total > NAMED_PEER_SCAN {
-        return Ok(Named::default());
-    }
-    Ok(names_in(query, peers.items.into_iter().map(|peer| peer.id)))
-}
-
-/// Which of `peers` `query` names, and which it asks about ([`Named`]).
-fn names_in(query: &str, peers: impl Iterator<Item = String>) -> Named {
-    let words = lower_words(query);
-    // Each mention: where it starts and ends in `words`, and whose it is.
-    let mut mentions: Vec<(usize, usize, String)> = Vec::new();
-    let mut mentioned = Vec::new();
-    for peer in peers {
-        let id_words = lower_words(&peer);
-        if id_words.is_empty() {
-            continue;
-        }
-        let before = mentions.len();
-        for start in (0..words.len()).filter(|&at| words[at..].starts_with(&id_words)) {
-            mentions.push((start, start + id_words.len(), peer.clone()));
-        }
-        if mentions.len() > before {
-            mentioned.push(peer);
-        }
-    }
-    mentions.sort();
-    // "Gina's" is the words "gina" and "s".
-    let owner = |end: usize| words.get(end).is_some_and(|word| word == "s");
-    let mut subjects = mentions.iter().filter(|(_, end, _)| !owner(*end));
-    let Some(&(_, mut end, ref first)) = subjects.next() else {
-        return Named {
-            asked_about: mentioned.clone(),
-            mentioned,
-        };
-    };
-    let mut asked_about = vec![first.clone()];
-    for (start, next_end, peer) in subjects {
-        if *start == end + 1 && matches!(words[end].as_str(), "and" | "or") {
-            if !asked_about.contains(peer) {
-                asked_about.push(peer.clone());
-            }
-            end = *next_end;
-        }
-    }
-    Named { mentioned, asked_about }
 }
 
 /// Vector hits to ask for: as many as the candidates wanted, twice as many
@@ -865,15 +772,73 @@ mod tests {
                 Ranking::unscored(semantic.clone()),
             ]
         };
-        let plain = fuse(&lists(), Fusion::Rank, &[]);
+        let plain = fuse(&lists(), Fusion::Rank, &Preferred::default());
         assert_eq!(ids(&plain)[0], "b", "in both lists");
-        let named = fuse(&lists(), Fusion::Rank, &["alice".to_owned()]);
+        let named = fuse(
+            &lists(),
+            Fusion::Rank,
+            &Preferred {
+                peers: vec!["alice".to_owned()],
+                ..Preferred::default()
+            },
+        );
         assert_eq!(ids(&named)[..2], ["b", "e"], "alice's messages first");
         let mut before = ids(&plain);
         let mut after = ids(&named);
         before.sort_unstable();
         after.sort_unstable();
         assert_eq!(before, after);
+    }
+
+    #[test]
+    fn a_named_day_moves_its_messages_ahead_under_either_fusion() {
+        let day = |id: &str, created_at: i64| Message {
+            created_at,
+            ..message(id, "bob")
+        };
+        let named = days::named_days("What did Bob paint on October 13, 2023?");
+        let on_the_day = named[0].start + 20 * 3_600_000_000;
+        let before = named[0].start - 1;
+        // "a" leads both lists; "b", the one written on the named day, is fourth in both.
+        let order = || {
+            vec![
+                day("a", before),
+                day("c", before),
+                day("d", before),
+                day("b", on_the_day),
+                day("e", before),
+            ]
+        };
+        let preferred = Preferred {
+            days: named,
+            ..Preferred::default()
+        };
+        let ranked = |fusion| {
+            let lists = [
+                Ranking::unscored(order()),
+                Ranking {
+                    scores: Some(vec![0.9, 0.8, 0.7, 0.6, 0.1]),
+                    ..Ranking::unscored(order())
+                },
+            ];
+            (
+                ids(&fuse(&lists, fusion, &Preferred::default())).join(""),
+                ids(&fuse(&lists, fusion, &preferred)).join(""),
+            )
+        };
+        for fusion in [Fusion::Rank, Fusion::Score] {
+            let (plain, dated) = ranked(fusion);
+            assert_eq!(plain, "acdbe", "{fusion:?}");
+            // The best of the named day first, the others as they were; nothing added or dropped.
+            assert_eq!(dated, "bacde", "{fusion:?}");
+        }
+        // A day no candidate was written on changes nothing.
+        let elsewhere = Preferred {
+            days: days::named_days("on 2020-01-01"),
+            ..Preferred::default()
+        };
+        let lists = [Ranking::unscored(order())];
+        assert_eq!(ids(&fuse(&lists, Fusion::Rank, &elsewhere)).join(""), "acdbe");
     }
 
     fn scored(messages: &[(&str, f32)]) -> Ranking {
@@ -897,10 +862,10 @@ mod tests {
                 Ranking::unscored(meaning.messages.clone()),
             ],
             Fusion::Rank,
-            &[],
+            &Preferred::default(),
         );
         assert_eq!(ids(&by_rank)[0], "b", "reciprocal rank favours being in both lists");
-        let by_score = fuse(&[words, meaning], Fusion::Score, &[]);
+        let by_score = fuse(&[words, meaning], Fusion::Score, &Preferred::default());
         let mut leaders = ids(&by_score)[..2].to_vec();
         leaders.sort_unstable();
         assert_eq!(leaders, ["a", "c"]);
@@ -915,14 +880,14 @@ mod tests {
         let words = scored(&[("a", 40.0), ("b", 10.0)]);
         let meaning = scored(&[("c", 0.9), ("a", 0.1)]);
         let newest = Ranking::unscored(vec![message("n", "bob"), message("m", "bob")]);
-        let fused = fuse(&[words, meaning, newest], Fusion::Score, &[]);
+        let fused = fuse(&[words, meaning, newest], Fusion::Score, &Preferred::default());
         assert_eq!(ids(&fused)[..3], ["a", "c", "n"]);
         assert_eq!(fused.len(), 5);
         // A list whose scores are all equal scores each of its messages 1.
         let flat = fuse(
             &[scored(&[("x", 3.0), ("y", 3.0)]), scored(&[("y", 0.5)])],
             Fusion::Score,
-            &[],
+            &Preferred::default(),
         );
         assert_eq!(ids(&flat), ["y", "x"]);
     }
@@ -950,7 +915,7 @@ mod tests {
                 by_meaning: true,
                 passages: Vec::new(),
             };
-            fuse(&[words, meaning], Fusion::Score, &[])
+            fuse(&[words, meaning], Fusion::Score, &Preferred::default())
         };
         assert_eq!(ids(&fused(128))[0], "reply", "a passage's words count whole");
         assert_eq!(ids(&fused(512))[0], "turn");
@@ -976,61 +941,13 @@ mod tests {
         // and none by meaning of its own.
         let words = || scored_at(&[("x", 20, 2.0), ("b", 2, 1.0), ("y", 30, 0.5)], false);
         let meaning = |lends| scored_at(&[("a", 1, 0.9), ("c", 5, 0.6), ("e", 9, 0.1)], lends);
-        let plain = fuse(&[words(), meaning(false)], Fusion::Score, &[]);
+        let plain = fuse(&[words(), meaning(false)], Fusion::Score, &Preferred::default());
         assert_eq!(ids(&plain)[2..4], ["c", "b"], "{:?}", ids(&plain));
-        let lent = fuse(&[words(), meaning(true)], Fusion::Score, &[]);
+        let lent = fuse(&[words(), meaning(true)], Fusion::Score, &Preferred::default());
         let order = ids(&lent);
         assert_eq!(order[..3], ["x", "a", "b"], "b gets half of a's score: {order:?}");
         assert_eq!(order[3], "c");
         assert_eq!(lent.len(), plain.len(), "lending adds no candidate");
-    }
-
-    #[test]
-    fn peer_names_are_matched_as_whole_words() {
-        assert_eq!(
-            lower_words("What did Caroline-Smith say?"),
-            ["what", "did", "caroline", "smith", "say"]
-        );
-        let peers = || ["Caroline_Smith", "Carol"].map(String::from).into_iter();
-        let named = names_in("When did caroline smith paint?", peers());
-        assert_eq!(named.mentioned, ["Caroline_Smith"]);
-        assert_eq!(named.asked_about, ["Caroline_Smith"]);
-        assert_eq!(names_in("When did Caro paint?", peers()), Named::default());
-    }
-
-    #[test]
-    fn a_query_asks_about_the_peer_it_names_first_not_an_owner_or_an_addressee() {
-        let asked = |query: &str| {
-            let named = names_in(query, ["Jon", "Gina", "Mary-Ann"].map(String::from).into_iter());
-            let mut mentioned = named.mentioned.clone();
-            mentioned.sort();
-            (mentioned, named.asked_about)
-        };
-        let both = || vec!["Gina".to_owned(), "Jon".to_owned()];
-        assert_eq!(
-            asked("What does Gina say to Jon about the opening?"),
-            (both(), vec!["Gina".into()])
-        );
-        assert_eq!(
-            asked("What did Jon say about Gina's store?"),
-            (both(), vec!["Jon".into()])
-        );
-        assert_eq!(
-            asked("What did Jon say about Gina’s store?").1,
-            ["Jon"],
-            "a curly apostrophe"
-        );
-        assert_eq!(
-            asked("How do Jon and Gina both unwind?"),
-            (both(), vec!["Jon".into(), "Gina".into()])
-        );
-        assert_eq!(asked("Did gina or jon open first?").1, ["Gina", "Jon"]);
-        // Owners alone: every peer named is asked about.
-        assert_eq!(asked("Where is Gina's store?").1, ["Gina"]);
-        assert_eq!(asked("Is Jon's studio near Gina's store?").1.len(), 2);
-        assert_eq!(asked("What did Mary-Ann tell Jon?").1, ["Mary-Ann"]);
-        assert_eq!(asked("What did Mary Ann and Gina bake?").1, ["Mary-Ann", "Gina"]);
-        assert_eq!(asked("What did you bake?"), (vec![], vec![]));
     }
 
     #[test]
@@ -1061,7 +978,7 @@ mod tests {
             by_meaning: false,
             passages: Vec::new(),
         };
-        let fused = fuse(&[words, meaning], Fusion::Score, &[]);
+        let fused = fuse(&[words, meaning], Fusion::Score, &Preferred::default());
         // The reply to the question gets the question's whole score and
         // ranks beside it; the turn after a statement gets half.
         let order = ids(&fused);

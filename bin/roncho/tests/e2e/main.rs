@@ -29,6 +29,7 @@ mod long_message;
 mod mcp_bounds;
 mod meaning;
 mod metrics;
+mod named_day;
 #[cfg(target_os = "linux")]
 mod priorities;
 mod qdrant;
