@@ -2,7 +2,7 @@
 
 use crate::db::{SqlStore, db_error, direction, execute, fetch_optional, to_json};
 use crate::rows;
-use crate::sql::{Sql, render_filter};
+use crate::sql::{Dialect, Sql, render_filter};
 use crate::tx::entities::{load_message, load_session};
 use crate::tx::erasing::{self, push_not_erasing};
 use crate::tx::vectors::push_perspective;
@@ -18,6 +18,7 @@ use roncho_core::model::{SummaryBasis, SummaryKind};
 use roncho_core::store::Messages;
 use roncho_core::{Error, Result};
 use sqlx::AnyConnection;
+use sqlx::any::AnyRow;
 
 /// Sequence numbers and token counts read in the first page of a context
 /// walk (a 4,000-token budget of 50-token messages needs 80), and the most in one.
@@ -54,28 +55,85 @@ impl Numbering {
     }
 }
 
-impl SqlStore {
-    /// The session's numbering; `NotFound` when it does not exist or was
-    /// deleted (or is being erased).
-    async fn session_numbering(&self, workspace_id: &str, session_id: &str) -> Result<Numbering> {
-        let mut sql = Sql::new(
-            "SELECT s.is_active, s.last_seq, s.message_count, (SELECT COUNT(*) FROM erasure_receipts e \
-             WHERE e.state = 'running' AND e.workspace_name = s.workspace_name \
-             AND e.scope IN ('peer', 'workspace')) AS erasing FROM sessions s WHERE s.workspace_name = ",
-        );
-        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
-        let row = self
-            .read_optional(&sql)
-            .await?
-            .ok_or_else(|| Error::not_found("session", session_id))?;
-        if rows::get::<i64>(&row, "is_active")? == 0 {
+/// The numbering of the session `s` as [`Numbering::of`] reads it, from
+/// `sessions s` (the running erasures that may hide its messages counted).
+const NUMBERING_COLUMNS: &str = "s.workspace_name, s.name, s.is_active, s.last_seq, s.message_count, \
+     (SELECT COUNT(*) FROM erasure_receipts e WHERE e.state = 'running' \
+     AND e.workspace_name = s.workspace_name AND e.scope IN ('peer', 'workspace')) AS erasing";
+
+impl Numbering {
+    /// The numbering of a row of [`NUMBERING_COLUMNS`]; `NotFound` when
+    /// there is none or the session was deleted (or is being erased).
+    fn of(row: Option<&AnyRow>, session_id: &str) -> Result<Numbering> {
+        let row = row.ok_or_else(|| Error::not_found("session", session_id))?;
+        if rows::get::<i64>(row, "is_active")? == 0 {
             return Err(Error::not_found("session", session_id));
         }
         Ok(Numbering {
-            last_seq: rows::get(&row, "last_seq")?,
-            messages: rows::get(&row, "message_count")?,
-            erasing: rows::get::<i64>(&row, "erasing")? > 0,
+            last_seq: rows::get(row, "last_seq")?,
+            messages: rows::get(row, "message_count")?,
+            erasing: rows::get::<i64>(row, "erasing")? > 0,
         })
+    }
+}
+
+impl SqlStore {
+    /// The session's numbering; `NotFound` as [`Numbering::of`].
+    async fn session_numbering(&self, workspace_id: &str, session_id: &str) -> Result<Numbering> {
+        let mut sql = Sql::new(&format!(
+            "SELECT {NUMBERING_COLUMNS} FROM sessions s WHERE s.workspace_name = "
+        ));
+        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id);
+        Numbering::of(self.read_optional(&sql).await?.as_ref(), session_id)
+    }
+
+    /// A page of a gapless session's messages read with its numbering, in
+    /// one statement (one trip to Postgres instead of two; one snapshot):
+    /// `None` when the session has gaps or an erasure runs (the caller
+    /// reads it the general way); `NotFound` as [`Numbering::of`].
+    async fn gapless_page(
+        &self,
+        workspace_id: &str,
+        session_id: &str,
+        page: PageRequest,
+    ) -> Result<Option<Page<Message>>> {
+        let skipped = page.offset();
+        // The session's row alone first (OFFSET 0: its erasure count is
+        // asked once, not once a message).
+        let mut sql = Sql::new(&format!(
+            "SELECT s.is_active, s.last_seq, s.message_count, s.erasing, {} \
+             FROM (SELECT {NUMBERING_COLUMNS} FROM sessions s WHERE s.workspace_name = ",
+            rows::MESSAGE_COLUMNS
+        ));
+        sql.bind(workspace_id).push(" AND s.name = ").bind(session_id).push(
+            " OFFSET 0) s LEFT JOIN messages m ON m.workspace_name = s.workspace_name \
+             AND m.session_name = s.name AND s.is_active <> 0 AND s.message_count = s.last_seq AND ",
+        );
+        // Numbers as `Numbering::page_range` gives them, the reverse ones
+        // counted down from the session's last.
+        if page.reverse {
+            sql.push("m.seq_in_session > s.last_seq - ")
+                .bind(skipped.saturating_add(page.size))
+                .push(" AND m.seq_in_session <= s.last_seq - ")
+                .bind(skipped);
+        } else {
+            sql.push("m.seq_in_session > ")
+                .bind(skipped)
+                .push(" AND m.seq_in_session <= ")
+                .bind(skipped.saturating_add(page.size));
+        }
+        sql.push(&format!(" ORDER BY m.seq_in_session {}", direction(page)));
+        let found = self.read(&sql).await?;
+        let numbering = Numbering::of(found.first(), session_id)?;
+        if !numbering.is_gapless() {
+            return Ok(None);
+        }
+        // A page past the last holds the session's row alone.
+        let items = match rows::get::<Option<String>>(&found[0], "public_id")? {
+            Some(_) => found.iter().map(rows::message).collect::<Result<Vec<_>>>()?,
+            None => Vec::new(),
+        };
+        Ok(Some(Page::new(items, numbering.messages, page)))
     }
 }
 
@@ -217,6 +275,14 @@ impl Messages for SqlStore {
         filter: &Filter,
         page: PageRequest,
     ) -> Result<Page<Message>> {
+        // On Postgres a gapless session's page and its numbering come in
+        // one trip; SQLite, in the process, reads them as two.
+        if *filter == Filter::All
+            && self.dialect() == Dialect::Postgres
+            && let Some(page) = self.gapless_page(workspace_id, session_id, page).await?
+        {
+            return Ok(page);
+        }
         let numbering = self.session_numbering(workspace_id, session_id).await?;
         if *filter == Filter::All && numbering.is_gapless() {
             // The page is a range of sequence numbers: read by the index, no

@@ -4,6 +4,7 @@ use super::*;
 
 store_contract_suite!(
     messages_are_ordered_counted_and_paged,
+    pages_past_either_end_and_of_no_session,
     message_update_and_delete,
     a_batch_past_the_bind_limit_is_written_whole,
     context_messages_fit_the_token_budget,
@@ -68,6 +69,56 @@ async fn messages_are_ordered_counted_and_paged(store: &dyn Store) {
         store.list_messages("w", "missing", &all(), page(1, 10)).await,
         Err(Error::NotFound { .. })
     ));
+}
+
+/// Pages past either end are empty and keep the total, up to the largest
+/// page number; a partial page holds what is left; a session without
+/// messages lists none; a deleted session's messages are not found.
+async fn pages_past_either_end_and_of_no_session(store: &dyn Store) {
+    let batch: Vec<_> = (1..=5).map(|i| new_message("alice", &format!("m{i}"))).collect();
+    store.create_messages("w", "s", batch).await.unwrap();
+    let listed = |number: i64, size: i64, reverse: bool| async move {
+        let request = PageRequest {
+            reverse,
+            ..page(number, size)
+        };
+        let listed = store.list_messages("w", "s", &all(), request).await.unwrap();
+        assert_eq!(listed.total, 5, "page {number} of {size}, reverse {reverse}");
+        listed.items.iter().map(|m| m.seq_in_session).collect::<Vec<_>>()
+    };
+    for reverse in [false, true] {
+        for number in [2, 3, i64::MAX / 5, i64::MAX - 1, i64::MAX] {
+            assert_eq!(
+                listed(number, 5, reverse).await,
+                Vec::<i64>::new(),
+                "page {number}, reverse {reverse}"
+            );
+        }
+    }
+    assert_eq!(listed(1, 5, false).await, [1, 2, 3, 4, 5]);
+    assert_eq!(listed(1, 5, true).await, [5, 4, 3, 2, 1]);
+    assert_eq!(listed(2, 3, false).await, [4, 5]);
+    assert_eq!(listed(2, 3, true).await, [2, 1]);
+    assert_eq!(listed(5, 1, true).await, [1]);
+
+    store
+        .get_or_create_session("w", "empty", None, None, vec![])
+        .await
+        .unwrap();
+    for reverse in [false, true] {
+        let request = PageRequest { reverse, ..page(1, 10) };
+        let empty = store.list_messages("w", "empty", &all(), request).await.unwrap();
+        assert_eq!((empty.items.len(), empty.total), (0, 0));
+    }
+
+    store.delete_session("w", "s").await.unwrap();
+    for reverse in [false, true] {
+        let request = PageRequest { reverse, ..page(1, 10) };
+        assert!(matches!(
+            store.list_messages("w", "s", &all(), request).await,
+            Err(Error::NotFound { .. })
+        ));
+    }
 }
 
 async fn message_update_and_delete(store: &dyn Store) {
