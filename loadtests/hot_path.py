@@ -5,8 +5,10 @@ and reports its latency and the server's CPU time per call.
     hot_path.py BASE_URL WORKSPACE KIND CALLS [SERVER_PID]
 
 KIND: context (GET session context of s0, 4,000 tokens), list (a random page
-of s0's messages, SIZE per page, default 100) or ingest (100 messages of 44
-words into four other sessions). One client, one keep-alive connection, the
+of s0's messages, SIZE per page, default 100), filtered (a random page of
+s0's messages by alice: the general way, counted, not a range of numbers),
+sessions (a page of the workspace's sessions, SIZE per page) or ingest (100
+messages of 44 words into four other sessions). One client, one keep-alive connection, the
 calls back to back after 50 untimed ones. With SERVER_PID, the server's user
 and system CPU over the timed calls (from /proc) divided by CALLS: on a noisy
 two-core machine a steadier measure than latency. Used by
@@ -32,6 +34,13 @@ def request(client: httpx.Client, workspace: str, kind: str, size: int, rng: ran
     if kind == "list":
         page = rng.randint(1, 5000 // size)
         return client.post(f"/v3/workspaces/{workspace}/sessions/s0/messages/list?page={page}&size={size}",
+                           content=b"{}", headers={"content-type": "application/json"})
+    if kind == "filtered":
+        page = rng.randint(1, 2500 // size)
+        return client.post(f"/v3/workspaces/{workspace}/sessions/s0/messages/list?page={page}&size={size}",
+                           content=b'{"filters": {"peer_id": "alice"}}', headers={"content-type": "application/json"})
+    if kind == "sessions":
+        return client.post(f"/v3/workspaces/{workspace}/sessions/list?page=1&size={size}",
                            content=b"{}", headers={"content-type": "application/json"})
     if kind == "ingest":
         body = json.dumps({"messages": [

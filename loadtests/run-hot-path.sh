@@ -12,6 +12,8 @@
 #
 #   loadtests/run-hot-path.sh OLD_BINARY NEW_BINARY [rounds] [backends]
 #   (default 2 rounds, "embedded postgres")
+# RONCHO_HOT_PATH_KINDS picks the calls (default "context list:100 list:1
+# ingest"; also filtered:SIZE and sessions:SIZE, see loadtests/hot_path.py).
 # RONCHO_HOT_PATH_ROLES=all serves the copies with every role instead:
 # the deriver then works through the data's 50,000 underived messages
 # beside the calls.
@@ -73,14 +75,14 @@ for backend in $backends; do
         serve "$bin" --data-dir "$work/copy"
       fi
       echo "== $backend, round $round, $build ($bin)"
-      for kind in context list:100 list:1 ingest; do
+      for kind in ${RONCHO_HOT_PATH_KINDS:-context list:100 list:1 ingest}; do
         size=100 calls=1000
         case $kind in
-          list:*) size=${kind#*:} ;;
+          *:*) size=${kind#*:} ;;
           ingest) calls=200 ;;
         esac
         SIZE=$size "$venv/bin/python" loadtests/hot_path.py "http://127.0.0.1:$rest" hot "${kind%%:*}" "$calls" "$server" |
-          sed "s/^list    /list $size/"
+          sed "s/^\(list\|filtered\|sessions\) */\1 $size /"
       done
       stop
     done

@@ -42,17 +42,6 @@ impl Numbering {
     fn is_gapless(&self) -> bool {
         self.messages == self.last_seq && !self.erasing
     }
-
-    /// The first and last sequence number of `page` of a gapless session.
-    fn page_range(&self, page: PageRequest) -> (i64, i64) {
-        let skipped = page.offset();
-        if page.reverse {
-            let last = self.last_seq.saturating_sub(skipped);
-            (last.saturating_sub(page.size).saturating_add(1), last)
-        } else {
-            (skipped.saturating_add(1), skipped.saturating_add(page.size))
-        }
-    }
 }
 
 /// The numbering of the session `s` as [`Numbering::of`] reads it, from
@@ -88,16 +77,44 @@ impl SqlStore {
     }
 
     /// A page of a gapless session's messages read with its numbering, in
-    /// one statement (one trip to Postgres instead of two; one snapshot):
-    /// `None` when the session has gaps or an erasure runs (the caller
-    /// reads it the general way); `NotFound` as [`Numbering::of`].
+    /// one statement (one trip to Postgres instead of two; one snapshot, so
+    /// the total is the count the page was cut from): `None` when the
+    /// session has gaps or an erasure runs (the caller reads it the general
+    /// way); `NotFound` as [`Numbering::of`].
     async fn gapless_page(
         &self,
         workspace_id: &str,
         session_id: &str,
         page: PageRequest,
     ) -> Result<Option<Page<Message>>> {
-        let skipped = page.offset();
+        let order = format!("m.seq_in_session {}", direction(page));
+        if self.dialect() == Dialect::Sqlite {
+            // The page as one JSON value beside the session's row (rows
+            // cross threads one at a time on SQLite: `read_messages`).
+            let mut sql = Sql::new(&format!(
+                "SELECT (SELECT {} FROM messages m WHERE m.workspace_name = s.workspace_name \
+                 AND m.session_name = s.name AND ",
+                self.dialect()
+                    .json_rows(rows::message_json_columns(self.dialect()), &order),
+            ));
+            push_page_range(&mut sql, page);
+            sql.push(&format!(
+                ") AS page, {NUMBERING_COLUMNS} FROM sessions s WHERE s.workspace_name = "
+            ))
+            .bind(workspace_id)
+            .push(" AND s.name = ")
+            .bind(session_id);
+            let found = self.read_optional(&sql).await?;
+            let numbering = Numbering::of(found.as_ref(), session_id)?;
+            if !numbering.is_gapless() {
+                return Ok(None);
+            }
+            let items = match found.as_ref().map(|row| rows::get::<String>(row, "page")).transpose()? {
+                Some(page) => rows::messages_from_json(&page)?,
+                None => Vec::new(),
+            };
+            return Ok(Some(Page::new(items, numbering.messages, page)));
+        }
         // The session's row alone first (OFFSET 0: its erasure count is
         // asked once, not once a message).
         let mut sql = Sql::new(&format!(
@@ -109,20 +126,8 @@ impl SqlStore {
             " OFFSET 0) s LEFT JOIN messages m ON m.workspace_name = s.workspace_name \
              AND m.session_name = s.name AND s.is_active <> 0 AND s.message_count = s.last_seq AND ",
         );
-        // Numbers as `Numbering::page_range` gives them, the reverse ones
-        // counted down from the session's last.
-        if page.reverse {
-            sql.push("m.seq_in_session > s.last_seq - ")
-                .bind(skipped.saturating_add(page.size))
-                .push(" AND m.seq_in_session <= s.last_seq - ")
-                .bind(skipped);
-        } else {
-            sql.push("m.seq_in_session > ")
-                .bind(skipped)
-                .push(" AND m.seq_in_session <= ")
-                .bind(skipped.saturating_add(page.size));
-        }
-        sql.push(&format!(" ORDER BY m.seq_in_session {}", direction(page)));
+        push_page_range(&mut sql, page);
+        sql.push(&format!(" ORDER BY {order}"));
         let found = self.read(&sql).await?;
         let numbering = Numbering::of(found.first(), session_id)?;
         if !numbering.is_gapless() {
@@ -134,6 +139,24 @@ impl SqlStore {
             None => Vec::new(),
         };
         Ok(Some(Page::new(items, numbering.messages, page)))
+    }
+}
+
+/// Appends the condition on `m.seq_in_session` of `page` of the gapless
+/// session `s`: `offset + 1 ..= offset + size`, the reverse ones counted
+/// down from the session's last number.
+fn push_page_range(sql: &mut Sql, page: PageRequest) {
+    let skipped = page.offset();
+    if page.reverse {
+        sql.push("m.seq_in_session > s.last_seq - ")
+            .bind(skipped.saturating_add(page.size))
+            .push(" AND m.seq_in_session <= s.last_seq - ")
+            .bind(skipped);
+    } else {
+        sql.push("m.seq_in_session > ")
+            .bind(skipped)
+            .push(" AND m.seq_in_session <= ")
+            .bind(skipped.saturating_add(page.size));
     }
 }
 
@@ -275,24 +298,17 @@ impl Messages for SqlStore {
         filter: &Filter,
         page: PageRequest,
     ) -> Result<Page<Message>> {
-        // On Postgres a gapless session's page and its numbering come in
-        // one trip; SQLite, in the process, reads them as two.
-        if *filter == Filter::All
-            && self.dialect() == Dialect::Postgres
-            && let Some(page) = self.gapless_page(workspace_id, session_id, page).await?
-        {
-            return Ok(page);
-        }
-        let numbering = self.session_numbering(workspace_id, session_id).await?;
-        if *filter == Filter::All && numbering.is_gapless() {
-            // The page is a range of sequence numbers: read by the index, no
-            // OFFSET walk past the pages before it, no COUNT.
-            let (first, last) = numbering.page_range(page);
-            let order = format!("m.seq_in_session {}", direction(page));
-            let items = self
-                .read_messages(seq_range(workspace_id, session_id, first, last), &order)
-                .await?;
-            return Ok(Page::new(items, numbering.messages, page));
+        // A gapless session's page is a range of sequence numbers, read by
+        // the index with the session's numbering in one statement: no
+        // OFFSET walk past the pages before it, no COUNT. Otherwise the
+        // general way (the session's existence checked first: a filter
+        // that matches nothing is an empty page of a session that is there).
+        if *filter == Filter::All {
+            if let Some(page) = self.gapless_page(workspace_id, session_id, page).await? {
+                return Ok(page);
+            }
+        } else {
+            self.session_numbering(workspace_id, session_id).await?;
         }
         let mut from_where = Sql::new("messages m WHERE m.workspace_name = ");
         from_where
