@@ -24,7 +24,7 @@ pub mod observe;
 pub mod policy;
 pub mod rate;
 
-pub use body::{BODY_DEADLINE_REASON, BoxError, DeadlineBody, SlotBody};
+pub use body::{BODY_DEADLINE_REASON, BodyEnding, BoxError, DeadlineBody, SlotBody};
 pub use browser::{BrowserPolicy, Verdict};
 pub use door::{Authenticator, Door, Pass, Peer, Vouched, hide_internal};
 pub use observe::{CallName, Finished, RequestMetrics, StatusClass, Visit, Wire};
