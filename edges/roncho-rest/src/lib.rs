@@ -166,6 +166,21 @@ async fn not_found(door: Door, request: Request) -> Response {
         .into_response()
 }
 
+/// Whether `request` declares no body (a length of 0, or none and not
+/// chunked).
+fn body_is_empty(request: &Request) -> bool {
+    use http_body::Body as _;
+    request.body().size_hint().exact() == Some(0)
+}
+
+/// `response`, saying its HTTP/1 connection ends with it.
+fn closing(mut response: Response) -> Response {
+    response
+        .headers_mut()
+        .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+    response
+}
+
 /// The refusal of a request body that did not arrive whole: past its
 /// deadline (408), broken off or malformed by the client (400), or longer
 /// than `limit` (413) — each the client's, with the reason.
@@ -276,9 +291,16 @@ async fn enter(passage: &Passage, vouched: Option<Vouched>, request: Request, ne
         Wire::Mcp => extract::MAX_MCP_BODY_BYTES,
         _ => extract::MAX_BODY_BYTES,
     };
+    // A body refused before it is read (not JSON, declared over the limit)
+    // or that could not be read whole ends its HTTP/1 connection: the
+    // client is told so (`connection: close`), rather than finding its next
+    // request on the connection unanswered.
+    let http1 = request.version() <= http::Version::HTTP_11;
+    let body_coming = http1 && !body_is_empty(&request);
+    let unread = |response: Response| if body_coming { closing(response) } else { response };
     if let Some(refusal) = extract::refuse_non_json(&request).or_else(|| extract::refuse_declared_over(&request, limit))
     {
-        return refusal.into_response();
+        return unread(refusal.into_response());
     }
     let door = &passage.door;
     if let Some(Vouched(caller)) = vouched {
@@ -312,7 +334,10 @@ async fn enter(passage: &Passage, vouched: Option<Vouched>, request: Request, ne
     let run = async {
         let bytes = match axum::body::to_bytes(axum::body::Body::new(body), limit).await {
             Ok(bytes) => bytes,
-            Err(_) => return unreadable_body(&ending, pass.body_timeout, limit).into_response(),
+            Err(_) => {
+                let refusal = unreadable_body(&ending, pass.body_timeout, limit).into_response();
+                return if http1 { closing(refusal) } else { refusal };
+            }
         };
         next.run(Request::from_parts(parts, axum::body::Body::from(bytes)))
             .await

@@ -419,6 +419,32 @@ async fn a_body_sent_late_on_a_kept_alive_connection_is_read_and_the_connection_
         tried += 1;
     }
     assert!(tried >= 35, "{tried} routes");
+
+    // A body refused unread, or that cannot be read whole, ends the
+    // connection, and the reply says so.
+    let over = roncho_rest::extract::MAX_BODY_BYTES + 1;
+    let refusals = [
+        (
+            format!("Content-Type: application/json\r\nContent-Length: {over}\r\n\r\n"),
+            413,
+        ),
+        (
+            "Content-Type: text/plain\r\nContent-Length: 2\r\n\r\n{}".to_owned(),
+            415,
+        ),
+        (
+            "Content-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n{}\r\n0\r\n\r\n".to_owned(),
+            400,
+        ),
+    ];
+    for (rest, status) in refusals {
+        let mut stream = tokio::net::TcpStream::connect(server.rest).await.unwrap();
+        let head = format!("POST /v3/workspaces/list HTTP/1.1\r\nHost: {}\r\n{rest}", server.rest);
+        stream.write_all(head.as_bytes()).await.unwrap();
+        let (reply, _) = read_reply(&mut stream).await.expect("a reply");
+        assert!(reply.starts_with(&format!("http/1.1 {status}")), "{rest:?}: {reply}");
+        assert!(reply.contains("connection: close"), "{rest:?}: {reply}");
+    }
     server.served.shutdown.cancel();
 }
 
