@@ -155,7 +155,8 @@ pub enum Comparison {
     Lt(Scalar),
     Lte(Scalar),
     In(Vec<Scalar>),
-    /// Substring, case-sensitive; on a JSON array: contains the element.
+    /// At a metadata path: substring, case-sensitive; on a JSON array:
+    /// contains the element. (On a column `contains` parses as [`IContains`](Comparison::IContains).)
     Contains(Scalar),
     /// Substring, case-insensitive.
     IContains(String),
@@ -373,8 +374,9 @@ fn parse_column(field: Field, value: &Value) -> Result<Filter> {
                             "only applies to text columns",
                         ));
                     }
-                    ("contains", Value::String(s)) => Comparison::Contains(Scalar::Text(s.clone())),
-                    ("icontains", Value::String(s)) => Comparison::IContains(s.clone()),
+                    // On a column Honcho reads both as `ILIKE %v%`: a
+                    // substring in any case (honcho-v3 §2.3).
+                    ("contains" | "icontains", Value::String(s)) => Comparison::IContains(s.clone()),
                     ("contains" | "icontains", _) => {
                         return Err(Error::invalid(format!("filters.{key}.{operator}"), "must be a string"));
                     }

@@ -153,26 +153,45 @@ pub fn parse<T: DeserializeOwned>(text: &[u8]) -> Result<T, RestError> {
     })
 }
 
-/// Query parameters, failing as FastAPI does.
+/// Query parameters, read and failing as FastAPI does: a parameter given
+/// twice takes its last value (Starlette's), unless the target gathers
+/// every value (a list of pairs).
 #[derive(Debug)]
 pub struct Query<T>(pub T);
 
 impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
     type Rejection = RestError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|axum::extract::Query(query)| Query(query))
-            .map_err(|rejection| {
-                RestError::schema(
-                    "value_error",
-                    vec![json!("query")],
-                    rejection.body_text(),
-                    json!(parts.uri.query().unwrap_or_default()),
-                )
-            })
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
+        let query = parts.uri.query().unwrap_or_default();
+        read_query(query).map(Query).map_err(|reason| {
+            RestError::schema(
+                "value_error",
+                vec![json!("query")],
+                format!("Failed to deserialize query string: {reason}"),
+                json!(query),
+            )
+        })
     }
+}
+
+/// Reads `query` into `T`; where `T` takes one value of a parameter given
+/// more than once, the last is read (and checked), the others ignored.
+fn read_query<T: DeserializeOwned>(query: &str) -> Result<T, serde_urlencoded::de::Error> {
+    let error = match serde_urlencoded::from_str(query) {
+        Ok(read) => return Ok(read),
+        Err(error) => error,
+    };
+    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)?;
+    let mut seen = std::collections::HashSet::new();
+    let mut last: Vec<&(String, String)> = pairs.iter().rev().filter(|(key, _)| seen.insert(key)).collect();
+    if last.len() == pairs.len() {
+        return Err(error);
+    }
+    last.reverse();
+    let query = serde_urlencoded::to_string(&last)
+        .map_err(|error| <serde_urlencoded::de::Error as serde::de::Error>::custom(error.to_string()))?;
+    serde_urlencoded::from_str(&query)
 }
 
 #[cfg(test)]
@@ -180,6 +199,36 @@ mod tests {
     use serde::Deserialize;
 
     use super::*;
+
+    #[derive(Debug, Deserialize, PartialEq)]
+    struct Paging {
+        page: Option<i32>,
+        size: Option<i32>,
+    }
+
+    #[test]
+    fn a_query_parameter_given_twice_takes_its_last_value() {
+        let read = |query: &str| read_query::<Paging>(query).map_err(|error| error.to_string());
+        assert_eq!(
+            read("page=1&size=5&page=3"),
+            Ok(Paging {
+                page: Some(3),
+                size: Some(5)
+            })
+        );
+        assert_eq!(
+            read("page=x&page=2&page=4"),
+            Ok(Paging {
+                page: Some(4),
+                size: None
+            })
+        );
+        assert!(read("page=1&page=x").is_err(), "the last value is read, and checked");
+        assert!(read("page=x").is_err());
+        // A target that gathers every value keeps them all, in order.
+        let pairs: Vec<(String, String)> = read_query("sessions=a&sessions=b").unwrap();
+        assert_eq!(pairs.len(), 2);
+    }
 
     #[derive(Debug, Deserialize)]
     struct Batch {

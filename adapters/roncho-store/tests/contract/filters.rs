@@ -34,6 +34,9 @@ async fn filters_follow_the_honcho_grammar(store: &dyn Store) {
         (json!({"peer_id": ["bob"]}), vec![2, 3]),
         (json!({"peer_id": {"in": []}}), vec![]),
         (json!({"peer_id": {"ne": "alice"}}), vec![2, 3]),
+        // On a column `contains` is Honcho's ILIKE: any case.
+        (json!({"peer_id": {"contains": "LIC"}}), vec![0, 1]),
+        (json!({"peer_id": {"contains": "lic"}}), vec![0, 1]),
         (json!({"metadata": {"kind": "note"}}), vec![0]),
         (json!({"metadata": {"kind": {"icontains": "NOTE"}}}), vec![0, 1]),
         (json!({"metadata": {"kind": {"contains": "ot"}}}), vec![0, 1]),

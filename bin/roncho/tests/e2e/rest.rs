@@ -180,6 +180,64 @@ async fn honchos_statuses_shapes_and_pages() {
         (status, ids(&reversed["items"])),
         (200, vec![created[4]["id"].as_str().unwrap()])
     );
+    // `reverse` read as Honcho's FastAPI reads a boolean, in any case.
+    for (spelling, newest_first) in [
+        ("1", true),
+        ("TRUE", true),
+        ("yes", true),
+        ("On", true),
+        ("t", true),
+        ("Y", true),
+        ("0", false),
+        ("False", false),
+        ("no", false),
+        ("off", false),
+        ("F", false),
+        ("n", false),
+    ] {
+        let (status, page) = server
+            .post(
+                &format!("/v3/workspaces/acme/sessions/chat-1/messages/list?reverse={spelling}&size=1"),
+                json!({}),
+            )
+            .await;
+        let first = created[if newest_first { 4 } else { 0 }]["id"].as_str().unwrap();
+        assert_eq!((status, ids(&page["items"])), (200, vec![first]), "reverse={spelling}");
+    }
+    // A parameter given twice takes its last value, as in Starlette.
+    let (status, page) = server
+        .post(
+            "/v3/workspaces/acme/sessions/chat-1/messages/list?reverse=false&size=3&reverse=true&size=1",
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, ids(&page["items"])),
+        (200, vec![created[4]["id"].as_str().unwrap()]),
+        "{page}"
+    );
+    for spelling in ["maybe", "2", "", "truth"] {
+        let (status, refused) = server
+            .post(
+                &format!("/v3/workspaces/acme/sessions/chat-1/messages/list?reverse={spelling}"),
+                json!({}),
+            )
+            .await;
+        assert_eq!(status, 422, "reverse={spelling}: {refused}");
+    }
+    // `contains` on a column matches in any case, as Honcho's ILIKE.
+    for filters in [
+        json!({"peer_id": {"contains": "LIC"}}),
+        json!({"peer_id": {"icontains": "lic"}}),
+    ] {
+        let (status, page) = server
+            .post(
+                "/v3/workspaces/acme/sessions/chat-1/messages/list",
+                json!({ "filters": filters }),
+            )
+            .await;
+        assert_eq!((status, &page["total"]), (200, &json!(3)), "{filters}: {page}");
+    }
     let one = created[1]["id"].as_str().unwrap();
     let (status, message) = server
         .send(
@@ -244,6 +302,42 @@ async fn honchos_statuses_shapes_and_pages() {
         .map(|message| format!("{}=words", message["id"].as_str().unwrap()))
         .collect();
     assert_eq!(matches, explained.join(", "));
+    // The path's session or peer is forced into a search's filters, as in
+    // Honcho: a `session_id` or `peer_id` there is replaced, not ANDed.
+    let searched = |path: &'static str, filters: Value| {
+        let server = &server;
+        async move {
+            let (status, found) = server
+                .post(path, json!({"query": "sourdough", "limit": 10, "filters": filters}))
+                .await;
+            assert_eq!(status, 200, "{path}: {found}");
+            ids(&found).into_iter().map(str::to_owned).collect::<Vec<_>>()
+        }
+    };
+    let session_path = "/v3/workspaces/acme/sessions/chat-1/search";
+    for limit in [0, -1, 101] {
+        let (status, refused) = server
+            .post(session_path, json!({"query": "sourdough", "limit": limit}))
+            .await;
+        assert_eq!(status, 422, "limit {limit}: {refused}");
+    }
+    let in_session = searched(session_path, json!({})).await;
+    assert_eq!(in_session.len(), 5);
+    assert_eq!(
+        searched(session_path, json!({"session_id": "elsewhere"})).await,
+        in_session
+    );
+    let peer_path = "/v3/workspaces/acme/peers/alice/search";
+    let alices = searched(peer_path, json!({})).await;
+    assert_eq!(alices.len(), 3);
+    assert_eq!(searched(peer_path, json!({"peer_id": "bob"})).await, alices);
+    // Other keys still narrow: bob's messages are none of alice's.
+    assert!(
+        searched(session_path, json!({"peer_id": "bob"}))
+            .await
+            .iter()
+            .all(|id| !alices.contains(id))
+    );
 
     // Errors: Honcho's statuses with `detail`; schema misfits in FastAPI's 422 shape.
     let (status, missing) = server

@@ -32,12 +32,28 @@ pub(super) async fn search(
     options: wire::SearchOptions,
 ) -> Reply {
     let (session_id, peer_id) = scope;
+    // Honcho's range; over gRPC 0 asks for the default.
+    if options.limit < 1 {
+        return Err(Error::invalid("limit", "must be at least 1").into());
+    }
+    // Honcho forces the path's session or peer into the filters: a
+    // `session_id` or `peer_id` there is replaced by the path's, not ANDed
+    // with it (honcho-v3 §3, routes 17 and 31).
+    let mut filters = options.filters;
+    if let Some(filters) = filters.as_mut() {
+        if session_id.is_some() {
+            filters.remove("session_id");
+        }
+        if peer_id.is_some() {
+            filters.remove("peer_id");
+        }
+    }
     let request = recall::SearchMessages {
         workspace_id,
         session_id,
         peer_id,
         query: options.query,
-        filters: options.filters,
+        filters,
         limit: options.limit,
         scopes: wire::scopes(options.scope)?,
     };
@@ -323,14 +339,12 @@ pub(super) async fn session_context(
                 .parse::<i32>()
                 .map_err(|_| Error::invalid(field, format!("`{value}` is not an integer")))
         };
-        let flag = |field: &str| match value.as_str() {
-            "true" | "True" | "1" | "yes" | "on" => Ok(true),
-            "false" | "False" | "0" | "no" | "off" => Ok(false),
-            _ => Err(Error::invalid(field, format!("`{value}` is not a boolean"))),
+        let flag = |field: &str| {
+            wire::parse_bool(&value).ok_or_else(|| Error::invalid(field, format!("`{value}` is not a boolean")))
         };
         match key.as_str() {
             "tokens" => request.tokens = Some(number("tokens")?),
-            "summary" | "include_summary" => request.summary = Some(flag("summary")?),
+            "summary" | "include_summary" => request.summary = Some(flag(key.as_str())?),
             "search_query" => request.search_query = Some(value),
             "peer_target" => request.peer_target = Some(value),
             "peer_perspective" => request.peer_perspective = Some(value),
