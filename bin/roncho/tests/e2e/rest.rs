@@ -603,6 +603,16 @@ async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
         context["peer_representation"].as_str().unwrap().contains("bees"),
         "{context}"
     );
+    // A parameter given twice takes its last value, which alone is read.
+    let (status, again) = get(
+        "/v3/workspaces/w/sessions/s/context?tokens=x&tokens=2000&summary=maybe&summary=true\
+         &peer_target=carol&peer_target=alice&peer_perspective=bob",
+    )
+    .await;
+    assert_eq!((status, &again["messages"]), (200, &context["messages"]), "{again}");
+    assert_eq!(again["peer_representation"], context["peer_representation"]);
+    let (status, refused) = get("/v3/workspaces/w/sessions/s/context?tokens=2000&tokens=x").await;
+    assert_eq!(status, 422, "{refused}");
     let (status, summaries) = get("/v3/workspaces/w/sessions/s/summaries").await;
     assert_eq!(
         (status, summaries),

@@ -333,6 +333,15 @@ pub(super) async fn session_context(
         session_id,
         ..Default::default()
     };
+    // A parameter given twice takes its last value, as Starlette's; only
+    // `sessions` gathers each.
+    let mut seen = std::collections::HashSet::new();
+    let mut pairs: Vec<(String, String)> = pairs
+        .into_iter()
+        .rev()
+        .filter(|(key, _)| key == "sessions" || seen.insert(key.clone()))
+        .collect();
+    pairs.reverse();
     for (key, value) in pairs {
         let number = |field: &str| {
             value
