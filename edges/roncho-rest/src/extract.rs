@@ -225,6 +225,27 @@ mod tests {
         );
         assert!(read("page=1&page=x").is_err(), "the last value is read, and checked");
         assert!(read("page=x").is_err());
+        // Encoded keys and values survive the second reading exactly: two
+        // spellings of one key are one key, `+` is a space and `%2B` a plus.
+        assert_eq!(
+            read("pag%65=1&page=2"),
+            Ok(Paging {
+                page: Some(2),
+                size: None
+            })
+        );
+        #[derive(Debug, Deserialize, PartialEq)]
+        struct Text {
+            q: String,
+        }
+        let text = |query: &str| {
+            read_query::<Text>(query)
+                .map(|text| text.q)
+                .map_err(|error| error.to_string())
+        };
+        assert_eq!(text("q=a+b%2B&q=c%26d+%2B%25%20e%3D"), Ok("c&d +% e=".to_owned()));
+        assert_eq!(text("q=x&q=%FF%E2%82"), Ok("\u{fffd}\u{fffd}".to_owned()));
+        assert_eq!(text("q=x&%71=%E2%82%AC+%2B"), Ok("€ +".to_owned()));
         // A target that gathers every value keeps them all, in order.
         let pairs: Vec<(String, String)> = read_query("sessions=a&sessions=b").unwrap();
         assert_eq!(pairs.len(), 2);

@@ -331,6 +331,26 @@ async fn honchos_statuses_shapes_and_pages() {
     let alices = searched(peer_path, json!({})).await;
     assert_eq!(alices.len(), 3);
     assert_eq!(searched(peer_path, json!({"peer_id": "bob"})).await, alices);
+    // A nested one is ANDed with the path's (Honcho replaces only the top
+    // level), so it narrows or empties and never widens.
+    for (path, nested, expected) in [
+        (session_path, json!({"AND": [{"session_id": "elsewhere"}]}), vec![]),
+        (
+            session_path,
+            json!({"OR": [{"session_id": "elsewhere"}, {"session_id": "*"}]}),
+            in_session.clone(),
+        ),
+        (session_path, json!({"NOT": [{"session_id": "chat-1"}]}), vec![]),
+        (peer_path, json!({"AND": [{"peer_id": "bob"}]}), vec![]),
+        (
+            peer_path,
+            json!({"OR": [{"peer_id": {"in": ["bob", "alice"]}}]}),
+            alices.clone(),
+        ),
+        (peer_path, json!({"NOT": [{"peer_id": "bob"}]}), alices.clone()),
+    ] {
+        assert_eq!(searched(path, nested.clone()).await, expected, "{path} {nested}");
+    }
     // Other keys still narrow: bob's messages are none of alice's.
     assert!(
         searched(session_path, json!({"peer_id": "bob"}))

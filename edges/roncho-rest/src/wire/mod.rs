@@ -7,8 +7,11 @@ use roncho_core::model::{self, JsonObject};
 use roncho_core::{Error, Result};
 use serde::{Deserialize, Serialize};
 
+mod lax;
 mod queue;
 mod timestamp;
+pub use lax::parse_bool;
+use lax::{boolean, optional_bool};
 pub use queue::*;
 pub use timestamp::{parse_timestamp, timestamp};
 
@@ -133,7 +136,9 @@ impl<D, T: From<D>> From<model::Page<D>> for Page<T> {
 /// A member's observation settings in a session.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct SessionPeerConfig {
+    #[serde(default, deserialize_with = "optional_bool")]
     pub observe_me: Option<bool>,
+    #[serde(default, deserialize_with = "optional_bool")]
     pub observe_others: Option<bool>,
 }
 
@@ -337,67 +342,8 @@ fn default_search_limit() -> i32 {
 pub struct PageQuery {
     pub page: Option<i32>,
     pub size: Option<i32>,
-    #[serde(default, deserialize_with = "lax_bool")]
+    #[serde(default, deserialize_with = "optional_bool")]
     pub reverse: Option<bool>,
-}
-
-/// A boolean as Honcho's FastAPI reads one from a query string: `true`,
-/// `1`, `yes`, `on`, `t`, `y` or `false`, `0`, `no`, `off`, `f`, `n`, in
-/// any case; `None` for anything else.
-pub fn parse_bool(text: &str) -> Option<bool> {
-    match text.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" | "t" | "y" => Some(true),
-        "false" | "0" | "no" | "off" | "f" | "n" => Some(false),
-        _ => None,
-    }
-}
-
-/// Deserializes an optional boolean of a query string (or a JSON body) as
-/// [`parse_bool`] reads it; a JSON `true`/`false` too.
-fn lax_bool<'de, D: serde::Deserializer<'de>>(deserializer: D) -> std::result::Result<Option<bool>, D::Error> {
-    struct Lax;
-    impl serde::de::Visitor<'_> for Lax {
-        type Value = bool;
-        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            formatter.write_str("a boolean (true/false, 1/0, yes/no, on/off)")
-        }
-        fn visit_bool<E: serde::de::Error>(self, value: bool) -> std::result::Result<bool, E> {
-            Ok(value)
-        }
-        fn visit_str<E: serde::de::Error>(self, value: &str) -> std::result::Result<bool, E> {
-            parse_bool(value).ok_or_else(|| E::invalid_value(serde::de::Unexpected::Str(value), &self))
-        }
-        fn visit_u64<E: serde::de::Error>(self, value: u64) -> std::result::Result<bool, E> {
-            match value {
-                0 => Ok(false),
-                1 => Ok(true),
-                _ => Err(E::invalid_value(serde::de::Unexpected::Unsigned(value), &self)),
-            }
-        }
-        fn visit_i64<E: serde::de::Error>(self, value: i64) -> std::result::Result<bool, E> {
-            match u64::try_from(value) {
-                Ok(value) => self.visit_u64(value),
-                Err(_) => Err(E::invalid_value(serde::de::Unexpected::Signed(value), &self)),
-            }
-        }
-    }
-    struct Maybe;
-    impl<'de> serde::de::Visitor<'de> for Maybe {
-        type Value = Option<bool>;
-        fn expecting(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            formatter.write_str("a boolean")
-        }
-        fn visit_none<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_unit<E: serde::de::Error>(self) -> std::result::Result<Self::Value, E> {
-            Ok(None)
-        }
-        fn visit_some<D: serde::Deserializer<'de>>(self, inner: D) -> std::result::Result<Self::Value, D::Error> {
-            inner.deserialize_any(Lax).map(Some)
-        }
-    }
-    deserializer.deserialize_option(Maybe)
 }
 
 impl PageQuery {
@@ -546,7 +492,7 @@ pub struct Curation {
     pub search_query: Option<String>,
     pub search_top_k: Option<i32>,
     pub search_max_distance: Option<f64>,
-    #[serde(default, deserialize_with = "lax_bool")]
+    #[serde(default, deserialize_with = "optional_bool")]
     pub include_most_frequent: Option<bool>,
     pub max_conclusions: Option<i32>,
     /// Bounds the representation and the card (beyond Honcho).
@@ -571,7 +517,7 @@ pub struct ScheduleDream {
     #[serde(default = "default_dream_type")]
     pub dream_type: String,
     pub session_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "boolean")]
     pub rebuild: bool,
 }
 
@@ -609,14 +555,14 @@ pub struct ChatOptions {
     pub query: String,
     pub session_id: Option<String>,
     pub target: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "boolean")]
     pub stream: bool,
     #[serde(default = "default_reasoning_level")]
     pub reasoning_level: String,
     pub filters: Option<JsonObject>,
     pub response_format: Option<serde_json::Value>,
     pub scope: Option<Scopes>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "boolean")]
     pub include_evidence: bool,
 }
 
@@ -626,13 +572,13 @@ pub struct ChatOptions {
 pub struct WorkspaceChatOptions {
     pub query: String,
     pub session_id: Option<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "boolean")]
     pub stream: bool,
     #[serde(default = "default_reasoning_level")]
     pub reasoning_level: String,
     pub response_format: Option<serde_json::Value>,
     pub scope: Option<Scopes>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "boolean")]
     pub include_evidence: bool,
 }
 
@@ -733,43 +679,6 @@ impl From<model::ErasureReceipt> for Receipt {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// Booleans as FastAPI reads them, in a query string and in a body
-    /// (the representation's body flattens its curation, which reads a
-    /// JSON `null` as a unit): `null` is "not given".
-    #[test]
-    fn booleans_are_read_as_fastapi_reads_them() {
-        let body = |value: serde_json::Value| {
-            serde_json::from_value::<RepresentationOptions>(serde_json::json!({ "include_most_frequent": value }))
-                .map(|options| options.curation.include_most_frequent)
-                .map_err(|error| error.to_string())
-        };
-        for (value, read) in [
-            (serde_json::json!(null), None),
-            (serde_json::json!(true), Some(true)),
-            (serde_json::json!(false), Some(false)),
-            (serde_json::json!(1), Some(true)),
-            (serde_json::json!(0), Some(false)),
-            (serde_json::json!("YES"), Some(true)),
-            (serde_json::json!("off"), Some(false)),
-        ] {
-            assert_eq!(body(value.clone()), Ok(read), "{value}");
-        }
-        for value in [
-            serde_json::json!(2),
-            serde_json::json!(-1),
-            serde_json::json!("maybe"),
-            serde_json::json!([]),
-        ] {
-            assert!(body(value.clone()).is_err(), "{value}");
-        }
-        let query = |text: &str| serde_urlencoded::from_str::<PageQuery>(text).map(|query| query.reverse);
-        assert_eq!(query("").unwrap(), None);
-        assert_eq!(query("reverse=T").unwrap(), Some(true));
-        assert_eq!(query("reverse=n").unwrap(), Some(false));
-        assert!(query("reverse=").is_err());
-        assert!(query("reverse=2").is_err());
-    }
 
     #[test]
     fn pages_start_at_one_and_hold_fifty() {

@@ -132,6 +132,6 @@ pub struct QueueQuery {
     pub sender_id: Option<String>,
     pub session_id: Option<String>,
     /// roncho's: also the last hour by minute (`history`).
-    #[serde(default)]
+    #[serde(default, deserialize_with = "super::lax::boolean")]
     pub history: bool,
 }
