@@ -704,6 +704,19 @@ mod tests {
             ]
         );
         assert!(extract(&message("ok thanks")).is_empty());
+        // A full stop inside a number, a version or after a title ends no
+        // sentence: no conclusion is a fragment ("My budget is 2.").
+        assert_eq!(
+            extract(&message(
+                "My budget is 2.5 million euros for the new site. I also run Node v18.2 on the server. \
+                 Dr. Smith approved it."
+            )),
+            [
+                "alice said: \"My budget is 2.5 million euros for the new site.\"",
+                "alice said: \"I also run Node v18.2 on the server.\"",
+                "alice said: \"Dr. Smith approved it.\""
+            ]
+        );
         let summary = extractive_summary(&[message("First sentence here. Second one.")], 20);
         assert!(
             summary.starts_with("Extractive summary (no LLM configured)"),
