@@ -183,18 +183,32 @@ fn lost(claim: &Claim) -> Error {
     ))
 }
 
-/// Appends the status filter's conditions on `work_tasks t`.
-fn push_filter(sql: &mut Sql, filter: &StatusFilter) {
+/// Appends the status filter's conditions on `work_tasks t`. A task's
+/// observer is its `observer` (a dream's, a scope's), or one of the
+/// `observers` a representation task carries in its payload (Honcho's: one
+/// task derives for every observer of a message).
+fn push_filter(sql: &mut Sql, filter: &StatusFilter, dialect: Dialect) {
     sql.push(" WHERE t.workspace_name = ")
         .bind(filter.workspace_id.as_str());
-    for (column, value) in [
-        ("t.session_name", &filter.session_id),
-        ("t.observer", &filter.observer_id),
-        ("t.sender", &filter.sender_id),
-    ] {
+    for (column, value) in [("t.session_name", &filter.session_id), ("t.sender", &filter.sender_id)] {
         if let Some(value) = value {
             sql.push(" AND ").push(column).push(" = ").bind(value.as_str());
         }
+    }
+    if let Some(observer) = &filter.observer_id {
+        sql.push(" AND (t.observer = ")
+            .bind(observer.as_str())
+            .push(" OR (t.task_type = 'representation' AND ");
+        match dialect {
+            Dialect::Postgres => sql
+                .push("(t.payload::jsonb -> 'observers') @> jsonb_build_array(CAST(")
+                .bind(observer.as_str())
+                .push(" AS TEXT))))"),
+            Dialect::Sqlite => sql
+                .push("EXISTS (SELECT 1 FROM json_each(t.payload, '$.observers') o WHERE o.value = ")
+                .bind(observer.as_str())
+                .push(")))"),
+        };
     }
 }
 
@@ -685,7 +699,7 @@ impl WorkQueue for SqlWorkQueue {
         // (work scheduled for later, a dream waiting for quiet, is not
         // waiting yet).
         let mut sql = Sql::new("SELECT t.created_at, t.finished_at, t.state, t.items FROM work_tasks t");
-        push_filter(&mut sql, filter);
+        push_filter(&mut sql, filter, self.store.dialect());
         sql.push(" AND (t.finished_at IS NULL OR t.finished_at >= ")
             .bind(since)
             .push(") AND ");
@@ -717,7 +731,7 @@ impl WorkQueue for SqlWorkQueue {
         );
         sql.bind(now)
             .push(") THEN 1 ELSE 0 END AS held, CAST(SUM(t.items) AS BIGINT) AS n FROM work_tasks t");
-        push_filter(&mut sql, filter);
+        push_filter(&mut sql, filter, self.store.dialect());
         sql.push(" AND ");
         push_not_scheduled(&mut sql, now);
         sql.push(" GROUP BY 1, 2, 3");
@@ -744,7 +758,7 @@ impl WorkQueue for SqlWorkQueue {
                 .push(")");
         };
         let mut postponed = Sql::new("SELECT t.session_name, CAST(SUM(t.items) AS BIGINT) AS n FROM work_tasks t");
-        push_filter(&mut postponed, filter);
+        push_filter(&mut postponed, filter, self.store.dialect());
         waiting(&mut postponed);
         postponed.push(" GROUP BY 1");
         for row in self.store.read(&postponed).await? {
@@ -758,7 +772,7 @@ impl WorkQueue for SqlWorkQueue {
         let mut postponed = Sql::new(
             "SELECT t.work_unit_key, t.dedup_id, t.deferrals, t.deferred_reason, t.available_at FROM work_tasks t",
         );
-        push_filter(&mut postponed, filter);
+        push_filter(&mut postponed, filter, self.store.dialect());
         waiting(&mut postponed);
         postponed
             .push(" ORDER BY t.available_at, t.id LIMIT ")
@@ -794,7 +808,7 @@ impl WorkQueue for SqlWorkQueue {
             status.dreams.oldest_due_at = status.dreams.oldest_due_at.into_iter().chain(oldest).min();
         }
         let mut failures = Sql::new("SELECT t.work_unit_key, t.dedup_id, t.attempts, t.last_error FROM work_tasks t");
-        push_filter(&mut failures, filter);
+        push_filter(&mut failures, filter, self.store.dialect());
         failures
             .push(" AND t.state = 'dead' ORDER BY t.finished_at DESC, t.id DESC LIMIT ")
             .bind(MAX_FAILURES);

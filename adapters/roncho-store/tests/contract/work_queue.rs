@@ -75,6 +75,37 @@ async fn messages_enqueue_their_work(url: String) {
     // alice 10 + bob 5 messages to represent (carol is not observed) + 1
     // summary: counted per message, in two representation tasks.
     assert_eq!(status.counts.pending, 16);
+    // Filtered by observer: the representation work each peer derives from
+    // (alice her own, bob alice's and his own; nobody observes carol), the
+    // summary none's; by sender, what each peer's messages brought.
+    let pending = |observer: Option<&str>, sender: Option<&str>| {
+        let filter = StatusFilter {
+            workspace_id: "w".into(),
+            observer_id: observer.map(str::to_owned),
+            sender_id: sender.map(str::to_owned),
+            ..StatusFilter::default()
+        };
+        let queue = &queue;
+        async move { queue.status(&filter).await.unwrap().counts.pending }
+    };
+    for (observer, expected) in [
+        ("alice", 10),
+        ("bob", 15),
+        ("carol", 0),
+        ("dave", 0),
+        ("\"alice\"", 0),
+        ("%", 0),
+        ("", 0),
+    ] {
+        assert_eq!(pending(Some(observer), None).await, expected, "observer {observer:?}");
+    }
+    assert_eq!(pending(Some("bob"), Some("alice")).await, 10);
+    assert_eq!(pending(Some("alice"), Some("bob")).await, 0);
+    assert_eq!(
+        pending(None, Some("alice")).await,
+        11,
+        "alice's ten and the summary her 20th brought"
+    );
     let claim = queue
         .claim("w1", &["representation"], 100, std::time::Duration::from_secs(30))
         .await
