@@ -586,6 +586,11 @@ async function queuePage(workspace) {
       card("dreams waiting", data.dreams_waiting),
       card("dreams ready", data.dreams_ready),
     ),
+    h(
+      "p",
+      { class: "muted" },
+      `Observations: ${derivation.observations || "extractive (no LLM configured)"}; summaries: ${derivation.summaries || "extractive (no LLM configured)"}.`,
+    ),
     data.degraded_reason ? h("div", { class: "error", role: "alert" }, `Derivation is degraded: ${data.degraded_reason}`) : null,
     h("h2", {}, "The last hour"),
     chart("Work waiting", history, (sample) => sample.waiting_work_units, "units"),

@@ -499,12 +499,9 @@ impl Budget {
 }
 
 /// The answer without a model: the most related observations and messages,
-/// quoted with their ids. `None` when a response format is asked for (there
-/// is no model to fill it).
+/// quoted with their ids (a response format, which only a model can fill,
+/// is refused before).
 pub async fn answer_extractively(tools: &ToolContext, ask: &Ask) -> Result<Option<String>> {
-    if ask.response_format.is_some() {
-        return Ok(None);
-    }
     let observations = tools
         .find_observations(&ask.query, EXTRACTIVE_OBSERVATIONS, None)
         .await?;
@@ -512,10 +509,19 @@ pub async fn answer_extractively(tools: &ToolContext, ask: &Ask) -> Result<Optio
     let whose = ask.whose();
     if observations.is_empty() && messages.is_empty() {
         return Ok(Some(format!(
-            "No LLM is configured, and nothing in {whose} relates to the question."
+            "No LLM is configured, and nothing in {whose} is near the question."
         )));
     }
-    let mut text = format!("No LLM is configured; this is what {whose} holds that relates to the question.\n");
+    // Nearest is not relevant, and the messages are those the observer
+    // saw, whoever said them: said so, not passed off as an answer.
+    let seen_by = match ask.whole_workspace {
+        true => "its peers".to_owned(),
+        false => ask.observer.clone(),
+    };
+    let mut text = format!(
+        "No LLM is configured, so this is no answer: the observations in {whose} and the messages {seen_by} saw \
+         that are nearest to the question.\n"
+    );
     if !observations.is_empty() {
         text.push_str("\nObservations:\n");
         for observation in &observations {

@@ -217,7 +217,6 @@ impl Dialectic {
     /// streaming; bounded by the level's deadline.
     async fn answer(&self, ask: &Ask, sink: agent::Sink<'_>) -> Result<(Option<String>, roncho_agent::RunLog)> {
         let tools = if ask.whole_workspace {
-            self.workspace_exists(&ask.workspace).await?;
             ToolContext::whole_workspace(
                 self.store.clone(),
                 self.semantic.clone(),
@@ -225,10 +224,6 @@ impl Dialectic {
                 ask.session.clone(),
             )
         } else {
-            // The observer must exist (NOT_FOUND otherwise); an unknown target simply has no memory.
-            self.store
-                .get_peer_card(&ask.workspace, &ask.observer, &ask.observer)
-                .await?;
             ToolContext::new(
                 self.store.clone(),
                 self.semantic.clone(),
@@ -285,6 +280,34 @@ impl Dialectic {
         evidence
     }
 
+    /// Whether `ask` can be answered, checked before an answer (or its
+    /// stream) begins, so a refusal is the reply's status: a response
+    /// format needs a model; the workspace, or the observer and the target,
+    /// must exist (NOT_FOUND otherwise, as Honcho answers an unknown target:
+    /// an answer about a peer nobody has met would be made of other peers'
+    /// words).
+    async fn ready(&self, ask: &Ask) -> Result<()> {
+        if ask.response_format.is_some() && self.models[ask.level.index()].is_none() {
+            return Err(Error::FailedPrecondition(format!(
+                "a response_format needs a model, and none is configured for the {} reasoning level (without one \
+                 the answer is extractive text)",
+                ask.level.name()
+            )));
+        }
+        if ask.whole_workspace {
+            return self.workspace_exists(&ask.workspace).await;
+        }
+        self.store
+            .get_peer_card(&ask.workspace, &ask.observer, &ask.observer)
+            .await?;
+        if ask.target != ask.observer {
+            self.store
+                .get_peer_card(&ask.workspace, &ask.target, &ask.target)
+                .await?;
+        }
+        Ok(())
+    }
+
     /// NOT_FOUND for a workspace that does not exist.
     async fn workspace_exists(&self, workspace: &str) -> Result<()> {
         let by_id = serde_json::json!({ "id": workspace });
@@ -300,6 +323,7 @@ impl Dialectic {
         let include_evidence = request.include_evidence;
         let started = std::time::Instant::now();
         let ask = self.ask(request, whole_workspace).await?;
+        self.ready(&ask).await?;
         let (content, log) = self.answer(&ask, None).await?;
         let evidence = match include_evidence {
             true => Some(self.evidence(&ask, content.as_deref(), log, started).await),
@@ -312,6 +336,7 @@ impl Dialectic {
         let include_evidence = request.include_evidence;
         let started = std::time::Instant::now();
         let ask = self.ask(request, whole_workspace).await?;
+        self.ready(&ask).await?;
         let (sender, receiver) = tokio::sync::mpsc::unbounded_channel();
         let this = self.clone();
         // The answer runs after the reply's headers: in the request's span still.

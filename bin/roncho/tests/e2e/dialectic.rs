@@ -658,22 +658,14 @@ async fn an_answer_with_evidence_keeps_its_trace_by_size_until_its_peer_is_erase
         assert!(!kept.contains(word), "`{word}` in the trace: {kept}");
     }
 
-    // A target that is no peer is not named by the trace (nor kept to be
-    // found by a peer of that name erased later).
+    // A target that is no peer is refused, as in Honcho: no answer about a
+    // peer nobody has met, and no trace naming it.
     let mut ghost = ask("What does the ghost eat?", "low");
     ghost.include_evidence = true;
     ghost.target = Some("ghost".into());
-    let haunted = server.client.chat(ghost).await.unwrap().into_inner();
-    let haunted = server
-        .client
-        .get_reasoning_trace(pb::GetReasoningTraceRequest {
-            workspace_id: "w".into(),
-            trace_id: haunted.evidence.unwrap().reasoning_trace_id,
-        })
-        .await
-        .unwrap()
-        .into_inner();
-    assert_eq!((haunted.peer_id.as_str(), haunted.target.as_str()), ("bob", ""));
+    let refused = server.client.chat(ghost).await.unwrap_err();
+    assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
+    assert!(refused.message().contains("ghost"), "{refused:?}");
 
     // No evidence asked: no trace kept, none named.
     request.include_evidence = false;

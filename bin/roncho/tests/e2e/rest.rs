@@ -654,6 +654,12 @@ async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
     assert_eq!(status, 200, "{queue}");
     assert!(queue["total_work_units"].as_i64().unwrap() >= 1, "{queue}");
     assert!(queue["sessions"]["s"]["pending_work_units"].is_i64(), "{queue}");
+    // No model here: said in words, not only by a null model.
+    assert_eq!(
+        queue["derivation"],
+        json!({"observations": null, "summaries": null, "observation_mode": "extractive", "summary_mode": "extractive"}),
+        "{queue}"
+    );
     let (status, queue) = get("/v3/workspaces/w/queue/status?session_id=s").await;
     assert_eq!((status, &queue["sessions"]), (200, &Value::Null), "{queue}");
 
@@ -730,6 +736,32 @@ async fn memory_queue_webhooks_chat_and_deletes_in_honchos_shapes() {
         )
         .await;
     assert_eq!(status, 422);
+    // Without a model a response format cannot be filled: said, not `null`.
+    let (status, unfilled) = server
+        .post(
+            "/v3/workspaces/w/peers/bob/chat",
+            json!({"query": "q", "response_format": {"type": "object", "properties": {"food": {"type": "string"}}}}),
+        )
+        .await;
+    assert_eq!(status, 409, "{unfilled}");
+    assert!(
+        unfilled["detail"]
+            .as_str()
+            .unwrap()
+            .contains("response_format needs a model"),
+        "{unfilled}"
+    );
+    // A target that is no peer is 404, as in Honcho, on either transport.
+    for stream in [false, true] {
+        let (status, unknown) = server
+            .post(
+                "/v3/workspaces/w/peers/bob/chat",
+                json!({"query": "What does the ghost keep?", "target": "ghost", "stream": stream}),
+            )
+            .await;
+        assert_eq!(status, 404, "{unknown}");
+        assert!(unknown["detail"].as_str().unwrap().contains("ghost"), "{unknown}");
+    }
 
     // Dreams need a dream model (400 without, as Honcho's disabled dreams);
     // keys need a server with a secret; a workspace with sessions is not deleted.

@@ -55,6 +55,14 @@ pub struct QueueStatus {
     pub history: Option<Vec<serde_json::Value>>,
 }
 
+/// `llm` with a model, `extractive` without (gRPC's `DerivationMode`).
+fn mode(model: &Option<String>) -> &'static str {
+    match model {
+        Some(_) => "llm",
+        None => "extractive",
+    }
+}
+
 impl From<roncho_deriver::QueueReport> for QueueStatus {
     fn from(report: roncho_deriver::QueueReport) -> Self {
         let status = report.status;
@@ -68,9 +76,13 @@ impl From<roncho_deriver::QueueReport> for QueueStatus {
             counts: QueueCounts::new(None, &status.counts),
             sessions: (report.by_session && !sessions.is_empty()).then_some(sessions),
             failed_work_units: status.counts.failed,
+            // The models, and in words whether each is one (`null` alone
+            // would read as "unknown").
             derivation: serde_json::json!({
                 "observations": derivation.observations,
                 "summaries": derivation.summaries,
+                "observation_mode": mode(&derivation.observations),
+                "summary_mode": mode(&derivation.summaries),
             }),
             dreams_waiting: status.dreams.waiting,
             dreams_ready: status.dreams.ready,
