@@ -324,15 +324,20 @@ impl From<ChatArgs> for roncho::oneshot::Ask {
 #[derive(Debug, Args)]
 struct EraseArgs {
     /// The session (with --message: only that message of it).
-    #[arg(long, required_unless_present_any = ["conclusion", "everything"], conflicts_with_all = ["conclusion", "everything"])]
+    #[arg(long, required_unless_present_any = ["conclusion", "peer", "everything"], conflicts_with_all = ["conclusion", "peer", "everything"])]
     session: Option<String>,
     /// Only this message of --session.
     #[arg(long, requires = "session")]
     message: Option<String>,
     /// The conclusion.
-    #[arg(long, conflicts_with = "everything")]
+    #[arg(long, conflicts_with_all = ["peer", "everything"])]
     conclusion: Option<String>,
-    /// The whole workspace: its peers, sessions, messages and all that was learned from them.
+    /// The peer: its messages in every session, what was learned from them, by it and about it.
+    #[arg(long, conflicts_with = "everything")]
+    peer: Option<String>,
+    /// The whole workspace: its peers, sessions, messages and all that was
+    /// learned from them (refused while a session is active, as in Honcho:
+    /// erase those with --session first).
     #[arg(long)]
     everything: bool,
     /// Waits until the receipt says every derived row and vector is gone.
@@ -343,11 +348,12 @@ struct EraseArgs {
 impl From<EraseArgs> for roncho::oneshot::Ask {
     fn from(args: EraseArgs) -> Self {
         use roncho::oneshot::Erased;
-        let erased = match (args.session, args.message, args.conclusion) {
-            (Some(session), Some(message), _) => Erased::Message { session, message },
-            (Some(session), None, _) => Erased::Session(session),
-            (None, _, Some(conclusion)) => Erased::Conclusion(conclusion),
-            (None, _, None) => Erased::Workspace,
+        let erased = match (args.session, args.message, args.conclusion, args.peer) {
+            (Some(session), Some(message), ..) => Erased::Message { session, message },
+            (Some(session), None, ..) => Erased::Session(session),
+            (None, _, Some(conclusion), _) => Erased::Conclusion(conclusion),
+            (None, _, None, Some(peer)) => Erased::Peer(peer),
+            (None, _, None, None) => Erased::Workspace,
         };
         Self::Erase {
             erased,
@@ -489,8 +495,14 @@ impl CommonFlags {
             None => ConfigLayer::default(),
         };
         let flags = self.layer();
-        let home = std::env::var_os("HOME").map(PathBuf::from);
-        Config::resolve_with_home(file, ConfigLayer::from_env(&env)?, flags, home)
+        // Where the fetch scripts install models: $RONCHO_CACHE, else ~/.cache/roncho.
+        let caches = env
+            .get("RONCHO_CACHE")
+            .map(PathBuf::from)
+            .into_iter()
+            .chain(std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/roncho")))
+            .collect();
+        Config::resolve_with_caches(file, ConfigLayer::from_env(&env)?, flags, caches)
     }
 }
 

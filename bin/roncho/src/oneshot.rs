@@ -81,6 +81,7 @@ pub enum Erased {
     },
     Session(String),
     Conclusion(String),
+    Peer(String),
     /// The whole workspace.
     Workspace,
 }
@@ -115,6 +116,12 @@ impl Ask {
                 observed,
                 limit,
             } => {
+                // A query reads one collection, so it names both peers:
+                // one given alone is a peer's own view of itself.
+                let (observer, observed) = match (observer, observed, query) {
+                    (Some(peer), None, Some(_)) | (None, Some(peer), Some(_)) => (Some(peer), Some(peer)),
+                    _ => (observer.as_ref(), observed.as_ref()),
+                };
                 let mut filters = serde_json::Map::new();
                 if let Some(observer) = observer {
                     filters.insert("observer_id".into(), json!(observer));
@@ -154,6 +161,7 @@ impl Ask {
                     }
                     Erased::Session(session) => format!("{base}/sessions/{}", segment(session)),
                     Erased::Conclusion(id) => format!("{base}/conclusions/{}", segment(id)),
+                    Erased::Peer(peer) => format!("{base}/peers/{}", segment(peer)),
                     Erased::Workspace => base,
                 };
                 Call::new(http::Method::DELETE, path)
@@ -208,6 +216,12 @@ impl Ask {
                         field(message, "peer_id"),
                         field(message, "content")
                     ));
+                }
+                if text.is_empty() {
+                    // Said, not an empty answer: whole messages only fit.
+                    text.push_str(
+                        "(nothing: the session has no messages yet, or its newest is longer than --tokens)\n",
+                    );
                 }
             }
             Ask::Conclusions { query, .. } => {
@@ -436,6 +450,19 @@ mod tests {
         let call = list.call("w");
         assert_eq!(call.path, "/v3/workspaces/w/conclusions/list");
         assert_eq!(call.body, Some(json!({"filters": {"observer_id": "alice"}})));
+        // A query names its collection: one peer alone is its own view.
+        for (observer, observed) in [(None, Some("bob")), (Some("bob"), None)] {
+            let query = Ask::Conclusions {
+                query: Some("drinks".into()),
+                observer: observer.map(str::to_owned),
+                observed: observed.map(str::to_owned),
+                limit: 3,
+            };
+            assert_eq!(
+                query.call("w").body,
+                Some(json!({"query": "drinks", "top_k": 3, "filters": {"observer_id": "bob", "observed_id": "bob"}}))
+            );
+        }
     }
 
     #[test]
@@ -463,6 +490,12 @@ mod tests {
             limit: 5,
         };
         assert_eq!(page.render(&json!({"items": [], "total": 0})).unwrap().1, Exit::Nothing);
+        let context = Ask::Context {
+            session: "s".into(),
+            tokens: Some(30),
+        };
+        let (text, _) = context.render(&json!({"messages": [], "summary": null})).unwrap();
+        assert!(text.starts_with("(nothing: "), "{text}");
         assert!(page.render(&json!({"weird": 1})).is_err());
     }
 

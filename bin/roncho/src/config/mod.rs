@@ -105,15 +105,16 @@ pub struct Config {
 impl Config {
     /// Resolves layers (lowest first) into a validated config.
     pub fn resolve(file: ConfigLayer, env: ConfigLayer, flags: ConfigLayer) -> anyhow::Result<Config> {
-        Self::resolve_with_home(file, env, flags, None)
+        Self::resolve_with_caches(file, env, flags, Vec::new())
     }
 
-    /// Like [`Config::resolve`]; `home` is where `auto` also looks for a model.
-    pub fn resolve_with_home(
+    /// Like [`Config::resolve`]; `auto` also looks for a model in the
+    /// `models` folder of each of `caches`, in order.
+    pub fn resolve_with_caches(
         file: ConfigLayer,
         env: ConfigLayer,
         flags: ConfigLayer,
-        home: Option<PathBuf>,
+        caches: Vec<PathBuf>,
     ) -> anyhow::Result<Config> {
         let layer = file.overlay(env).overlay(flags);
         let store = layer.store.resolve()?;
@@ -122,7 +123,7 @@ impl Config {
         let dialectic_timeouts = layer.llm.dialectic_timeouts();
         Ok(Config {
             queue: layer.queue.resolve(&store)?,
-            search: layer.search.resolve(&store.data_dir, home)?,
+            search: layer.search.resolve(&store.data_dir, caches)?,
             llm: layer.llm.resolve()?,
             limits: layer.limits.resolve(dialectic_timeouts),
             webhooks: layer.webhooks.resolve()?,

@@ -62,8 +62,8 @@ pub struct SearchConfig {
 #[derive(Clone, PartialEq, Serialize)]
 pub struct EmbeddingConfig {
     pub provider: EmbeddingProvider,
-    /// Local model directory; with `auto`, also searched in `<data_dir>/models`
-    /// and `~/.cache/roncho/models`.
+    /// Local model directory; with `auto`, also searched in `<data_dir>/models`,
+    /// `$RONCHO_CACHE/models` and `~/.cache/roncho/models`.
     pub model_dir: Option<PathBuf>,
     pub base_url: String,
     pub model: String,
@@ -96,9 +96,11 @@ debug_redacted!(EmbeddingConfig, QdrantConfig);
 pub const LOCAL_MODELS: [&str; 2] = ["bge-small-en-v1.5", "all-MiniLM-L6-v2"];
 
 impl SearchLayer {
-    /// `data_dir` and `home` are where `auto` looks for a local model.
-    pub(super) fn resolve(self, data_dir: &Path, home: Option<PathBuf>) -> anyhow::Result<SearchConfig> {
-        let places = std::iter::once(data_dir.join("models")).chain(home.map(|home| home.join(".cache/roncho/models")));
+    /// `auto` looks for a local model in `data_dir`'s `models`, then in
+    /// each of `caches`' (`$RONCHO_CACHE`, `~/.cache/roncho`).
+    pub(super) fn resolve(self, data_dir: &Path, caches: Vec<PathBuf>) -> anyhow::Result<SearchConfig> {
+        let places =
+            std::iter::once(data_dir.join("models")).chain(caches.into_iter().map(|cache| cache.join("models")));
         let search_dirs = places
             .flat_map(|place| LOCAL_MODELS.map(|model| place.join(model)))
             .collect();

@@ -22,6 +22,36 @@ fn settings(pairs: &[(&str, &str)]) -> ConfigLayer {
 }
 
 #[test]
+fn a_local_model_is_looked_for_in_the_data_dir_then_each_cache() {
+    let caches = vec![PathBuf::from("/cache"), PathBuf::from("/home/u/.cache/roncho")];
+    let config = Config::resolve_with_caches(
+        ConfigLayer::default(),
+        ConfigLayer::default(),
+        ConfigLayer::default(),
+        caches,
+    )
+    .unwrap();
+    let places: Vec<String> = config
+        .search
+        .embedding
+        .search_dirs
+        .iter()
+        .map(|dir| dir.display().to_string())
+        .collect();
+    assert_eq!(
+        places,
+        [
+            "./roncho-data/models/bge-small-en-v1.5",
+            "./roncho-data/models/all-MiniLM-L6-v2",
+            "/cache/models/bge-small-en-v1.5",
+            "/cache/models/all-MiniLM-L6-v2",
+            "/home/u/.cache/roncho/models/bge-small-en-v1.5",
+            "/home/u/.cache/roncho/models/all-MiniLM-L6-v2",
+        ]
+    );
+}
+
+#[test]
 fn defaults_are_the_embedded_server() {
     let config = Config::resolve(ConfigLayer::default(), ConfigLayer::default(), ConfigLayer::default()).unwrap();
     assert_eq!(config.server.listen.to_string(), "127.0.0.1:50051");

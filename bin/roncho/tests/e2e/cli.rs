@@ -104,6 +104,15 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
             _ => panic!("no conclusions: {conclusions:?}"),
         }
     }
+    // Nearest to a query (the docs' example): one peer named is its own
+    // view, so the collection is named; this server has no embedder to
+    // rank by meaning, and says so.
+    let nearest = ask(&["conclusions", "--observed", "bob", "--query", "what does bob drink"]);
+    assert_eq!(nearest.status.code(), Some(2), "{nearest:?}");
+    assert!(
+        String::from_utf8_lossy(&nearest.stderr).contains("needs an embedder"),
+        "{nearest:?}"
+    );
     let chat = ask(&["chat", "bob", "what does bob drink?"]);
     assert_eq!(chat.status.code(), Some(0), "{chat:?}");
     assert!(stdout(&chat).contains("green tea"), "{chat:?}");
@@ -149,11 +158,24 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
         );
     }
 
+    // A peer erased: its words gone; erased again: 3.
+    let erased = ask(&["erase", "--peer", "mallory", "--wait"]);
+    assert_eq!(erased.status.code(), Some(0), "{erased:?}");
+    assert!(stdout(&erased).contains(": complete; erased"), "{erased:?}");
+    assert_eq!(ask(&["search", "mallory"]).status.code(), Some(1));
+    assert_eq!(ask(&["erase", "--peer", "mallory"]).status.code(), Some(3));
+    assert_eq!(
+        ask(&["erase", "--peer", "mallory", "--everything"]).status.code(),
+        Some(2),
+        "one thing at a time"
+    );
+
     // An id of dots would reach another route: refused before any call.
     for dots in [
         &["search", "kettle", "--session", ".."][..],
         &["chat", ".", "hi"],
         &["context", "."],
+        &["erase", "--peer", ".."],
     ] {
         assert_eq!(ask(dots).status.code(), Some(2), "{dots:?}");
     }
