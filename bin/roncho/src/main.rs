@@ -327,7 +327,7 @@ struct EraseArgs {
     #[arg(long, required_unless_present_any = ["conclusion", "peer", "everything"], conflicts_with_all = ["conclusion", "peer", "everything"])]
     session: Option<String>,
     /// Only this message of --session.
-    #[arg(long, requires = "session")]
+    #[arg(long, requires = "session", conflicts_with_all = ["conclusion", "peer", "everything"])]
     message: Option<String>,
     /// The conclusion.
     #[arg(long, conflicts_with_all = ["peer", "everything"])]
@@ -498,6 +498,7 @@ impl CommonFlags {
         // Where the fetch scripts install models: $RONCHO_CACHE, else ~/.cache/roncho.
         let caches = env
             .get("RONCHO_CACHE")
+            .filter(|cache| !cache.is_empty())
             .map(PathBuf::from)
             .into_iter()
             .chain(std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cache/roncho")))

@@ -89,9 +89,37 @@ fn lookup<'a>(configuration: &'a JsonObject, section: &str, key: &str) -> Option
     configuration.get(section)?.as_object()?.get(key)
 }
 
+/// A boolean as Honcho's Pydantic models read one from text: `true`, `1`,
+/// `yes`, `on`, `t`, `y` or `false`, `0`, `no`, `off`, `f`, `n`, in any
+/// case; `None` for anything else.
+pub fn parse_bool(text: &str) -> Option<bool> {
+    match text.to_ascii_lowercase().as_str() {
+        "true" | "1" | "yes" | "on" | "t" | "y" => Some(true),
+        "false" | "0" | "no" | "off" | "f" | "n" => Some(false),
+        _ => None,
+    }
+}
+
+/// A JSON value as a boolean of Pydantic's lax mode: a boolean, 0 or 1, or
+/// text [`parse_bool`] reads; `None` for anything else.
+pub fn lax_bool(value: &Value) -> Option<bool> {
+    match value {
+        Value::Bool(flag) => Some(*flag),
+        Value::Number(number) => match number.as_f64() {
+            Some(0.0) => Some(false),
+            Some(1.0) => Some(true),
+            _ => None,
+        },
+        Value::String(text) => parse_bool(text),
+        _ => None,
+    }
+}
+
 /// The first layer that sets `section.key` as a boolean.
 fn first_bool(layers: &[&JsonObject], section: &str, key: &str) -> Option<bool> {
-    layers.iter().find_map(|layer| lookup(layer, section, key)?.as_bool())
+    layers
+        .iter()
+        .find_map(|layer| lax_bool(lookup(layer, section, key)?))
 }
 
 /// The first layer that sets `section.key` as a positive integer.
@@ -127,7 +155,11 @@ pub fn observers(sender: &str, sender_configuration: &JsonObject, members: &[Mem
     let membership = members.iter().find(|member| member.peer_id == sender);
     let observe_me = membership
         .and_then(|member| member.session_config.observe_me)
-        .or_else(|| sender_configuration.get("observe_me").and_then(Value::as_bool))
+        .or_else(|| {
+            sender_configuration
+                .get("observe_me")
+                .and_then(lax_bool)
+        })
         .unwrap_or(true);
     if !observe_me {
         return Vec::new();
@@ -265,6 +297,22 @@ pub fn task_message_ids(payload: &Value) -> Vec<&str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn switches_read_as_pydantic_reads_them() {
+        let object = |value: Value| value.as_object().cloned().unwrap();
+        let none = JsonObject::new();
+        let off = object(json!({"reasoning": {"enabled": "no"}, "summary": {"enabled": 0}}));
+        let settings = Settings::resolve(&none, &off, &none);
+        assert!(!settings.reasoning && !settings.summary);
+        let unreadable = object(json!({"reasoning": {"enabled": "maybe"}}));
+        assert!(
+            Settings::resolve(&none, &unreadable, &none).reasoning,
+            "unreadable is unset: the default"
+        );
+        assert!(observers("shy", &object(json!({"observe_me": "false"})), &[]).is_empty());
+        assert_eq!(observers("bold", &object(json!({"observe_me": "T"})), &[]), ["bold"]);
+    }
 
     fn object(value: Value) -> JsonObject {
         value.as_object().cloned().unwrap_or_default()

@@ -149,6 +149,36 @@ pub fn custom_instructions(field: &str, configuration: &Map<String, Value>) -> R
     Ok(())
 }
 
+/// The configuration switches roncho reads (a peer's `observe_me`, and
+/// `enabled` of `reasoning` and `summary`): each `null` or a boolean in any
+/// form [`lax_bool`](crate::derivation::lax_bool) reads, stored as a JSON boolean (as Honcho's models
+/// store it), else `INVALID_ARGUMENT` naming it.
+pub fn configuration_switches(field: &str, configuration: &mut Map<String, Value>) -> Result<()> {
+    let check = |name: String, value: &mut Value| match value {
+        Value::Null => Ok(()),
+        _ => match crate::derivation::lax_bool(value) {
+            Some(flag) => {
+                *value = Value::Bool(flag);
+                Ok(())
+            }
+            None => Err(Error::invalid(name, format!("must be a boolean, not {value}"))),
+        },
+    };
+    if let Some(value) = configuration.get_mut("observe_me") {
+        check(format!("{field}.observe_me"), value)?;
+    }
+    for section in ["reasoning", "summary"] {
+        if let Some(value) = configuration
+            .get_mut(section)
+            .and_then(Value::as_object_mut)
+            .and_then(|section| section.get_mut("enabled"))
+        {
+            check(format!("{field}.{section}.enabled"), value)?;
+        }
+    }
+    Ok(())
+}
+
 /// Checks metadata: at most 100 top-level keys, nesting depth ≤ 5, 64 KiB
 /// as JSON; strips NULs.
 pub fn metadata(field: &str, object: Map<String, Value>) -> Result<Map<String, Value>> {

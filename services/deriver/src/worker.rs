@@ -704,6 +704,11 @@ mod tests {
             ]
         );
         assert!(extract(&message("ok thanks")).is_empty());
+        // A script without spaces says enough in a few characters; a long
+        // sentence is cut with an ellipsis.
+        assert_eq!(extract(&message("我住在北京。好。")), ["alice said: \"我住在北京。\""]);
+        let long = extract(&message(&format!("I have {} here.", "many words ".repeat(40))));
+        assert!(long[0].ends_with("\u{2026}\""), "{long:?}");
         // A full stop inside a number, a version or after a title ends no
         // sentence: no conclusion is a fragment ("My budget is 2.").
         assert_eq!(

@@ -230,11 +230,12 @@ impl Ingest {
 
 /// Returns validated metadata (or configuration), `None` when the field is unset.
 fn metadata_arg(field: &str, value: Option<JsonObject>) -> Result<Option<JsonObject>> {
-    let checked = value.map(|fields| validate::metadata(field, fields)).transpose()?;
+    let mut checked = value.map(|fields| validate::metadata(field, fields)).transpose()?;
     if field.ends_with("configuration")
-        && let Some(configuration) = &checked
+        && let Some(configuration) = &mut checked
     {
         validate::custom_instructions(field, configuration)?;
+        validate::configuration_switches(field, configuration)?;
     }
     Ok(checked)
 }

@@ -164,11 +164,14 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
     assert!(stdout(&erased).contains(": complete; erased"), "{erased:?}");
     assert_eq!(ask(&["search", "mallory"]).status.code(), Some(1));
     assert_eq!(ask(&["erase", "--peer", "mallory"]).status.code(), Some(3));
-    assert_eq!(
-        ask(&["erase", "--peer", "mallory", "--everything"]).status.code(),
-        Some(2),
-        "one thing at a time"
-    );
+    for mixed in [
+        &["erase", "--peer", "mallory", "--everything"][..],
+        &["erase", "--peer", "mallory", "--message", "m"],
+        &["erase", "--conclusion", "c", "--message", "m"],
+        &["erase", "--everything", "--message", "m"],
+    ] {
+        assert_eq!(ask(mixed).status.code(), Some(2), "one thing at a time: {mixed:?}");
+    }
 
     // An id of dots would reach another route: refused before any call.
     for dots in [

@@ -405,6 +405,38 @@ async fn honchos_statuses_shapes_and_pages() {
     );
     let (status, sessions) = server.post("/v3/workspaces/acme/sessions/list", Value::Null).await;
     assert_eq!((status, &sessions["total"]), (200, &json!(0)), "{sessions}");
+
+    // The switches a configuration holds are booleans as Pydantic reads
+    // them, stored as booleans; anything else is a 422 naming the switch.
+    let (status, shy) = server
+        .post(
+            "/v3/workspaces/acme/peers",
+            json!({"id": "shy", "configuration": {"observe_me": "No", "theme": "dark"}}),
+        )
+        .await;
+    assert_eq!(status, 201, "{shy}");
+    assert_eq!(shy["configuration"], json!({"observe_me": false, "theme": "dark"}));
+    for (path, body, field) in [
+        (
+            "/v3/workspaces/acme/peers",
+            json!({"id": "p", "configuration": {"observe_me": "maybe"}}),
+            "configuration.observe_me",
+        ),
+        (
+            "/v3/workspaces/acme/sessions",
+            json!({"id": "s", "configuration": {"reasoning": {"enabled": 2}}}),
+            "configuration.reasoning.enabled",
+        ),
+        (
+            "/v3/workspaces",
+            json!({"id": "ws", "configuration": {"summary": {"enabled": []}}}),
+            "configuration.summary.enabled",
+        ),
+    ] {
+        let (status, refused) = server.post(path, body).await;
+        assert_eq!(status, 422, "{path}: {refused}");
+        assert!(refused.to_string().contains(field), "{path}: {refused}");
+    }
     server.served.shutdown.cancel();
 }
 

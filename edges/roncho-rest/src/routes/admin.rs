@@ -153,7 +153,7 @@ pub(super) async fn export_workspace(
 #[derive(Debug, serde::Deserialize)]
 pub(super) struct ImportBody {
     records: Vec<serde_json::Map<String, serde_json::Value>>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::wire::boolean")]
     derive: bool,
 }
 

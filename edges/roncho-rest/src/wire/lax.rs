@@ -5,16 +5,7 @@
 
 use serde::de::{Deserializer, Error, Unexpected, Visitor};
 
-/// A boolean as Honcho's FastAPI reads one from text: `true`, `1`, `yes`,
-/// `on`, `t`, `y` or `false`, `0`, `no`, `off`, `f`, `n`, in any case;
-/// `None` for anything else (surrounding spaces and the empty string too).
-pub fn parse_bool(text: &str) -> Option<bool> {
-    match text.to_ascii_lowercase().as_str() {
-        "true" | "1" | "yes" | "on" | "t" | "y" => Some(true),
-        "false" | "0" | "no" | "off" | "f" | "n" => Some(false),
-        _ => None,
-    }
-}
+pub use roncho_core::derivation::parse_bool;
 
 /// An optional boolean (`bool | None`): absent or `null` is `None`.
 pub fn optional_bool<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<bool>, D::Error> {

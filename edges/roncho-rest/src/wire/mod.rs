@@ -10,8 +10,8 @@ use serde::{Deserialize, Serialize};
 mod lax;
 mod queue;
 mod timestamp;
-pub use lax::parse_bool;
-use lax::{boolean, optional_bool};
+use lax::optional_bool;
+pub use lax::{boolean, parse_bool};
 pub use queue::*;
 pub use timestamp::{parse_timestamp, timestamp};
 
