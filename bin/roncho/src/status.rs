@@ -562,13 +562,32 @@ async fn server_check(config: &Config) -> Check {
         Ok(Err(error)) => Check {
             name: "server",
             ok: false,
-            detail: format!("{address} is not reachable: {error}"),
+            detail: format!("{address} is not reachable: {error}") + &served_elsewhere(config),
         },
         Err(_) => Check {
             name: "server",
             ok: false,
             detail: format!("{address} did not answer within 3 s"),
         },
+    }
+}
+
+/// Where nothing answers at the configured address but a server holds the
+/// embedded data directory (started with another `--listen`), who it is.
+fn served_elsewhere(config: &Config) -> String {
+    if !config.is_embedded() {
+        return String::new();
+    }
+    match crate::dir_lock::holder(&config.store.data_dir) {
+        Some(holder) if !holder.oneshot && !holder.in_process => format!(
+            "; {} is served by process {}{} on another gRPC address (give its --listen)",
+            config.store.data_dir.display(),
+            holder.pid,
+            holder
+                .rest_origin()
+                .map_or(String::new(), |rest| format!(" (REST at {rest})"))
+        ),
+        _ => String::new(),
     }
 }
 

@@ -117,9 +117,7 @@ pub fn lax_bool(value: &Value) -> Option<bool> {
 
 /// The first layer that sets `section.key` as a boolean.
 fn first_bool(layers: &[&JsonObject], section: &str, key: &str) -> Option<bool> {
-    layers
-        .iter()
-        .find_map(|layer| lax_bool(lookup(layer, section, key)?))
+    layers.iter().find_map(|layer| lax_bool(lookup(layer, section, key)?))
 }
 
 /// The first layer that sets `section.key` as a positive integer.
@@ -155,11 +153,7 @@ pub fn observers(sender: &str, sender_configuration: &JsonObject, members: &[Mem
     let membership = members.iter().find(|member| member.peer_id == sender);
     let observe_me = membership
         .and_then(|member| member.session_config.observe_me)
-        .or_else(|| {
-            sender_configuration
-                .get("observe_me")
-                .and_then(lax_bool)
-        })
+        .or_else(|| sender_configuration.get("observe_me").and_then(lax_bool))
         .unwrap_or(true);
     if !observe_me {
         return Vec::new();

@@ -173,6 +173,18 @@ async fn one_shot_commands_answer_as_text_or_json_with_exit_codes_that_mean_some
         assert_eq!(ask(mixed).status.code(), Some(2), "one thing at a time: {mixed:?}");
     }
 
+    // `roncho status` on the data directory, without the server's --listen:
+    // it says who serves the directory instead of only "not reachable".
+    let status = run(
+        home.path(),
+        &["status", "--data-dir", &data_dir, "--listen", "127.0.0.1:9"],
+    );
+    assert!(
+        stdout(&status).contains("is served by process")
+            && stdout(&status).contains(&format!("REST at {}", server.base)),
+        "{status:?}"
+    );
+
     // An id of dots would reach another route: refused before any call.
     for dots in [
         &["search", "kettle", "--session", ".."][..],
