@@ -164,34 +164,77 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequestParts<S> for Query<T> {
 
     async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, Self::Rejection> {
         let query = parts.uri.query().unwrap_or_default();
-        read_query(query).map(Query).map_err(|reason| {
-            RestError::schema(
-                "value_error",
-                vec![json!("query")],
-                format!("Failed to deserialize query string: {reason}"),
-                json!(query),
-            )
-        })
+        read_query(query)
+            .map(Query)
+            .map_err(|refused| refused.into_error(query))
     }
+}
+
+/// Why a query string does not fit: the parameter, when one is to blame,
+/// and the reason.
+#[derive(Debug)]
+struct Refused {
+    field: Option<String>,
+    reason: String,
+}
+
+impl Refused {
+    /// FastAPI's 422: the parameter in `loc` and its (last) value as
+    /// `input`, or the whole query when no one parameter is to blame.
+    fn into_error(self, query: &str) -> RestError {
+        let message = format!("Failed to deserialize query string: {}", self.reason);
+        match self.field {
+            Some(field) => {
+                let input = form_urlencoded::parse(query.as_bytes())
+                    .filter(|(key, _)| *key == field)
+                    .last()
+                    .map_or(Value::Null, |(_, value)| json!(value));
+                RestError::schema("value_error", vec![json!("query"), json!(field)], message, input)
+            }
+            None => RestError::schema("value_error", vec![json!("query")], message, json!(query)),
+        }
+    }
+}
+
+impl std::fmt::Display for Refused {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.field {
+            Some(field) => write!(formatter, "{field}: {}", self.reason),
+            None => formatter.write_str(&self.reason),
+        }
+    }
+}
+
+/// Reads `query` into `T`, naming the parameter that does not fit.
+fn read_exactly<T: DeserializeOwned>(query: &str) -> Result<T, Refused> {
+    let deserializer = serde_urlencoded::Deserializer::new(form_urlencoded::parse(query.as_bytes()));
+    serde_path_to_error::deserialize(deserializer).map_err(|error| Refused {
+        field: error.path().iter().find_map(|segment| match segment {
+            serde_path_to_error::Segment::Map { key } => Some(key.clone()),
+            _ => None,
+        }),
+        reason: error.into_inner().to_string(),
+    })
 }
 
 /// Reads `query` into `T`; where `T` takes one value of a parameter given
 /// more than once, the last is read (and checked), the others ignored.
-fn read_query<T: DeserializeOwned>(query: &str) -> Result<T, serde_urlencoded::de::Error> {
-    let error = match serde_urlencoded::from_str(query) {
+fn read_query<T: DeserializeOwned>(query: &str) -> Result<T, Refused> {
+    let error = match read_exactly(query) {
         Ok(read) => return Ok(read),
         Err(error) => error,
     };
-    let pairs: Vec<(String, String)> = serde_urlencoded::from_str(query)?;
+    let pairs: Vec<(String, String)> = form_urlencoded::parse(query.as_bytes()).into_owned().collect();
     let mut seen = std::collections::HashSet::new();
     let mut last: Vec<&(String, String)> = pairs.iter().rev().filter(|(key, _)| seen.insert(key)).collect();
     if last.len() == pairs.len() {
         return Err(error);
     }
     last.reverse();
-    let query = serde_urlencoded::to_string(&last)
-        .map_err(|error| <serde_urlencoded::de::Error as serde::de::Error>::custom(error.to_string()))?;
-    serde_urlencoded::from_str(&query)
+    let query = form_urlencoded::Serializer::new(String::new())
+        .extend_pairs(last)
+        .finish();
+    read_exactly(&query)
 }
 
 #[cfg(test)]
@@ -246,6 +289,21 @@ mod tests {
         assert_eq!(text("q=a+b%2B&q=c%26d+%2B%25%20e%3D"), Ok("c&d +% e=".to_owned()));
         assert_eq!(text("q=x&q=%FF%E2%82"), Ok("\u{fffd}\u{fffd}".to_owned()));
         assert_eq!(text("q=x&%71=%E2%82%AC+%2B"), Ok("€ +".to_owned()));
+        // What does not fit is named, with its (last) value.
+        for (query, field, input) in [
+            ("page=1&size=x", "size", json!("x")),
+            ("size=5&page=x&page=%E2%82%AC", "page", json!("€")),
+        ] {
+            let refused = read_query::<Paging>(query).unwrap_err();
+            assert_eq!(refused.field.as_deref(), Some(field), "{query}: {refused}");
+            match refused.into_error(query) {
+                RestError::Schema(errors) => {
+                    assert_eq!(errors[0]["loc"], json!(["query", field]), "{query}");
+                    assert_eq!(errors[0]["input"], input, "{query}");
+                }
+                other => panic!("{other:?}"),
+            }
+        }
         // A target that gathers every value keeps them all, in order.
         let pairs: Vec<(String, String)> = read_query("sessions=a&sessions=b").unwrap();
         assert_eq!(pairs.len(), 2);

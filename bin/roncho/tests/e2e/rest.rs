@@ -224,6 +224,26 @@ async fn honchos_statuses_shapes_and_pages() {
             )
             .await;
         assert_eq!(status, 422, "reverse={spelling}: {refused}");
+        // FastAPI's shape: the parameter and its value.
+        assert_eq!(refused["detail"][0]["loc"], json!(["query", "reverse"]), "{refused}");
+        assert_eq!(refused["detail"][0]["input"], json!(spelling), "{refused}");
+    }
+    for query in ["summary=x", "tokens=many", "include_most_frequent=2&summary=true"] {
+        let (status, refused) = server
+            .send(
+                reqwest::Method::GET,
+                &format!("/v3/workspaces/acme/sessions/chat-1/context?{query}"),
+                Value::Null,
+                None,
+            )
+            .await;
+        assert_eq!(status, 422, "{query}: {refused}");
+        let field = query.split('=').next().unwrap();
+        assert_eq!(
+            refused["detail"][0]["loc"],
+            json!(["query", field]),
+            "{query}: {refused}"
+        );
     }
     // `contains` on a column matches in any case, as Honcho's ILIKE.
     for filters in [

@@ -343,14 +343,17 @@ pub(super) async fn session_context(
         .collect();
     pairs.reverse();
     for (key, value) in pairs {
-        let number = |field: &str| {
-            value
-                .parse::<i32>()
-                .map_err(|_| Error::invalid(field, format!("`{value}` is not an integer")))
+        // Refused in FastAPI's shape: the parameter in `loc`, its value as `input`.
+        let refuse = |field: &str, kind: &str| {
+            crate::error::RestError::schema(
+                "value_error",
+                vec![json!("query"), json!(field)],
+                format!("Input should be a valid {kind}"),
+                json!(value),
+            )
         };
-        let flag = |field: &str| {
-            wire::parse_bool(&value).ok_or_else(|| Error::invalid(field, format!("`{value}` is not a boolean")))
-        };
+        let number = |field: &str| value.parse::<i32>().map_err(|_| refuse(field, "integer"));
+        let flag = |field: &str| wire::parse_bool(&value).ok_or_else(|| refuse(field, "boolean"));
         match key.as_str() {
             "tokens" => request.tokens = Some(number("tokens")?),
             "summary" | "include_summary" => request.summary = Some(flag(key.as_str())?),
@@ -364,7 +367,7 @@ pub(super) async fn session_context(
             "search_max_distance" => {
                 let distance = value
                     .parse::<f64>()
-                    .map_err(|_| Error::invalid("search_max_distance", format!("`{value}` is not a number")))?;
+                    .map_err(|_| refuse("search_max_distance", "number"))?;
                 request.search_max_distance = Some(distance);
             }
             "include_most_frequent" => request.include_most_frequent = Some(flag("include_most_frequent")?),
