@@ -168,12 +168,20 @@ pub fn configuration_switches(field: &str, configuration: &mut Map<String, Value
         check(format!("{field}.observe_me"), value)?;
     }
     for section in ["reasoning", "summary"] {
-        if let Some(value) = configuration
-            .get_mut(section)
-            .and_then(Value::as_object_mut)
-            .and_then(|section| section.get_mut("enabled"))
-        {
-            check(format!("{field}.{section}.enabled"), value)?;
+        match configuration.get_mut(section) {
+            None | Some(Value::Null) => {}
+            Some(Value::Object(settings)) => {
+                if let Some(value) = settings.get_mut("enabled") {
+                    check(format!("{field}.{section}.enabled"), value)?;
+                }
+            }
+            // `"reasoning": "off"` would be stored and do nothing.
+            Some(other) => {
+                return Err(Error::invalid(
+                    format!("{field}.{section}"),
+                    format!("must be an object such as {{\"enabled\": false}}, not {other}"),
+                ));
+            }
         }
     }
     Ok(())

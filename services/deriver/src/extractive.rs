@@ -24,8 +24,9 @@ pub(crate) fn extractive_metadata() -> JsonObject {
 
 /// Words that end in a full stop without ending a sentence ("Dr. Smith",
 /// "e.g. this"), lowercased and without their last full stop.
-const ABBREVIATIONS: [&str; 13] = [
-    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "cf", "approx", "fig",
+const ABBREVIATIONS: [&str; 25] = [
+    "mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "mt", "vs", "cf", "approx", "fig", "inc", "ltd", "corp", "dept",
+    "yrs", "mon", "tue", "tues", "wed", "thu", "thurs", "fri",
 ];
 
 /// Words that end in a full stop without ending a sentence when a number
@@ -223,6 +224,14 @@ mod tests {
                 ],
             ),
             ("Talk about dec. Then stop.", &["Talk about dec.", "Then stop."]),
+            (
+                "I'm free after 5 p.m. on Mon. and Tue. only.",
+                &["I'm free after 5 p.m. on Mon. and Tue. only."],
+            ),
+            (
+                "I work at Acme Inc. in Boston for 30 yrs. now.",
+                &["I work at Acme Inc. in Boston for 30 yrs. now."],
+            ),
             (
                 "我住在北京。我喜欢喝茶！好？",
                 &["我住在北京。", "我喜欢喝茶！", "好？"],

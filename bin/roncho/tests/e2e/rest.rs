@@ -452,6 +452,16 @@ async fn honchos_statuses_shapes_and_pages() {
             json!({"id": "ws", "configuration": {"summary": {"enabled": []}}}),
             "configuration.summary.enabled",
         ),
+        (
+            "/v3/workspaces/acme/sessions",
+            json!({"id": "s", "configuration": {"reasoning": "off"}}),
+            "configuration.reasoning",
+        ),
+        (
+            "/v3/workspaces",
+            json!({"id": "ws", "configuration": {"summary": 0}}),
+            "configuration.summary",
+        ),
     ] {
         let (status, refused) = server.post(path, body).await;
         assert_eq!(status, 422, "{path}: {refused}");
